@@ -1,0 +1,79 @@
+package gcs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/membership"
+)
+
+// DefaultPort is the GCS's gRPC port, as --port defaults to.
+const DefaultPort = 6380
+
+// Config of a GCS server. Use DefaultConfig and change what you need.
+type Config struct {
+	// NodeIP is the address the GCS binds to and advertises (gRPC and memberlist).
+	NodeIP string
+	// Port is the gRPC port; 0 picks a free one.
+	Port int
+	// GossipPort is the memberlist port; 0 (the default) picks a free one.
+	GossipPort int
+	// Store holds the tables. Required. The server closes it on Stop.
+	Store store.Store
+	// ReconnectGrace is how long, after a start that reloaded nodes from the store, a
+	// node that was ALIVE has to reconnect before it is marked DEAD. Default 30 s.
+	ReconnectGrace time.Duration
+	// JobLeaseTimeout is how long a driver may go without renewing its job lease before
+	// the job is dead. Default 30 s.
+	JobLeaseTimeout time.Duration
+	// Membership timers; the zero value takes membership.DefaultConfig.
+	Membership membership.Config
+	// Now is the clock (tests may replace it). Default time.Now.
+	Now    func() time.Time
+	Logger zerolog.Logger
+}
+
+// DefaultConfig returns a GCS on 127.0.0.1:6380 with the timers documented on Config.
+// Store must still be set.
+func DefaultConfig() Config {
+	return Config{
+		NodeIP:          "127.0.0.1",
+		Port:            DefaultPort,
+		ReconnectGrace:  30 * time.Second,
+		JobLeaseTimeout: 30 * time.Second,
+		Membership:      membership.DefaultConfig(),
+		Now:             time.Now,
+		Logger:          zerolog.Nop(),
+	}
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if net.ParseIP(c.NodeIP) == nil {
+		return fmt.Errorf("gcs config: NodeIP %q is not an IP address", c.NodeIP)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("gcs config: Port %d out of range 0-65535", c.Port)
+	}
+	if c.GossipPort < 0 || c.GossipPort > 65535 {
+		return fmt.Errorf("gcs config: GossipPort %d out of range 0-65535", c.GossipPort)
+	}
+	if c.Store == nil {
+		return errors.New("gcs config: Store is required")
+	}
+	if c.ReconnectGrace <= 0 {
+		return fmt.Errorf("gcs config: ReconnectGrace %s must be positive", c.ReconnectGrace)
+	}
+	if c.JobLeaseTimeout <= 0 {
+		return fmt.Errorf("gcs config: JobLeaseTimeout %s must be positive", c.JobLeaseTimeout)
+	}
+	if c.Now == nil {
+		return errors.New("gcs config: Now is required")
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package gcs
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// metaKeyJobCounter is the key in store.TableMeta of the last job number handed out.
+const metaKeyJobCounter = "job_counter"
+
+// jobManager owns the job table: each job is a driver's lease, renewed by the client.
+// Concurrency: every field behind mu.
+type jobManager struct {
+	pb.UnimplementedJobInfoServiceServer
+	server *Server
+
+	mu   sync.Mutex
+	jobs map[string]*pb.JobInfo
+	// onJobDead is called (outside mu) with each job that finished or lost its lease.
+	onJobDead []func(job *pb.JobInfo)
+}
+
+func newJobManager(s *Server) *jobManager {
+	return &jobManager{server: s, jobs: map[string]*pb.JobInfo{}}
+}
+
+func (j *jobManager) load(ctx context.Context) error {
+	rows, err := j.server.store.GetAll(ctx, store.TableJobs)
+	if err != nil {
+		return fmt.Errorf("load job table: %w", err)
+	}
+	now := j.server.nowMs()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for id, raw := range rows {
+		job := &pb.JobInfo{}
+		if err := proto.Unmarshal(raw, job); err != nil {
+			return fmt.Errorf("load job table: job %s: %w", id, err)
+		}
+		if !job.IsDead {
+			// A driver could not renew while the GCS was down: give it a full lease.
+			job.LastRenewalMs = now
+		}
+		j.jobs[id] = job
+	}
+	return nil
+}
+
+// jobIDHex renders job number n as Ray does: 4 bytes, little-endian, in hex.
+func jobIDHex(n int64) string {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], uint32(n))
+	return hex.EncodeToString(b[:])
+}
+
+func (j *jobManager) persist(ctx context.Context, job *pb.JobInfo) error {
+	raw, err := proto.Marshal(job)
+	if err != nil {
+		return fmt.Errorf("encode job %s: %w", job.JobId, err)
+	}
+	if err := j.server.store.Put(ctx, store.TableJobs, job.JobId, raw); err != nil {
+		return status.Errorf(codes.Unavailable, "persist job %s: %v", job.JobId, err)
+	}
+	return nil
+}
+
+func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.AddJobReply, error) {
+	n, err := j.server.store.Increment(ctx, store.TableMeta, metaKeyJobCounter, 1)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "allocate job id: %v", err)
+	}
+	now := j.server.nowMs()
+	namespace := req.Namespace
+	if namespace == "" {
+		namespace = "default"
+	}
+	job := &pb.JobInfo{
+		JobId: jobIDHex(n), Namespace: namespace, DriverIp: req.DriverIp, DriverPid: req.DriverPid,
+		Entrypoint: req.Entrypoint, StartTimeMs: now, LastRenewalMs: now,
+	}
+	if err := j.persist(ctx, job); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	j.jobs[job.JobId] = job
+	j.mu.Unlock()
+	j.server.log.Info().Str("job_id", job.JobId).Str("namespace", namespace).Msg("job added")
+	return &pb.AddJobReply{Job: proto.Clone(job).(*pb.JobInfo), LeaseTimeoutMs: j.server.cfg.JobLeaseTimeout.Milliseconds()}, nil
+}
+
+func (j *jobManager) RenewJobLease(ctx context.Context, req *pb.RenewJobLeaseRequest) (*pb.RenewJobLeaseReply, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	job, ok := j.jobs[req.JobId]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job_id %s: no such job", req.JobId)
+	}
+	if job.IsDead {
+		return nil, status.Errorf(codes.FailedPrecondition, "job_id %s: job is finished", req.JobId)
+	}
+	// Renewals stay in memory: after a GCS restart every live job gets a fresh lease.
+	job.LastRenewalMs = j.server.nowMs()
+	return &pb.RenewJobLeaseReply{}, nil
+}
+
+func (j *jobManager) MarkJobFinished(ctx context.Context, req *pb.MarkJobFinishedRequest) (*pb.MarkJobFinishedReply, error) {
+	j.mu.Lock()
+	_, ok := j.jobs[req.JobId]
+	j.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "job_id %s: no such job", req.JobId)
+	}
+	if err := j.finish(ctx, req.JobId, "driver finished"); err != nil {
+		return nil, err
+	}
+	return &pb.MarkJobFinishedReply{}, nil
+}
+
+// finish marks a job dead once, persists it and tells the listeners.
+func (j *jobManager) finish(ctx context.Context, jobID, why string) error {
+	j.mu.Lock()
+	job := j.jobs[jobID]
+	if job == nil || job.IsDead {
+		j.mu.Unlock()
+		return nil
+	}
+	job.IsDead = true
+	job.EndTimeMs = j.server.nowMs()
+	row := proto.Clone(job).(*pb.JobInfo)
+	listeners := append([]func(*pb.JobInfo){}, j.onJobDead...)
+	j.mu.Unlock()
+	if err := j.persist(ctx, row); err != nil {
+		return err
+	}
+	j.server.log.Info().Str("job_id", jobID).Str("reason", why).Msg("job finished")
+	for _, fn := range listeners {
+		fn(row)
+	}
+	return nil
+}
+
+func (j *jobManager) GetAllJobInfo(ctx context.Context, _ *pb.GetAllJobInfoRequest) (*pb.GetAllJobInfoReply, error) {
+	j.mu.Lock()
+	out := make([]*pb.JobInfo, 0, len(j.jobs))
+	for _, job := range j.jobs {
+		out = append(out, proto.Clone(job).(*pb.JobInfo))
+	}
+	j.mu.Unlock()
+	sort.Slice(out, func(a, b int) bool {
+		return out[a].StartTimeMs < out[b].StartTimeMs || (out[a].StartTimeMs == out[b].StartTimeMs && out[a].JobId < out[b].JobId)
+	})
+	return &pb.GetAllJobInfoReply{Jobs: out}, nil
+}
+
+// reapLoop ends the jobs whose driver stopped renewing, until stop closes.
+func (j *jobManager) reapLoop(stop <-chan struct{}) {
+	interval := j.server.cfg.JobLeaseTimeout / 10
+	if interval > time.Second {
+		interval = time.Second
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+		}
+		deadline := j.server.nowMs() - j.server.cfg.JobLeaseTimeout.Milliseconds()
+		var expired []string
+		j.mu.Lock()
+		for id, job := range j.jobs {
+			if !job.IsDead && job.LastRenewalMs < deadline {
+				expired = append(expired, id)
+			}
+		}
+		j.mu.Unlock()
+		for _, id := range expired {
+			if err := j.finish(context.Background(), id, "driver lease expired"); err != nil {
+				j.server.log.Error().Err(err).Str("job_id", id).Msg("could not end job")
+			}
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package gcs
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// kvNamespaceSeparator ends the namespace part of a stored key. Namespaces may not
+// contain it, so one namespace's keys can never be read through another's prefix.
+const kvNamespaceSeparator = "\x00"
+
+// kvService is the namespaced internal key-value store, one row per key in store.TableKV.
+type kvService struct {
+	pb.UnimplementedInternalKVServiceServer
+	store store.Store
+}
+
+func kvKey(namespace string, key []byte) (string, error) {
+	if strings.Contains(namespace, kvNamespaceSeparator) {
+		return "", status.Error(codes.InvalidArgument, "namespace: must not contain a NUL byte")
+	}
+	return namespace + kvNamespaceSeparator + string(key), nil
+}
+
+func requireKey(key []byte) error {
+	if len(key) == 0 {
+		return status.Error(codes.InvalidArgument, "key: required")
+	}
+	return nil
+}
+
+func storeError(op string, err error) error {
+	return status.Errorf(codes.Unavailable, "kv %s: %v", op, err)
+}
+
+func (k *kvService) KVGet(ctx context.Context, req *pb.KVGetRequest) (*pb.KVGetReply, error) {
+	if err := requireKey(req.Key); err != nil {
+		return nil, err
+	}
+	key, err := kvKey(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	value, found, err := k.store.Get(ctx, store.TableKV, key)
+	if err != nil {
+		return nil, storeError("get", err)
+	}
+	return &pb.KVGetReply{Found: found, Value: value}, nil
+}
+
+func (k *kvService) KVPut(ctx context.Context, req *pb.KVPutRequest) (*pb.KVPutReply, error) {
+	if err := requireKey(req.Key); err != nil {
+		return nil, err
+	}
+	key, err := kvKey(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Overwrite {
+		added, err := k.store.PutIfAbsent(ctx, store.TableKV, key, req.Value)
+		if err != nil {
+			return nil, storeError("put", err)
+		}
+		return &pb.KVPutReply{Added: added}, nil
+	}
+	_, existed, err := k.store.Get(ctx, store.TableKV, key)
+	if err != nil {
+		return nil, storeError("put", err)
+	}
+	if err := k.store.Put(ctx, store.TableKV, key, req.Value); err != nil {
+		return nil, storeError("put", err)
+	}
+	return &pb.KVPutReply{Added: !existed}, nil
+}
+
+func (k *kvService) KVDel(ctx context.Context, req *pb.KVDelRequest) (*pb.KVDelReply, error) {
+	key, err := kvKey(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{key}
+	if req.DelByPrefix {
+		if keys, err = k.store.Keys(ctx, store.TableKV, key); err != nil {
+			return nil, storeError("del", err)
+		}
+	} else if err := requireKey(req.Key); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return &pb.KVDelReply{}, nil
+	}
+	n, err := k.store.Delete(ctx, store.TableKV, keys...)
+	if err != nil {
+		return nil, storeError("del", err)
+	}
+	return &pb.KVDelReply{DeletedNum: int64(n)}, nil
+}
+
+func (k *kvService) KVKeys(ctx context.Context, req *pb.KVKeysRequest) (*pb.KVKeysReply, error) {
+	prefix, err := kvKey(req.Namespace, req.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := k.store.Keys(ctx, store.TableKV, prefix)
+	if err != nil {
+		return nil, storeError("keys", err)
+	}
+	nsPrefix := len(req.Namespace) + len(kvNamespaceSeparator)
+	out := make([][]byte, len(keys))
+	for i, key := range keys {
+		out[i] = []byte(key[nsPrefix:])
+	}
+	return &pb.KVKeysReply{Keys: out}, nil
+}
+
+func (k *kvService) KVExists(ctx context.Context, req *pb.KVExistsRequest) (*pb.KVExistsReply, error) {
+	if err := requireKey(req.Key); err != nil {
+		return nil, err
+	}
+	key, err := kvKey(req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	_, found, err := k.store.Get(ctx, store.TableKV, key)
+	if err != nil {
+		return nil, storeError("exists", err)
+	}
+	return &pb.KVExistsReply{Exists: found}, nil
+}

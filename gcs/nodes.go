@@ -1,0 +1,326 @@
+package gcs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// Death reasons recorded in NodeInfo.death_reason.
+const (
+	deathMemberlistFailed = "memberlist: the node stopped answering probes"
+	deathNotReconnected   = "did not reconnect after the GCS restarted"
+	deathUnregistered     = "raylet shut down"
+)
+
+// nodeManager owns the node table. Concurrency: every field behind mu.
+type nodeManager struct {
+	pb.UnimplementedNodeInfoServiceServer
+	server *Server
+
+	mu    sync.Mutex
+	nodes map[string]*pb.NodeInfo
+	// awaitingReconnect holds the nodes reloaded as ALIVE from the store that have not
+	// yet reported to this incarnation.
+	awaitingReconnect map[string]bool
+	rayletConns       map[string]*grpc.ClientConn
+	graceTimer        *time.Timer
+}
+
+func newNodeManager(s *Server) *nodeManager {
+	return &nodeManager{
+		server:            s,
+		nodes:             map[string]*pb.NodeInfo{},
+		awaitingReconnect: map[string]bool{},
+		rayletConns:       map[string]*grpc.ClientConn{},
+	}
+}
+
+// load reads the node table and returns how many ALIVE nodes must reconnect.
+func (m *nodeManager) load(ctx context.Context) (int, error) {
+	rows, err := m.server.store.GetAll(ctx, store.TableNodes)
+	if err != nil {
+		return 0, fmt.Errorf("load node table: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, raw := range rows {
+		node := &pb.NodeInfo{}
+		if err := proto.Unmarshal(raw, node); err != nil {
+			return 0, fmt.Errorf("load node table: node %s: %w", id, err)
+		}
+		m.nodes[id] = node
+		if node.State == pb.NodeState_ALIVE {
+			m.awaitingReconnect[id] = true
+		}
+	}
+	return len(m.awaitingReconnect), nil
+}
+
+// startReconnectGrace marks DEAD, after the grace period, the reloaded nodes that have not
+// reported to this incarnation.
+func (m *nodeManager) startReconnectGrace(reloaded int) {
+	if reloaded == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.graceTimer = time.AfterFunc(m.server.cfg.ReconnectGrace, func() {
+		m.mu.Lock()
+		ids := make([]string, 0, len(m.awaitingReconnect))
+		for id := range m.awaitingReconnect {
+			ids = append(ids, id)
+		}
+		m.mu.Unlock()
+		for _, id := range ids {
+			m.markDead(id, deathNotReconnected)
+		}
+	})
+}
+
+func (m *nodeManager) gossipSeeds() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var seeds []string
+	for _, n := range m.nodes {
+		if n.State == pb.NodeState_ALIVE && n.GossipAddress != "" {
+			seeds = append(seeds, n.GossipAddress)
+		}
+	}
+	sort.Strings(seeds)
+	return seeds
+}
+
+func (m *nodeManager) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.graceTimer != nil {
+		m.graceTimer.Stop()
+	}
+	for id, conn := range m.rayletConns {
+		_ = conn.Close()
+		delete(m.rayletConns, id)
+	}
+}
+
+// persist writes one node row. Callers hold no lock: the row is a clone.
+func (m *nodeManager) persist(ctx context.Context, node *pb.NodeInfo) error {
+	raw, err := proto.Marshal(node)
+	if err != nil {
+		return fmt.Errorf("encode node %s: %w", node.NodeId, err)
+	}
+	if err := m.server.store.Put(ctx, store.TableNodes, node.NodeId, raw); err != nil {
+		return status.Errorf(codes.Unavailable, "persist node %s: %v", node.NodeId, err)
+	}
+	return nil
+}
+
+// markDead records a node's death (once) and persists it.
+func (m *nodeManager) markDead(nodeID, reason string) {
+	m.mu.Lock()
+	node, ok := m.nodes[nodeID]
+	if !ok || node.State == pb.NodeState_DEAD {
+		m.mu.Unlock()
+		return
+	}
+	node.State = pb.NodeState_DEAD
+	node.DeathReason = reason
+	node.EndTimeMs = m.server.nowMs()
+	node.ResourcesAvailable = map[string]float64{}
+	delete(m.awaitingReconnect, nodeID)
+	if conn := m.rayletConns[nodeID]; conn != nil {
+		_ = conn.Close()
+		delete(m.rayletConns, nodeID)
+	}
+	row := proto.Clone(node).(*pb.NodeInfo)
+	m.mu.Unlock()
+	m.server.log.Warn().Str("node_id", nodeID).Str("reason", reason).Msg("node marked DEAD")
+	if err := m.persist(context.Background(), row); err != nil {
+		m.server.log.Error().Err(err).Str("node_id", nodeID).Msg("could not persist node death")
+	}
+}
+
+// MemberJoined implements membership.Events.
+func (m *nodeManager) MemberJoined(name string, meta membership.Meta) {
+	m.server.log.Debug().Str("member", name).Str("kind", meta.Kind).Msg("memberlist join")
+}
+
+// MemberFailed implements membership.Events: a raylet that memberlist declares failed
+// (or that left) is DEAD.
+func (m *nodeManager) MemberFailed(name string, meta membership.Meta) {
+	if meta.Kind != "raylet" || meta.NodeID == "" {
+		return
+	}
+	// memberlist calls us from its own goroutine, which must not block on the store.
+	go m.markDead(meta.NodeID, deathMemberlistFailed)
+}
+
+// GetClusterInfo implements pb.NodeInfoServiceServer.
+func (m *nodeManager) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRequest) (*pb.GetClusterInfoReply, error) {
+	s := m.server
+	return &pb.GetClusterInfoReply{
+		GcsEpoch:        s.epoch,
+		GossipAddress:   s.gossip.Address(),
+		ProtocolVersion: rpcutil.ProtocolVersion,
+		Store:           s.store.Name(),
+		StartTimeMs:     s.startTime.UnixMilli(),
+	}, nil
+}
+
+// RegisterNode implements pb.NodeInfoServiceServer.
+func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequest) (*pb.RegisterNodeReply, error) {
+	in := req.GetNode()
+	if in == nil || in.NodeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "node.node_id: required")
+	}
+	if in.RayletAddress == "" {
+		return nil, status.Error(codes.InvalidArgument, "node.raylet_address: required")
+	}
+	m.mu.Lock()
+	if old, ok := m.nodes[in.NodeId]; ok && old.State == pb.NodeState_DEAD {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s); a restarted raylet registers with a new node id", in.NodeId, old.DeathReason)
+	}
+	node := proto.Clone(in).(*pb.NodeInfo)
+	node.State = pb.NodeState_ALIVE
+	if old, ok := m.nodes[in.NodeId]; ok {
+		// Re-registration after a GCS restart: keep what the GCS decided about the node.
+		node.IsDraining, node.DrainReason, node.StartTimeMs = old.IsDraining, old.DrainReason, old.StartTimeMs
+	}
+	if node.StartTimeMs == 0 {
+		node.StartTimeMs = m.server.nowMs()
+	}
+	m.nodes[node.NodeId] = node
+	delete(m.awaitingReconnect, node.NodeId)
+	row := proto.Clone(node).(*pb.NodeInfo)
+	m.mu.Unlock()
+
+	if err := m.persist(ctx, row); err != nil {
+		return nil, err
+	}
+	m.server.log.Info().Str("node_id", node.NodeId).Str("raylet_address", node.RayletAddress).
+		Str("node_name", node.NodeName).Bool("is_head_node", node.IsHeadNode).Msg("node registered")
+	seeds := append([]string{m.server.gossip.Address()}, m.gossipSeeds()...)
+	return &pb.RegisterNodeReply{GcsEpoch: m.server.epoch, GossipSeeds: seeds}, nil
+}
+
+// ReportHeartbeat implements pb.NodeInfoServiceServer.
+func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbeatRequest) (*pb.ReportHeartbeatReply, error) {
+	m.mu.Lock()
+	node, ok := m.nodes[req.NodeId]
+	if !ok {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "node %s is not registered with this GCS", req.NodeId)
+	}
+	if node.State == pb.NodeState_DEAD {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
+	}
+	node.ResourcesAvailable = req.ResourcesAvailable
+	reconnected := m.awaitingReconnect[req.NodeId]
+	delete(m.awaitingReconnect, req.NodeId)
+	m.mu.Unlock()
+	if reconnected {
+		m.server.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
+	}
+	return &pb.ReportHeartbeatReply{GcsEpoch: m.server.epoch, GcsGossipAddress: m.server.gossip.Address()}, nil
+}
+
+// GetAllNodeInfo implements pb.NodeInfoServiceServer. Nodes are sorted: head first, then
+// by start time, then id.
+func (m *nodeManager) GetAllNodeInfo(ctx context.Context, req *pb.GetAllNodeInfoRequest) (*pb.GetAllNodeInfoReply, error) {
+	m.mu.Lock()
+	out := make([]*pb.NodeInfo, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if req.AliveOnly && n.State != pb.NodeState_ALIVE {
+			continue
+		}
+		out = append(out, proto.Clone(n).(*pb.NodeInfo))
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.IsHeadNode != b.IsHeadNode {
+			return a.IsHeadNode
+		}
+		if a.StartTimeMs != b.StartTimeMs {
+			return a.StartTimeMs < b.StartTimeMs
+		}
+		return a.NodeId < b.NodeId
+	})
+	return &pb.GetAllNodeInfoReply{Nodes: out}, nil
+}
+
+// DrainNode implements pb.NodeInfoServiceServer.
+func (m *nodeManager) DrainNode(ctx context.Context, req *pb.DrainNodeRequest) (*pb.DrainNodeReply, error) {
+	if req.NodeId == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+	}
+	m.mu.Lock()
+	node, ok := m.nodes[req.NodeId]
+	if !ok {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.NotFound, "node_id %s: no such node", req.NodeId)
+	}
+	if node.State == pb.NodeState_DEAD {
+		m.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "node_id %s: node is DEAD", req.NodeId)
+	}
+	node.IsDraining = true
+	node.DrainReason = req.Reason
+	row := proto.Clone(node).(*pb.NodeInfo)
+	conn, err := m.rayletConnLocked(node)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "node_id %s: %v", req.NodeId, err)
+	}
+	if err := m.persist(ctx, row); err != nil {
+		return nil, err
+	}
+	// The raylet refuses new work itself too; if it cannot be told now, the GCS view
+	// still keeps work away from it.
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := pb.NewNodeManagerServiceClient(conn).DrainRaylet(callCtx, &pb.DrainRayletRequest{Reason: req.Reason}); err != nil {
+		m.server.log.Warn().Err(err).Str("node_id", req.NodeId).Msg("raylet did not acknowledge draining")
+	}
+	m.server.log.Info().Str("node_id", req.NodeId).Str("reason", req.Reason).Msg("node draining")
+	return &pb.DrainNodeReply{Node: row}, nil
+}
+
+// UnregisterNode implements pb.NodeInfoServiceServer.
+func (m *nodeManager) UnregisterNode(ctx context.Context, req *pb.UnregisterNodeRequest) (*pb.UnregisterNodeReply, error) {
+	reason := deathUnregistered
+	if req.Reason != "" {
+		reason = req.Reason
+	}
+	m.markDead(req.NodeId, reason)
+	return &pb.UnregisterNodeReply{}, nil
+}
+
+// rayletConnLocked returns the connection to a node's raylet; every request on it carries
+// this GCS's epoch. Callers hold mu.
+func (m *nodeManager) rayletConnLocked(node *pb.NodeInfo) (*grpc.ClientConn, error) {
+	if conn := m.rayletConns[node.NodeId]; conn != nil {
+		return conn, nil
+	}
+	epoch := m.server.epoch
+	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	if err != nil {
+		return nil, err
+	}
+	m.rayletConns[node.NodeId] = conn
+	return conn, nil
+}

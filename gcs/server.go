@@ -1,0 +1,178 @@
+package gcs
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// metaKeyEpoch is the key in store.TableMeta of the last GCS epoch.
+const metaKeyEpoch = "epoch"
+
+// Server is a running GCS.
+type Server struct {
+	cfg       Config
+	log       zerolog.Logger
+	store     store.Store
+	epoch     int64
+	startTime time.Time
+
+	listener net.Listener
+	grpc     *grpc.Server
+	health   *health.Server
+	gossip   *membership.Agent
+
+	nodes *nodeManager
+	jobs  *jobManager
+	kv    *kvService
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+// Start opens the store's tables, takes the next epoch, binds the gRPC and memberlist
+// ports and serves until Stop. On error nothing is left running (the store is closed).
+func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, startTime: cfg.Now(), stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+
+	s.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.NodeIP, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("gcs listen on %s:%d: %w", cfg.NodeIP, cfg.Port, err)
+	}
+	if s.epoch, err = nextEpoch(ctx, cfg.Store, s.startTime); err != nil {
+		return nil, err
+	}
+	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
+
+	s.nodes = newNodeManager(s)
+	s.jobs = newJobManager(s)
+	s.kv = &kvService{store: cfg.Store}
+	reloaded, err := s.nodes.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.jobs.load(ctx); err != nil {
+		return nil, err
+	}
+
+	mcfg := cfg.Membership
+	mcfg.Name = "gcs-" + strconv.FormatInt(s.epoch, 10)
+	mcfg.BindIP = cfg.NodeIP
+	mcfg.Port = cfg.GossipPort
+	mcfg.Meta = membership.Meta{Kind: "gcs"}
+	if s.gossip, err = membership.Start(mcfg, s.nodes); err != nil {
+		return nil, err
+	}
+	if seeds := s.nodes.gossipSeeds(); len(seeds) > 0 {
+		// Seeding from the node table lets a restarted GCS rejoin the raylets' gossip at
+		// once; raylets also join us when their heartbeat names our new address.
+		if _, err := s.gossip.Join(seeds); err != nil {
+			s.log.Warn().Err(err).Msg("could not rejoin any reloaded node's memberlist yet")
+		}
+	}
+
+	s.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
+	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
+	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	go func() { _ = s.grpc.Serve(s.listener) }()
+
+	s.nodes.startReconnectGrace(reloaded)
+	go s.jobs.reapLoop(s.stopped)
+	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
+		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
+	return s, nil
+}
+
+// nextEpoch persists and returns the epoch of this GCS start. A store with no epoch yet
+// starts from the start time in milliseconds, so a raylet that outlived a GCS on the
+// non-durable memory store still sees the next GCS's epoch as newer.
+func nextEpoch(ctx context.Context, st store.Store, now time.Time) (int64, error) {
+	current, err := st.Increment(ctx, store.TableMeta, metaKeyEpoch, 0)
+	if err != nil {
+		return 0, fmt.Errorf("read GCS epoch: %w", err)
+	}
+	delta := int64(1)
+	if current == 0 {
+		delta = now.UnixMilli()
+	}
+	epoch, err := st.Increment(ctx, store.TableMeta, metaKeyEpoch, delta)
+	if err != nil {
+		return 0, fmt.Errorf("persist GCS epoch: %w", err)
+	}
+	return epoch, nil
+}
+
+// Address is the host:port of the gRPC server.
+func (s *Server) Address() string { return s.listener.Addr().String() }
+
+// GossipAddress is the host:port of the GCS's memberlist agent.
+func (s *Server) GossipAddress() string { return s.gossip.Address() }
+
+// Epoch is this incarnation's epoch.
+func (s *Server) Epoch() int64 { return s.epoch }
+
+// Stop shuts the server down gracefully: pending RPCs finish, memberlist leaves, the
+// store is closed.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.stopped)
+		if s.health != nil {
+			s.health.Shutdown()
+		}
+		if s.grpc != nil {
+			stopped := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				s.grpc.Stop()
+			}
+		}
+		if s.gossip != nil {
+			s.gossip.Leave(time.Second)
+		}
+		s.closeAll()
+		s.log.Info().Msg("GCS stopped")
+	})
+}
+
+func (s *Server) closeAll() {
+	if s.nodes != nil {
+		s.nodes.close()
+	}
+	if s.listener != nil {
+		_ = s.listener.Close()
+	}
+	if s.gossip != nil {
+		s.gossip.Shutdown()
+	}
+	_ = s.store.Close()
+}
+
+// nowMs is the server clock in Unix milliseconds.
+func (s *Server) nowMs() int64 { return s.cfg.Now().UnixMilli() }

@@ -1,0 +1,129 @@
+package raylet
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/raygo-dev/raygo/internal/membership"
+)
+
+// Standard resource and label names, as Ray's.
+const (
+	ResourceCPU    = "CPU"
+	ResourceGPU    = "GPU"
+	ResourceMemory = "memory"
+
+	LabelNodeID          = "ray.io/node-id"
+	LabelAcceleratorType = "ray.io/accelerator-type"
+)
+
+// Config of a raylet. Use DefaultConfig and change what you need.
+type Config struct {
+	// NodeID is the node's id (56 hex characters); empty means a new random one. A
+	// restarted raylet is a new node, as in Ray.
+	NodeID string
+	// NodeIP is what the raylet binds to and advertises (gRPC and memberlist).
+	NodeIP string
+	// Port is the gRPC port; 0 (the default) picks a free one.
+	Port int
+	// GossipPort is the memberlist port; 0 (the default) picks a free one.
+	GossipPort int
+	// GCSAddress is the GCS's host:port.
+	GCSAddress string
+	// NodeName defaults to NodeIP, as Ray's.
+	NodeName string
+	IsHead   bool
+	// Resources overrides or adds resources (e.g. {"CPU": 4, "TPU": 1}); amounts are
+	// rounded to 1/10000.
+	Resources map[string]float64
+	// Labels are user labels added to the defaults (ray.io/node-id, and
+	// ray.io/accelerator-type on GPU nodes).
+	Labels map[string]string
+	// HeartbeatInterval is how often the raylet reports to the GCS. Default 1 s.
+	HeartbeatInterval time.Duration
+	// ReconnectBackoffMax caps the wait between attempts to reach a GCS that is down.
+	// Default 2 s, so a restarted GCS sees every live raylet within a few seconds.
+	ReconnectBackoffMax time.Duration
+	// Membership timers; the zero value takes membership.DefaultConfig.
+	Membership membership.Config
+	// DetectGPUs returns the node's GPU count and model; nil means no GPUs.
+	DetectGPUs func() (count int, model string)
+	Logger     zerolog.Logger
+}
+
+// DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at
+// 127.0.0.1:6380.
+func DefaultConfig() Config {
+	return Config{
+		NodeIP:              "127.0.0.1",
+		GCSAddress:          "127.0.0.1:6380",
+		HeartbeatInterval:   time.Second,
+		ReconnectBackoffMax: 2 * time.Second,
+		Membership:          membership.DefaultConfig(),
+		Logger:              zerolog.Nop(),
+	}
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	if net.ParseIP(c.NodeIP) == nil {
+		return fmt.Errorf("raylet config: NodeIP %q is not an IP address", c.NodeIP)
+	}
+	if c.NodeID != "" {
+		if b, err := hex.DecodeString(c.NodeID); err != nil || len(b) != nodeIDBytes {
+			return fmt.Errorf("raylet config: NodeID %q must be %d hex characters", c.NodeID, 2*nodeIDBytes)
+		}
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("raylet config: Port %d out of range 0-65535", c.Port)
+	}
+	if c.GossipPort < 0 || c.GossipPort > 65535 {
+		return fmt.Errorf("raylet config: GossipPort %d out of range 0-65535", c.GossipPort)
+	}
+	if _, _, err := net.SplitHostPort(c.GCSAddress); err != nil {
+		return fmt.Errorf("raylet config: GCSAddress %q: %w", c.GCSAddress, err)
+	}
+	if err := ValidateResources(c.Resources); err != nil {
+		return fmt.Errorf("raylet config: %w", err)
+	}
+	if c.HeartbeatInterval <= 0 {
+		return errors.New("raylet config: HeartbeatInterval must be positive")
+	}
+	if c.ReconnectBackoffMax <= 0 {
+		return errors.New("raylet config: ReconnectBackoffMax must be positive")
+	}
+	return nil
+}
+
+// ValidateResources checks resource names and amounts; the error names the resource.
+func ValidateResources(resources map[string]float64) error {
+	for name, amount := range resources {
+		if name == "" {
+			return errors.New("resources: empty resource name")
+		}
+		if len(name) > 256 {
+			return fmt.Errorf("resources: name %.20q… is longer than 256 bytes", name)
+		}
+		if math.IsNaN(amount) || math.IsInf(amount, 0) || amount < 0 {
+			return fmt.Errorf("resources[%q]: amount must be a finite number >= 0, got %v", name, amount)
+		}
+	}
+	return nil
+}
+
+// nodeIDBytes is the size of a node id, as Ray's NodeID.
+const nodeIDBytes = 28
+
+// NewNodeID returns a random node id.
+func NewNodeID() string {
+	b := make([]byte, nodeIDBytes)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,314 @@
+package raylet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// ErrNodeDead is returned by Wait when the GCS declared this node DEAD: as in Ray, the
+// raylet then exits and a new raylet joins with a new node id.
+var ErrNodeDead = errors.New("the GCS declared this node DEAD")
+
+// Raylet is a running node agent.
+type Raylet struct {
+	cfg  Config
+	log  zerolog.Logger
+	node *pb.NodeInfo // immutable after Start, except under mu
+
+	listener net.Listener
+	grpc     *grpc.Server
+	gossip   *membership.Agent
+	gcsConn  *grpc.ClientConn
+	nodes    pb.NodeInfoServiceClient
+
+	mu        sync.Mutex
+	epoch     int64 // newest GCS epoch seen
+	draining  bool
+	gcsGossip string // the GCS memberlist address we last joined
+
+	stop     chan struct{}
+	done     chan error
+	stopOnce sync.Once
+}
+
+// Start binds the raylet's ports, registers with the GCS (which must answer) and keeps
+// the registration alive in the background until Stop.
+func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = NewNodeID()
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = cfg.NodeIP
+	}
+	r := &Raylet{cfg: cfg, log: cfg.Logger.With().Str("node_id", cfg.NodeID).Logger(), stop: make(chan struct{}), done: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			r.closeAll()
+		}
+	}()
+
+	r.listener, err = net.Listen("tcp", net.JoinHostPort(cfg.NodeIP, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("raylet listen on %s:%d: %w", cfg.NodeIP, cfg.Port, err)
+	}
+	mcfg := cfg.Membership
+	mcfg.Name = cfg.NodeID
+	mcfg.BindIP = cfg.NodeIP
+	mcfg.Port = cfg.GossipPort
+	mcfg.Meta = membership.Meta{Kind: "raylet", NodeID: cfg.NodeID, RayletAddress: r.listener.Addr().String()}
+	if r.gossip, err = membership.Start(mcfg, nil); err != nil {
+		return nil, err
+	}
+	r.node = r.describeNode()
+
+	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, r.fenceInterceptor)...)
+	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
+	go func() { _ = r.grpc.Serve(r.listener) }()
+
+	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{}); err != nil {
+		return nil, err
+	}
+	r.nodes = pb.NewNodeInfoServiceClient(r.gcsConn)
+	if err := r.register(ctx); err != nil {
+		return nil, err
+	}
+	go r.heartbeatLoop()
+	r.log.Info().Str("raylet_address", r.node.RayletAddress).Str("gossip_address", r.node.GossipAddress).
+		Str("gcs_address", cfg.GCSAddress).Interface("resources", r.node.ResourcesTotal).Msg("raylet started")
+	return r, nil
+}
+
+func (r *Raylet) describeNode() *pb.NodeInfo {
+	totals, gpuModel := detectTotals(r.cfg)
+	labels := map[string]string{LabelNodeID: r.cfg.NodeID}
+	if totals[ResourceGPU] > 0 && gpuModel != "" {
+		labels[LabelAcceleratorType] = AcceleratorType(gpuModel)
+	}
+	maps.Copy(labels, r.cfg.Labels)
+	return &pb.NodeInfo{
+		NodeId:             r.cfg.NodeID,
+		NodeIp:             r.cfg.NodeIP,
+		NodeName:           r.cfg.NodeName,
+		IsHeadNode:         r.cfg.IsHead,
+		State:              pb.NodeState_ALIVE,
+		ResourcesTotal:     totals,
+		ResourcesAvailable: maps.Clone(totals),
+		Labels:             labels,
+		RayletAddress:      r.listener.Addr().String(),
+		GossipAddress:      r.gossip.Address(),
+	}
+}
+
+// NodeID is this raylet's node id.
+func (r *Raylet) NodeID() string { return r.cfg.NodeID }
+
+// Address is the host:port of the raylet's gRPC server.
+func (r *Raylet) Address() string { return r.listener.Addr().String() }
+
+// Node returns the node as the raylet describes it.
+func (r *Raylet) Node() *pb.NodeInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	node := proto.Clone(r.node).(*pb.NodeInfo)
+	node.IsDraining = r.draining
+	return node
+}
+
+// register announces the node to the GCS, adopts its epoch and joins the memberlist
+// seeds it returns.
+func (r *Raylet) register(ctx context.Context) error {
+	reply, err := r.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: r.Node()})
+	if err != nil {
+		return fmt.Errorf("register with GCS at %s: %w", r.cfg.GCSAddress, err)
+	}
+	r.observeEpoch(reply.GcsEpoch)
+	if _, err := r.gossip.Join(reply.GossipSeeds); err != nil {
+		r.log.Warn().Err(err).Msg("memberlist join failed; the GCS will find us through its own join")
+	}
+	if len(reply.GossipSeeds) > 0 {
+		r.mu.Lock()
+		r.gcsGossip = reply.GossipSeeds[0]
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// observeEpoch records a GCS epoch seen in a reply.
+func (r *Raylet) observeEpoch(epoch int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if epoch > r.epoch {
+		if r.epoch != 0 {
+			r.log.Info().Int64("gcs_epoch", epoch).Int64("previous_epoch", r.epoch).Msg("new GCS incarnation")
+		}
+		r.epoch = epoch
+	}
+}
+
+// heartbeatLoop reports to the GCS every HeartbeatInterval; while the GCS is unreachable
+// it retries with backoff, and it re-registers when a GCS without our row answers.
+func (r *Raylet) heartbeatLoop() {
+	backoff := rpcutil.Backoff{Min: 100 * time.Millisecond, Max: r.cfg.ReconnectBackoffMax}
+	wait := r.cfg.HeartbeatInterval
+	unreachableSince := time.Time{}
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(wait):
+		}
+		err := r.heartbeat()
+		switch {
+		case err == nil:
+			if !unreachableSince.IsZero() {
+				r.log.Info().Dur("after", time.Since(unreachableSince)).Msg("reconnected to the GCS")
+				unreachableSince = time.Time{}
+			}
+			backoff.Reset()
+			wait = r.cfg.HeartbeatInterval
+		case status.Code(err) == codes.FailedPrecondition && !isVersionError(err):
+			r.log.Error().Err(err).Msg("the GCS declared this node dead; exiting")
+			r.done <- fmt.Errorf("%w: %v", ErrNodeDead, err)
+			return
+		default:
+			if unreachableSince.IsZero() {
+				unreachableSince = time.Now()
+				r.log.Warn().Err(err).Msg("GCS unreachable; retrying with backoff")
+			}
+			wait = backoff.Next()
+		}
+	}
+}
+
+// isVersionError tells a protocol mismatch (the operator must upgrade one side) from
+// the GCS's verdict that this node is dead.
+func isVersionError(err error) bool {
+	return strings.Contains(status.Convert(err).Message(), "protocol version")
+}
+
+func (r *Raylet) heartbeat() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	node := r.Node()
+	reply, err := r.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{
+		NodeId: node.NodeId, ResourcesAvailable: node.ResourcesAvailable, GossipAddress: node.GossipAddress,
+	})
+	if status.Code(err) == codes.NotFound {
+		// A GCS on a fresh store (the memory store after a restart) does not know us.
+		return r.register(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	r.observeEpoch(reply.GcsEpoch)
+	r.mu.Lock()
+	rejoin := reply.GcsGossipAddress != "" && reply.GcsGossipAddress != r.gcsGossip
+	r.gcsGossip = reply.GcsGossipAddress
+	r.mu.Unlock()
+	if rejoin {
+		// A restarted GCS gossips on a new port; join it in case its own join missed us.
+		if _, err := r.gossip.Join([]string{reply.GcsGossipAddress}); err != nil {
+			r.log.Warn().Err(err).Msg("could not join the GCS's memberlist")
+		}
+	}
+	return nil
+}
+
+// fenceInterceptor refuses requests from a GCS older than the newest one seen.
+func (r *Raylet) fenceInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if epoch, ok := rpcutil.EpochFromIncoming(ctx); ok {
+		r.mu.Lock()
+		current := r.epoch
+		if epoch > r.epoch {
+			r.epoch = epoch
+		}
+		r.mu.Unlock()
+		if epoch < current {
+			return nil, status.Errorf(codes.FailedPrecondition, "stale GCS epoch %d: this raylet has seen epoch %d", epoch, current)
+		}
+	}
+	return handler(ctx, req)
+}
+
+// Wait blocks until the raylet stops on its own (the GCS declared it dead) or ctx ends.
+func (r *Raylet) Wait(ctx context.Context) error {
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop unregisters from the GCS (best effort, bounded), leaves memberlist and stops.
+func (r *Raylet) Stop() {
+	r.stopOnce.Do(func() {
+		close(r.stop)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := r.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: r.cfg.NodeID}); err != nil {
+			r.log.Warn().Err(err).Msg("could not unregister from the GCS")
+		}
+		r.gossip.Leave(time.Second)
+		r.closeAll()
+		r.log.Info().Msg("raylet stopped")
+	})
+}
+
+func (r *Raylet) closeAll() {
+	if r.grpc != nil {
+		r.grpc.Stop()
+	}
+	if r.listener != nil {
+		_ = r.listener.Close()
+	}
+	if r.gossip != nil {
+		r.gossip.Shutdown()
+	}
+	if r.gcsConn != nil {
+		_ = r.gcsConn.Close()
+	}
+}
+
+// nodeManagerService implements pb.NodeManagerServiceServer.
+type nodeManagerService struct {
+	pb.UnimplementedNodeManagerServiceServer
+	raylet *Raylet
+}
+
+func (s *nodeManagerService) GetNodeStats(ctx context.Context, _ *pb.GetNodeStatsRequest) (*pb.GetNodeStatsReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	epoch := r.epoch
+	r.mu.Unlock()
+	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch}, nil
+}
+
+func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayletRequest) (*pb.DrainRayletReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	r.draining = true
+	r.mu.Unlock()
+	r.log.Info().Str("reason", req.Reason).Msg("draining: taking no new work")
+	return &pb.DrainRayletReply{}, nil
+}

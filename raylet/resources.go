@@ -1,0 +1,67 @@
+package raylet
+
+import (
+	"bufio"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// fixedPointScale is Ray's resource granularity: amounts are multiples of 1/10000.
+const fixedPointScale = 10000
+
+func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fixedPointScale }
+
+// detectTotals returns the node's resources: detected CPU cores, memory and GPUs, then
+// the configured overrides on top.
+func detectTotals(cfg Config) (map[string]float64, string) {
+	totals := map[string]float64{
+		ResourceCPU:    float64(runtime.NumCPU()),
+		ResourceMemory: float64(totalMemoryBytes()),
+		ResourceGPU:    0,
+	}
+	model := ""
+	if cfg.DetectGPUs != nil {
+		var count int
+		count, model = cfg.DetectGPUs()
+		totals[ResourceGPU] = float64(count)
+	}
+	for name, amount := range cfg.Resources {
+		totals[name] = roundAmount(amount)
+	}
+	return totals, model
+}
+
+// totalMemoryBytes reads MemTotal from /proc/meminfo (0 when it cannot be read).
+func totalMemoryBytes() uint64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		fields := strings.Fields(scanner.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kib, err := strconv.ParseUint(fields[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kib * 1024
+		}
+	}
+	return 0
+}
+
+// AcceleratorType maps an NVML device name to Ray's accelerator-type label value.
+func AcceleratorType(model string) string {
+	upper := strings.ToUpper(model)
+	for _, known := range []string{"GB200", "H200", "H100", "A100", "L40S", "L4", "A10G", "V100", "T4"} {
+		if strings.Contains(upper, known) {
+			return known
+		}
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(model), "NVIDIA "), " ", "-")
+}
