@@ -1,0 +1,324 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+func runStop(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("stop", "Stop every raygo node that 'raygo start' left running on this machine:\nSIGTERM to each node's supervisor, SIGKILL after --grace.",
+		"  raygo stop\n  raygo stop --force\n", stdout)
+	force := fs.Bool("force", false, "SIGKILL at once")
+	grace := fs.Duration("grace", 15*time.Second, "how long to wait for a clean stop before SIGKILL")
+	temp := fs.String("temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	records, err := runningNodeRecords(tempDir(*temp))
+	if err != nil {
+		return err
+	}
+	if len(records) == 0 {
+		fmt.Fprintln(stdout, "No raygo nodes are running on this machine.")
+		return nil
+	}
+	// Workers first, head last, so raylets say goodbye to a live GCS.
+	sort.SliceStable(records, func(i, j int) bool { return !records[i].IsHead && records[j].IsHead })
+	signal := syscall.SIGTERM
+	if *force {
+		signal = syscall.SIGKILL
+	}
+	for _, rec := range records {
+		_ = syscall.Kill(rec.SupervisorPID, signal)
+		deadline := time.Now().Add(*grace)
+		for isRaygoProcess(rec.SupervisorPID) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if isRaygoProcess(rec.SupervisorPID) {
+			fmt.Fprintf(stderr, "node %s did not stop within %s; killing it\n", shortID(rec.NodeID), *grace)
+			_ = syscall.Kill(rec.SupervisorPID, syscall.SIGKILL)
+		}
+		kind := "node"
+		if rec.IsHead {
+			kind = "head node"
+		}
+		fmt.Fprintf(stdout, "Stopped %s %s (pid %d)\n", kind, shortID(rec.NodeID), rec.SupervisorPID)
+	}
+	fmt.Fprintf(stdout, "Stopped %d raygo node(s).\n", len(records))
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", "Print a summary of the cluster, in the spirit of 'ray status': nodes alive,\ndraining and dead, and resources used / total over the alive nodes.",
+		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
+	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, err := dialGCS(*address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callContext()
+	defer cancel()
+	info, err := c.nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+	if err != nil {
+		return err
+	}
+	reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil {
+		return err
+	}
+	printStatus(stdout, c.address, info, reply.Nodes)
+	return nil
+}
+
+func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo) {
+	rule := strings.Repeat("-", 64)
+	fmt.Fprintf(w, "======== Cluster status: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
+	fmt.Fprintf(w, "Node status\n%s\n", rule)
+	var active, draining, dead []string
+	totals, available := map[string]float64{}, map[string]float64{}
+	for _, n := range nodes {
+		line := fmt.Sprintf(" node_%s  %s", shortID(n.NodeId), n.NodeIp)
+		if n.NodeName != "" && n.NodeName != n.NodeIp {
+			line += "  " + n.NodeName
+		}
+		if n.IsHeadNode {
+			line += "  (head)"
+		}
+		switch {
+		case n.State == pb.NodeState_DEAD:
+			dead = append(dead, line+"  -- "+n.DeathReason)
+			continue
+		case n.IsDraining:
+			draining = append(draining, line+drainText(n))
+		default:
+			active = append(active, line)
+		}
+		for k, v := range n.ResourcesTotal {
+			totals[k] += v
+		}
+		for k, v := range n.ResourcesAvailable {
+			available[k] += v
+		}
+	}
+	for _, group := range []struct {
+		title string
+		lines []string
+	}{{"Active", active}, {"Draining", draining}, {"Dead", dead}} {
+		fmt.Fprintf(w, "%s: %d\n", group.title, len(group.lines))
+		for _, l := range group.lines {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintf(w, "\nResources\n%s\nUsage:\n", rule)
+	names := make([]string, 0, len(totals))
+	for k := range totals {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return resourceOrder(names[i]) < resourceOrder(names[j]) })
+	for _, name := range names {
+		used := totals[name] - available[name]
+		if name == "memory" || strings.HasSuffix(name, "memory") {
+			fmt.Fprintf(w, " %s/%s %s\n", formatBytes(used), formatBytes(totals[name]), name)
+			continue
+		}
+		fmt.Fprintf(w, " %s/%s %s\n", formatAmount(used), formatAmount(totals[name]), name)
+	}
+}
+
+func drainText(n *pb.NodeInfo) string {
+	if n.DrainReason == "" {
+		return "  (draining)"
+	}
+	return "  (draining: " + n.DrainReason + ")"
+}
+
+// resourceOrder lists CPU, GPU and memory first, as 'ray status' does, then by name.
+func resourceOrder(name string) string {
+	switch name {
+	case "CPU":
+		return "0"
+	case "GPU":
+		return "1"
+	case "memory":
+		return "2"
+	}
+	return "3" + name
+}
+
+func formatAmount(v float64) string {
+	return fmt.Sprintf("%.1f", math.Round(v*10000)/10000)
+}
+
+func formatBytes(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f%s", v, units[i])
+	}
+	return fmt.Sprintf("%.2f%s", v, units[i])
+}
+
+func runList(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprint(stdout, "Usage: raygo list <resource> [flags]\n\nResources:\n  nodes   the node table (Ray's state API fields)\n\nExamples:\n  raygo list nodes\n  raygo list nodes --format json\n")
+			return errHelp
+		}
+		return badInput("list: name what to list: nodes (see 'raygo list --help')")
+	}
+	switch args[0] {
+	case "nodes":
+		return listNodes(args[1:], stdout)
+	}
+	return badInput("list: unknown resource %q: must be nodes", args[0])
+}
+
+// nodeState is a node in the shape of Ray's state API (`ray list nodes --format json`).
+type nodeState struct {
+	NodeID             string             `json:"node_id"`
+	NodeIP             string             `json:"node_ip"`
+	NodeName           string             `json:"node_name"`
+	IsHeadNode         bool               `json:"is_head_node"`
+	State              string             `json:"state"`
+	StateMessage       string             `json:"state_message,omitempty"`
+	IsDraining         bool               `json:"is_draining"`
+	ResourcesTotal     map[string]float64 `json:"resources_total"`
+	ResourcesAvailable map[string]float64 `json:"resources_available"`
+	Labels             map[string]string  `json:"labels"`
+	RayletAddress      string             `json:"raylet_address"`
+	StartTimeMs        int64              `json:"start_time_ms"`
+	EndTimeMs          int64              `json:"end_time_ms,omitempty"`
+}
+
+func toNodeState(n *pb.NodeInfo) nodeState {
+	s := nodeState{
+		NodeID: n.NodeId, NodeIP: n.NodeIp, NodeName: n.NodeName, IsHeadNode: n.IsHeadNode,
+		State: n.State.String(), StateMessage: n.DeathReason, IsDraining: n.IsDraining,
+		ResourcesTotal: n.ResourcesTotal, ResourcesAvailable: n.ResourcesAvailable, Labels: n.Labels,
+		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
+	}
+	if s.ResourcesTotal == nil {
+		s.ResourcesTotal = map[string]float64{}
+	}
+	if s.ResourcesAvailable == nil {
+		s.ResourcesAvailable = map[string]float64{}
+	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	return s
+}
+
+func listNodes(args []string, stdout io.Writer) error {
+	fs := newFlagSet("list nodes", "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
+		"  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n", stdout)
+	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	format := fs.String("format", "table", "output format: table or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return badInput("--format %q: must be table or json", *format)
+	}
+	c, err := dialGCS(*address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callContext()
+	defer cancel()
+	reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil {
+		return err
+	}
+	states := make([]nodeState, len(reply.Nodes))
+	for i, n := range reply.Nodes {
+		states[i] = toNodeState(n)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(states)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY")
+	for _, s := range states {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%t\t%s/%s\t%s/%s\t%s\n", s.NodeID, s.NodeIP, s.NodeName, s.State, s.IsDraining, s.IsHeadNode,
+			formatAmount(s.ResourcesAvailable["CPU"]), formatAmount(s.ResourcesTotal["CPU"]),
+			formatAmount(s.ResourcesAvailable["GPU"]), formatAmount(s.ResourcesTotal["GPU"]),
+			formatBytes(s.ResourcesTotal["memory"]))
+	}
+	return tw.Flush()
+}
+
+func runDrain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("drain", "Mark a node DRAINING: it takes no new work and keeps what it runs. It stays\nALIVE in 'raygo list nodes', with is_draining true. NODE_ID may be a unique prefix.",
+		"  raygo drain 3f2a9c\n  raygo drain 3f2a9c41... --reason \"spot interruption\"\n", stdout)
+	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	reason := fs.String("reason", "", "why the node is drained (shown in status)")
+	// Accept NODE_ID before or after the flags.
+	var positional []string
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		positional, args = append(positional, args[0]), args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	positional = append(positional, fs.Args()...)
+	if len(positional) != 1 {
+		return badInput("drain: give exactly one NODE_ID (see 'raygo drain --help')")
+	}
+	c, err := dialGCS(*address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callContext()
+	defer cancel()
+	all, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil {
+		return err
+	}
+	var matches []string
+	for _, n := range all.Nodes {
+		if strings.HasPrefix(n.NodeId, positional[0]) {
+			matches = append(matches, n.NodeId)
+		}
+	}
+	switch {
+	case len(matches) == 0:
+		return badInput("drain: NODE_ID %q: no such node", positional[0])
+	case len(matches) > 1:
+		return badInput("drain: NODE_ID %q matches %d nodes; give more characters", positional[0], len(matches))
+	}
+	reply, err := c.nodes.DrainNode(ctx, &pb.DrainNodeRequest{NodeId: matches[0], Reason: *reason})
+	if err != nil {
+		return fmt.Errorf("drain %s: %w", matches[0], err)
+	}
+	fmt.Fprintf(stdout, "Node %s is draining (state %s, is_draining %t)\n", reply.Node.NodeId, reply.Node.State, reply.Node.IsDraining)
+	return nil
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/rs/zerolog"
+
+	"github.com/raygo-dev/raygo/gcs"
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/logging"
+	"github.com/raygo-dev/raygo/raylet"
+	"github.com/raygo-dev/raygo/raylet/gpu"
+)
+
+// storeFlags select and configure the GCS's store (shared by start and gcs-server).
+type storeFlags struct {
+	backend        string
+	redisAddress   string
+	redisPassword  string
+	redisNamespace string
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.backend, "store", "memory", "GCS state store: memory (embedded, lost with the GCS) or redis (durable)")
+	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
+	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis")
+	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
+}
+
+// validate checks the flags without connecting.
+func (f *storeFlags) validate() error {
+	switch f.backend {
+	case "memory":
+		return nil
+	case "redis":
+		if err := checkHostPort(f.redisAddress); err != nil {
+			return badInput("--redis-address %q: %v", f.redisAddress, err)
+		}
+		if f.redisNamespace == "" {
+			return badInput("--redis-namespace: must not be empty")
+		}
+		return nil
+	}
+	return badInput("--store %q: must be memory or redis", f.backend)
+}
+
+// open connects the store; an unreachable Redis is bad input naming the address.
+func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	if f.backend == "memory" {
+		return store.NewMemory(), nil
+	}
+	cfg := store.DefaultRedisConfig()
+	cfg.Address, cfg.Password, cfg.Namespace = f.redisAddress, f.redisPassword, f.redisNamespace
+	st, err := store.NewRedis(ctx, cfg)
+	if err != nil {
+		return nil, badInput("--redis-address %s: Redis unreachable: %v", f.redisAddress, err)
+	}
+	return st, nil
+}
+
+func (f *storeFlags) args() []string {
+	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-password", f.redisPassword, "--redis-namespace", f.redisNamespace}
+}
+
+// logFlags configure a daemon's logging.
+type logFlags struct {
+	level string
+	file  string
+}
+
+func (f *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.level, "log-level", "info", "log level: "+logging.Levels)
+	fs.StringVar(&f.file, "log-file", "", "write JSON-lines logs to this file (default: stderr)")
+}
+
+func (f *logFlags) logger(component string, stderr io.Writer) (zerolog.Logger, func(), error) {
+	level, err := logging.ParseLevel(f.level)
+	if err != nil {
+		return zerolog.Nop(), nil, badInput("%v", err)
+	}
+	if f.file == "" {
+		return logging.New(stderr, level, component), func() {}, nil
+	}
+	file, err := logging.OpenFile(f.file)
+	if err != nil {
+		return zerolog.Nop(), nil, badInput("--log-file: %v", err)
+	}
+	return logging.New(file, level, component), func() { _ = file.Close() }, nil
+}
+
+// signalContext ends on SIGTERM or SIGINT.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+}
+
+func runGCSServer(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gcs-server", "Run the GCS in the foreground until SIGTERM. `raygo start --head` runs it for you.",
+		"  raygo gcs-server --port 6380 --store redis --redis-address 127.0.0.1:6379\n", stdout)
+	var sf storeFlags
+	var lf logFlags
+	sf.register(fs)
+	lf.register(fs)
+	ip := fs.String("node-ip-address", "127.0.0.1", "address to bind to and advertise")
+	port := fs.Int("port", gcs.DefaultPort, "gRPC port")
+	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
+	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
+	lease := fs.Duration("job-lease-timeout", 30*time.Second, "a driver that does not renew its job lease for this long is dead")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, closeLog, err := lf.logger("gcs", stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx, cancel := signalContext()
+	defer cancel()
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	cfg := gcs.DefaultConfig()
+	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
+	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
+	server, err := gcs.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	server.Stop()
+	return nil
+}
+
+func runRaylet(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("raylet", "Run a raylet in the foreground until SIGTERM. `raygo start` runs it for you.",
+		"  raygo raylet --address 127.0.0.1:6380 --num-cpus 8\n", stdout)
+	var rf nodeResourceFlags
+	var lf logFlags
+	rf.register(fs)
+	lf.register(fs)
+	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	ip := fs.String("node-ip-address", "127.0.0.1", "address to bind to and advertise")
+	port := fs.Int("port", 0, "gRPC port (0: a free one)")
+	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
+	nodeID := fs.String("node-id", "", "node id (default: a new random one)")
+	nodeName := fs.String("node-name", "", "node name (default: the node IP)")
+	head := fs.Bool("head", false, "this raylet is the head node's")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	gcsAddress, err := resolveAddress(*address)
+	if err != nil {
+		return err
+	}
+	resources, labels, err := rf.resolve()
+	if err != nil {
+		return err
+	}
+	log, closeLog, err := lf.logger("raylet", stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	cfg := raylet.DefaultConfig()
+	cfg.NodeID, cfg.NodeIP, cfg.Port, cfg.GossipPort = *nodeID, *ip, *port, *gossipPort
+	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
+	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
+	cfg.DetectGPUs = func() (int, string) { return detectNVMLGPUs(log) }
+	ctx, cancel := signalContext()
+	defer cancel()
+	startCtx, startCancel := context.WithTimeout(ctx, 15*time.Second)
+	r, err := raylet.Start(startCtx, cfg)
+	startCancel()
+	if err != nil {
+		return err
+	}
+	err = r.Wait(ctx)
+	r.Stop()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// detectNVMLGPUs counts the node's GPUs through the real NVML library; without the
+// driver it logs once and reports none.
+func detectNVMLGPUs(log zerolog.Logger) (int, string) {
+	devices, err := gpu.Discover(nvml.New())
+	if err != nil {
+		log.Info().Err(err).Msg("no NVIDIA GPUs: NVML is not available on this machine")
+		return 0, ""
+	}
+	if len(devices) == 0 {
+		return 0, ""
+	}
+	return len(devices), devices[0].Model
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/raygo-dev/raygo/gcs"
+	"github.com/raygo-dev/raygo/raylet"
+)
+
+// defaultAddress is the GCS address when neither --address nor RAYGO_ADDRESS says.
+var defaultAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(gcs.DefaultPort))
+
+// newFlagSet returns a flag set whose --help prints the description, the flags and the
+// examples, and whose parse errors are bad input.
+func newFlagSet(name, description, examples string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("raygo "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "Usage: raygo %s [flags]\n\n%s\n\nFlags:\n", name, description)
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
+	}
+	return fs
+}
+
+// parseFlags parses args; --help prints usage and returns errHelp.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return errHelp
+	}
+	if err != nil {
+		return badInput("%s: %v (see --help)", fs.Name(), err)
+	}
+	return nil
+}
+
+// resolveAddress applies the rule: --address, else RAYGO_ADDRESS, else 127.0.0.1:6380.
+func resolveAddress(flagValue string) (string, error) {
+	addr := flagValue
+	source := "--address"
+	if addr == "" {
+		addr, source = os.Getenv("RAYGO_ADDRESS"), "RAYGO_ADDRESS"
+	}
+	if addr == "" || addr == "auto" {
+		return defaultAddress, nil
+	}
+	if err := checkHostPort(addr); err != nil {
+		return "", badInput("%s %q: %v", source, addr, err)
+	}
+	return addr, nil
+}
+
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("must be HOST:PORT")
+	}
+	if host == "" {
+		return errors.New("missing host")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q must be a number from 1 to 65535", port)
+	}
+	return nil
+}
+
+// nodeResourceFlags are the resource and label flags shared by `start` and `raylet`.
+type nodeResourceFlags struct {
+	resources string
+	numCPUs   string
+	numGPUs   string
+	labels    string
+}
+
+func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
+	fs.StringVar(&f.numCPUs, "num-cpus", "", "CPUs this node offers (default: detected cores)")
+	fs.StringVar(&f.numGPUs, "num-gpus", "", "GPUs this node offers (default: detected through NVML, 0 without a driver)")
+	fs.StringVar(&f.labels, "labels", "", "node labels as k=v,k2=v2 (added to ray.io/node-id and ray.io/accelerator-type)")
+}
+
+// resolve validates the flags and returns the resource overrides and user labels.
+func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, error) {
+	resources := map[string]float64{}
+	if strings.TrimSpace(f.resources) != "" {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(f.resources), &raw); err != nil {
+			return nil, nil, badInput("--resources: not a JSON object of resource name to number: %v", err)
+		}
+		for name, value := range raw {
+			amount, ok := value.(float64)
+			if !ok {
+				return nil, nil, badInput("--resources: %q: amount must be a number, got %s", name, jsonText(value))
+			}
+			if name == raylet.ResourceCPU || name == raylet.ResourceGPU {
+				return nil, nil, badInput("--resources: use --num-%ss instead of %q", strings.ToLower(name), name)
+			}
+			resources[name] = amount
+		}
+		if err := raylet.ValidateResources(resources); err != nil {
+			return nil, nil, badInput("--%v", err)
+		}
+	}
+	for flagName, value := range map[string]string{"num-cpus": f.numCPUs, "num-gpus": f.numGPUs} {
+		if value == "" {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n < 0 || n != math.Trunc(n) {
+			return nil, nil, badInput("--%s %q: must be a whole number >= 0", flagName, value)
+		}
+		name := raylet.ResourceCPU
+		if flagName == "num-gpus" {
+			name = raylet.ResourceGPU
+		}
+		resources[name] = n
+	}
+	labels, err := parseLabels(f.labels)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resources, labels, nil
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	labels := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return labels, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		key, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || strings.TrimSpace(key) == "" {
+			return nil, badInput("--labels %q: each label must be key=value", pair)
+		}
+		key = strings.TrimSpace(key)
+		if key == raylet.LabelNodeID {
+			return nil, badInput("--labels: %q is set by raygo", key)
+		}
+		labels[key] = strings.TrimSpace(value)
+	}
+	return labels, nil
+}
+
+// argsAfter returns args with every occurrence of the named flags (and their values)
+// removed; start uses it to re-run itself in the background.
+func argsWithout(args []string, names ...string) []string {
+	drop := map[string]bool{}
+	for _, n := range names {
+		drop["-"+n], drop["--"+n] = true, true
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(args[i], "=")
+		if drop[name] {
+			if !hasValue && !isBoolFlag(name) && i+1 < len(args) {
+				i++
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+func isBoolFlag(name string) bool {
+	switch strings.TrimLeft(name, "-") {
+	case "head", "block":
+		return true
+	}
+	return false
+}

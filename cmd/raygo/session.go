@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// defaultTempDir holds the session directories, as /tmp/ray does for Ray.
+const defaultTempDir = "/tmp/raygo"
+
+// tempDir is --temp-dir, else RAYGO_TEMP_DIR, else /tmp/raygo.
+func tempDir(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if env := os.Getenv("RAYGO_TEMP_DIR"); env != "" {
+		return env
+	}
+	return defaultTempDir
+}
+
+// nodeRecord is written to <session>/nodes/<node id>.json once a node is up; `raygo stop`
+// finds the supervisors to stop through these files.
+type nodeRecord struct {
+	NodeID        string `json:"node_id"`
+	IsHead        bool   `json:"is_head"`
+	GCSAddress    string `json:"gcs_address"`
+	SupervisorPID int    `json:"supervisor_pid"`
+	GCSPID        int    `json:"gcs_pid,omitempty"`
+	RayletPID     int    `json:"raylet_pid"`
+	SessionDir    string `json:"session_dir"`
+	LogDir        string `json:"log_dir"`
+}
+
+// newSessionDir creates <temp>/session_<time>_<pid> with logs/ and nodes/, and points
+// <temp>/session_latest at it.
+func newSessionDir(temp string) (string, error) {
+	name := fmt.Sprintf("session_%s_%d", time.Now().Format("2006-01-02_15-04-05.000000"), os.Getpid())
+	dir := filepath.Join(temp, name)
+	for _, sub := range []string{"logs", "nodes"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return "", fmt.Errorf("create session directory: %w", err)
+		}
+	}
+	latest := filepath.Join(temp, "session_latest")
+	_ = os.Remove(latest)
+	_ = os.Symlink(name, latest)
+	return dir, nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// runningNodeRecords returns the records under temp whose supervisor is still a live
+// raygo process.
+func runningNodeRecords(temp string) ([]nodeRecord, error) {
+	paths, err := filepath.Glob(filepath.Join(temp, "session_*", "nodes", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []nodeRecord
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var rec nodeRecord
+		if json.Unmarshal(raw, &rec) != nil {
+			continue
+		}
+		if isRaygoProcess(rec.SupervisorPID) {
+			out = append(out, rec)
+		} else {
+			_ = os.Remove(p)
+		}
+	}
+	return out, nil
+}
+
+// isRaygoProcess reports whether pid is alive and runs raygo (pids are reused).
+func isRaygoProcess(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(cmdline), "raygo") && !isZombie(pid)
+}
+
+func isZombie(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
+}
