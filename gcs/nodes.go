@@ -23,6 +23,7 @@ const (
 	deathMemberlistFailed = "memberlist: the node stopped answering probes"
 	deathNotReconnected   = "did not reconnect after the GCS restarted"
 	deathUnregistered     = "raylet shut down"
+	awaitingReconnectNote = "reloaded after a GCS restart; waiting for the raylet to reconnect"
 )
 
 // nodeManager owns the node table. Concurrency: every field behind mu.
@@ -64,6 +65,7 @@ func (m *nodeManager) load(ctx context.Context) (int, error) {
 		m.nodes[id] = node
 		if node.State == pb.NodeState_ALIVE {
 			m.awaitingReconnect[id] = true
+			node.StateMessage = awaitingReconnectNote
 		}
 	}
 	return len(m.awaitingReconnect), nil
@@ -139,6 +141,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	node.DeathReason = reason
 	node.EndTimeMs = m.server.nowMs()
 	node.ResourcesAvailable = map[string]float64{}
+	node.StateMessage = ""
 	delete(m.awaitingReconnect, nodeID)
 	if conn := m.rayletConns[nodeID]; conn != nil {
 		_ = conn.Close()
@@ -229,6 +232,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
 	node.ResourcesAvailable = req.ResourcesAvailable
+	node.StateMessage = ""
 	reconnected := m.awaitingReconnect[req.NodeId]
 	delete(m.awaitingReconnect, req.NodeId)
 	m.mu.Unlock()

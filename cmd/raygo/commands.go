@@ -111,6 +111,9 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 		case n.IsDraining:
 			draining = append(draining, line+drainText(n))
 		default:
+			if n.StateMessage != "" {
+				line += "  -- " + n.StateMessage
+			}
 			active = append(active, line)
 		}
 		for k, v := range n.ResourcesTotal {
@@ -217,7 +220,7 @@ type nodeState struct {
 func toNodeState(n *pb.NodeInfo) nodeState {
 	s := nodeState{
 		NodeID: n.NodeId, NodeIP: n.NodeIp, NodeName: n.NodeName, IsHeadNode: n.IsHeadNode,
-		State: n.State.String(), StateMessage: n.DeathReason, IsDraining: n.IsDraining,
+		State: n.State.String(), StateMessage: n.DeathReason + n.StateMessage, IsDraining: n.IsDraining,
 		ResourcesTotal: n.ResourcesTotal, ResourcesAvailable: n.ResourcesAvailable, Labels: n.Labels,
 		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
 	}

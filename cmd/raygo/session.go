@@ -75,6 +75,9 @@ func runningNodeRecords(temp string) ([]nodeRecord, error) {
 	}
 	var out []nodeRecord
 	for _, p := range paths {
+		if strings.Contains(p, "session_latest") {
+			continue // a symlink to one of the others
+		}
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			continue

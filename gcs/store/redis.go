@@ -274,3 +274,11 @@ func (r *Redis) wrap(err error, format string, args ...any) error {
 	}
 	return fmt.Errorf("redis "+format+": %w", append(args, err)...)
 }
+
+// quietRedisLogger drops go-redis's own log lines: every failure they describe also
+// reaches the caller as an error, and a CLI must print one line, not a pool's retries.
+type quietRedisLogger struct{}
+
+func (quietRedisLogger) Printf(context.Context, string, ...interface{}) {}
+
+func init() { redis.SetLogger(quietRedisLogger{}) }

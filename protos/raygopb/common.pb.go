@@ -96,7 +96,10 @@ type NodeInfo struct {
 	StartTimeMs int64 `protobuf:"varint,13,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
 	EndTimeMs   int64 `protobuf:"varint,14,opt,name=end_time_ms,json=endTimeMs,proto3" json:"end_time_ms,omitempty"`
 	// Why the node is DEAD: "memberlist: node failed", "did not reconnect after GCS restart", ...
-	DeathReason   string `protobuf:"bytes,15,opt,name=death_reason,json=deathReason,proto3" json:"death_reason,omitempty"`
+	DeathReason string `protobuf:"bytes,15,opt,name=death_reason,json=deathReason,proto3" json:"death_reason,omitempty"`
+	// A note on an ALIVE node, e.g. that it was reloaded after a GCS restart and has not
+	// reconnected yet.
+	StateMessage  string `protobuf:"bytes,16,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +239,13 @@ func (x *NodeInfo) GetDeathReason() string {
 	return ""
 }
 
+func (x *NodeInfo) GetStateMessage() string {
+	if x != nil {
+		return x.StateMessage
+	}
+	return ""
+}
+
 // JobInfo is one row of the GCS job table: a driver's lease on the cluster.
 type JobInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -351,7 +361,7 @@ var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
 	"\n" +
-	"\fcommon.proto\x12\braygo.v1\"\xca\x06\n" +
+	"\fcommon.proto\x12\braygo.v1\"\xef\x06\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIp\x12\x1b\n" +
@@ -370,7 +380,8 @@ const file_common_proto_rawDesc = "" +
 	"\fdrain_reason\x18\f \x01(\tR\vdrainReason\x12\"\n" +
 	"\rstart_time_ms\x18\r \x01(\x03R\vstartTimeMs\x12\x1e\n" +
 	"\vend_time_ms\x18\x0e \x01(\x03R\tendTimeMs\x12!\n" +
-	"\fdeath_reason\x18\x0f \x01(\tR\vdeathReason\x1aA\n" +
+	"\fdeath_reason\x18\x0f \x01(\tR\vdeathReason\x12#\n" +
+	"\rstate_message\x18\x10 \x01(\tR\fstateMessage\x1aA\n" +
 	"\x13ResourcesTotalEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aE\n" +

@@ -1,0 +1,237 @@
+package gcs
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// fakeClock is a settable clock for lease expiry.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func startGCS(t *testing.T, st store.Store, mutate ...func(*Config)) *Server {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Port = 0
+	cfg.Store = st
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("start GCS: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+type clients struct {
+	nodes pb.NodeInfoServiceClient
+	kv    pb.InternalKVServiceClient
+	jobs  pb.JobInfoServiceClient
+}
+
+func dial(t *testing.T, addr string, version uint32) clients {
+	t.Helper()
+	conn, err := rpcutil.Dial(addr, rpcutil.DialOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return clients{pb.NewNodeInfoServiceClient(conn), pb.NewInternalKVServiceClient(conn), pb.NewJobInfoServiceClient(conn)}
+}
+
+func TestKVIsNamespaced(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	put := func(ns, key, value string, overwrite bool) bool {
+		t.Helper()
+		r, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: ns, Key: []byte(key), Value: []byte(value), Overwrite: overwrite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Added
+	}
+	if !put("a", "k1", "v1", false) || put("a", "k1", "other", false) {
+		t.Fatal("KVPut without overwrite: first must add, second must not")
+	}
+	if put("a", "k1", "v2", true) {
+		t.Fatal("KVPut overwrite of an existing key reported added")
+	}
+	put("a", "k2", "v", true)
+	put("b", "k1", "b-value", true)
+	got, err := c.kv.KVGet(ctx, &pb.KVGetRequest{Namespace: "a", Key: []byte("k1")})
+	if err != nil || !got.Found || string(got.Value) != "v2" {
+		t.Fatalf("KVGet a/k1 = %v, %v", got, err)
+	}
+	keys, err := c.kv.KVKeys(ctx, &pb.KVKeysRequest{Namespace: "a", Prefix: []byte("k")})
+	if err != nil || len(keys.Keys) != 2 || string(keys.Keys[0]) != "k1" || string(keys.Keys[1]) != "k2" {
+		t.Fatalf("KVKeys a/k* = %q, %v", keys.GetKeys(), err)
+	}
+	del, err := c.kv.KVDel(ctx, &pb.KVDelRequest{Namespace: "a", Key: []byte("k"), DelByPrefix: true})
+	if err != nil || del.DeletedNum != 2 {
+		t.Fatalf("KVDel a/k* = %v, %v", del, err)
+	}
+	exists, err := c.kv.KVExists(ctx, &pb.KVExistsRequest{Namespace: "b", Key: []byte("k1")})
+	if err != nil || !exists.Exists {
+		t.Fatalf("namespace b lost its key when a's were deleted: %v %v", exists, err)
+	}
+	_, err = c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "a", Value: []byte("v")})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "key") {
+		t.Fatalf("KVPut without a key: %v, want InvalidArgument naming key", err)
+	}
+}
+
+func TestProtocolVersionMismatchNamesBothVersions(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), rpcutil.ProtocolVersion+1)
+	_, err := c.nodes.GetClusterInfo(context.Background(), &pb.GetClusterInfoRequest{})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("mismatched client: %v, want FailedPrecondition", err)
+	}
+	for _, want := range []string{"protocol version mismatch", "2", "1", s.Address()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestEpochGrowsWithEveryStartOnTheSameStore(t *testing.T) {
+	redis := redisserver.Start(t)
+	open := func() store.Store {
+		cfg := store.DefaultRedisConfig()
+		cfg.Address, cfg.Namespace = redis.Addr, "epoch-test"
+		st, err := store.NewRedis(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := startGCS(t, open())
+	epoch1 := first.Epoch()
+	first.Stop()
+	second := startGCS(t, open())
+	if second.Epoch() != epoch1+1 {
+		t.Fatalf("second start epoch %d, want %d", second.Epoch(), epoch1+1)
+	}
+	// A fresh memory store starts from the clock, so it is newer than any earlier start.
+	mem := startGCS(t, store.NewMemory())
+	if mem.Epoch() < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Fatalf("memory-store epoch %d does not start from the start time", mem.Epoch())
+	}
+}
+
+func TestJobLeaseExpiresWithoutRenewal(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	s := startGCS(t, store.NewMemory(), func(c *Config) { c.Now = clock.Now; c.JobLeaseTimeout = 100 * time.Millisecond })
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	renewed, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: "ns", DriverPid: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{DriverPid: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed.Job.JobId != "01000000" || silent.Job.JobId != "02000000" {
+		t.Errorf("job ids %s, %s; want Ray's 01000000, 02000000", renewed.Job.JobId, silent.Job.JobId)
+	}
+	clock.Advance(80 * time.Millisecond)
+	if _, err := c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: renewed.Job.JobId}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(80 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		all, err := c.jobs.GetAllJobInfo(ctx, &pb.GetAllJobInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := map[string]bool{}
+		for _, j := range all.Jobs {
+			dead[j.JobId] = j.IsDead
+		}
+		if dead[silent.Job.JobId] {
+			if dead[renewed.Job.JobId] {
+				t.Fatal("the renewed job died with the silent one")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a job that stopped renewing is still alive")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: silent.Job.JobId}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("renewing a dead job: %v, want FailedPrecondition", err)
+	}
+}
+
+func TestRegisterValidatesAndDeadNodesCannotReturn(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	_, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{RayletAddress: "127.0.0.1:1"}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "node_id") {
+		t.Fatalf("register without node_id: %v", err)
+	}
+	node := &pb.NodeInfo{NodeId: "aa", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
+	if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: "aa"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "aa"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("heartbeat of a DEAD node: %v, want FailedPrecondition", err)
+	}
+	if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("re-registering a DEAD node id: %v, want FailedPrecondition", err)
+	}
+	if _, err := c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "bb"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("heartbeat of an unknown node: %v, want NotFound", err)
+	}
+	if _, err := c.nodes.DrainNode(ctx, &pb.DrainNodeRequest{NodeId: "zz"}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "node_id") {
+		t.Fatalf("drain of an unknown node: %v", err)
+	}
+}
+
+func TestConfigValidateNamesTheField(t *testing.T) {
+	cases := map[string]func(*Config){
+		"NodeIP":          func(c *Config) { c.NodeIP = "localhost:1" },
+		"Port":            func(c *Config) { c.Port = 70000 },
+		"Store":           func(c *Config) { c.Store = nil },
+		"ReconnectGrace":  func(c *Config) { c.ReconnectGrace = 0 },
+		"JobLeaseTimeout": func(c *Config) { c.JobLeaseTimeout = -time.Second },
+	}
+	for field, mutate := range cases {
+		cfg := DefaultConfig()
+		cfg.Store = store.NewMemory()
+		mutate(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("Validate with a bad %s: %v", field, err)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+// Package harness starts real raygo clusters for multi-process tests: the raygo binary
+// built once per test process, head and worker nodes started with `raygo start --block`
+// on free loopback ports, and polling helpers with deadlines instead of sleeps.
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary returns the path of a raygo binary built from this checkout (once per process).
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "raygo-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "raygo")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/raygo-dev/raygo/cmd/raygo").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build raygo: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Record is what a node's supervisor reports once the node is up (its ready file).
+type Record struct {
+	NodeID        string `json:"node_id"`
+	IsHead        bool   `json:"is_head"`
+	GCSAddress    string `json:"gcs_address"`
+	SupervisorPID int    `json:"supervisor_pid"`
+	GCSPID        int    `json:"gcs_pid"`
+	RayletPID     int    `json:"raylet_pid"`
+	SessionDir    string `json:"session_dir"`
+	LogDir        string `json:"log_dir"`
+}
+
+// Node is one `raygo start --block` process.
+type Node struct {
+	Record
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Cluster is a set of nodes sharing one GCS.
+type Cluster struct {
+	t          testing.TB
+	Bin        string
+	TempDir    string
+	GCSAddress string
+	Head       *Node
+	Workers    []*Node
+}
+
+// StartHead starts a head node with `raygo start --head --block` on a free port; extra
+// arguments go to start (e.g. "--store", "redis", ...). The node is stopped at cleanup.
+func StartHead(t testing.TB, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Bin: Binary(t), TempDir: t.TempDir()}
+	port := FreePort(t)
+	c.GCSAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{"--head", "--port", strconv.Itoa(port)}, extra...)
+	c.Head = c.startNode(args)
+	return c
+}
+
+// AddNode starts a worker node that joins the cluster.
+func (c *Cluster) AddNode(extra ...string) *Node {
+	c.t.Helper()
+	n := c.startNode(append([]string{"--address", c.GCSAddress}, extra...))
+	c.Workers = append(c.Workers, n)
+	return n
+}
+
+func (c *Cluster) startNode(args []string) *Node {
+	t := c.t
+	t.Helper()
+	ready := filepath.Join(c.TempDir, fmt.Sprintf("ready-%d.json", time.Now().UnixNano()))
+	full := append([]string{"start", "--block", "--temp-dir", c.TempDir, "--ready-file", ready}, args...)
+	cmd := exec.Command(c.Bin, full...)
+	logPath := ready + ".out"
+	out, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// If the test process dies, the node dies with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	n := &Node{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = out.Close(); close(n.exited) }()
+	t.Cleanup(func() { n.Stop() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if raw, err := os.ReadFile(ready); err == nil && json.Unmarshal(raw, &n.Record) == nil {
+			return n
+		}
+		select {
+		case <-n.exited:
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("raygo %s exited before the node was up:\n%s", strings.Join(full, " "), log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("raygo %s: node not up after 60 s:\n%s", strings.Join(full, " "), log)
+		}
+	}
+}
+
+// Stop sends SIGTERM to the node's supervisor and waits (SIGKILL after 15 s).
+func (n *Node) Stop() {
+	if n.cmd.Process == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(15 * time.Second):
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+	}
+}
+
+// Kill sends SIGKILL to the node's supervisor (its daemons get SIGKILL from the kernel).
+func (n *Node) Kill() {
+	_ = n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// Exited is closed when the supervisor process has exited.
+func (n *Node) Exited() <-chan struct{} { return n.exited }
+
+// ReadRecord re-reads the node's record (the supervisor rewrites it when it restarts
+// the GCS).
+func (n *Node) ReadRecord(t testing.TB) Record {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(n.SessionDir, "nodes", n.NodeID+".json"))
+	if err != nil {
+		t.Fatalf("read node record: %v", err)
+	}
+	var rec Record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatalf("decode node record: %v", err)
+	}
+	return rec
+}
+
+// ProcessAlive reports whether pid exists and is not a zombie.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// Dial connects to a raygo gRPC server; closed at cleanup.
+func Dial(t testing.TB, addr string) *ClientConn {
+	t.Helper()
+	conn, err := rpcutil.Dial(addr, rpcutil.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &ClientConn{Nodes: pb.NewNodeInfoServiceClient(conn), KV: pb.NewInternalKVServiceClient(conn),
+		Jobs: pb.NewJobInfoServiceClient(conn), NodeManager: pb.NewNodeManagerServiceClient(conn)}
+}
+
+// ClientConn bundles the service clients of one connection.
+type ClientConn struct {
+	Nodes       pb.NodeInfoServiceClient
+	KV          pb.InternalKVServiceClient
+	Jobs        pb.JobInfoServiceClient
+	NodeManager pb.NodeManagerServiceClient
+}
+
+// Nodes returns the GCS node table, or an error while the GCS is unreachable.
+func (c *Cluster) Nodes() ([]*pb.NodeInfo, error) {
+	conn, err := rpcutil.Dial(c.GCSAddress, rpcutil.DialOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reply, err := pb.NewNodeInfoServiceClient(conn).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Nodes, nil
+}
+
+// Run runs the raygo binary with args and returns stdout, stderr and the exit code.
+func (c *Cluster) Run(args ...string) (string, string, int) {
+	return Run(c.t, c.Bin, append([]string{}, args...), "RAYGO_ADDRESS="+c.GCSAddress, "RAYGO_TEMP_DIR="+c.TempDir)
+}
+
+// Run runs bin with args and extra environment; it returns stdout, stderr and the exit
+// code (the command is killed after 60 s).
+func Run(t testing.TB, bin string, args []string, env ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		exitErr, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run %s %v: %v", bin, args, err)
+		}
+		code = exitErr.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// Eventually polls check every 100 ms until it returns nil; it fails the test with the
+// last error when timeout passes. It returns how long it took.
+func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// FindNode returns the node with the given id from a node list.
+func FindNode(nodes []*pb.NodeInfo, id string) *pb.NodeInfo {
+	for _, n := range nodes {
+		if n.NodeId == id {
+			return n
+		}
+	}
+	return nil
+}
