@@ -33,6 +33,9 @@ type Config struct {
 	JobLeaseTimeout time.Duration
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
+	// TestHookAfterPrepare, when set, runs after a group is persisted PREPARED and before
+	// its commit: tests stop the GCS there to check recovery.
+	TestHookAfterPrepare func(placementGroupID string)
 	// Now is the clock (tests may replace it). Default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger

@@ -194,3 +194,13 @@ func (j *jobManager) reapLoop(stop <-chan struct{}) {
 		}
 	}
 }
+
+// get returns a copy of a job, or nil.
+func (j *jobManager) get(id string) *pb.JobInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if job, ok := j.jobs[id]; ok {
+		return proto.Clone(job).(*pb.JobInfo)
+	}
+	return nil
+}

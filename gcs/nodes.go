@@ -150,6 +150,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	row := proto.Clone(node).(*pb.NodeInfo)
 	m.mu.Unlock()
 	m.server.log.Warn().Str("node_id", nodeID).Str("reason", reason).Msg("node marked DEAD")
+	m.server.pgs.onNodeDead(nodeID)
 	if err := m.persist(context.Background(), row); err != nil {
 		m.server.log.Error().Err(err).Str("node_id", nodeID).Msg("could not persist node death")
 	}
@@ -215,6 +216,8 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	}
 	m.server.log.Info().Str("node_id", node.NodeId).Str("raylet_address", node.RayletAddress).
 		Str("node_name", node.NodeName).Bool("is_head_node", node.IsHeadNode).Msg("node registered")
+	go m.server.pgs.onNodeConnected(row)
+	m.server.pgs.retryAllNow()
 	seeds := append([]string{m.server.gossip.Address()}, m.gossipSeeds()...)
 	return &pb.RegisterNodeReply{GcsEpoch: m.server.epoch, GossipSeeds: seeds}, nil
 }
@@ -233,11 +236,15 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	}
 	node.ResourcesAvailable = req.ResourcesAvailable
 	node.StateMessage = ""
-	reconnected := m.awaitingReconnect[req.NodeId]
+	var reconnected *pb.NodeInfo
+	if m.awaitingReconnect[req.NodeId] {
+		reconnected = proto.Clone(node).(*pb.NodeInfo)
+	}
 	delete(m.awaitingReconnect, req.NodeId)
 	m.mu.Unlock()
-	if reconnected {
+	if reconnected != nil {
 		m.server.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
+		go m.server.pgs.onNodeConnected(reconnected)
 	}
 	return &pb.ReportHeartbeatReply{GcsEpoch: m.server.epoch, GcsGossipAddress: m.server.gossip.Address()}, nil
 }
@@ -327,4 +334,42 @@ func (m *nodeManager) rayletConnLocked(node *pb.NodeInfo) (*grpc.ClientConn, err
 	}
 	m.rayletConns[node.NodeId] = conn
 	return conn, nil
+}
+
+// aliveNodes returns copies of the ALIVE nodes.
+func (m *nodeManager) aliveNodes() []*pb.NodeInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*pb.NodeInfo, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if n.State == pb.NodeState_ALIVE {
+			out = append(out, proto.Clone(n).(*pb.NodeInfo))
+		}
+	}
+	return out
+}
+
+// rayletClient returns a client of a node's raylet whose calls carry this GCS's epoch.
+func (m *nodeManager) rayletClient(nodeID string) (pb.NodeManagerServiceClient, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	node, ok := m.nodes[nodeID]
+	if !ok || node.State != pb.NodeState_ALIVE {
+		return nil, fmt.Errorf("node %s is not ALIVE", nodeID)
+	}
+	conn, err := m.rayletConnLocked(node)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewNodeManagerServiceClient(conn), nil
+}
+
+// rayletAddress is a node's raylet address ("" for an unknown node).
+func (m *nodeManager) rayletAddress(nodeID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if node, ok := m.nodes[nodeID]; ok {
+		return node.RayletAddress
+	}
+	return ""
 }

@@ -38,6 +38,7 @@ type Server struct {
 	nodes *nodeManager
 	jobs  *jobManager
 	kv    *kvService
+	pgs   *pgManager
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -68,11 +69,17 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.nodes = newNodeManager(s)
 	s.jobs = newJobManager(s)
 	s.kv = &kvService{store: cfg.Store}
+	s.pgs = newPGManager(s)
+	s.jobs.onJobDead = append(s.jobs.onJobDead, s.pgs.onJobDead)
 	reloaded, err := s.nodes.load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.jobs.load(ctx); err != nil {
+		return nil, err
+	}
+	preparedGroups, err := s.pgs.load(ctx)
+	if err != nil {
 		return nil, err
 	}
 
@@ -96,6 +103,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
+	pb.RegisterPlacementGroupServiceServer(s.grpc, s.pgs)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -103,6 +111,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 
 	s.nodes.startReconnectGrace(reloaded)
 	go s.jobs.reapLoop(s.stopped)
+	go s.pgs.recoverPrepared(preparedGroups)
+	go s.pgs.loop(s.stopped)
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -41,6 +42,7 @@ type Raylet struct {
 	mu        sync.Mutex
 	epoch     int64 // newest GCS epoch seen
 	draining  bool
+	bundles   *bundleTable
 	gcsGossip string // the GCS memberlist address we last joined
 
 	stop     chan struct{}
@@ -80,6 +82,11 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	r.node = r.describeNode()
+	totals, err := placement.ResourceSetFromFloat(r.node.ResourcesTotal)
+	if err != nil {
+		return nil, fmt.Errorf("raylet resources: %w", err)
+	}
+	r.bundles = newBundleTable(totals)
 
 	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, r.fenceInterceptor)...)
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
@@ -131,6 +138,7 @@ func (r *Raylet) Node() *pb.NodeInfo {
 	defer r.mu.Unlock()
 	node := proto.Clone(r.node).(*pb.NodeInfo)
 	node.IsDraining = r.draining
+	node.ResourcesAvailable = r.bundles.available().ToFloat()
 	return node
 }
 
@@ -311,4 +319,46 @@ func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayle
 	r.mu.Unlock()
 	r.log.Info().Str("reason", req.Reason).Msg("draining: taking no new work")
 	return &pb.DrainRayletReply{}, nil
+}
+
+func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining)
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Info().Err(err).Int("bundles", len(req.Bundles)).Msg("prepare refused")
+		return nil, err
+	}
+	return &pb.PrepareBundleResourcesReply{}, nil
+}
+
+func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.CommitBundleResourcesRequest) (*pb.CommitBundleResourcesReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.bundles.commit(req.Bundles); err != nil {
+		return nil, err
+	}
+	return &pb.CommitBundleResourcesReply{}, nil
+}
+
+func (s *nodeManagerService) CancelResourceReserve(ctx context.Context, req *pb.CancelResourceReserveRequest) (*pb.CancelResourceReserveReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bundles.cancel(req.Bundles)
+	return &pb.CancelResourceReserveReply{}, nil
+}
+
+func (s *nodeManagerService) ReleaseUnusedBundles(ctx context.Context, req *pb.ReleaseUnusedBundlesRequest) (*pb.ReleaseUnusedBundlesReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	released, held := r.bundles.releaseUnused(req.InUse, r.epoch)
+	r.mu.Unlock()
+	for _, b := range released {
+		r.log.Info().Str("pg_id", b.Key.PlacementGroupId).Int32("bundle", b.Key.BundleIndex).
+			Int64("generation", b.Key.Generation).Msg("released an orphaned bundle")
+	}
+	return &pb.ReleaseUnusedBundlesReply{Released: released, Held: held}, nil
 }

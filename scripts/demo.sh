@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: a local cluster on the embedded in-memory store — a head and three raylets
-# on this machine — its status and node list, then a clean stop.
+# on this machine — its status and node list, a placement-group walk-through (one group
+# per strategy and where its bundles went), then a clean stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 raygo=bin/raygo
@@ -27,8 +28,14 @@ step "raygo status"
 step "raygo list nodes"
 "$raygo" list nodes
 
+step "go run ./examples/go/placement-groups (one group per strategy, where the bundles went)"
+go run ./examples/go/placement-groups
+
+step "raygo list placement-groups"
+"$raygo" list placement-groups
+
 step "raygo stop"
 "$raygo" stop
 trap - EXIT
 echo
-echo "Demo finished: a head and three raylets started, listed and stopped."
+echo "Demo finished: a head and three raylets started, placement groups of every strategy reserved and removed, the cluster stopped."

@@ -15,6 +15,7 @@ type gcsClient struct {
 	address string
 	conn    *grpc.ClientConn
 	nodes   pb.NodeInfoServiceClient
+	pgs     pb.PlacementGroupServiceClient
 }
 
 func dialGCS(addressFlag string) (*gcsClient, error) {
@@ -26,7 +27,7 @@ func dialGCS(addressFlag string) (*gcsClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &gcsClient{address: addr, conn: conn, nodes: pb.NewNodeInfoServiceClient(conn)}
+	c := &gcsClient{address: addr, conn: conn, nodes: pb.NewNodeInfoServiceClient(conn), pgs: pb.NewPlacementGroupServiceClient(conn)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -132,6 +133,9 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	cfg := gcs.DefaultConfig()
 	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
+	if hookFile := os.Getenv(testHookPauseAfterPrepareEnv); hookFile != "" {
+		cfg.TestHookAfterPrepare = pauseWhileFileExists(hookFile, log)
+	}
 	server, err := gcs.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -139,6 +143,27 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	<-ctx.Done()
 	server.Stop()
 	return nil
+}
+
+// testHookPauseAfterPrepareEnv names a file: while it exists, the GCS stops every
+// placement group between PREPARED and commit (after writing <file>.reached), so a test
+// can kill it there. Tests only.
+const testHookPauseAfterPrepareEnv = "RAYGO_TEST_PAUSE_AFTER_PREPARE_FILE"
+
+func pauseWhileFileExists(path string, log zerolog.Logger) func(string) {
+	return func(placementGroupID string) {
+		if _, err := os.Stat(path); err != nil {
+			return
+		}
+		log.Warn().Str("pg_id", placementGroupID).Str("file", path).Msg("test hook: pausing between prepare and commit")
+		_ = os.WriteFile(path+".reached", []byte(placementGroupID), 0o644)
+		for {
+			if _, err := os.Stat(path); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 func runRaylet(args []string, stdout, stderr io.Writer) error {

@@ -21,6 +21,521 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BundleReservationState int32
+
+const (
+	BundleReservationState_BUNDLE_RESERVATION_UNSPECIFIED BundleReservationState = 0
+	BundleReservationState_BUNDLE_PREPARED                BundleReservationState = 1
+	BundleReservationState_BUNDLE_COMMITTED               BundleReservationState = 2
+)
+
+// Enum value maps for BundleReservationState.
+var (
+	BundleReservationState_name = map[int32]string{
+		0: "BUNDLE_RESERVATION_UNSPECIFIED",
+		1: "BUNDLE_PREPARED",
+		2: "BUNDLE_COMMITTED",
+	}
+	BundleReservationState_value = map[string]int32{
+		"BUNDLE_RESERVATION_UNSPECIFIED": 0,
+		"BUNDLE_PREPARED":                1,
+		"BUNDLE_COMMITTED":               2,
+	}
+)
+
+func (x BundleReservationState) Enum() *BundleReservationState {
+	p := new(BundleReservationState)
+	*p = x
+	return p
+}
+
+func (x BundleReservationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BundleReservationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_raylet_proto_enumTypes[0].Descriptor()
+}
+
+func (BundleReservationState) Type() protoreflect.EnumType {
+	return &file_raylet_proto_enumTypes[0]
+}
+
+func (x BundleReservationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BundleReservationState.Descriptor instead.
+func (BundleReservationState) EnumDescriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{0}
+}
+
+// BundleKey names one bundle at one generation.
+type BundleKey struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	BundleIndex      int32                  `protobuf:"varint,2,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
+	Generation       int64                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *BundleKey) Reset() {
+	*x = BundleKey{}
+	mi := &file_raylet_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleKey) ProtoMessage() {}
+
+func (x *BundleKey) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleKey.ProtoReflect.Descriptor instead.
+func (*BundleKey) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BundleKey) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *BundleKey) GetBundleIndex() int32 {
+	if x != nil {
+		return x.BundleIndex
+	}
+	return 0
+}
+
+func (x *BundleKey) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type BundleReservation struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       *BundleKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Resources map[string]float64     `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	State     BundleReservationState `protobuf:"varint,3,opt,name=state,proto3,enum=raygo.v1.BundleReservationState" json:"state,omitempty"`
+	// The epoch of the GCS that prepared it.
+	GcsEpoch      int64 `protobuf:"varint,4,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleReservation) Reset() {
+	*x = BundleReservation{}
+	mi := &file_raylet_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleReservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleReservation) ProtoMessage() {}
+
+func (x *BundleReservation) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleReservation.ProtoReflect.Descriptor instead.
+func (*BundleReservation) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BundleReservation) GetKey() *BundleKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *BundleReservation) GetResources() map[string]float64 {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *BundleReservation) GetState() BundleReservationState {
+	if x != nil {
+		return x.State
+	}
+	return BundleReservationState_BUNDLE_RESERVATION_UNSPECIFIED
+}
+
+func (x *BundleReservation) GetGcsEpoch() int64 {
+	if x != nil {
+		return x.GcsEpoch
+	}
+	return 0
+}
+
+type PrepareBundleResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundles       []*BundleReservation   `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareBundleResourcesRequest) Reset() {
+	*x = PrepareBundleResourcesRequest{}
+	mi := &file_raylet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareBundleResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareBundleResourcesRequest) ProtoMessage() {}
+
+func (x *PrepareBundleResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareBundleResourcesRequest.ProtoReflect.Descriptor instead.
+func (*PrepareBundleResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PrepareBundleResourcesRequest) GetBundles() []*BundleReservation {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+type PrepareBundleResourcesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareBundleResourcesReply) Reset() {
+	*x = PrepareBundleResourcesReply{}
+	mi := &file_raylet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareBundleResourcesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareBundleResourcesReply) ProtoMessage() {}
+
+func (x *PrepareBundleResourcesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareBundleResourcesReply.ProtoReflect.Descriptor instead.
+func (*PrepareBundleResourcesReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{3}
+}
+
+type CommitBundleResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundles       []*BundleKey           `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitBundleResourcesRequest) Reset() {
+	*x = CommitBundleResourcesRequest{}
+	mi := &file_raylet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitBundleResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitBundleResourcesRequest) ProtoMessage() {}
+
+func (x *CommitBundleResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitBundleResourcesRequest.ProtoReflect.Descriptor instead.
+func (*CommitBundleResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CommitBundleResourcesRequest) GetBundles() []*BundleKey {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+type CommitBundleResourcesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitBundleResourcesReply) Reset() {
+	*x = CommitBundleResourcesReply{}
+	mi := &file_raylet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitBundleResourcesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitBundleResourcesReply) ProtoMessage() {}
+
+func (x *CommitBundleResourcesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitBundleResourcesReply.ProtoReflect.Descriptor instead.
+func (*CommitBundleResourcesReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{5}
+}
+
+type CancelResourceReserveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bundles       []*BundleKey           `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResourceReserveRequest) Reset() {
+	*x = CancelResourceReserveRequest{}
+	mi := &file_raylet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResourceReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResourceReserveRequest) ProtoMessage() {}
+
+func (x *CancelResourceReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResourceReserveRequest.ProtoReflect.Descriptor instead.
+func (*CancelResourceReserveRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CancelResourceReserveRequest) GetBundles() []*BundleKey {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+type CancelResourceReserveReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelResourceReserveReply) Reset() {
+	*x = CancelResourceReserveReply{}
+	mi := &file_raylet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResourceReserveReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResourceReserveReply) ProtoMessage() {}
+
+func (x *CancelResourceReserveReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResourceReserveReply.ProtoReflect.Descriptor instead.
+func (*CancelResourceReserveReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{7}
+}
+
+type ReleaseUnusedBundlesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InUse         []*BundleKey           `protobuf:"bytes,1,rep,name=in_use,json=inUse,proto3" json:"in_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseUnusedBundlesRequest) Reset() {
+	*x = ReleaseUnusedBundlesRequest{}
+	mi := &file_raylet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseUnusedBundlesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseUnusedBundlesRequest) ProtoMessage() {}
+
+func (x *ReleaseUnusedBundlesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseUnusedBundlesRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseUnusedBundlesRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReleaseUnusedBundlesRequest) GetInUse() []*BundleKey {
+	if x != nil {
+		return x.InUse
+	}
+	return nil
+}
+
+type ReleaseUnusedBundlesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Released      []*BundleReservation   `protobuf:"bytes,1,rep,name=released,proto3" json:"released,omitempty"`
+	Held          []*BundleReservation   `protobuf:"bytes,2,rep,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseUnusedBundlesReply) Reset() {
+	*x = ReleaseUnusedBundlesReply{}
+	mi := &file_raylet_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseUnusedBundlesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseUnusedBundlesReply) ProtoMessage() {}
+
+func (x *ReleaseUnusedBundlesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseUnusedBundlesReply.ProtoReflect.Descriptor instead.
+func (*ReleaseUnusedBundlesReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseUnusedBundlesReply) GetReleased() []*BundleReservation {
+	if x != nil {
+		return x.Released
+	}
+	return nil
+}
+
+func (x *ReleaseUnusedBundlesReply) GetHeld() []*BundleReservation {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
 type GetNodeStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -29,7 +544,7 @@ type GetNodeStatsRequest struct {
 
 func (x *GetNodeStatsRequest) Reset() {
 	*x = GetNodeStatsRequest{}
-	mi := &file_raylet_proto_msgTypes[0]
+	mi := &file_raylet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -41,7 +556,7 @@ func (x *GetNodeStatsRequest) String() string {
 func (*GetNodeStatsRequest) ProtoMessage() {}
 
 func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[0]
+	mi := &file_raylet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -54,7 +569,7 @@ func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{0}
+	return file_raylet_proto_rawDescGZIP(), []int{10}
 }
 
 type GetNodeStatsReply struct {
@@ -68,7 +583,7 @@ type GetNodeStatsReply struct {
 
 func (x *GetNodeStatsReply) Reset() {
 	*x = GetNodeStatsReply{}
-	mi := &file_raylet_proto_msgTypes[1]
+	mi := &file_raylet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -80,7 +595,7 @@ func (x *GetNodeStatsReply) String() string {
 func (*GetNodeStatsReply) ProtoMessage() {}
 
 func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[1]
+	mi := &file_raylet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -93,7 +608,7 @@ func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsReply.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{1}
+	return file_raylet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetNodeStatsReply) GetNode() *NodeInfo {
@@ -119,7 +634,7 @@ type DrainRayletRequest struct {
 
 func (x *DrainRayletRequest) Reset() {
 	*x = DrainRayletRequest{}
-	mi := &file_raylet_proto_msgTypes[2]
+	mi := &file_raylet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +646,7 @@ func (x *DrainRayletRequest) String() string {
 func (*DrainRayletRequest) ProtoMessage() {}
 
 func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[2]
+	mi := &file_raylet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +659,7 @@ func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletRequest.ProtoReflect.Descriptor instead.
 func (*DrainRayletRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{2}
+	return file_raylet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DrainRayletRequest) GetReason() string {
@@ -162,7 +677,7 @@ type DrainRayletReply struct {
 
 func (x *DrainRayletReply) Reset() {
 	*x = DrainRayletReply{}
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -174,7 +689,7 @@ func (x *DrainRayletReply) String() string {
 func (*DrainRayletReply) ProtoMessage() {}
 
 func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -187,24 +702,60 @@ func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletReply.ProtoReflect.Descriptor instead.
 func (*DrainRayletReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{3}
+	return file_raylet_proto_rawDescGZIP(), []int{13}
 }
 
 var File_raylet_proto protoreflect.FileDescriptor
 
 const file_raylet_proto_rawDesc = "" +
 	"\n" +
-	"\fraylet.proto\x12\braygo.v1\x1a\fcommon.proto\"\x15\n" +
+	"\fraylet.proto\x12\braygo.v1\x1a\fcommon.proto\"|\n" +
+	"\tBundleKey\x12,\n" +
+	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12!\n" +
+	"\fbundle_index\x18\x02 \x01(\x05R\vbundleIndex\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x03R\n" +
+	"generation\"\x97\x02\n" +
+	"\x11BundleReservation\x12%\n" +
+	"\x03key\x18\x01 \x01(\v2\x13.raygo.v1.BundleKeyR\x03key\x12H\n" +
+	"\tresources\x18\x02 \x03(\v2*.raygo.v1.BundleReservation.ResourcesEntryR\tresources\x126\n" +
+	"\x05state\x18\x03 \x01(\x0e2 .raygo.v1.BundleReservationStateR\x05state\x12\x1b\n" +
+	"\tgcs_epoch\x18\x04 \x01(\x03R\bgcsEpoch\x1a<\n" +
+	"\x0eResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"V\n" +
+	"\x1dPrepareBundleResourcesRequest\x125\n" +
+	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\x1d\n" +
+	"\x1bPrepareBundleResourcesReply\"M\n" +
+	"\x1cCommitBundleResourcesRequest\x12-\n" +
+	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"\x1c\n" +
+	"\x1aCommitBundleResourcesReply\"M\n" +
+	"\x1cCancelResourceReserveRequest\x12-\n" +
+	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"\x1c\n" +
+	"\x1aCancelResourceReserveReply\"I\n" +
+	"\x1bReleaseUnusedBundlesRequest\x12*\n" +
+	"\x06in_use\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\x05inUse\"\x85\x01\n" +
+	"\x19ReleaseUnusedBundlesReply\x127\n" +
+	"\breleased\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\breleased\x12/\n" +
+	"\x04held\x18\x02 \x03(\v2\x1b.raygo.v1.BundleReservationR\x04held\"\x15\n" +
 	"\x13GetNodeStatsRequest\"X\n" +
 	"\x11GetNodeStatsReply\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1b\n" +
 	"\tgcs_epoch\x18\x02 \x01(\x03R\bgcsEpoch\",\n" +
 	"\x12DrainRayletRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10DrainRayletReply2\xa9\x01\n" +
+	"\x10DrainRayletReply*g\n" +
+	"\x16BundleReservationState\x12\"\n" +
+	"\x1eBUNDLE_RESERVATION_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fBUNDLE_PREPARED\x10\x01\x12\x14\n" +
+	"\x10BUNDLE_COMMITTED\x10\x022\xc5\x04\n" +
 	"\x12NodeManagerService\x12J\n" +
 	"\fGetNodeStats\x12\x1d.raygo.v1.GetNodeStatsRequest\x1a\x1b.raygo.v1.GetNodeStatsReply\x12G\n" +
-	"\vDrainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\vDrainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReply\x12h\n" +
+	"\x16PrepareBundleResources\x12'.raygo.v1.PrepareBundleResourcesRequest\x1a%.raygo.v1.PrepareBundleResourcesReply\x12e\n" +
+	"\x15CommitBundleResources\x12&.raygo.v1.CommitBundleResourcesRequest\x1a$.raygo.v1.CommitBundleResourcesReply\x12e\n" +
+	"\x15CancelResourceReserve\x12&.raygo.v1.CancelResourceReserveRequest\x1a$.raygo.v1.CancelResourceReserveReply\x12b\n" +
+	"\x14ReleaseUnusedBundles\x12%.raygo.v1.ReleaseUnusedBundlesRequest\x1a#.raygo.v1.ReleaseUnusedBundlesReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_raylet_proto_rawDescOnce sync.Once
@@ -218,25 +769,55 @@ func file_raylet_proto_rawDescGZIP() []byte {
 	return file_raylet_proto_rawDescData
 }
 
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_raylet_proto_goTypes = []any{
-	(*GetNodeStatsRequest)(nil), // 0: raygo.v1.GetNodeStatsRequest
-	(*GetNodeStatsReply)(nil),   // 1: raygo.v1.GetNodeStatsReply
-	(*DrainRayletRequest)(nil),  // 2: raygo.v1.DrainRayletRequest
-	(*DrainRayletReply)(nil),    // 3: raygo.v1.DrainRayletReply
-	(*NodeInfo)(nil),            // 4: raygo.v1.NodeInfo
+	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
+	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
+	(*BundleReservation)(nil),             // 2: raygo.v1.BundleReservation
+	(*PrepareBundleResourcesRequest)(nil), // 3: raygo.v1.PrepareBundleResourcesRequest
+	(*PrepareBundleResourcesReply)(nil),   // 4: raygo.v1.PrepareBundleResourcesReply
+	(*CommitBundleResourcesRequest)(nil),  // 5: raygo.v1.CommitBundleResourcesRequest
+	(*CommitBundleResourcesReply)(nil),    // 6: raygo.v1.CommitBundleResourcesReply
+	(*CancelResourceReserveRequest)(nil),  // 7: raygo.v1.CancelResourceReserveRequest
+	(*CancelResourceReserveReply)(nil),    // 8: raygo.v1.CancelResourceReserveReply
+	(*ReleaseUnusedBundlesRequest)(nil),   // 9: raygo.v1.ReleaseUnusedBundlesRequest
+	(*ReleaseUnusedBundlesReply)(nil),     // 10: raygo.v1.ReleaseUnusedBundlesReply
+	(*GetNodeStatsRequest)(nil),           // 11: raygo.v1.GetNodeStatsRequest
+	(*GetNodeStatsReply)(nil),             // 12: raygo.v1.GetNodeStatsReply
+	(*DrainRayletRequest)(nil),            // 13: raygo.v1.DrainRayletRequest
+	(*DrainRayletReply)(nil),              // 14: raygo.v1.DrainRayletReply
+	nil,                                   // 15: raygo.v1.BundleReservation.ResourcesEntry
+	(*NodeInfo)(nil),                      // 16: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
-	4, // 0: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
-	0, // 1: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	2, // 2: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	1, // 3: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	3, // 4: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
+	15, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
+	2,  // 3: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
+	1,  // 4: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
+	1,  // 5: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
+	1,  // 6: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
+	2,  // 7: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
+	2,  // 8: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
+	16, // 9: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	11, // 10: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	13, // 11: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	3,  // 12: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	5,  // 13: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	7,  // 14: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	9,  // 15: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	12, // 16: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	14, // 17: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	4,  // 18: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	6,  // 19: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	8,  // 20: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	10, // 21: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
@@ -250,13 +831,14 @@ func file_raylet_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_raylet_proto_goTypes,
 		DependencyIndexes: file_raylet_proto_depIdxs,
+		EnumInfos:         file_raylet_proto_enumTypes,
 		MessageInfos:      file_raylet_proto_msgTypes,
 	}.Build()
 	File_raylet_proto = out.File

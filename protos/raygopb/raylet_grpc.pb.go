@@ -19,8 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NodeManagerService_GetNodeStats_FullMethodName = "/raygo.v1.NodeManagerService/GetNodeStats"
-	NodeManagerService_DrainRaylet_FullMethodName  = "/raygo.v1.NodeManagerService/DrainRaylet"
+	NodeManagerService_GetNodeStats_FullMethodName           = "/raygo.v1.NodeManagerService/GetNodeStats"
+	NodeManagerService_DrainRaylet_FullMethodName            = "/raygo.v1.NodeManagerService/DrainRaylet"
+	NodeManagerService_PrepareBundleResources_FullMethodName = "/raygo.v1.NodeManagerService/PrepareBundleResources"
+	NodeManagerService_CommitBundleResources_FullMethodName  = "/raygo.v1.NodeManagerService/CommitBundleResources"
+	NodeManagerService_CancelResourceReserve_FullMethodName  = "/raygo.v1.NodeManagerService/CancelResourceReserve"
+	NodeManagerService_ReleaseUnusedBundles_FullMethodName   = "/raygo.v1.NodeManagerService/ReleaseUnusedBundles"
 )
 
 // NodeManagerServiceClient is the client API for NodeManagerService service.
@@ -34,6 +38,19 @@ type NodeManagerServiceClient interface {
 	GetNodeStats(ctx context.Context, in *GetNodeStatsRequest, opts ...grpc.CallOption) (*GetNodeStatsReply, error)
 	// DrainRaylet tells the raylet to take no new work.
 	DrainRaylet(ctx context.Context, in *DrainRayletRequest, opts ...grpc.CallOption) (*DrainRayletReply, error)
+	// Two-phase reservation of placement-group bundles. Every call is idempotent and
+	// fenced by the GCS epoch and each bundle's generation.
+	//
+	// PrepareBundleResources reserves all the given bundles or none (FailedPrecondition
+	// with the reason when they do not fit).
+	PrepareBundleResources(ctx context.Context, in *PrepareBundleResourcesRequest, opts ...grpc.CallOption) (*PrepareBundleResourcesReply, error)
+	// CommitBundleResources turns prepared bundles into committed ones.
+	CommitBundleResources(ctx context.Context, in *CommitBundleResourcesRequest, opts ...grpc.CallOption) (*CommitBundleResourcesReply, error)
+	// CancelResourceReserve releases bundles, prepared or committed; unknown ones are a no-op.
+	CancelResourceReserve(ctx context.Context, in *CancelResourceReserveRequest, opts ...grpc.CallOption) (*CancelResourceReserveReply, error)
+	// ReleaseUnusedBundles releases every bundle reserved by an older GCS epoch that is not
+	// in in_use, and reports what the raylet holds. A restarted GCS calls it.
+	ReleaseUnusedBundles(ctx context.Context, in *ReleaseUnusedBundlesRequest, opts ...grpc.CallOption) (*ReleaseUnusedBundlesReply, error)
 }
 
 type nodeManagerServiceClient struct {
@@ -64,6 +81,46 @@ func (c *nodeManagerServiceClient) DrainRaylet(ctx context.Context, in *DrainRay
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) PrepareBundleResources(ctx context.Context, in *PrepareBundleResourcesRequest, opts ...grpc.CallOption) (*PrepareBundleResourcesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareBundleResourcesReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_PrepareBundleResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) CommitBundleResources(ctx context.Context, in *CommitBundleResourcesRequest, opts ...grpc.CallOption) (*CommitBundleResourcesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitBundleResourcesReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_CommitBundleResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) CancelResourceReserve(ctx context.Context, in *CancelResourceReserveRequest, opts ...grpc.CallOption) (*CancelResourceReserveReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResourceReserveReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_CancelResourceReserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) ReleaseUnusedBundles(ctx context.Context, in *ReleaseUnusedBundlesRequest, opts ...grpc.CallOption) (*ReleaseUnusedBundlesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseUnusedBundlesReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_ReleaseUnusedBundles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeManagerServiceServer is the server API for NodeManagerService service.
 // All implementations must embed UnimplementedNodeManagerServiceServer
 // for forward compatibility.
@@ -75,6 +132,19 @@ type NodeManagerServiceServer interface {
 	GetNodeStats(context.Context, *GetNodeStatsRequest) (*GetNodeStatsReply, error)
 	// DrainRaylet tells the raylet to take no new work.
 	DrainRaylet(context.Context, *DrainRayletRequest) (*DrainRayletReply, error)
+	// Two-phase reservation of placement-group bundles. Every call is idempotent and
+	// fenced by the GCS epoch and each bundle's generation.
+	//
+	// PrepareBundleResources reserves all the given bundles or none (FailedPrecondition
+	// with the reason when they do not fit).
+	PrepareBundleResources(context.Context, *PrepareBundleResourcesRequest) (*PrepareBundleResourcesReply, error)
+	// CommitBundleResources turns prepared bundles into committed ones.
+	CommitBundleResources(context.Context, *CommitBundleResourcesRequest) (*CommitBundleResourcesReply, error)
+	// CancelResourceReserve releases bundles, prepared or committed; unknown ones are a no-op.
+	CancelResourceReserve(context.Context, *CancelResourceReserveRequest) (*CancelResourceReserveReply, error)
+	// ReleaseUnusedBundles releases every bundle reserved by an older GCS epoch that is not
+	// in in_use, and reports what the raylet holds. A restarted GCS calls it.
+	ReleaseUnusedBundles(context.Context, *ReleaseUnusedBundlesRequest) (*ReleaseUnusedBundlesReply, error)
 	mustEmbedUnimplementedNodeManagerServiceServer()
 }
 
@@ -90,6 +160,18 @@ func (UnimplementedNodeManagerServiceServer) GetNodeStats(context.Context, *GetN
 }
 func (UnimplementedNodeManagerServiceServer) DrainRaylet(context.Context, *DrainRayletRequest) (*DrainRayletReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainRaylet not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) PrepareBundleResources(context.Context, *PrepareBundleResourcesRequest) (*PrepareBundleResourcesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareBundleResources not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) CommitBundleResources(context.Context, *CommitBundleResourcesRequest) (*CommitBundleResourcesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitBundleResources not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) CancelResourceReserve(context.Context, *CancelResourceReserveRequest) (*CancelResourceReserveReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelResourceReserve not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) ReleaseUnusedBundles(context.Context, *ReleaseUnusedBundlesRequest) (*ReleaseUnusedBundlesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseUnusedBundles not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) mustEmbedUnimplementedNodeManagerServiceServer() {}
 func (UnimplementedNodeManagerServiceServer) testEmbeddedByValue()                            {}
@@ -148,6 +230,78 @@ func _NodeManagerService_DrainRaylet_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeManagerService_PrepareBundleResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareBundleResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).PrepareBundleResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_PrepareBundleResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).PrepareBundleResources(ctx, req.(*PrepareBundleResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_CommitBundleResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitBundleResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).CommitBundleResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_CommitBundleResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).CommitBundleResources(ctx, req.(*CommitBundleResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_CancelResourceReserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelResourceReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).CancelResourceReserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_CancelResourceReserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).CancelResourceReserve(ctx, req.(*CancelResourceReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_ReleaseUnusedBundles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseUnusedBundlesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).ReleaseUnusedBundles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_ReleaseUnusedBundles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).ReleaseUnusedBundles(ctx, req.(*ReleaseUnusedBundlesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeManagerService_ServiceDesc is the grpc.ServiceDesc for NodeManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -162,6 +316,22 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DrainRaylet",
 			Handler:    _NodeManagerService_DrainRaylet_Handler,
+		},
+		{
+			MethodName: "PrepareBundleResources",
+			Handler:    _NodeManagerService_PrepareBundleResources_Handler,
+		},
+		{
+			MethodName: "CommitBundleResources",
+			Handler:    _NodeManagerService_CommitBundleResources_Handler,
+		},
+		{
+			MethodName: "CancelResourceReserve",
+			Handler:    _NodeManagerService_CancelResourceReserve_Handler,
+		},
+		{
+			MethodName: "ReleaseUnusedBundles",
+			Handler:    _NodeManagerService_ReleaseUnusedBundles_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -87,13 +87,22 @@ type Cluster struct {
 	GCSAddress string
 	Head       *Node
 	Workers    []*Node
+	// Env is added to the environment of every node started after it is set.
+	Env []string
 }
 
 // StartHead starts a head node with `raygo start --head --block` on a free port; extra
 // arguments go to start (e.g. "--store", "redis", ...). The node is stopped at cleanup.
 func StartHead(t testing.TB, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Bin: Binary(t), TempDir: t.TempDir()}
+	return StartHeadWithEnv(t, nil, extra...)
+}
+
+// StartHeadWithEnv is StartHead with extra environment variables for the head's
+// processes (test hooks).
+func StartHeadWithEnv(t testing.TB, env []string, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Bin: Binary(t), TempDir: t.TempDir(), Env: env}
 	port := FreePort(t)
 	c.GCSAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := append([]string{"--head", "--port", strconv.Itoa(port)}, extra...)
@@ -115,6 +124,7 @@ func (c *Cluster) startNode(args []string) *Node {
 	ready := filepath.Join(c.TempDir, fmt.Sprintf("ready-%d.json", time.Now().UnixNano()))
 	full := append([]string{"start", "--block", "--temp-dir", c.TempDir, "--ready-file", ready}, args...)
 	cmd := exec.Command(c.Bin, full...)
+	cmd.Env = append(os.Environ(), c.Env...)
 	logPath := ready + ".out"
 	out, err := os.Create(logPath)
 	if err != nil {
@@ -288,4 +298,15 @@ func FindNode(nodes []*pb.NodeInfo, id string) *pb.NodeInfo {
 		}
 	}
 	return nil
+}
+
+// DialPlacementGroups returns a placement-group client of the GCS at addr.
+func DialPlacementGroups(t testing.TB, addr string) pb.PlacementGroupServiceClient {
+	t.Helper()
+	conn, err := rpcutil.Dial(addr, rpcutil.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return pb.NewPlacementGroupServiceClient(conn)
 }

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/sdk"
+)
+
+// bundleState is a bundle in the shape of Ray's state API.
+type bundleState struct {
+	BundleIndex   int32              `json:"bundle_index"`
+	UnitResources map[string]float64 `json:"unit_resources"`
+	NodeID        *string            `json:"node_id"`
+	LabelSelector map[string]string  `json:"label_selector,omitempty"`
+}
+
+// placementGroupState is a group in the shape of Ray's state API
+// (`ray list placement-groups --format json`), plus namespace and pending_reason.
+type placementGroupState struct {
+	PlacementGroupID string              `json:"placement_group_id"`
+	Name             string              `json:"name"`
+	Namespace        string              `json:"namespace"`
+	CreatorJobID     string              `json:"creator_job_id"`
+	State            string              `json:"state"`
+	Strategy         string              `json:"strategy"`
+	IsDetached       bool                `json:"is_detached"`
+	Bundles          []bundleState       `json:"bundles"`
+	Stats            placementGroupStats `json:"stats"`
+	PendingReason    string              `json:"pending_reason,omitempty"`
+}
+
+type placementGroupStats struct {
+	EndToEndCreationLatencyMs float64 `json:"end_to_end_creation_latency_ms"`
+	SchedulingLatencyMs       float64 `json:"scheduling_latency_ms"`
+	SchedulingAttempt         int32   `json:"scheduling_attempt"`
+	HighestRetryDelayMs       float64 `json:"highest_retry_delay_ms"`
+	SchedulingState           string  `json:"scheduling_state"`
+}
+
+func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
+	s := placementGroupState{
+		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
+		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
+		Bundles: []bundleState{},
+	}
+	if st := g.Stats; st != nil {
+		s.Stats = placementGroupStats{
+			EndToEndCreationLatencyMs: st.EndToEndCreationLatencyMs, SchedulingLatencyMs: st.SchedulingLatencyMs,
+			SchedulingAttempt: st.SchedulingAttempt, HighestRetryDelayMs: st.HighestRetryDelayMs,
+			SchedulingState: sdk.SchedulingStateName(st.SchedulingState),
+		}
+	}
+	for _, b := range g.Bundles {
+		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: b.UnitResources, LabelSelector: b.LabelSelector}
+		if b.NodeId != "" {
+			node := b.NodeId
+			bs.NodeID = &node
+		}
+		s.Bundles = append(s.Bundles, bs)
+	}
+	return s
+}
+
+func listPlacementGroups(args []string, stdout io.Writer) error {
+	fs := newFlagSet("list placement-groups", "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
+		"  raygo list placement-groups\n  raygo list placement-groups --format json\n", stdout)
+	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	format := fs.String("format", "table", "output format: table or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *format != "table" && *format != "json" {
+		return badInput("--format %q: must be table or json", *format)
+	}
+	c, err := dialGCS(*address)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callContext()
+	defer cancel()
+	reply, err := c.pgs.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+	if err != nil {
+		return err
+	}
+	states := make([]placementGroupState, len(reply.PlacementGroups))
+	for i, g := range reply.PlacementGroups {
+		states[i] = toPlacementGroupState(g)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(states)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tSCHEDULING_STATE")
+	for _, s := range states {
+		nodes := map[string]bool{}
+		for _, b := range s.Bundles {
+			if b.NodeID != nil {
+				nodes[*b.NodeID] = true
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), s.Stats.SchedulingState)
+	}
+	return tw.Flush()
+}
+
+// printPlacementGroupStatus adds the placement-group section to `raygo status`: counts
+// by state, and every pending group with its reason.
+func printPlacementGroupStatus(w io.Writer, groups []*pb.PlacementGroupInfo) {
+	fmt.Fprintf(w, "\nPlacement groups\n%s\n", strings.Repeat("-", 64))
+	counts := map[string]int{}
+	var pending []*pb.PlacementGroupInfo
+	for _, g := range groups {
+		counts[g.State.String()]++
+		if g.State == pb.PlacementGroupState_PENDING || g.State == pb.PlacementGroupState_RESCHEDULING {
+			pending = append(pending, g)
+		}
+	}
+	var parts []string
+	for _, state := range []string{"CREATED", "PENDING", "RESCHEDULING", "PREPARED", "REMOVED"} {
+		if counts[state] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[state], state))
+		}
+	}
+	if len(parts) == 0 {
+		fmt.Fprintln(w, " (none)")
+		return
+	}
+	fmt.Fprintf(w, " %s\n", strings.Join(parts, ", "))
+	if len(pending) == 0 {
+		return
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		return pending[i].Stats.GetSchedulingState() == pb.SchedulingState_INFEASIBLE && pending[j].Stats.GetSchedulingState() != pb.SchedulingState_INFEASIBLE
+	})
+	fmt.Fprintln(w, "Pending:")
+	for _, g := range pending {
+		name := g.Name
+		if name != "" {
+			name = " " + name
+		}
+		reason := g.PendingReason
+		if reason == "" {
+			reason = "waiting for its first scheduling attempt"
+		}
+		fmt.Fprintf(w, " pg_%s%s (%s, %d bundles) %s: %s\n", shortID(g.PlacementGroupId), name, g.Strategy, len(g.Bundles),
+			sdk.SchedulingStateName(g.Stats.GetSchedulingState()), reason)
+	}
+}

@@ -1,0 +1,100 @@
+package placement_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/placement/placementsim"
+)
+
+// TestDecisionLatencyBench is the decision-latency benchmark of `make bench`: 2,000
+// mixed placement groups on 1,250 simulated 8-GPU nodes kept about 70% busy. It prints
+// exactly one line to stdout, "BENCH placement_decision_p99_us <value> us". It is not a
+// test and is skipped unless RAYGO_BENCH=1.
+func TestDecisionLatencyBench(t *testing.T) {
+	if os.Getenv("RAYGO_BENCH") != "1" {
+		t.Skip("benchmark: set RAYGO_BENCH=1 to run")
+	}
+	result, err := placementsim.RunDecisionLatency(placementsim.DefaultLatencyConfig(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("decisions=%d placed=%d not_now=%d infeasible=%d p50=%v p99=%v max=%v busy_gpu_fraction=%.2f",
+		result.Decisions, result.Placed, result.NotNow, result.Infeasible, result.P50, result.P99, result.Max, result.FinalBusyGPUFraction)
+	fmt.Printf("BENCH placement_decision_p99_us %.1f us\n", result.P99Microseconds())
+}
+
+// benchmarkSnapshot is the default fleet, built once per benchmark.
+func benchmarkSnapshot(b *testing.B) *placement.Snapshot {
+	b.Helper()
+	snapshot, err := placementsim.NewFleetSnapshot(placementsim.DefaultFleetConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return snapshot
+}
+
+func repeatBundle(count int, bundle placement.ResourceSet) []placement.ResourceSet {
+	bundles := make([]placement.ResourceSet, count)
+	for i := range bundles {
+		bundles[i] = bundle
+	}
+	return bundles
+}
+
+// BenchmarkSchedule measures one decision per strategy on the 1,250-node fleet; the
+// snapshot is not changed between iterations.
+func BenchmarkSchedule(b *testing.B) {
+	gpuBundle := placement.ResourceSet{"GPU": 1 * placement.AmountScale, "CPU": 8 * placement.AmountScale}
+	cases := []struct {
+		name    string
+		request placement.Request
+	}{
+		{"STRICT_PACK_8", placement.Request{Strategy: placement.StrategyStrictPack, Bundles: repeatBundle(8, gpuBundle)}},
+		{"PACK_16", placement.Request{Strategy: placement.StrategyPack, Bundles: repeatBundle(16, gpuBundle)}},
+		{"SPREAD_16", placement.Request{Strategy: placement.StrategySpread, Bundles: repeatBundle(16, gpuBundle)}},
+		{"STRICT_SPREAD_8", placement.Request{Strategy: placement.StrategyStrictSpread, Bundles: repeatBundle(8, gpuBundle)}},
+		{"INFEASIBLE_GPU_16", placement.Request{Strategy: placement.StrategyStrictPack, Bundles: repeatBundle(16, gpuBundle)}},
+	}
+	snapshot := benchmarkSnapshot(b)
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				placement.Schedule(snapshot, c.request)
+			}
+		})
+	}
+}
+
+// BenchmarkScheduleStream measures decisions of the mixed stream with plans applied, as
+// TestDecisionLatencyBench, reported per decision by the testing package.
+func BenchmarkScheduleStream(b *testing.B) {
+	cluster := placementsim.NewCluster(benchmarkSnapshot(b))
+	stream := placementsim.NewRequestStream(7, placementsim.DefaultFleetConfig().Zones)
+	b.ReportAllocs()
+	for b.Loop() {
+		request := stream.Next()
+		plan, err := placement.Schedule(cluster.Snapshot(), request)
+		b.StopTimer()
+		if err == nil {
+			if _, err := cluster.Place(request, plan); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for groups := cluster.Groups(); len(groups) > 0 && busyGPUs(cluster.Snapshot()) > 0.7; groups = groups[1:] {
+			if err := cluster.Remove(groups[0].ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+}
+
+func busyGPUs(snapshot *placement.Snapshot) float64 {
+	total, available := snapshot.ResourceSummary()
+	return 1 - float64(available["GPU"])/float64(total["GPU"])
+}

@@ -1,0 +1,260 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Sentinel errors. Validation errors are *FieldError values whose Err is one of the
+// request sentinels below, so callers can test with errors.Is (every request sentinel
+// wraps ErrInvalidRequest) and still print a message that names the field.
+var (
+	// ErrInvalidRequest is wrapped by every request validation error; the GCS maps it
+	// to gRPC InvalidArgument.
+	ErrInvalidRequest = errors.New("placement: invalid placement group request")
+
+	// ErrNoBundles: the request has no bundles.
+	ErrNoBundles = fmt.Errorf("%w: no bundles", ErrInvalidRequest)
+	// ErrTooManyBundles: the request has more than MaxBundles bundles.
+	ErrTooManyBundles = fmt.Errorf("%w: too many bundles", ErrInvalidRequest)
+	// ErrEmptyBundle: a bundle requests no resource with a positive amount.
+	ErrEmptyBundle = fmt.Errorf("%w: empty bundle", ErrInvalidRequest)
+	// ErrInvalidAmount: an amount is negative, NaN, infinite or too large.
+	ErrInvalidAmount = fmt.Errorf("%w: invalid amount", ErrInvalidRequest)
+	// ErrInvalidResourceName: a resource name is empty or longer than MaxResourceNameBytes.
+	ErrInvalidResourceName = fmt.Errorf("%w: invalid resource name", ErrInvalidRequest)
+	// ErrUnknownStrategy: the strategy is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD.
+	ErrUnknownStrategy = fmt.Errorf("%w: unknown strategy", ErrInvalidRequest)
+	// ErrInvalidLabelSelector: bundle_label_selector has the wrong length, or a key or
+	// value is malformed.
+	ErrInvalidLabelSelector = fmt.Errorf("%w: invalid label selector", ErrInvalidRequest)
+	// ErrInvalidPlacedBundles: Request.PlacedBundles names a bundle that does not exist,
+	// an empty node, or a layout its strategy forbids.
+	ErrInvalidPlacedBundles = fmt.Errorf("%w: invalid placed bundles", ErrInvalidRequest)
+
+	// ErrInvalidSnapshot is wrapped by NewSnapshot's errors: the caller's node table is
+	// inconsistent (duplicate ids, available above total, ...).
+	ErrInvalidSnapshot = errors.New("placement: invalid snapshot")
+	// ErrUnknownNode: a node id given to Schedule, Reserve or Release is not in the snapshot.
+	ErrUnknownNode = errors.New("placement: node not in snapshot")
+	// ErrInsufficientResources: Reserve would take more than a node has available,
+	// Release would give back more than a node's total, or Subtract would go below zero.
+	ErrInsufficientResources = errors.New("placement: insufficient resources")
+
+	// ErrInfeasible is what an *UnschedulableError of kind Infeasible unwraps to.
+	ErrInfeasible = errors.New("placement: infeasible")
+	// ErrNotNow is what an *UnschedulableError of kind NotNow unwraps to.
+	ErrNotNow = errors.New("placement: not schedulable now")
+)
+
+// FieldError is a validation error about one field of the input. Error() is
+// "field: problem", e.g. `bundles[0]["GPU"]: amount must be a finite number >= 0, got -1`,
+// and is meant to be returned to the user as is (gRPC InvalidArgument).
+type FieldError struct {
+	// Field is the path of the offending value in the request, in the wire names:
+	// `bundles[2]`, `bundles[0]["GPU"]`, `strategy`, `bundle_label_selector[1]["zone"]`.
+	Field string
+	// Problem says what is wrong, with the offending value.
+	Problem string
+	// Err is the sentinel (ErrEmptyBundle, ErrInvalidAmount, ...).
+	Err error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErrorf(sentinel error, field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...), Err: sentinel}
+}
+
+// withFieldPrefix puts prefix in front of err's field path: `["GPU"]` under `bundles[0]`
+// becomes `bundles[0]["GPU"]`. Errors that are not *FieldError are wrapped with the prefix.
+func withFieldPrefix(err error, prefix string) error {
+	var fieldErr *FieldError
+	if !errors.As(err, &fieldErr) {
+		return fmt.Errorf("%s: %w", prefix, err)
+	}
+	field := prefix
+	switch {
+	case fieldErr.Field == "":
+	case strings.HasPrefix(fieldErr.Field, "["):
+		field += fieldErr.Field
+	default:
+		field += "." + fieldErr.Field
+	}
+	return &FieldError{Field: field, Problem: fieldErr.Problem, Err: fieldErr.Err}
+}
+
+// UnschedulableKind separates requests that wait for capacity from requests that the
+// cluster as it is could never hold.
+type UnschedulableKind int
+
+const (
+	// Infeasible: even with every node's resources free, no set of today's eligible nodes
+	// (alive, not draining, matching the label selectors) can hold the group. Only new or
+	// different nodes help; this is the demand the autoscaler scales for.
+	Infeasible UnschedulableKind = iota + 1
+	// NotNow: the group would fit if resources held by other groups and tasks were freed.
+	NotNow
+)
+
+func (k UnschedulableKind) String() string {
+	switch k {
+	case Infeasible:
+		return "infeasible"
+	case NotNow:
+		return "not now"
+	default:
+		return fmt.Sprintf("UnschedulableKind(%d)", int(k))
+	}
+}
+
+// UnschedulableError is Schedule's typed failure: a well-formed request that no node
+// set can take, with why each node was rejected. It is not bad input: the GCS keeps
+// the group PENDING with this reason. Use errors.As to get it, or errors.Is with
+// ErrInfeasible / ErrNotNow.
+type UnschedulableError struct {
+	Kind     UnschedulableKind
+	Strategy Strategy
+	// BundleIndex is the index (in Request.Bundles) of the bundle that fits no node, or
+	// -1 when the group failed as a whole: STRICT_PACK's sum, or STRICT_SPREAD short of
+	// distinct nodes.
+	BundleIndex int
+	// Demand is what no node could hold: the bundle, or for STRICT_PACK the sum of the
+	// bundles being placed; nil when STRICT_SPREAD is short of distinct nodes.
+	Demand ResourceSet
+	// NodeReasons says, for every node that was rejected for Demand, why. For NotNow they
+	// are computed against available resources, for Infeasible against totals. It is
+	// empty when the cluster has no nodes, and for STRICT_SPREAD short of distinct nodes
+	// it holds only the nodes that are not eligible.
+	NodeReasons map[NodeID][]Reason
+
+	// summary names what failed ("bundle 0 {GPU: 16} fits no node"); Error() appends the
+	// reasons. The full message is built on demand: failures are a hot path for a busy
+	// cluster and the message is read far less often than it is produced.
+	summary string
+}
+
+func (e *UnschedulableError) Error() string {
+	if len(e.NodeReasons) == 0 {
+		return e.Kind.String() + ": " + e.summary
+	}
+	return e.Kind.String() + ": " + e.summary + ": " + summarizeNodeReasons(e.NodeReasons)
+}
+
+// Unwrap returns ErrInfeasible or ErrNotNow.
+func (e *UnschedulableError) Unwrap() error {
+	if e.Kind == Infeasible {
+		return ErrInfeasible
+	}
+	return ErrNotNow
+}
+
+// Limits of the human summary of node reasons; the full detail is in NodeReasons.
+const (
+	maxReasonGroupsInMessage = 3
+	maxNodeIDsPerReasonGroup = 2
+)
+
+// summarizeNodeReasons groups nodes rejected for the same reasons, largest group first:
+// "1250 nodes (3f2a…, 41bc…, …): GPU total 8 < 16; node 9e0d…: draining".
+func summarizeNodeReasons(nodeReasons map[NodeID][]Reason) string {
+	ids := make([]NodeID, 0, len(nodeReasons))
+	for id := range nodeReasons {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+
+	// Nodes are grouped by their Reason values (comparable, so no formatting per node);
+	// the rare node with more reasons than fit the key is grouped by its text.
+	type reasonsKey struct {
+		count    int
+		reasons  [3]Reason
+		longText string
+	}
+	type reasonGroup struct {
+		reasons []Reason
+		nodes   []NodeID
+	}
+	var groups []*reasonGroup
+	byKey := make(map[reasonsKey]*reasonGroup)
+	for _, id := range ids {
+		reasons := nodeReasons[id]
+		key := reasonsKey{count: len(reasons)}
+		if len(reasons) <= len(key.reasons) {
+			copy(key.reasons[:], reasons)
+			for i := range key.reasons {
+				if key.reasons[i].Code == ReasonInsufficientAvailable {
+					key.reasons[i].Total = 0 // not shown: nodes of different sizes group together
+				}
+			}
+		} else {
+			key.longText = joinReasons(reasons)
+		}
+		group := byKey[key]
+		if group == nil {
+			group = &reasonGroup{reasons: reasons}
+			byKey[key] = group
+			groups = append(groups, group)
+		}
+		group.nodes = append(group.nodes, id)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].nodes) > len(groups[j].nodes) })
+
+	var b strings.Builder
+	omittedNodes := 0
+	for i, group := range groups {
+		if i >= maxReasonGroupsInMessage {
+			omittedNodes += len(group.nodes)
+			continue
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if len(group.nodes) == 1 {
+			fmt.Fprintf(&b, "node %s: %s", shortNodeID(group.nodes[0]), joinReasons(group.reasons))
+			continue
+		}
+		fmt.Fprintf(&b, "%d nodes (", len(group.nodes))
+		for j, id := range group.nodes {
+			if j == maxNodeIDsPerReasonGroup {
+				b.WriteString(", …")
+				break
+			}
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(shortNodeID(id))
+		}
+		fmt.Fprintf(&b, "): %s", joinReasons(group.reasons))
+	}
+	if omittedNodes > 0 {
+		fmt.Fprintf(&b, "; %d more nodes with other reasons", omittedNodes)
+	}
+	return b.String()
+}
+
+func joinReasons(reasons []Reason) string {
+	parts := make([]string, len(reasons))
+	for i, reason := range reasons {
+		parts[i] = reason.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shortNodeID abbreviates Ray's 56-hex-digit node ids for messages.
+func shortNodeID(id NodeID) string {
+	const keep = 8
+	if len(id) <= keep+4 {
+		return string(id)
+	}
+	return string(id[:keep]) + "…"
+}

@@ -1,0 +1,245 @@
+package placementsim
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// Label keys the generated nodes carry besides placement.NodeIDLabel.
+const (
+	AcceleratorTypeLabel = "ray.io/accelerator-type"
+	ZoneLabel            = "zone"
+)
+
+// gib is one GiB in bytes, the unit of Ray's "memory" resource.
+const gib = 1 << 30
+
+// FleetConfig describes a homogeneous GPU fleet.
+type FleetConfig struct {
+	// Nodes is the number of nodes.
+	Nodes int
+	// GPUsPerNode, CPUsPerNode: whole units per node.
+	GPUsPerNode int
+	CPUsPerNode int
+	// MemoryGiBPerNode is the "memory" resource in GiB (Ray counts it in bytes).
+	MemoryGiBPerNode int
+	// PartlyUsedFraction is the share of nodes (0..1) that start with work outside any
+	// placement group: 1 to GPUsPerNode-1 GPUs and a matching share of CPU and memory.
+	PartlyUsedFraction float64
+	// Zones is how many zone label values to spread nodes over.
+	Zones int
+	// Seed makes the fleet reproducible.
+	Seed uint64
+}
+
+// DefaultFleetConfig is the benchmark fleet: 1,250 nodes of 8 GPUs (10,000 GPUs),
+// 128 CPUs and 2 TiB of memory each, a quarter of them partly used.
+func DefaultFleetConfig() FleetConfig {
+	return FleetConfig{
+		Nodes:              1250,
+		GPUsPerNode:        8,
+		CPUsPerNode:        128,
+		MemoryGiBPerNode:   2048,
+		PartlyUsedFraction: 0.25,
+		Zones:              4,
+		Seed:               1,
+	}
+}
+
+// NewFleet generates the nodes of a fleet: Ray-style 56-hex-digit ids, labels
+// (node id, accelerator type H100, zone), alive and not draining.
+func NewFleet(config FleetConfig) []placement.Node {
+	rng := rand.New(rand.NewPCG(config.Seed, 0x5eed))
+	nodes := make([]placement.Node, config.Nodes)
+	for i := range nodes {
+		total := placement.ResourceSet{
+			"GPU":    placement.Amount(config.GPUsPerNode) * placement.AmountScale,
+			"CPU":    placement.Amount(config.CPUsPerNode) * placement.AmountScale,
+			"memory": placement.Amount(config.MemoryGiBPerNode) * gib * placement.AmountScale,
+		}
+		available := total.Clone()
+		if config.GPUsPerNode > 1 && rng.Float64() < config.PartlyUsedFraction {
+			usedGPUs := 1 + rng.IntN(config.GPUsPerNode-1)
+			for name, amount := range total {
+				available[name] = amount - amount*placement.Amount(usedGPUs)/placement.Amount(config.GPUsPerNode)
+			}
+		}
+		nodes[i] = newNode(rng, total, available, fmt.Sprintf("zone-%d", i%max(config.Zones, 1)), "H100")
+	}
+	return nodes
+}
+
+// NewFleetSnapshot is NewFleet as a snapshot.
+func NewFleetSnapshot(config FleetConfig) (*placement.Snapshot, error) {
+	return placement.NewSnapshot(NewFleet(config))
+}
+
+func newNode(rng *rand.Rand, total, available placement.ResourceSet, zone, accelerator string) placement.Node {
+	id := randomNodeID(rng)
+	labels := map[string]string{placement.NodeIDLabel: string(id), ZoneLabel: zone}
+	if accelerator != "" {
+		labels[AcceleratorTypeLabel] = accelerator
+	}
+	return placement.Node{ID: id, Total: total, Available: available, Labels: labels, Alive: true}
+}
+
+// randomNodeID returns 28 random bytes in hex, the shape of Ray's node ids.
+func randomNodeID(rng *rand.Rand) placement.NodeID {
+	var raw [28]byte
+	for i := range raw {
+		raw[i] = byte(rng.Uint32())
+	}
+	return placement.NodeID(hex.EncodeToString(raw[:]))
+}
+
+// RandomSmallCluster generates 2-12 heterogeneous nodes for property tests: 0, 4 or 8
+// GPUs of type A100 or H100, 8-64 CPUs, custom resource "ssd" on some, over zones a-c,
+// every node idle.
+func RandomSmallCluster(rng *rand.Rand) []placement.Node {
+	nodes := make([]placement.Node, 2+rng.IntN(11))
+	for i := range nodes {
+		nodes[i] = RandomNode(rng)
+	}
+	return nodes
+}
+
+// RandomNode generates one idle node as RandomSmallCluster does.
+func RandomNode(rng *rand.Rand) placement.Node {
+	gpus := []int{0, 4, 8}[rng.IntN(3)]
+	total := placement.ResourceSet{
+		"CPU":    placement.Amount(8<<rng.IntN(4)) * placement.AmountScale,
+		"memory": placement.Amount(64<<rng.IntN(3)) * gib * placement.AmountScale,
+	}
+	accelerator := ""
+	if gpus > 0 {
+		total["GPU"] = placement.Amount(gpus) * placement.AmountScale
+		accelerator = []string{"A100", "H100"}[rng.IntN(2)]
+	}
+	if rng.IntN(3) == 0 {
+		total["ssd"] = placement.Amount(1+rng.IntN(4)) * placement.AmountScale
+	}
+	return newNode(rng, total, total.Clone(), "zone-"+string(rune('a'+rng.IntN(3))), accelerator)
+}
+
+// RandomRequest generates a small request for property tests: any strategy, 1-6
+// bundles of GPU (whole or fractional), CPU, memory and sometimes "ssd", and about a
+// third of the time label selectors in every form Ray accepts.
+func RandomRequest(rng *rand.Rand) placement.Request {
+	strategies := []placement.Strategy{placement.StrategyPack, placement.StrategySpread, placement.StrategyStrictPack, placement.StrategyStrictSpread}
+	request := placement.Request{
+		Strategy: strategies[rng.IntN(len(strategies))],
+		Bundles:  make([]placement.ResourceSet, 1+rng.IntN(6)),
+	}
+	withSelectors := rng.IntN(3) == 0
+	if withSelectors {
+		request.BundleLabelSelectors = make([]placement.LabelSelector, len(request.Bundles))
+	}
+	for i := range request.Bundles {
+		bundle := placement.ResourceSet{"CPU": placement.Amount(1+rng.IntN(16)) * placement.AmountScale / 2}
+		switch rng.IntN(4) {
+		case 0:
+			bundle["GPU"] = placement.Amount(1+rng.IntN(4)) * placement.AmountScale
+		case 1:
+			bundle["GPU"] = placement.Amount(1 + rng.IntN(placement.AmountScale)) // a fraction of one GPU
+		}
+		if rng.IntN(3) == 0 {
+			bundle["memory"] = placement.Amount(1+rng.IntN(64)) * gib * placement.AmountScale
+		}
+		if rng.IntN(8) == 0 {
+			bundle["ssd"] = placement.AmountScale
+		}
+		request.Bundles[i] = bundle
+		if withSelectors {
+			request.BundleLabelSelectors[i] = randomSelector(rng)
+		}
+	}
+	return request
+}
+
+func randomSelector(rng *rand.Rand) placement.LabelSelector {
+	wire := map[string]string{}
+	switch rng.IntN(5) {
+	case 0:
+		wire[AcceleratorTypeLabel] = []string{"A100", "H100"}[rng.IntN(2)]
+	case 1:
+		wire[ZoneLabel] = "in(zone-a,zone-b)"
+	case 2:
+		wire[ZoneLabel] = "!zone-c"
+	case 3:
+		wire[AcceleratorTypeLabel] = "!in(A100)"
+	}
+	selector, err := placement.ParseLabelSelector(wire)
+	if err != nil {
+		panic(fmt.Sprintf("placementsim: generated selector %v: %v", wire, err)) // a bug in this generator
+	}
+	return selector
+}
+
+// RequestStream generates the benchmark's mix of placement groups from a seed:
+//   - 25% STRICT_PACK of 1-8 bundles {GPU: 1, CPU: 8, memory: 64 GiB},
+//   - 20% PACK and 20% SPREAD of 2-16 bundles {GPU: 1, CPU: 8},
+//   - 15% STRICT_SPREAD of 2-8 bundles {GPU: 1-4, CPU: 16},
+//   - 15% CPU-only PACK or SPREAD of 1-4 bundles {CPU: 4-32, memory: 16 GiB},
+//   - 4% STRICT_PACK of 2-8 {GPU: 1, CPU: 8} with a zone label selector,
+//   - 1% infeasible: STRICT_PACK of 2 bundles {GPU: 8}, more than any node has.
+type RequestStream struct {
+	rng   *rand.Rand
+	zones int
+}
+
+// NewRequestStream starts a stream; zones is the number of zones selectors may name.
+func NewRequestStream(seed uint64, zones int) *RequestStream {
+	return &RequestStream{rng: rand.New(rand.NewPCG(seed, 0xbe9c)), zones: max(zones, 1)}
+}
+
+// Next returns the next request.
+func (s *RequestStream) Next() placement.Request {
+	rng := s.rng
+	gpuBundle := func(gpus, cpus, memoryGiB int) placement.ResourceSet {
+		bundle := placement.ResourceSet{
+			"GPU": placement.Amount(gpus) * placement.AmountScale,
+			"CPU": placement.Amount(cpus) * placement.AmountScale,
+		}
+		if memoryGiB > 0 {
+			bundle["memory"] = placement.Amount(memoryGiB) * gib * placement.AmountScale
+		}
+		return bundle
+	}
+	repeat := func(count int, bundle placement.ResourceSet) []placement.ResourceSet {
+		bundles := make([]placement.ResourceSet, count)
+		for i := range bundles {
+			bundles[i] = bundle
+		}
+		return bundles
+	}
+	switch roll := rng.IntN(100); {
+	case roll < 25:
+		return placement.Request{Strategy: placement.StrategyStrictPack, Bundles: repeat(1+rng.IntN(8), gpuBundle(1, 8, 64))}
+	case roll < 45:
+		return placement.Request{Strategy: placement.StrategyPack, Bundles: repeat(2+rng.IntN(15), gpuBundle(1, 8, 0))}
+	case roll < 65:
+		return placement.Request{Strategy: placement.StrategySpread, Bundles: repeat(2+rng.IntN(15), gpuBundle(1, 8, 0))}
+	case roll < 80:
+		return placement.Request{Strategy: placement.StrategyStrictSpread, Bundles: repeat(2+rng.IntN(7), gpuBundle(1+rng.IntN(4), 16, 0))}
+	case roll < 95:
+		strategy := []placement.Strategy{placement.StrategyPack, placement.StrategySpread}[rng.IntN(2)]
+		bundle := placement.ResourceSet{
+			"CPU":    placement.Amount(4<<rng.IntN(4)) * placement.AmountScale,
+			"memory": 16 * gib * placement.AmountScale,
+		}
+		return placement.Request{Strategy: strategy, Bundles: repeat(1+rng.IntN(4), bundle)}
+	case roll < 99:
+		count := 2 + rng.IntN(7)
+		selector := placement.LabelSelector{{Key: ZoneLabel, Values: []string{fmt.Sprintf("zone-%d", rng.IntN(s.zones))}}}
+		selectors := make([]placement.LabelSelector, count)
+		for i := range selectors {
+			selectors[i] = selector
+		}
+		return placement.Request{Strategy: placement.StrategyStrictPack, Bundles: repeat(count, gpuBundle(1, 8, 0)), BundleLabelSelectors: selectors}
+	default:
+		return placement.Request{Strategy: placement.StrategyStrictPack, Bundles: repeat(2, gpuBundle(8, 16, 0))}
+	}
+}

@@ -1,0 +1,196 @@
+package placement_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/placement/placementsim"
+)
+
+// Random clusters and random sequences of create / remove / node death / drain / join,
+// applied through the in-memory cluster of placementsim, with the invariants checked
+// after every step:
+//   - no partial gang: a plan places every requested bundle, or Schedule fails;
+//   - no double allocation: per node, reserved <= total and ledger == snapshot;
+//   - STRICT_SPREAD on distinct nodes, STRICT_PACK on one node, selectors honoured;
+//   - no leak: after removing every group, available == total;
+//   - decisions are deterministic, and NotNow / Infeasible agree with the same request
+//     on the cluster with every node idle.
+//
+// Seeded and bounded: a failure prints the seed and step to replay.
+func TestInvariantsUnderRandomOperations(t *testing.T) {
+	const (
+		seeds = 60
+		steps = 200
+	)
+	outcomes := map[string]int{} // how often each path ran, so a weakened generator shows
+	for seed := range uint64(seeds) {
+		rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+		cluster := placementsim.NewCluster(mustSnapshot(t, placementsim.RandomSmallCluster(rng)))
+		for step := range steps {
+			operation := runRandomOperation(t, rng, cluster, outcomes)
+			fail := func(err error) { t.Fatalf("seed %d, step %d (%s):\n%v", seed, step, operation, err) }
+			incomplete := countIncomplete(cluster)
+			waiting, err := cluster.Reschedule()
+			if err != nil {
+				fail(err)
+			}
+			outcomes["rescheduled"] += incomplete - len(waiting)
+			if err := cluster.CheckInvariants(); err != nil {
+				fail(err)
+			}
+		}
+		outcomes["groups removed at the end"] += len(cluster.Groups())
+		for _, group := range cluster.Groups() {
+			if err := cluster.Remove(group.ID); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+		}
+		if err := cluster.CheckNoLeaks(); err != nil {
+			t.Fatalf("seed %d: after removing every group: %v", seed, err)
+		}
+		for _, node := range cluster.Snapshot().Nodes() {
+			if node.Alive && !node.Available.Equal(node.Total) {
+				t.Fatalf("seed %d: node %s available %s != total %s", seed, node.ID, node.Available, node.Total)
+			}
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+	for _, path := range []string{"placed", "not now", "infeasible", "rescheduled", "kill"} {
+		if outcomes[path] == 0 {
+			t.Errorf("no %q in %d seeds: the generators no longer exercise it", path, seeds)
+		}
+	}
+}
+
+func countIncomplete(cluster *placementsim.Cluster) int {
+	count := 0
+	for _, group := range cluster.Groups() {
+		if !group.Complete() {
+			count++
+		}
+	}
+	return count
+}
+
+// runRandomOperation applies one random operation and returns its description.
+func runRandomOperation(t *testing.T, rng *rand.Rand, cluster *placementsim.Cluster, outcomes map[string]int) string {
+	t.Helper()
+	aliveNodes := func() []placement.NodeID {
+		var ids []placement.NodeID
+		for _, node := range cluster.Snapshot().Nodes() {
+			if node.Alive {
+				ids = append(ids, node.ID)
+			}
+		}
+		return ids
+	}
+	switch roll := rng.IntN(100); {
+	case roll < 55:
+		request := placementsim.RandomRequest(rng)
+		outcomes[createChecked(t, cluster, request)]++
+		return fmt.Sprintf("create %s %v selectors=%v", request.Strategy, request.Bundles, request.BundleLabelSelectors)
+	case roll < 80:
+		groups := cluster.Groups()
+		if len(groups) == 0 {
+			return "remove (no groups)"
+		}
+		group := groups[rng.IntN(len(groups))]
+		if err := cluster.Remove(group.ID); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("remove group %d", group.ID)
+	case roll < 88:
+		ids := aliveNodes()
+		if len(ids) <= 1 {
+			return "kill (too few nodes)"
+		}
+		id := ids[rng.IntN(len(ids))]
+		if err := cluster.KillNode(id); err != nil {
+			t.Fatal(err)
+		}
+		outcomes["kill"]++
+		return "kill node " + string(id)
+	case roll < 92:
+		ids := aliveNodes()
+		id := ids[rng.IntN(len(ids))]
+		if err := cluster.DrainNode(id); err != nil {
+			t.Fatal(err)
+		}
+		return "drain node " + string(id)
+	default:
+		node := placementsim.RandomNode(rng)
+		if err := cluster.AddNode(node); err != nil {
+			t.Fatal(err)
+		}
+		return "add node " + string(node.ID)
+	}
+}
+
+// createChecked schedules a new group, checks the decision, and places it. It returns
+// the outcome: "placed", "not now" or "infeasible".
+func createChecked(t *testing.T, cluster *placementsim.Cluster, request placement.Request) string {
+	t.Helper()
+	snapshot := cluster.Snapshot()
+	plan, err := placement.Schedule(snapshot, request)
+	again, againErr := placement.Schedule(snapshot, request)
+	if !reflect.DeepEqual(plan, again) || fmt.Sprint(err) != fmt.Sprint(againErr) {
+		t.Fatalf("the same decision came out twice differently: %+v %v / %+v %v", plan, err, again, againErr)
+	}
+	var unschedulable *placement.UnschedulableError
+	switch {
+	case err == nil:
+		if _, err := cluster.Place(request, plan); err != nil {
+			t.Fatalf("placing %+v: %v", plan, err)
+		}
+		return "placed"
+	case errors.As(err, &unschedulable):
+		if len(plan.Placements) != 0 {
+			t.Fatalf("a failed decision returned placements: %+v", plan)
+		}
+		checkKindOnIdleCluster(t, snapshot, request, unschedulable)
+		return unschedulable.Kind.String()
+	default:
+		t.Fatalf("Schedule of a valid request: %v", err)
+		return ""
+	}
+}
+
+// checkKindOnIdleCluster: NotNow means the same request succeeds once every node is
+// idle; Infeasible means it still fails, as Infeasible.
+func checkKindOnIdleCluster(t *testing.T, snapshot *placement.Snapshot, request placement.Request, failure *placement.UnschedulableError) {
+	t.Helper()
+	nodes := snapshot.Nodes()
+	for i := range nodes {
+		nodes[i].Available = nodes[i].Total.Clone()
+	}
+	_, err := placement.Schedule(mustSnapshot(t, nodes), request)
+	var idleFailure *placement.UnschedulableError
+	switch failure.Kind {
+	case placement.NotNow:
+		if err != nil {
+			t.Fatalf("NotNow (%v) but on the idle cluster: %v", failure, err)
+		}
+	case placement.Infeasible:
+		if !errors.As(err, &idleFailure) || idleFailure.Kind != placement.Infeasible {
+			t.Fatalf("Infeasible (%v) but on the idle cluster: %v", failure, err)
+		}
+	}
+	tooFewNodes := failure.Strategy == placement.StrategyStrictSpread && failure.BundleIndex < 0
+	if len(failure.NodeReasons) == 0 && snapshot.NumNodes() > 0 && !tooFewNodes {
+		t.Fatalf("a failure without node reasons: %v", failure)
+	}
+}
+
+func mustSnapshot(t *testing.T, nodes []placement.Node) *placement.Snapshot {
+	t.Helper()
+	snapshot, err := placement.NewSnapshot(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot
+}

@@ -1,0 +1,83 @@
+package placement
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// ReasonCode says why a node was rejected for a bundle. The values are stable: `raygo
+// status`, the pending-group table and the autoscaler show and match them.
+type ReasonCode string
+
+const (
+	// ReasonDead: the GCS has declared the node dead.
+	ReasonDead ReasonCode = "dead"
+	// ReasonDraining: the node is draining and takes no new bundles.
+	ReasonDraining ReasonCode = "draining"
+	// ReasonAlreadyHoldsBundle: STRICT_SPREAD, and the node already holds one of the
+	// group's bundles (from Request.PlacedBundles or earlier in the same plan).
+	ReasonAlreadyHoldsBundle ReasonCode = "already_holds_bundle"
+	// ReasonNotGroupNode: STRICT_PACK rescheduling, and the group's other bundles are on
+	// another node (Reason.GroupNode).
+	ReasonNotGroupNode ReasonCode = "not_group_node"
+	// ReasonLabelMismatch: the node fails the bundle's label selector (Reason.Label...).
+	ReasonLabelMismatch ReasonCode = "label_mismatch"
+	// ReasonInsufficientTotal: even with nothing else on it, the node has less of
+	// Reason.Resource than the bundle asks; it could never hold it.
+	ReasonInsufficientTotal ReasonCode = "insufficient_total"
+	// ReasonInsufficientAvailable: the node has enough in total, but not free now.
+	ReasonInsufficientAvailable ReasonCode = "insufficient_available"
+)
+
+// Reason is one rejection of one node. Which fields are set depends on Code.
+type Reason struct {
+	Code ReasonCode
+
+	// Resource, Want and Have: for the insufficient_* codes, the resource that is short,
+	// what the bundle (or STRICT_PACK's sum) asks, and what the node can offer it:
+	// available now, or for insufficient_total the total left beside this group's other
+	// bundles on the node. Total is the node's total of Resource.
+	Resource string
+	Want     Amount
+	Have     Amount
+	Total    Amount
+
+	// Label, LabelSelector, NodeLabelValue, NodeHasLabel: for label_mismatch, the
+	// selector's key and expression in Ray's syntax, and the node's value of the key.
+	Label          string
+	LabelSelector  string
+	NodeLabelValue string
+	NodeHasLabel   bool
+
+	// GroupNode: for not_group_node, the node that holds the group's other bundles.
+	GroupNode NodeID
+}
+
+// String is a short human form: "GPU total 8 < 16", "draining",
+// `label "zone" is "b", selector wants in(a,c)`.
+func (r Reason) String() string {
+	switch r.Code {
+	case ReasonDead:
+		return "dead"
+	case ReasonDraining:
+		return "draining"
+	case ReasonAlreadyHoldsBundle:
+		return "already holds a bundle of this group"
+	case ReasonNotGroupNode:
+		return fmt.Sprintf("the group's other bundles are on node %s", shortNodeID(r.GroupNode))
+	case ReasonLabelMismatch:
+		if !r.NodeHasLabel {
+			return fmt.Sprintf("no label %s, selector wants %s", strconv.Quote(r.Label), r.LabelSelector)
+		}
+		return fmt.Sprintf("label %s is %s, selector wants %s", strconv.Quote(r.Label), strconv.Quote(r.NodeLabelValue), r.LabelSelector)
+	case ReasonInsufficientTotal:
+		if r.Have != r.Total {
+			return fmt.Sprintf("%s total %s, %s left beside this group's other bundles, < %s", r.Resource, r.Total, r.Have, r.Want)
+		}
+		return fmt.Sprintf("%s total %s < %s", r.Resource, r.Have, r.Want)
+	case ReasonInsufficientAvailable:
+		return fmt.Sprintf("%s available %s < %s", r.Resource, r.Have, r.Want)
+	default:
+		return string(r.Code)
+	}
+}

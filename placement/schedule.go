@@ -1,0 +1,423 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Schedule decides where the bundles of one placement group go. It returns a Plan with
+// a node for every bundle not in request.PlacedBundles, or an *UnschedulableError
+// (Infeasible or NotNow, with per-node reasons), or a validation error (*FieldError,
+// wrapping ErrInvalidRequest), or an error wrapping ErrUnknownNode when
+// request.PlacedBundles names a node the snapshot lacks. It never returns part of a
+// group. It reads the snapshot and changes nothing: the caller reserves the plan
+// (Snapshot.Reserve) once the raylets have prepared it.
+//
+// The decision is deterministic: the same snapshot and request give the same answer,
+// so a decision can be replayed from a log.
+func Schedule(snapshot *Snapshot, request Request) (Plan, error) {
+	if err := request.Validate(); err != nil {
+		return Plan{}, err
+	}
+	d, err := newDecision(snapshot, &request)
+	if err != nil {
+		return Plan{}, err
+	}
+	if len(d.bundles) == 0 {
+		return Plan{}, nil
+	}
+	now := d.newAttempt(viewAvailable)
+	failure := d.place(now)
+	if failure == nil {
+		return d.plan(now), nil
+	}
+	// Infeasible or not now? Place the group the same way with every node idle. If even
+	// that fails, freeing capacity would not help this scheduler: only new or different
+	// nodes can. Running the same strategy (rather than a separate feasibility test)
+	// keeps the two answers consistent: a NotNow group is one that freed capacity lets
+	// through.
+	idle := d.newAttempt(viewCapacity)
+	if idleFailure := d.place(idle); idleFailure != nil {
+		return Plan{}, d.unschedulable(Infeasible, idleFailure)
+	}
+	return Plan{}, d.unschedulable(NotNow, failure)
+}
+
+// decision is the state of one Schedule call, built once per request: the request in
+// dense form (bundles as vectors over the resources it names) and the feasibility
+// stages that do not change while the plan grows (filters.go, stages 1-3).
+type decision struct {
+	snapshot *Snapshot
+	request  *Request
+	strategy Strategy
+
+	// resources are the resources the decision reads, in scoring priority order (GPU
+	// first): every resource a bundle to place asks for, plus GPU when the cluster has
+	// any, so bundles without GPUs can steer clear of idle GPUs.
+	resources []decisionResource
+	// bundles are the bundles to place, in placement order: GPU-heavy first.
+	bundles []bundleDemand
+	// bundleRuns are the runs of identical bundles (same demand and selector) in bundles.
+	bundleRuns []bundleRun
+	// groupSum is the sum of bundles, for STRICT_PACK and PACK's one-node try.
+	groupSum        []Amount
+	groupSumNonzero []int
+
+	// Per node, indexed like snapshot.nodes.
+	// eligible: passes stage 1 (status) and the static part of stage 2 (group rule).
+	eligible []bool
+	// holdsPlaced: holds one of Request.PlacedBundles.
+	holdsPlaced []bool
+	// strictPackNode is the node STRICT_PACK is bound to when rescheduling, else -1.
+	strictPackNode int
+	// selectors are the distinct label selectors of bundles, with stage 3 precomputed.
+	selectors []compiledSelector
+	// matchesAllSelectors: the node passes every bundle's selector (for one-node
+	// placements); nil when no bundle has a selector.
+	matchesAllSelectors []bool
+}
+
+type decisionResource struct {
+	name   string
+	column int // snapshot column; -1 when no node has the resource
+}
+
+type bundleDemand struct {
+	index    int      // in Request.Bundles
+	amounts  []Amount // per decision resource
+	nonzero  []int    // decision resources with a positive amount
+	selector int      // index in decision.selectors, -1 for none
+}
+
+type bundleRun struct {
+	positions []int // positions in decision.bundles, consecutive
+}
+
+type compiledSelector struct {
+	selector LabelSelector
+	matches  []bool // per node
+}
+
+func newDecision(snapshot *Snapshot, request *Request) (*decision, error) {
+	nodeCount := len(snapshot.nodes)
+	d := &decision{
+		snapshot:       snapshot,
+		request:        request,
+		strategy:       request.strategy(),
+		holdsPlaced:    make([]bool, nodeCount),
+		strictPackNode: -1,
+	}
+	if err := d.resolvePlacedBundles(); err != nil {
+		return nil, err
+	}
+	d.collectResources()
+	d.collectBundles()
+	d.computeStaticFeasibility()
+	return d, nil
+}
+
+func (d *decision) resolvePlacedBundles() error {
+	indices := make([]int, 0, len(d.request.PlacedBundles))
+	for index := range d.request.PlacedBundles {
+		indices = append(indices, index)
+	}
+	sort.Ints(indices) // the first unknown node in index order is reported
+	for _, index := range indices {
+		id := d.request.PlacedBundles[index]
+		node, ok := d.snapshot.indexByID[id]
+		if !ok {
+			return fmt.Errorf("placed_bundles[%d]: node %s: %w", index, id, ErrUnknownNode)
+		}
+		d.holdsPlaced[node] = true
+		if d.strategy == StrategyStrictPack {
+			d.strictPackNode = node
+		}
+	}
+	return nil
+}
+
+// resourcePriority orders resources for bundle sorting and scoring, scarcest first, as
+// Ray's SortRequiredResources: GPU, custom resources (by name), object store memory,
+// memory, CPU.
+func resourcePriority(name string) int {
+	switch name {
+	case "GPU":
+		return 0
+	case "object_store_memory":
+		return 2
+	case "memory":
+		return 3
+	case "CPU":
+		return 4
+	default:
+		return 1
+	}
+}
+
+func (d *decision) collectResources() {
+	seen := make(map[string]bool)
+	var names []string
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	if _, ok := d.snapshot.columnByName["GPU"]; ok {
+		add("GPU")
+	}
+	for index, bundle := range d.request.Bundles {
+		if _, placed := d.request.PlacedBundles[index]; placed {
+			continue
+		}
+		for name, amount := range bundle {
+			if amount > 0 {
+				add(name)
+			}
+		}
+	}
+	sort.Slice(names, func(i, j int) bool {
+		pi, pj := resourcePriority(names[i]), resourcePriority(names[j])
+		if pi != pj {
+			return pi < pj
+		}
+		return names[i] < names[j]
+	})
+	d.resources = make([]decisionResource, len(names))
+	for r, name := range names {
+		column, ok := d.snapshot.columnByName[name]
+		if !ok {
+			column = -1
+		}
+		d.resources[r] = decisionResource{name: name, column: column}
+	}
+}
+
+func (d *decision) resourceIndex(name string) int {
+	for r, resource := range d.resources {
+		if resource.name == name {
+			return r
+		}
+	}
+	return -1
+}
+
+func (d *decision) collectBundles() {
+	resourceCount := len(d.resources)
+	toPlace := len(d.request.Bundles) - len(d.request.PlacedBundles)
+	amounts := make([]Amount, toPlace*resourceCount) // one backing array for every bundle
+	d.bundles = make([]bundleDemand, 0, toPlace)
+	d.groupSum = make([]Amount, resourceCount)
+	selectorIDs := make(map[string]int)
+	for index, bundle := range d.request.Bundles {
+		if _, placed := d.request.PlacedBundles[index]; placed {
+			continue
+		}
+		demand := bundleDemand{index: index, selector: -1}
+		demand.amounts, amounts = amounts[:resourceCount:resourceCount], amounts[resourceCount:]
+		for name, amount := range bundle {
+			if amount > 0 {
+				demand.amounts[d.resourceIndex(name)] = amount
+			}
+		}
+		for r, amount := range demand.amounts {
+			if amount > 0 {
+				demand.nonzero = append(demand.nonzero, r)
+				d.groupSum[r] += amount
+			}
+		}
+		if selector := d.request.selectorOf(index); len(selector) > 0 {
+			key := selector.String()
+			id, ok := selectorIDs[key]
+			if !ok {
+				id = len(d.selectors)
+				selectorIDs[key] = id
+				d.selectors = append(d.selectors, compiledSelector{selector: selector})
+			}
+			demand.selector = id
+		}
+		d.bundles = append(d.bundles, demand)
+	}
+	for r, amount := range d.groupSum {
+		if amount > 0 {
+			d.groupSumNonzero = append(d.groupSumNonzero, r)
+		}
+	}
+	// Placement order: scarcest resources first (the amounts are in priority order, so
+	// this puts GPU bundles first, the largest first), then by selector so identical
+	// bundles are adjacent, then by index so the order is deterministic.
+	sort.Slice(d.bundles, func(i, j int) bool {
+		a, b := &d.bundles[i], &d.bundles[j]
+		for r := range a.amounts {
+			if a.amounts[r] != b.amounts[r] {
+				return a.amounts[r] > b.amounts[r]
+			}
+		}
+		if a.selector != b.selector {
+			return a.selector < b.selector
+		}
+		return a.index < b.index
+	})
+	for position := range d.bundles {
+		last := len(d.bundleRuns) - 1
+		if last >= 0 && d.bundles[position-1].sameDemand(&d.bundles[position]) {
+			d.bundleRuns[last].positions = append(d.bundleRuns[last].positions, position)
+			continue
+		}
+		d.bundleRuns = append(d.bundleRuns, bundleRun{positions: []int{position}})
+	}
+}
+
+func (b *bundleDemand) sameDemand(other *bundleDemand) bool {
+	if b.selector != other.selector {
+		return false
+	}
+	for r, amount := range b.amounts {
+		if other.amounts[r] != amount {
+			return false
+		}
+	}
+	return true
+}
+
+// totalAt is node's total of decision resource r.
+func (d *decision) totalAt(node, r int) Amount {
+	column := d.resources[r].column
+	if column < 0 {
+		return 0
+	}
+	return d.snapshot.total[node*len(d.snapshot.columnNames)+column]
+}
+
+// viewKind is which amounts an attempt places against.
+type viewKind int
+
+const (
+	// viewAvailable: what each node has free now.
+	viewAvailable viewKind = iota + 1
+	// viewCapacity: each node's total minus this group's placed bundles, as if nothing
+	// else ran on the cluster. Used to tell Infeasible from NotNow.
+	viewCapacity
+)
+
+// attempt is one run of a strategy against one view: what is left per node as bundles
+// are assigned. It reads the snapshot's table directly and records only what differs
+// for the few nodes that hold the group's bundles, so a decision allocates per bundle,
+// not per node.
+type attempt struct {
+	view viewKind
+	// base is the snapshot's available (or total) table; columns maps each decision
+	// resource to its column in it (-1: no node has it) and stride is the row length.
+	base    []Amount
+	columns []int
+	stride  int
+	// groupNodes holds, for every node with one of the group's bundles (placed before
+	// or in this attempt), what the group takes there beyond base and how many bundles.
+	// hasGroupNode is the same set as a bitset, so scans skip the map for other nodes.
+	groupNodes   map[int]*groupNode
+	hasGroupNode []uint64
+	// nodeOf is the node chosen for each position of decision.bundles, -1 if none yet.
+	nodeOf []int
+}
+
+type groupNode struct {
+	taken   []Amount // per decision resource, subtracted from base
+	bundles int
+}
+
+func (d *decision) newAttempt(view viewKind) *attempt {
+	a := &attempt{
+		view:         view,
+		base:         d.snapshot.available,
+		columns:      make([]int, len(d.resources)),
+		stride:       len(d.snapshot.columnNames),
+		groupNodes:   make(map[int]*groupNode, len(d.request.PlacedBundles)+len(d.bundles)),
+		hasGroupNode: make([]uint64, (len(d.snapshot.nodes)+63)/64),
+		nodeOf:       make([]int, len(d.bundles)),
+	}
+	if view == viewCapacity {
+		a.base = d.snapshot.total
+	}
+	for r, resource := range d.resources {
+		a.columns[r] = resource.column
+	}
+	for position := range a.nodeOf {
+		a.nodeOf[position] = -1
+	}
+	for index, id := range d.request.PlacedBundles {
+		held := a.groupNodeOf(d.snapshot.indexByID[id], len(d.resources))
+		held.bundles++
+		if view != viewCapacity {
+			continue // available amounts already exclude the group's placed bundles
+		}
+		// The placed bundles stay where they are: they are not capacity the rest of the
+		// group could use.
+		for name, amount := range d.request.Bundles[index] {
+			if r := d.resourceIndex(name); r >= 0 && amount > 0 {
+				held.taken[r] += amount
+			}
+		}
+	}
+	return a
+}
+
+func (a *attempt) groupNodeOf(node, resourceCount int) *groupNode {
+	held := a.groupNodes[node]
+	if held == nil {
+		held = &groupNode{taken: make([]Amount, resourceCount)}
+		a.groupNodes[node] = held
+		a.hasGroupNode[node/64] |= 1 << (node % 64)
+	}
+	return held
+}
+
+// groupNode returns the group's record on node, or nil if it holds none of its bundles.
+func (a *attempt) groupNode(node int) *groupNode {
+	if a.hasGroupNode[node/64]&(1<<(node%64)) == 0 {
+		return nil
+	}
+	return a.groupNodes[node]
+}
+
+// load fills row with what node has left for the group, per decision resource.
+func (a *attempt) load(node int, row []Amount) {
+	base := a.base[node*a.stride : (node+1)*a.stride]
+	for r, column := range a.columns {
+		if column < 0 {
+			row[r] = 0
+		} else {
+			row[r] = base[column]
+		}
+	}
+	if held := a.groupNode(node); held != nil {
+		for r, taken := range held.taken {
+			row[r] = max(row[r]-taken, 0)
+		}
+	}
+}
+
+// bundlesOn is how many of the group's bundles node holds.
+func (a *attempt) bundlesOn(node int) int {
+	if held := a.groupNode(node); held != nil {
+		return held.bundles
+	}
+	return 0
+}
+
+func (d *decision) assign(a *attempt, position, node int) {
+	a.nodeOf[position] = node
+	held := a.groupNodeOf(node, len(d.resources))
+	for _, r := range d.bundles[position].nonzero {
+		held.taken[r] += d.bundles[position].amounts[r]
+	}
+	held.bundles++
+}
+
+func (d *decision) plan(a *attempt) Plan {
+	placements := make([]BundlePlacement, len(d.bundles))
+	for position, bundle := range d.bundles {
+		placements[position] = BundlePlacement{BundleIndex: bundle.index, NodeID: d.snapshot.nodes[a.nodeOf[position]].id}
+	}
+	sort.Slice(placements, func(i, j int) bool { return placements[i].BundleIndex < placements[j].BundleIndex })
+	return Plan{Placements: placements}
+}

@@ -1,0 +1,122 @@
+package placement
+
+import "sort"
+
+// Scoring. Among the nodes that pass every feasibility stage, a strategy ranks the
+// candidates by a key compared lexicographically, lower first. Nodes are visited in id
+// order and only a strictly better key replaces the best, so ties go to the lower node
+// id and a decision can be replayed.
+//
+//	key[0], key[1]  the strategy's preferences: SPREAD prefers the node with the fewest
+//	                of the group's bundles; PACK prefers a node the group already uses,
+//	                then the node that takes the most bundles.
+//	key[2:]         best fit: for each decision resource in priority order (GPU first),
+//	                the fraction of the node's total that would stay free after the
+//	                placement. The least leftover wins.
+//
+// Best fit is a deliberate departure from Ray, whose LeastResourceScorer picks the node
+// with the most left: that scatters small groups over every node until no node is whole,
+// and a later STRICT_PACK of a whole node waits forever (ray-project/ray#35409). With
+// best fit small groups fill partly used nodes first and empty nodes stay empty. A
+// bundle without GPUs still sees the GPU column: the fraction that stays free is the
+// node's idle GPUs, so CPU-only work goes first to nodes without idle GPUs and does not
+// strand them. A topology scorer (same NVLink island, rail alignment) would slot in
+// between the preferences and best fit.
+
+// preferenceSlots is the number of key entries before the best-fit fractions.
+const preferenceSlots = 2
+
+// ranking keeps the best candidate seen so far. Fill candidateKey, then call offer.
+type ranking struct {
+	best         int
+	bestKey      []float64
+	candidateKey []float64
+}
+
+func (d *decision) newRanking() *ranking {
+	size := preferenceSlots + len(d.resources)
+	return &ranking{best: -1, bestKey: make([]float64, size), candidateKey: make([]float64, size)}
+}
+
+func (r *ranking) reset() { r.best = -1 }
+
+func (r *ranking) offer(node int) {
+	if r.best >= 0 && !keyLess(r.candidateKey, r.bestKey) {
+		return
+	}
+	r.best = node
+	r.bestKey, r.candidateKey = r.candidateKey, r.bestKey
+}
+
+func keyLess(a, b []float64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// setPreferences fills the strategy slots of the candidate key.
+func (r *ranking) setPreferences(first, second float64) {
+	r.candidateKey[0], r.candidateKey[1] = first, second
+}
+
+// setBestFit fills the best-fit slots of the ranking's candidate key.
+func (d *decision) setBestFit(r *ranking, node int, freeAfter []Amount) {
+	d.setBestFitKey(r.candidateKey, node, freeAfter)
+}
+
+// setBestFitKey fills the best-fit slots of key from what node would have free after
+// the placement, per decision resource.
+func (d *decision) setBestFitKey(key []float64, node int, freeAfter []Amount) {
+	key = key[preferenceSlots:]
+	for resource := range d.resources {
+		total := d.totalAt(node, resource)
+		if total <= 0 {
+			key[resource] = 0
+			continue
+		}
+		key[resource] = float64(freeAfter[resource]) / float64(total)
+	}
+}
+
+// topNodes keeps the best limit candidates, best first. Fill candidateKey, then call
+// offer; like ranking, an equal key does not displace a node visited earlier.
+type topNodes struct {
+	limit        int
+	width        int
+	nodes        []int
+	keys         []float64 // len(nodes) keys of width entries, in nodes' order
+	candidateKey []float64
+}
+
+func (d *decision) newTopNodes(limit int) *topNodes {
+	width := preferenceSlots + len(d.resources)
+	return &topNodes{limit: limit, width: width, candidateKey: make([]float64, width)}
+}
+
+func (t *topNodes) offer(node int) {
+	count, width := len(t.nodes), t.width
+	if count == t.limit && !keyLess(t.candidateKey, t.keys[(count-1)*width:]) {
+		return
+	}
+	// The first kept node whose key is worse than the candidate's.
+	at := sort.Search(count, func(i int) bool { return keyLess(t.candidateKey, t.keys[i*width:(i+1)*width]) })
+	if count < t.limit {
+		t.nodes = append(t.nodes, 0)
+		t.keys = append(t.keys, t.candidateKey...)
+	}
+	copy(t.nodes[at+1:], t.nodes[at:])
+	copy(t.keys[(at+1)*width:], t.keys[at*width:])
+	t.nodes[at] = node
+	copy(t.keys[at*width:(at+1)*width], t.candidateKey)
+}
+
+// boolKey maps a preference to a key entry: false sorts first.
+func boolKey(worse bool) float64 {
+	if worse {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,305 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+)
+
+// NodeID identifies a node: Ray's hex node id.
+type NodeID string
+
+// Node is one row of the caller's node table, the input to NewSnapshot.
+type Node struct {
+	ID NodeID
+	// Total is what the node has; Available is what is not reserved or in use.
+	Total     ResourceSet
+	Available ResourceSet
+	// Labels are the node's labels, including NodeIDLabel = ID (the caller supplies it).
+	Labels map[string]string
+	// Alive is false once the GCS has declared the node dead. Dead and draining nodes
+	// take no new bundles.
+	Alive    bool
+	Draining bool
+}
+
+// Snapshot is the cluster as the scheduler sees it: nodes in id order with their
+// resources in a dense table (one column per resource name) so a scheduling decision
+// reads arrays, not maps.
+//
+// Concurrency: Schedule only reads a snapshot, so concurrent Schedule calls are safe;
+// Reserve and Release modify it and must not run concurrently with anything else.
+type Snapshot struct {
+	nodes        []snapshotNode // sorted by id: ties between nodes go to the lower id
+	indexByID    map[NodeID]int
+	columnByName map[string]int
+	columnNames  []string // sorted
+	// total and available are row-major: node i, resource column c at i*len(columnNames)+c.
+	total     []Amount
+	available []Amount
+}
+
+type snapshotNode struct {
+	id       NodeID
+	labels   map[string]string
+	alive    bool
+	draining bool
+}
+
+// NewSnapshot builds a snapshot from the node table. It copies what it keeps and
+// checks consistency: unique non-empty ids, valid names, 0 <= available <= total,
+// and NodeIDLabel (if present) equal to the id. Errors wrap ErrInvalidSnapshot and
+// name the node: `nodes[3].available["GPU"]: 9 exceeds total 8`.
+func NewSnapshot(nodes []Node) (*Snapshot, error) {
+	order := make([]int, len(nodes))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return nodes[order[a]].ID < nodes[order[b]].ID })
+
+	names := make(map[string]bool)
+	for i, node := range nodes {
+		if err := checkNode(i, node); err != nil {
+			return nil, err
+		}
+		for name := range node.Total {
+			names[name] = true
+		}
+	}
+	for k := 1; k < len(order); k++ {
+		if nodes[order[k]].ID == nodes[order[k-1]].ID {
+			return nil, fieldErrorf(ErrInvalidSnapshot, fmt.Sprintf("nodes[%d].id", order[k]),
+				"duplicate node id %s (also nodes[%d])", nodes[order[k]].ID, order[k-1])
+		}
+	}
+
+	snapshot := &Snapshot{
+		nodes:        make([]snapshotNode, len(nodes)),
+		indexByID:    make(map[NodeID]int, len(nodes)),
+		columnByName: make(map[string]int, len(names)),
+		columnNames:  sortedKeys(names),
+	}
+	for column, name := range snapshot.columnNames {
+		snapshot.columnByName[name] = column
+	}
+	columns := len(snapshot.columnNames)
+	snapshot.total = make([]Amount, len(nodes)*columns)
+	snapshot.available = make([]Amount, len(nodes)*columns)
+	for row, inputIndex := range order {
+		node := nodes[inputIndex]
+		labels := make(map[string]string, len(node.Labels))
+		for key, value := range node.Labels {
+			labels[key] = value
+		}
+		snapshot.nodes[row] = snapshotNode{id: node.ID, labels: labels, alive: node.Alive, draining: node.Draining}
+		snapshot.indexByID[node.ID] = row
+		for name, amount := range node.Total {
+			snapshot.total[row*columns+snapshot.columnByName[name]] = amount
+		}
+		for name, amount := range node.Available {
+			snapshot.available[row*columns+snapshot.columnByName[name]] = amount
+		}
+	}
+	return snapshot, nil
+}
+
+func checkNode(index int, node Node) error {
+	field := fmt.Sprintf("nodes[%d]", index)
+	if node.ID == "" {
+		return fieldErrorf(ErrInvalidSnapshot, field+".id", "must not be empty")
+	}
+	for _, part := range []struct {
+		name string
+		set  ResourceSet
+	}{{"total", node.Total}, {"available", node.Available}} {
+		if err := checkResourceSet(part.set); err != nil {
+			return snapshotError(withFieldPrefix(err, field+"."+part.name))
+		}
+	}
+	for _, name := range node.Available.Names() {
+		if node.Available[name] > node.Total[name] {
+			return fieldErrorf(ErrInvalidSnapshot, field+".available"+resourceField(name),
+				"%s exceeds total %s", node.Available[name], node.Total[name])
+		}
+	}
+	if value, ok := node.Labels[NodeIDLabel]; ok && value != string(node.ID) {
+		return fieldErrorf(ErrInvalidSnapshot, field+".labels"+labelField(NodeIDLabel),
+			"must equal the node id %s, got %q", node.ID, value)
+	}
+	return nil
+}
+
+// snapshotError re-labels a resource-set check failure as a snapshot error.
+func snapshotError(err error) error {
+	if fieldErr, ok := err.(*FieldError); ok {
+		return &FieldError{Field: fieldErr.Field, Problem: fieldErr.Problem, Err: ErrInvalidSnapshot}
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
+}
+
+// NumNodes returns how many nodes the snapshot holds, dead ones included.
+func (s *Snapshot) NumNodes() int { return len(s.nodes) }
+
+// Nodes returns a copy of every node, in id order.
+func (s *Snapshot) Nodes() []Node {
+	out := make([]Node, len(s.nodes))
+	for i := range s.nodes {
+		out[i] = s.nodeAt(i)
+	}
+	return out
+}
+
+// Node returns a copy of one node.
+func (s *Snapshot) Node(id NodeID) (Node, bool) {
+	index, ok := s.indexByID[id]
+	if !ok {
+		return Node{}, false
+	}
+	return s.nodeAt(index), true
+}
+
+func (s *Snapshot) nodeAt(index int) Node {
+	record := s.nodes[index]
+	node := Node{
+		ID:        record.id,
+		Total:     make(ResourceSet),
+		Available: make(ResourceSet),
+		Labels:    make(map[string]string, len(record.labels)),
+		Alive:     record.alive,
+		Draining:  record.draining,
+	}
+	columns := len(s.columnNames)
+	for column, name := range s.columnNames {
+		if amount := s.total[index*columns+column]; amount != 0 {
+			node.Total[name] = amount
+		}
+		if amount := s.available[index*columns+column]; amount != 0 {
+			node.Available[name] = amount
+		}
+	}
+	for key, value := range record.labels {
+		node.Labels[key] = value
+	}
+	return node
+}
+
+// ResourceSummary sums total and available resources over alive nodes (draining ones
+// included), e.g. for `raygo status` or a utilization target.
+func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
+	columns := len(s.columnNames)
+	totalSums, availableSums := make([]Amount, columns), make([]Amount, columns)
+	for index, record := range s.nodes {
+		if !record.alive {
+			continue
+		}
+		for column := range columns {
+			totalSums[column] += s.total[index*columns+column]
+			availableSums[column] += s.available[index*columns+column]
+		}
+	}
+	total, available = make(ResourceSet), make(ResourceSet)
+	for column, name := range s.columnNames {
+		if totalSums[column] != 0 {
+			total[name] = totalSums[column]
+		}
+		if availableSums[column] != 0 {
+			available[name] = availableSums[column]
+		}
+	}
+	return total, available
+}
+
+// Reserve takes the resources of the plan's bundles from the nodes' available amounts,
+// all or nothing: if any node is unknown, dead, or short, nothing changes and the error
+// (wrapping ErrUnknownNode or ErrInsufficientResources) names the node and resource.
+// bundles is the request's Bundles, indexed by BundlePlacement.BundleIndex. The GCS
+// calls it after a decision so the next decision in the same round sees it.
+func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
+	demand, err := s.demandByNode(bundles, plan)
+	if err != nil {
+		return err
+	}
+	columns := len(s.columnNames)
+	for _, node := range demand.nodes {
+		if !s.nodes[node].alive {
+			return fmt.Errorf("%w: node %s is dead", ErrInsufficientResources, s.nodes[node].id)
+		}
+		for column, amount := range demand.amounts[node] {
+			if available := s.available[node*columns+column]; amount > available {
+				return fmt.Errorf("%w: node %s: %s available %s < %s",
+					ErrInsufficientResources, s.nodes[node].id, demand.names[column], available, amount)
+			}
+		}
+	}
+	for _, node := range demand.nodes {
+		for column, amount := range demand.amounts[node] {
+			s.available[node*columns+column] -= amount
+		}
+	}
+	return nil
+}
+
+// Release gives the resources of the placements' bundles back to their nodes, all or
+// nothing: giving back more than a node's total (a double release) is an error wrapping
+// ErrInsufficientResources and changes nothing.
+func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
+	demand, err := s.demandByNode(bundles, plan)
+	if err != nil {
+		return err
+	}
+	columns := len(s.columnNames)
+	for _, node := range demand.nodes {
+		for column, amount := range demand.amounts[node] {
+			cell := node*columns + column
+			if s.available[cell]+amount > s.total[cell] {
+				return fmt.Errorf("%w: releasing %s %s on node %s would exceed its total %s (released twice?)",
+					ErrInsufficientResources, amount, demand.names[column], s.nodes[node].id, s.total[cell])
+			}
+		}
+	}
+	for _, node := range demand.nodes {
+		for column, amount := range demand.amounts[node] {
+			s.available[node*columns+column] += amount
+		}
+	}
+	return nil
+}
+
+// nodeDemand is a plan's resources summed per node, in snapshot columns.
+type nodeDemand struct {
+	nodes   []int // node indices in order
+	amounts map[int][]Amount
+	names   []string
+}
+
+func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, error) {
+	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames}
+	for _, placement := range plan.Placements {
+		if placement.BundleIndex < 0 || placement.BundleIndex >= len(bundles) {
+			return nodeDemand{}, fmt.Errorf("placement: plan places bundle %d, the request has %d bundles",
+				placement.BundleIndex, len(bundles))
+		}
+		node, ok := s.indexByID[placement.NodeID]
+		if !ok {
+			return nodeDemand{}, fmt.Errorf("%w: bundle %d is placed on node %s", ErrUnknownNode, placement.BundleIndex, placement.NodeID)
+		}
+		amounts := demand.amounts[node]
+		if amounts == nil {
+			amounts = make([]Amount, len(s.columnNames))
+			demand.amounts[node] = amounts
+			demand.nodes = append(demand.nodes, node)
+		}
+		for name, amount := range bundles[placement.BundleIndex] {
+			if amount == 0 {
+				continue
+			}
+			column, ok := s.columnByName[name]
+			if !ok {
+				return nodeDemand{}, fmt.Errorf("%w: node %s: %s available 0 < %s",
+					ErrInsufficientResources, placement.NodeID, name, amount)
+			}
+			amounts[column] += amount
+		}
+	}
+	sort.Ints(demand.nodes)
+	return demand, nil
+}

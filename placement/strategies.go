@@ -1,0 +1,341 @@
+package placement
+
+import "fmt"
+
+// The strategies, with the semantics of Ray's bundle_scheduling_policy.cc: PACK and
+// SPREAD are best effort, STRICT_PACK needs one node holding the sum, STRICT_SPREAD
+// needs as many eligible nodes as bundles and never reuses one. Each places
+// decision.bundles in order (GPU-heavy first) into an attempt and returns nil, or the
+// failure that stopped it; the attempt is left as it was at the failure so the reasons
+// can be read from it.
+
+// failure is where an attempt stopped.
+type failure struct {
+	attempt *attempt
+	subject failureSubject
+	// position is the bundle (in decision.bundles) no node could take, for failedBundle.
+	position int
+	// eligibleNodes is how many distinct nodes STRICT_SPREAD could use, for
+	// failedTooFewNodes.
+	eligibleNodes int
+}
+
+type failureSubject int
+
+const (
+	failedBundle      failureSubject = iota + 1 // one bundle fits no node
+	failedGroupSum                              // STRICT_PACK: the sum fits no node
+	failedTooFewNodes                           // STRICT_SPREAD: fewer eligible nodes than bundles
+)
+
+func (d *decision) place(a *attempt) *failure {
+	switch d.strategy {
+	case StrategyStrictPack:
+		return d.placeStrictPack(a)
+	case StrategyStrictSpread:
+		return d.placeSpread(a, true)
+	case StrategySpread:
+		return d.placeSpread(a, false)
+	default:
+		return d.placePack(a)
+	}
+}
+
+// placeStrictPack puts every bundle on the best-fitting node that holds their sum (when
+// rescheduling, only the node holding the group's other bundles passes stage 2).
+func (d *decision) placeStrictPack(a *attempt) *failure {
+	node := d.bestNodeForGroupSum(a, false)
+	if node < 0 && len(d.bundles) == 1 {
+		return &failure{attempt: a, subject: failedBundle, position: 0}
+	}
+	if node < 0 {
+		return &failure{attempt: a, subject: failedGroupSum}
+	}
+	for position := range d.bundles {
+		d.assign(a, position, node)
+	}
+	return nil
+}
+
+// placePack puts the group on as few nodes as it can, best effort. First the whole group
+// on one node (best fit, preferring a node that already holds the group's bundles); if
+// no node can hold it all, fill nodes one at a time, each round taking the node that
+// takes the most of the remaining bundles (tried in placement order), ties to best fit.
+// Ray's PACK fills, round by round, the best node for the largest remaining bundle;
+// choosing the node by how much it takes spans fewer nodes and keeps the best-fit
+// scorer from steering a big group onto a nearly full node. It fails only when some
+// remaining bundle fits no node at all.
+func (d *decision) placePack(a *attempt) *failure {
+	if node := d.bestNodeForGroupSum(a, true); node >= 0 {
+		for position := range d.bundles {
+			d.assign(a, position, node)
+		}
+		return nil
+	}
+	if position := d.bundleFittingNoNode(a); position >= 0 {
+		return &failure{attempt: a, subject: failedBundle, position: position}
+	}
+	placedOfRun := make([]int, len(d.bundleRuns))
+	take := make([]int, len(d.bundleRuns))
+	freeAfter := make([]Amount, len(d.resources))
+	// A filled node takes no more: the fill tried every remaining bundle on it.
+	filled := make([]bool, len(d.snapshot.nodes))
+	rank := d.newRanking()
+	for remaining := len(d.bundles); remaining > 0; {
+		rank.reset()
+		for node := range d.snapshot.nodes {
+			if filled[node] || !d.eligible[node] {
+				continue
+			}
+			count := d.simulateFill(a, node, placedOfRun, freeAfter, nil)
+			if count == 0 {
+				continue
+			}
+			rank.setPreferences(boolKey(!d.holdsPlaced[node]), -float64(count))
+			d.setBestFit(rank, node, freeAfter)
+			rank.offer(node)
+		}
+		if rank.best < 0 {
+			return &failure{attempt: a, subject: failedBundle, position: d.firstWaiting(placedOfRun)}
+		}
+		d.simulateFill(a, rank.best, placedOfRun, freeAfter, take)
+		for g, count := range take {
+			for ; count > 0; count-- {
+				d.assign(a, d.bundleRuns[g].positions[placedOfRun[g]], rank.best)
+				placedOfRun[g]++
+				remaining--
+			}
+		}
+		filled[rank.best] = true
+	}
+	return nil
+}
+
+// simulateFill counts how many waiting bundles node would take, trying them in
+// placement order (a run of identical bundles at once), and leaves what the node would
+// have free in freeAfter. With take non-nil it records how many of each run it takes.
+func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAfter []Amount, take []int) int {
+	a.load(node, freeAfter)
+	taken := 0
+	for g, run := range d.bundleRuns {
+		if take != nil {
+			take[g] = 0
+		}
+		waiting := len(run.positions) - placedOfRun[g]
+		bundle := &d.bundles[run.positions[0]]
+		if waiting == 0 || !d.passesSelector(bundle.selector, node) {
+			continue
+		}
+		count := waiting
+		for _, r := range bundle.nonzero {
+			count = min(count, int(freeAfter[r]/bundle.amounts[r]))
+		}
+		if count == 0 {
+			continue
+		}
+		for _, r := range bundle.nonzero {
+			freeAfter[r] -= Amount(count) * bundle.amounts[r]
+		}
+		taken += count
+		if take != nil {
+			take[g] = count
+		}
+	}
+	return taken
+}
+
+// bundleFittingNoNode returns the first bundle that no node could take even alone, or
+// -1. Checking before placing anything keeps the failure's reasons about the bundle
+// itself, not about what its smaller siblings took first.
+func (d *decision) bundleFittingNoNode(a *attempt) int {
+	row := make([]Amount, len(d.resources))
+	for _, run := range d.bundleRuns {
+		bundle := &d.bundles[run.positions[0]]
+		fitsSomeNode := false
+		for node := range d.snapshot.nodes {
+			if !d.eligible[node] || !d.passesSelector(bundle.selector, node) {
+				continue
+			}
+			if a.load(node, row); fits(row, bundle.amounts, bundle.nonzero) {
+				fitsSomeNode = true
+				break
+			}
+		}
+		if !fitsSomeNode {
+			return run.positions[0]
+		}
+	}
+	return -1
+}
+
+func (d *decision) firstWaiting(placedOfRun []int) int {
+	for g, run := range d.bundleRuns {
+		if placedOfRun[g] < len(run.positions) {
+			return run.positions[placedOfRun[g]]
+		}
+	}
+	return -1
+}
+
+// bestNodeForGroupSum returns the best-fitting node that passes every stage for the sum
+// of the bundles, or -1. preferGroupNodes ranks nodes already holding the group first.
+func (d *decision) bestNodeForGroupSum(a *attempt, preferGroupNodes bool) int {
+	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	rank := d.newRanking()
+	for node := range d.snapshot.nodes {
+		if !d.eligible[node] || !d.passesAllSelectors(node) {
+			continue
+		}
+		a.load(node, row)
+		if !fits(row, d.groupSum, d.groupSumNonzero) {
+			continue
+		}
+		for r := range freeAfter {
+			freeAfter[r] = row[r] - d.groupSum[r]
+		}
+		rank.setPreferences(boolKey(preferGroupNodes && !d.holdsPlaced[node]), 0)
+		d.setBestFit(rank, node, freeAfter)
+		rank.offer(node)
+	}
+	return rank.best
+}
+
+// placeSpread puts each bundle on the best-fitting node. SPREAD (as Ray's) prefers a
+// node the group does not use yet and, once none fits, reuses the node with the fewest
+// of the group's bundles, best effort; STRICT_SPREAD only takes unused nodes and fails
+// at once when there are fewer eligible nodes than bundles.
+func (d *decision) placeSpread(a *attempt, strict bool) *failure {
+	if strict {
+		eligibleNodes := 0
+		for node := range d.snapshot.nodes {
+			if d.eligible[node] && a.bundlesOn(node) == 0 {
+				eligibleNodes++
+			}
+		}
+		if eligibleNodes < len(d.bundles) {
+			return &failure{attempt: a, subject: failedTooFewNodes, eligibleNodes: eligibleNodes}
+		}
+	}
+	if position := d.bundleFittingNoNode(a); position >= 0 {
+		return &failure{attempt: a, subject: failedBundle, position: position}
+	}
+	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	rank := d.newRanking()
+	for _, run := range d.bundleRuns {
+		// While unused nodes fit, a run of identical bundles goes to the best unused nodes
+		// in key order (placing a bundle only makes its own node worse), so one pass over
+		// the nodes picks them all, instead of one pass per bundle.
+		best := d.bestUnusedNodes(a, &d.bundles[run.positions[0]], len(run.positions))
+		for i, node := range best {
+			d.assign(a, run.positions[i], node)
+		}
+		for _, position := range run.positions[len(best):] {
+			if f := d.placeOneSpread(a, position, strict, rank, row, freeAfter); f != nil {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+// bestUnusedNodes returns up to limit nodes holding none of the group's bundles that
+// could each take bundle, best first.
+func (d *decision) bestUnusedNodes(a *attempt, bundle *bundleDemand, limit int) []int {
+	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	top := d.newTopNodes(limit)
+	for node := range d.snapshot.nodes {
+		if !d.eligible[node] || a.bundlesOn(node) > 0 || !d.passesSelector(bundle.selector, node) {
+			continue
+		}
+		a.load(node, row)
+		if !fits(row, bundle.amounts, bundle.nonzero) {
+			continue
+		}
+		for r := range freeAfter {
+			freeAfter[r] = row[r] - bundle.amounts[r]
+		}
+		top.candidateKey[0], top.candidateKey[1] = 0, 0
+		d.setBestFitKey(top.candidateKey, node, freeAfter)
+		top.offer(node)
+	}
+	return top.nodes
+}
+
+// placeOneSpread places the bundle at position on the best node for it: SPREAD
+// prefers nodes with fewer of the group's bundles, STRICT_SPREAD takes only unused ones.
+func (d *decision) placeOneSpread(a *attempt, position int, strict bool, rank *ranking, row, freeAfter []Amount) *failure {
+	bundle := &d.bundles[position]
+	rank.reset()
+	for node := range d.snapshot.nodes {
+		if !d.eligible[node] || (strict && a.bundlesOn(node) > 0) || !d.passesSelector(bundle.selector, node) {
+			continue
+		}
+		a.load(node, row)
+		if !fits(row, bundle.amounts, bundle.nonzero) {
+			continue
+		}
+		for r := range freeAfter {
+			freeAfter[r] = row[r] - bundle.amounts[r]
+		}
+		rank.setPreferences(float64(a.bundlesOn(node)), 0)
+		d.setBestFit(rank, node, freeAfter)
+		rank.offer(node)
+	}
+	if rank.best < 0 {
+		return &failure{attempt: a, subject: failedBundle, position: position}
+	}
+	d.assign(a, position, rank.best)
+	return nil
+}
+
+// unschedulable turns a failure into the typed error, with a reason for every node
+// rejected for the demand that failed.
+func (d *decision) unschedulable(kind UnschedulableKind, f *failure) *UnschedulableError {
+	err := &UnschedulableError{Kind: kind, Strategy: d.strategy, BundleIndex: -1}
+	var demand []Amount
+	var nonzero, selectors []int
+	switch f.subject {
+	case failedBundle:
+		bundle := &d.bundles[f.position]
+		demand, nonzero = bundle.amounts, bundle.nonzero
+		if bundle.selector >= 0 {
+			selectors = []int{bundle.selector}
+		}
+		err.BundleIndex = bundle.index
+		err.Demand = d.resourceSet(demand)
+		err.summary = fmt.Sprintf("bundle %d %s fits no node", bundle.index, err.Demand)
+	case failedGroupSum:
+		demand, nonzero = d.groupSum, d.groupSumNonzero
+		for s := range d.selectors {
+			selectors = append(selectors, s)
+		}
+		err.Demand = d.resourceSet(demand)
+		err.summary = fmt.Sprintf("STRICT_PACK bundles %s (sum of %d) fit no single node", err.Demand, len(d.bundles))
+	case failedTooFewNodes:
+		err.summary = fmt.Sprintf("STRICT_SPREAD needs %d distinct nodes, only %d are eligible", len(d.bundles), f.eligibleNodes)
+	}
+	if len(d.snapshot.nodes) == 0 {
+		err.summary += ": the cluster has no nodes"
+	}
+	err.NodeReasons = make(map[NodeID][]Reason, len(d.snapshot.nodes))
+	backing := make([]Reason, 0, len(d.snapshot.nodes))
+	row := make([]Amount, len(d.resources))
+	for node := range d.snapshot.nodes {
+		start := len(backing)
+		backing = d.rejectionReasons(f.attempt, node, demand, nonzero, selectors, row, backing)
+		if len(backing) > start {
+			err.NodeReasons[d.snapshot.nodes[node].id] = backing[start:len(backing):len(backing)]
+		}
+	}
+	return err
+}
+
+func (d *decision) resourceSet(amounts []Amount) ResourceSet {
+	set := make(ResourceSet)
+	for r, amount := range amounts {
+		if amount > 0 {
+			set[d.resources[r].name] = amount
+		}
+	}
+	return set
+}

@@ -1,0 +1,65 @@
+package placement
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// placeSpread picks a run of identical bundles in one pass over the nodes; it must
+// choose exactly what placing them one at a time would.
+func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 300 {
+		nodes := make([]Node, 1+rng.IntN(20))
+		for i := range nodes {
+			total := ResourceSet{"GPU": Amount(8 * AmountScale), "CPU": Amount(64 * AmountScale)}
+			available := ResourceSet{"GPU": Amount(rng.IntN(9) * AmountScale), "CPU": Amount(rng.IntN(65) * AmountScale)}
+			nodes[i] = Node{ID: NodeID(rune('a'+i%26)) + NodeID(rune('a'+i/26)), Total: total, Available: available, Alive: rng.IntN(10) > 0}
+		}
+		snapshot, err := NewSnapshot(nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		strategy := []Strategy{StrategySpread, StrategyStrictSpread}[rng.IntN(2)]
+		request := Request{Strategy: strategy}
+		for range 1 + rng.IntN(12) {
+			request.Bundles = append(request.Bundles, ResourceSet{"GPU": Amount((1 + rng.IntN(2)) * AmountScale), "CPU": Amount(8 * AmountScale)})
+		}
+		d, err := newDecision(snapshot, &request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batched := d.newAttempt(viewAvailable)
+		batchedFailure := d.placeSpread(batched, strategy == StrategyStrictSpread)
+
+		oneByOne := d.newAttempt(viewAvailable)
+		var oneByOneFailure *failure
+		if strategy == StrategyStrictSpread && countUnused(d, oneByOne) < len(d.bundles) {
+			oneByOneFailure = &failure{}
+		}
+		rank, row, freeAfter := d.newRanking(), make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+		for position := range d.bundles {
+			if oneByOneFailure != nil {
+				break
+			}
+			oneByOneFailure = d.placeOneSpread(oneByOne, position, strategy == StrategyStrictSpread, rank, row, freeAfter)
+		}
+		if (batchedFailure == nil) != (oneByOneFailure == nil) {
+			t.Fatalf("trial %d: failures differ: %v vs %v", trial, batchedFailure, oneByOneFailure)
+		}
+		if batchedFailure == nil && !reflect.DeepEqual(batched.nodeOf, oneByOne.nodeOf) {
+			t.Fatalf("trial %d (%s): one pass chose %v, one at a time %v", trial, strategy, batched.nodeOf, oneByOne.nodeOf)
+		}
+	}
+}
+
+func countUnused(d *decision, a *attempt) int {
+	count := 0
+	for node := range d.snapshot.nodes {
+		if d.eligible[node] && a.bundlesOn(node) == 0 {
+			count++
+		}
+	}
+	return count
+}

@@ -1,0 +1,158 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// DefaultAddress is the GCS address when neither Options.Address nor RAYGO_ADDRESS says.
+const DefaultAddress = "127.0.0.1:6380"
+
+// Errors the client returns; match them with errors.Is.
+var (
+	// ErrInvalidArgument wraps the server's message for bad input (the field is named).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrNotFound: no placement group with that id or name.
+	ErrNotFound = errors.New("not found")
+	// ErrRemoved: the placement group was removed.
+	ErrRemoved = errors.New("placement group removed")
+	// ErrUnavailable: the GCS could not be reached.
+	ErrUnavailable = errors.New("GCS unavailable")
+)
+
+// Options configure Connect.
+type Options struct {
+	// Address of the GCS (host:port); empty means RAYGO_ADDRESS, else DefaultAddress.
+	Address string
+	// Namespace of the job's named placement groups; empty means "default".
+	Namespace string
+	// Entrypoint describes the program in the job table; empty means os.Args[0].
+	Entrypoint string
+}
+
+// Client is a connection to a raygo cluster, registered as one job. Its methods are
+// safe for concurrent use.
+type Client struct {
+	address   string
+	namespace string
+	conn      *grpc.ClientConn
+	nodes     pb.NodeInfoServiceClient
+	jobs      pb.JobInfoServiceClient
+	pgs       pb.PlacementGroupServiceClient
+	jobID     string
+
+	stopRenewal chan struct{}
+	closeOnce   sync.Once
+}
+
+// Connect reaches the GCS, registers a job and keeps its lease renewed until Close.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	address := opts.Address
+	if address == "" || address == "auto" {
+		address = os.Getenv("RAYGO_ADDRESS")
+	}
+	if address == "" || address == "auto" {
+		address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(address); err != nil {
+		return nil, fmt.Errorf("%w: address %q: must be HOST:PORT", ErrInvalidArgument, address)
+	}
+	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		address: address, conn: conn, stopRenewal: make(chan struct{}),
+		nodes: pb.NewNodeInfoServiceClient(conn), jobs: pb.NewJobInfoServiceClient(conn),
+		pgs: pb.NewPlacementGroupServiceClient(conn),
+	}
+	entrypoint := opts.Entrypoint
+	if entrypoint == "" && len(os.Args) > 0 {
+		entrypoint = os.Args[0]
+	}
+	reply, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: opts.Namespace, DriverIp: "127.0.0.1", DriverPid: int64(os.Getpid()), Entrypoint: entrypoint})
+	if err != nil {
+		_ = conn.Close()
+		return nil, c.wrap("connect", err)
+	}
+	c.jobID = reply.Job.JobId
+	c.namespace = reply.Job.Namespace
+	go c.renewLease(time.Duration(reply.LeaseTimeoutMs) * time.Millisecond / 3)
+	return c, nil
+}
+
+// renewLease renews the job's lease until Close; a GCS that is briefly down is retried.
+func (c *Client) renewLease(every time.Duration) {
+	if every <= 0 {
+		every = time.Second
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-c.stopRenewal:
+			return
+		case <-ticker.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_, _ = c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: c.jobID})
+		cancel()
+	}
+}
+
+// Address is the GCS address the client talks to.
+func (c *Client) Address() string { return c.address }
+
+// JobID is the job this client registered.
+func (c *Client) JobID() string { return c.jobID }
+
+// Namespace is the job's namespace.
+func (c *Client) Namespace() string { return c.namespace }
+
+// Close ends the job (its non-detached placement groups are removed) and the connection.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		close(c.stopRenewal)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, e := c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: c.jobID}); e != nil {
+			err = c.wrap("close", e)
+		}
+		_ = c.conn.Close()
+	})
+	return err
+}
+
+// wrap turns a gRPC error into one of the package's errors, keeping the server's message.
+func (c *Client) wrap(op string, err error) error {
+	s, ok := status.FromError(err)
+	if !ok {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	switch s.Code() {
+	case codes.InvalidArgument:
+		return fmt.Errorf("%s: %w: %s", op, ErrInvalidArgument, s.Message())
+	case codes.NotFound:
+		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, s.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("%s: %w at %s: %s", op, ErrUnavailable, c.address, s.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
+	case codes.Canceled:
+		return fmt.Errorf("%s: %w", op, context.Canceled)
+	}
+	return fmt.Errorf("%s: %s", op, s.Message())
+}
