@@ -38,6 +38,9 @@ type nodeManager struct {
 	awaitingReconnect map[string]bool
 	rayletConns       map[string]*grpc.ClientConn
 	graceTimer        *time.Timer
+	// resourceVersions is the version of each node's resources_available, so an older
+	// report (a heartbeat sent before a prepare's reply) never overwrites a newer one.
+	resourceVersions map[string]int64
 }
 
 func newNodeManager(s *Server) *nodeManager {
@@ -46,6 +49,7 @@ func newNodeManager(s *Server) *nodeManager {
 		nodes:             map[string]*pb.NodeInfo{},
 		awaitingReconnect: map[string]bool{},
 		rayletConns:       map[string]*grpc.ClientConn{},
+		resourceVersions:  map[string]int64{},
 	}
 }
 
@@ -234,7 +238,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		m.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
-	node.ResourcesAvailable = req.ResourcesAvailable
+	m.applyResourcesLocked(node, req.ResourcesAvailable, req.ResourcesVersion)
 	node.StateMessage = ""
 	var reconnected *pb.NodeInfo
 	if m.awaitingReconnect[req.NodeId] {
@@ -372,4 +376,26 @@ func (m *nodeManager) rayletAddress(nodeID string) string {
 		return node.RayletAddress
 	}
 	return ""
+}
+
+// applyResourcesLocked records a raylet's available resources unless a newer report
+// arrived first. Version 0 is a raylet that has changed nothing yet. Callers hold mu.
+func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, available map[string]float64, version int64) {
+	if version < m.resourceVersions[node.NodeId] {
+		return
+	}
+	m.resourceVersions[node.NodeId] = version
+	node.ResourcesAvailable = available
+}
+
+// applyResourceReport records the report a raylet returned with a bundle call.
+func (m *nodeManager) applyResourceReport(nodeID string, report *pb.ResourceReport) {
+	if report == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if node, ok := m.nodes[nodeID]; ok && node.State == pb.NodeState_ALIVE {
+		m.applyResourcesLocked(node, report.ResourcesAvailable, report.Version)
+	}
 }

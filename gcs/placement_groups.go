@@ -202,9 +202,9 @@ func (m *pgManager) recoverPrepared(groups []*pgEntry) {
 		id := e.info.PlacementGroupId
 		byNode := bundlesByNode(e.info.PlacementGroupId, e.info.Bundles, nil)
 		m.mu.Unlock()
-		err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) error {
-			_, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
-			return err
+		err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+			reply, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
+			return reply.GetResources(), err
 		})
 		m.mu.Lock()
 		if !e.live() || e.info.State != pb.PlacementGroupState_PREPARED {
@@ -318,6 +318,7 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 		m.server.log.Warn().Err(err).Str("node_id", node.NodeId).Msg("could not reconcile the raylet's bundles")
 		return
 	}
+	m.server.nodes.applyResourceReport(node.NodeId, reply.Resources)
 	if len(reply.Released) > 0 {
 		m.server.log.Info().Str("node_id", node.NodeId).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
 		m.retryAllNow()
@@ -726,8 +727,9 @@ func keysOf(bundles []*pb.BundleReservation) []*pb.BundleKey {
 	return keys
 }
 
-// forEachNode calls fn on every node's raylet in parallel and returns the first error.
-func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, fn func(pb.NodeManagerServiceClient, context.Context, []*pb.BundleReservation) error) error {
+// forEachNode calls fn on every node's raylet in parallel, records the resource report
+// each returns, and returns the first error.
+func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, fn func(pb.NodeManagerServiceClient, context.Context, []*pb.BundleReservation) (*pb.ResourceReport, error)) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode))
 	for node, bundles := range byNode {
@@ -737,8 +739,10 @@ func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, fn fu
 			client, err := m.server.nodes.rayletClient(node)
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
-				err = fn(client, ctx, bundles)
+				var report *pb.ResourceReport
+				report, err = fn(client, ctx, bundles)
 				cancel()
+				m.server.nodes.applyResourceReport(node, report)
 			}
 			if err != nil {
 				errs <- fmt.Errorf("node %s: %w", node, err)
@@ -752,9 +756,9 @@ func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, fn fu
 
 // cancelAll releases bundles everywhere, best effort (a dead node holds nothing).
 func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) {
-	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) error {
-		_, err := client.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: keysOf(bundles)})
-		return err
+	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		reply, err := client.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: keysOf(bundles)})
+		return reply.GetResources(), err
 	})
 	if err != nil {
 		m.server.log.Debug().Err(err).Msg("cancel did not reach every raylet")
@@ -770,9 +774,9 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
 	byNode := bundlesByNode(id, e.info.Bundles, plan)
 	m.mu.Unlock()
 
-	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) error {
-		_, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles})
-		return err
+	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles})
+		return reply.GetResources(), err
 	})
 	if err != nil {
 		m.abortPlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
@@ -805,9 +809,9 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
 		hook(id)
 	}
 
-	err = m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) error {
-		_, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
-		return err
+	err = m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		reply, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
+		return reply.GetResources(), err
 	})
 	if err != nil {
 		m.revertPlan(e, plan, byNode, fmt.Errorf("commit: %w", err))

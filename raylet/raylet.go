@@ -44,6 +44,8 @@ type Raylet struct {
 	draining  bool
 	bundles   *bundleTable
 	gcsGossip string // the GCS memberlist address we last joined
+	// resourcesVersion grows with every change of the bundle reservations.
+	resourcesVersion int64
 
 	stop     chan struct{}
 	done     chan error
@@ -217,9 +219,12 @@ func isVersionError(err error) bool {
 func (r *Raylet) heartbeat() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	node := r.Node()
+	r.mu.Lock()
+	report := r.resourceReportLocked()
+	r.mu.Unlock()
 	reply, err := r.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{
-		NodeId: node.NodeId, ResourcesAvailable: node.ResourcesAvailable, GossipAddress: node.GossipAddress,
+		NodeId: r.cfg.NodeID, ResourcesAvailable: report.ResourcesAvailable, ResourcesVersion: report.Version,
+		GossipAddress: r.node.GossipAddress,
 	})
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.
@@ -308,8 +313,12 @@ func (s *nodeManagerService) GetNodeStats(ctx context.Context, _ *pb.GetNodeStat
 	r := s.raylet
 	r.mu.Lock()
 	epoch := r.epoch
+	var held []*pb.BundleReservation
+	for _, id := range r.bundles.sortedIDs() {
+		held = append(held, r.bundles.reserved[id].describe(id))
+	}
 	r.mu.Unlock()
-	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch}, nil
+	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch, Bundles: held}, nil
 }
 
 func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayletRequest) (*pb.DrainRayletReply, error) {
@@ -321,44 +330,58 @@ func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayle
 	return &pb.DrainRayletReply{}, nil
 }
 
+// resourceReportLocked is the available resources at the current version. Callers hold mu.
+func (r *Raylet) resourceReportLocked() *pb.ResourceReport {
+	return &pb.ResourceReport{ResourcesAvailable: r.bundles.available().ToFloat(), Version: r.resourcesVersion}
+}
+
+// changeBundles runs a change of the bundle table under mu and returns the resource
+// report after it.
+func (r *Raylet) changeBundles(change func() error) (*pb.ResourceReport, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := change(); err != nil {
+		return nil, err
+	}
+	r.resourcesVersion++
+	return r.resourceReportLocked(), nil
+}
+
 func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {
 	r := s.raylet
-	r.mu.Lock()
-	err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining)
-	r.mu.Unlock()
+	report, err := r.changeBundles(func() error { return r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining) })
 	if err != nil {
 		r.log.Info().Err(err).Int("bundles", len(req.Bundles)).Msg("prepare refused")
 		return nil, err
 	}
-	return &pb.PrepareBundleResourcesReply{}, nil
+	return &pb.PrepareBundleResourcesReply{Resources: report}, nil
 }
 
 func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.CommitBundleResourcesRequest) (*pb.CommitBundleResourcesReply, error) {
 	r := s.raylet
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.bundles.commit(req.Bundles); err != nil {
+	report, err := r.changeBundles(func() error { return r.bundles.commit(req.Bundles) })
+	if err != nil {
 		return nil, err
 	}
-	return &pb.CommitBundleResourcesReply{}, nil
+	return &pb.CommitBundleResourcesReply{Resources: report}, nil
 }
 
 func (s *nodeManagerService) CancelResourceReserve(ctx context.Context, req *pb.CancelResourceReserveRequest) (*pb.CancelResourceReserveReply, error) {
 	r := s.raylet
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.bundles.cancel(req.Bundles)
-	return &pb.CancelResourceReserveReply{}, nil
+	report, _ := r.changeBundles(func() error { r.bundles.cancel(req.Bundles); return nil })
+	return &pb.CancelResourceReserveReply{Resources: report}, nil
 }
 
 func (s *nodeManagerService) ReleaseUnusedBundles(ctx context.Context, req *pb.ReleaseUnusedBundlesRequest) (*pb.ReleaseUnusedBundlesReply, error) {
 	r := s.raylet
-	r.mu.Lock()
-	released, held := r.bundles.releaseUnused(req.InUse, r.epoch)
-	r.mu.Unlock()
+	var released, held []*pb.BundleReservation
+	report, _ := r.changeBundles(func() error {
+		released, held = r.bundles.releaseUnused(req.InUse, r.epoch)
+		return nil
+	})
 	for _, b := range released {
 		r.log.Info().Str("pg_id", b.Key.PlacementGroupId).Int32("bundle", b.Key.BundleIndex).
 			Int64("generation", b.Key.Generation).Msg("released an orphaned bundle")
 	}
-	return &pb.ReleaseUnusedBundlesReply{Released: released, Held: held}, nil
+	return &pb.ReleaseUnusedBundlesReply{Released: released, Held: held, Resources: report}, nil
 }

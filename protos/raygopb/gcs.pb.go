@@ -236,8 +236,10 @@ type ReportHeartbeatRequest struct {
 	ResourcesAvailable map[string]float64     `protobuf:"bytes,2,rep,name=resources_available,json=resourcesAvailable,proto3" json:"resources_available,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	// The raylet's current memberlist address (it never changes for a node id).
 	GossipAddress string `protobuf:"bytes,3,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Version of resources_available (see ResourceReport in raylet.proto).
+	ResourcesVersion int64 `protobuf:"varint,4,opt,name=resources_version,json=resourcesVersion,proto3" json:"resources_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReportHeartbeatRequest) Reset() {
@@ -289,6 +291,13 @@ func (x *ReportHeartbeatRequest) GetGossipAddress() string {
 		return x.GossipAddress
 	}
 	return ""
+}
+
+func (x *ReportHeartbeatRequest) GetResourcesVersion() int64 {
+	if x != nil {
+		return x.ResourcesVersion
+	}
+	return 0
 }
 
 type ReportHeartbeatReply struct {
@@ -1508,11 +1517,12 @@ const file_gcs_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"S\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
-	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\x8a\x02\n" +
+	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\xb7\x02\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
-	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x1aE\n" +
+	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12+\n" +
+	"\x11resources_version\x18\x04 \x01(\x03R\x10resourcesVersion\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"a\n" +

@@ -244,15 +244,70 @@ func (x *PrepareBundleResourcesRequest) GetBundles() []*BundleReservation {
 	return nil
 }
 
+// ResourceReport is a raylet's available resources at a version that grows with every
+// change, so the GCS keeps the newest of reports that arrive out of order.
+type ResourceReport struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ResourcesAvailable map[string]float64     `protobuf:"bytes,1,rep,name=resources_available,json=resourcesAvailable,proto3" json:"resources_available,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Version            int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ResourceReport) Reset() {
+	*x = ResourceReport{}
+	mi := &file_raylet_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceReport) ProtoMessage() {}
+
+func (x *ResourceReport) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceReport.ProtoReflect.Descriptor instead.
+func (*ResourceReport) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResourceReport) GetResourcesAvailable() map[string]float64 {
+	if x != nil {
+		return x.ResourcesAvailable
+	}
+	return nil
+}
+
+func (x *ResourceReport) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type PrepareBundleResourcesReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PrepareBundleResourcesReply) Reset() {
 	*x = PrepareBundleResourcesReply{}
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +319,7 @@ func (x *PrepareBundleResourcesReply) String() string {
 func (*PrepareBundleResourcesReply) ProtoMessage() {}
 
 func (x *PrepareBundleResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +332,14 @@ func (x *PrepareBundleResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareBundleResourcesReply.ProtoReflect.Descriptor instead.
 func (*PrepareBundleResourcesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{3}
+	return file_raylet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PrepareBundleResourcesReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type CommitBundleResourcesRequest struct {
@@ -289,7 +351,7 @@ type CommitBundleResourcesRequest struct {
 
 func (x *CommitBundleResourcesRequest) Reset() {
 	*x = CommitBundleResourcesRequest{}
-	mi := &file_raylet_proto_msgTypes[4]
+	mi := &file_raylet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +363,7 @@ func (x *CommitBundleResourcesRequest) String() string {
 func (*CommitBundleResourcesRequest) ProtoMessage() {}
 
 func (x *CommitBundleResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[4]
+	mi := &file_raylet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +376,7 @@ func (x *CommitBundleResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBundleResourcesRequest.ProtoReflect.Descriptor instead.
 func (*CommitBundleResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{4}
+	return file_raylet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CommitBundleResourcesRequest) GetBundles() []*BundleKey {
@@ -326,13 +388,14 @@ func (x *CommitBundleResourcesRequest) GetBundles() []*BundleKey {
 
 type CommitBundleResourcesReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitBundleResourcesReply) Reset() {
 	*x = CommitBundleResourcesReply{}
-	mi := &file_raylet_proto_msgTypes[5]
+	mi := &file_raylet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +407,7 @@ func (x *CommitBundleResourcesReply) String() string {
 func (*CommitBundleResourcesReply) ProtoMessage() {}
 
 func (x *CommitBundleResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[5]
+	mi := &file_raylet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +420,14 @@ func (x *CommitBundleResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBundleResourcesReply.ProtoReflect.Descriptor instead.
 func (*CommitBundleResourcesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{5}
+	return file_raylet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CommitBundleResourcesReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type CancelResourceReserveRequest struct {
@@ -369,7 +439,7 @@ type CancelResourceReserveRequest struct {
 
 func (x *CancelResourceReserveRequest) Reset() {
 	*x = CancelResourceReserveRequest{}
-	mi := &file_raylet_proto_msgTypes[6]
+	mi := &file_raylet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +451,7 @@ func (x *CancelResourceReserveRequest) String() string {
 func (*CancelResourceReserveRequest) ProtoMessage() {}
 
 func (x *CancelResourceReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[6]
+	mi := &file_raylet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +464,7 @@ func (x *CancelResourceReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResourceReserveRequest.ProtoReflect.Descriptor instead.
 func (*CancelResourceReserveRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{6}
+	return file_raylet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelResourceReserveRequest) GetBundles() []*BundleKey {
@@ -406,13 +476,14 @@ func (x *CancelResourceReserveRequest) GetBundles() []*BundleKey {
 
 type CancelResourceReserveReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelResourceReserveReply) Reset() {
 	*x = CancelResourceReserveReply{}
-	mi := &file_raylet_proto_msgTypes[7]
+	mi := &file_raylet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +495,7 @@ func (x *CancelResourceReserveReply) String() string {
 func (*CancelResourceReserveReply) ProtoMessage() {}
 
 func (x *CancelResourceReserveReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[7]
+	mi := &file_raylet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +508,14 @@ func (x *CancelResourceReserveReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResourceReserveReply.ProtoReflect.Descriptor instead.
 func (*CancelResourceReserveReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{7}
+	return file_raylet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CancelResourceReserveReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
 }
 
 type ReleaseUnusedBundlesRequest struct {
@@ -449,7 +527,7 @@ type ReleaseUnusedBundlesRequest struct {
 
 func (x *ReleaseUnusedBundlesRequest) Reset() {
 	*x = ReleaseUnusedBundlesRequest{}
-	mi := &file_raylet_proto_msgTypes[8]
+	mi := &file_raylet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +539,7 @@ func (x *ReleaseUnusedBundlesRequest) String() string {
 func (*ReleaseUnusedBundlesRequest) ProtoMessage() {}
 
 func (x *ReleaseUnusedBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[8]
+	mi := &file_raylet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +552,7 @@ func (x *ReleaseUnusedBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnusedBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseUnusedBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{8}
+	return file_raylet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReleaseUnusedBundlesRequest) GetInUse() []*BundleKey {
@@ -488,13 +566,14 @@ type ReleaseUnusedBundlesReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Released      []*BundleReservation   `protobuf:"bytes,1,rep,name=released,proto3" json:"released,omitempty"`
 	Held          []*BundleReservation   `protobuf:"bytes,2,rep,name=held,proto3" json:"held,omitempty"`
+	Resources     *ResourceReport        `protobuf:"bytes,3,opt,name=resources,proto3" json:"resources,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseUnusedBundlesReply) Reset() {
 	*x = ReleaseUnusedBundlesReply{}
-	mi := &file_raylet_proto_msgTypes[9]
+	mi := &file_raylet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +585,7 @@ func (x *ReleaseUnusedBundlesReply) String() string {
 func (*ReleaseUnusedBundlesReply) ProtoMessage() {}
 
 func (x *ReleaseUnusedBundlesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[9]
+	mi := &file_raylet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +598,7 @@ func (x *ReleaseUnusedBundlesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnusedBundlesReply.ProtoReflect.Descriptor instead.
 func (*ReleaseUnusedBundlesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{9}
+	return file_raylet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseUnusedBundlesReply) GetReleased() []*BundleReservation {
@@ -536,6 +615,13 @@ func (x *ReleaseUnusedBundlesReply) GetHeld() []*BundleReservation {
 	return nil
 }
 
+func (x *ReleaseUnusedBundlesReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
 type GetNodeStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -544,7 +630,7 @@ type GetNodeStatsRequest struct {
 
 func (x *GetNodeStatsRequest) Reset() {
 	*x = GetNodeStatsRequest{}
-	mi := &file_raylet_proto_msgTypes[10]
+	mi := &file_raylet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +642,7 @@ func (x *GetNodeStatsRequest) String() string {
 func (*GetNodeStatsRequest) ProtoMessage() {}
 
 func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[10]
+	mi := &file_raylet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,21 +655,23 @@ func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{10}
+	return file_raylet_proto_rawDescGZIP(), []int{11}
 }
 
 type GetNodeStatsReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  *NodeInfo              `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// The newest GCS epoch this raylet has seen.
-	GcsEpoch      int64 `protobuf:"varint,2,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
+	GcsEpoch int64 `protobuf:"varint,2,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
+	// The placement-group bundles the raylet holds, prepared or committed.
+	Bundles       []*BundleReservation `protobuf:"bytes,3,rep,name=bundles,proto3" json:"bundles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetNodeStatsReply) Reset() {
 	*x = GetNodeStatsReply{}
-	mi := &file_raylet_proto_msgTypes[11]
+	mi := &file_raylet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +683,7 @@ func (x *GetNodeStatsReply) String() string {
 func (*GetNodeStatsReply) ProtoMessage() {}
 
 func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[11]
+	mi := &file_raylet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +696,7 @@ func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsReply.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{11}
+	return file_raylet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetNodeStatsReply) GetNode() *NodeInfo {
@@ -625,6 +713,13 @@ func (x *GetNodeStatsReply) GetGcsEpoch() int64 {
 	return 0
 }
 
+func (x *GetNodeStatsReply) GetBundles() []*BundleReservation {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
 type DrainRayletRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
@@ -634,7 +729,7 @@ type DrainRayletRequest struct {
 
 func (x *DrainRayletRequest) Reset() {
 	*x = DrainRayletRequest{}
-	mi := &file_raylet_proto_msgTypes[12]
+	mi := &file_raylet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +741,7 @@ func (x *DrainRayletRequest) String() string {
 func (*DrainRayletRequest) ProtoMessage() {}
 
 func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[12]
+	mi := &file_raylet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +754,7 @@ func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletRequest.ProtoReflect.Descriptor instead.
 func (*DrainRayletRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{12}
+	return file_raylet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DrainRayletRequest) GetReason() string {
@@ -677,7 +772,7 @@ type DrainRayletReply struct {
 
 func (x *DrainRayletReply) Reset() {
 	*x = DrainRayletReply{}
-	mi := &file_raylet_proto_msgTypes[13]
+	mi := &file_raylet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +784,7 @@ func (x *DrainRayletReply) String() string {
 func (*DrainRayletReply) ProtoMessage() {}
 
 func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[13]
+	mi := &file_raylet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +797,7 @@ func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletReply.ProtoReflect.Descriptor instead.
 func (*DrainRayletReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{13}
+	return file_raylet_proto_rawDescGZIP(), []int{14}
 }
 
 var File_raylet_proto protoreflect.FileDescriptor
@@ -725,23 +820,34 @@ const file_raylet_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"V\n" +
 	"\x1dPrepareBundleResourcesRequest\x125\n" +
-	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\x1d\n" +
-	"\x1bPrepareBundleResourcesReply\"M\n" +
+	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\xd4\x01\n" +
+	"\x0eResourceReport\x12a\n" +
+	"\x13resources_available\x18\x01 \x03(\v20.raygo.v1.ResourceReport.ResourcesAvailableEntryR\x12resourcesAvailable\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x1aE\n" +
+	"\x17ResourcesAvailableEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"U\n" +
+	"\x1bPrepareBundleResourcesReply\x126\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"M\n" +
 	"\x1cCommitBundleResourcesRequest\x12-\n" +
-	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"\x1c\n" +
-	"\x1aCommitBundleResourcesReply\"M\n" +
+	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"T\n" +
+	"\x1aCommitBundleResourcesReply\x126\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"M\n" +
 	"\x1cCancelResourceReserveRequest\x12-\n" +
-	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"\x1c\n" +
-	"\x1aCancelResourceReserveReply\"I\n" +
+	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"T\n" +
+	"\x1aCancelResourceReserveReply\x126\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"I\n" +
 	"\x1bReleaseUnusedBundlesRequest\x12*\n" +
-	"\x06in_use\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\x05inUse\"\x85\x01\n" +
+	"\x06in_use\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\x05inUse\"\xbd\x01\n" +
 	"\x19ReleaseUnusedBundlesReply\x127\n" +
 	"\breleased\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\breleased\x12/\n" +
-	"\x04held\x18\x02 \x03(\v2\x1b.raygo.v1.BundleReservationR\x04held\"\x15\n" +
-	"\x13GetNodeStatsRequest\"X\n" +
+	"\x04held\x18\x02 \x03(\v2\x1b.raygo.v1.BundleReservationR\x04held\x126\n" +
+	"\tresources\x18\x03 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"\x15\n" +
+	"\x13GetNodeStatsRequest\"\x8f\x01\n" +
 	"\x11GetNodeStatsReply\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1b\n" +
-	"\tgcs_epoch\x18\x02 \x01(\x03R\bgcsEpoch\",\n" +
+	"\tgcs_epoch\x18\x02 \x01(\x03R\bgcsEpoch\x125\n" +
+	"\abundles\x18\x03 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\",\n" +
 	"\x12DrainRayletRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
 	"\x10DrainRayletReply*g\n" +
@@ -770,54 +876,62 @@ func file_raylet_proto_rawDescGZIP() []byte {
 }
 
 var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_raylet_proto_goTypes = []any{
 	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
 	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
 	(*BundleReservation)(nil),             // 2: raygo.v1.BundleReservation
 	(*PrepareBundleResourcesRequest)(nil), // 3: raygo.v1.PrepareBundleResourcesRequest
-	(*PrepareBundleResourcesReply)(nil),   // 4: raygo.v1.PrepareBundleResourcesReply
-	(*CommitBundleResourcesRequest)(nil),  // 5: raygo.v1.CommitBundleResourcesRequest
-	(*CommitBundleResourcesReply)(nil),    // 6: raygo.v1.CommitBundleResourcesReply
-	(*CancelResourceReserveRequest)(nil),  // 7: raygo.v1.CancelResourceReserveRequest
-	(*CancelResourceReserveReply)(nil),    // 8: raygo.v1.CancelResourceReserveReply
-	(*ReleaseUnusedBundlesRequest)(nil),   // 9: raygo.v1.ReleaseUnusedBundlesRequest
-	(*ReleaseUnusedBundlesReply)(nil),     // 10: raygo.v1.ReleaseUnusedBundlesReply
-	(*GetNodeStatsRequest)(nil),           // 11: raygo.v1.GetNodeStatsRequest
-	(*GetNodeStatsReply)(nil),             // 12: raygo.v1.GetNodeStatsReply
-	(*DrainRayletRequest)(nil),            // 13: raygo.v1.DrainRayletRequest
-	(*DrainRayletReply)(nil),              // 14: raygo.v1.DrainRayletReply
-	nil,                                   // 15: raygo.v1.BundleReservation.ResourcesEntry
-	(*NodeInfo)(nil),                      // 16: raygo.v1.NodeInfo
+	(*ResourceReport)(nil),                // 4: raygo.v1.ResourceReport
+	(*PrepareBundleResourcesReply)(nil),   // 5: raygo.v1.PrepareBundleResourcesReply
+	(*CommitBundleResourcesRequest)(nil),  // 6: raygo.v1.CommitBundleResourcesRequest
+	(*CommitBundleResourcesReply)(nil),    // 7: raygo.v1.CommitBundleResourcesReply
+	(*CancelResourceReserveRequest)(nil),  // 8: raygo.v1.CancelResourceReserveRequest
+	(*CancelResourceReserveReply)(nil),    // 9: raygo.v1.CancelResourceReserveReply
+	(*ReleaseUnusedBundlesRequest)(nil),   // 10: raygo.v1.ReleaseUnusedBundlesRequest
+	(*ReleaseUnusedBundlesReply)(nil),     // 11: raygo.v1.ReleaseUnusedBundlesReply
+	(*GetNodeStatsRequest)(nil),           // 12: raygo.v1.GetNodeStatsRequest
+	(*GetNodeStatsReply)(nil),             // 13: raygo.v1.GetNodeStatsReply
+	(*DrainRayletRequest)(nil),            // 14: raygo.v1.DrainRayletRequest
+	(*DrainRayletReply)(nil),              // 15: raygo.v1.DrainRayletReply
+	nil,                                   // 16: raygo.v1.BundleReservation.ResourcesEntry
+	nil,                                   // 17: raygo.v1.ResourceReport.ResourcesAvailableEntry
+	(*NodeInfo)(nil),                      // 18: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
 	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
-	15, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	16, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
 	2,  // 3: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	1,  // 4: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
-	1,  // 5: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
-	1,  // 6: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
-	2,  // 7: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
-	2,  // 8: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
-	16, // 9: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
-	11, // 10: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	13, // 11: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	3,  // 12: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	5,  // 13: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	7,  // 14: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	9,  // 15: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	12, // 16: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	14, // 17: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	4,  // 18: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	6,  // 19: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	8,  // 20: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	10, // 21: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	17, // 4: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	4,  // 5: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 6: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
+	4,  // 7: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 8: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
+	4,  // 9: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 10: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
+	2,  // 11: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
+	2,  // 12: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
+	4,  // 13: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
+	18, // 14: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	2,  // 15: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
+	12, // 16: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	14, // 17: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	3,  // 18: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	6,  // 19: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	8,  // 20: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	10, // 21: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	13, // 22: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	15, // 23: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	5,  // 24: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	7,  // 25: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	9,  // 26: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	11, // 27: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
@@ -832,7 +946,7 @@ func file_raylet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
