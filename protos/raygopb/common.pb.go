@@ -99,7 +99,12 @@ type NodeInfo struct {
 	DeathReason string `protobuf:"bytes,15,opt,name=death_reason,json=deathReason,proto3" json:"death_reason,omitempty"`
 	// A note on an ALIVE node, e.g. that it was reloaded after a GCS restart and has not
 	// reconnected yet.
-	StateMessage  string `protobuf:"bytes,16,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
+	StateMessage string `protobuf:"bytes,16,opt,name=state_message,json=stateMessage,proto3" json:"state_message,omitempty"`
+	// The node's whole GPUs, in NVML index order (empty without NVIDIA GPUs).
+	Gpus []*GPUInfo `protobuf:"bytes,17,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	// The multi-node NVLink domain the node's GPUs belong to (NVML fabric info
+	// "<ClusterUuid>/<CliqueId>", e.g. one GB200 NVL72 rack); empty when NVLink is node-local.
+	NvlinkDomain  string `protobuf:"bytes,18,opt,name=nvlink_domain,json=nvlinkDomain,proto3" json:"nvlink_domain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +251,128 @@ func (x *NodeInfo) GetStateMessage() string {
 	return ""
 }
 
+func (x *NodeInfo) GetGpus() []*GPUInfo {
+	if x != nil {
+		return x.Gpus
+	}
+	return nil
+}
+
+func (x *NodeInfo) GetNvlinkDomain() string {
+	if x != nil {
+		return x.NvlinkDomain
+	}
+	return ""
+}
+
+// GPUInfo is one whole GPU of a node, as discovered through NVML and the PCI tree.
+type GPUInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NVML index: what CUDA_VISIBLE_DEVICES names with CUDA_DEVICE_ORDER=PCI_BUS_ID.
+	Index int32  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Uuid  string `protobuf:"bytes,2,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// NVML device name, e.g. "NVIDIA H100 80GB HBM3".
+	Model       string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	MemoryBytes uint64 `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	PciBusId    string `protobuf:"bytes,5,opt,name=pci_bus_id,json=pciBusId,proto3" json:"pci_bus_id,omitempty"`
+	// NVLink island within the node: GPUs joined by NVLink or NVSwitch share it. -1 when
+	// the GPU has no NVLink peer. With nvlink_domain set, islands span the domain's nodes.
+	NvlinkIsland int32 `protobuf:"varint,6,opt,name=nvlink_island,json=nvlinkIsland,proto3" json:"nvlink_island,omitempty"`
+	// InfiniBand rail of the GPU's closest NIC (GPU i ↔ NIC i ↔ rail i on rail-optimized
+	// nodes); -1 when unknown.
+	Rail int32 `protobuf:"varint,7,opt,name=rail,proto3" json:"rail,omitempty"`
+	// Name of the closest NIC (e.g. "mlx5_0"); empty when unknown.
+	Nic           string `protobuf:"bytes,8,opt,name=nic,proto3" json:"nic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUInfo) Reset() {
+	*x = GPUInfo{}
+	mi := &file_common_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUInfo) ProtoMessage() {}
+
+func (x *GPUInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_common_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUInfo.ProtoReflect.Descriptor instead.
+func (*GPUInfo) Descriptor() ([]byte, []int) {
+	return file_common_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GPUInfo) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GPUInfo) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *GPUInfo) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *GPUInfo) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *GPUInfo) GetPciBusId() string {
+	if x != nil {
+		return x.PciBusId
+	}
+	return ""
+}
+
+func (x *GPUInfo) GetNvlinkIsland() int32 {
+	if x != nil {
+		return x.NvlinkIsland
+	}
+	return 0
+}
+
+func (x *GPUInfo) GetRail() int32 {
+	if x != nil {
+		return x.Rail
+	}
+	return 0
+}
+
+func (x *GPUInfo) GetNic() string {
+	if x != nil {
+		return x.Nic
+	}
+	return ""
+}
+
 // JobInfo is one row of the GCS job table: a driver's lease on the cluster.
 type JobInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -266,7 +393,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +405,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +418,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{1}
+	return file_common_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JobInfo) GetJobId() string {
@@ -361,7 +488,7 @@ var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
 	"\n" +
-	"\fcommon.proto\x12\braygo.v1\"\xef\x06\n" +
+	"\fcommon.proto\x12\braygo.v1\"\xbb\a\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIp\x12\x1b\n" +
@@ -381,7 +508,9 @@ const file_common_proto_rawDesc = "" +
 	"\rstart_time_ms\x18\r \x01(\x03R\vstartTimeMs\x12\x1e\n" +
 	"\vend_time_ms\x18\x0e \x01(\x03R\tendTimeMs\x12!\n" +
 	"\fdeath_reason\x18\x0f \x01(\tR\vdeathReason\x12#\n" +
-	"\rstate_message\x18\x10 \x01(\tR\fstateMessage\x1aA\n" +
+	"\rstate_message\x18\x10 \x01(\tR\fstateMessage\x12%\n" +
+	"\x04gpus\x18\x11 \x03(\v2\x11.raygo.v1.GPUInfoR\x04gpus\x12#\n" +
+	"\rnvlink_domain\x18\x12 \x01(\tR\fnvlinkDomain\x1aA\n" +
 	"\x13ResourcesTotalEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aE\n" +
@@ -390,7 +519,17 @@ const file_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\aGPUInfo\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12!\n" +
+	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\x12\x1c\n" +
+	"\n" +
+	"pci_bus_id\x18\x05 \x01(\tR\bpciBusId\x12#\n" +
+	"\rnvlink_island\x18\x06 \x01(\x05R\fnvlinkIsland\x12\x12\n" +
+	"\x04rail\x18\a \x01(\x05R\x04rail\x12\x10\n" +
+	"\x03nic\x18\b \x01(\tR\x03nic\"\x9f\x02\n" +
 	"\aJobInfo\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1b\n" +
@@ -422,25 +561,27 @@ func file_common_proto_rawDescGZIP() []byte {
 }
 
 var file_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_common_proto_goTypes = []any{
 	(NodeState)(0),   // 0: raygo.v1.NodeState
 	(*NodeInfo)(nil), // 1: raygo.v1.NodeInfo
-	(*JobInfo)(nil),  // 2: raygo.v1.JobInfo
-	nil,              // 3: raygo.v1.NodeInfo.ResourcesTotalEntry
-	nil,              // 4: raygo.v1.NodeInfo.ResourcesAvailableEntry
-	nil,              // 5: raygo.v1.NodeInfo.LabelsEntry
+	(*GPUInfo)(nil),  // 2: raygo.v1.GPUInfo
+	(*JobInfo)(nil),  // 3: raygo.v1.JobInfo
+	nil,              // 4: raygo.v1.NodeInfo.ResourcesTotalEntry
+	nil,              // 5: raygo.v1.NodeInfo.ResourcesAvailableEntry
+	nil,              // 6: raygo.v1.NodeInfo.LabelsEntry
 }
 var file_common_proto_depIdxs = []int32{
 	0, // 0: raygo.v1.NodeInfo.state:type_name -> raygo.v1.NodeState
-	3, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
-	4, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
-	5, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
+	5, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
+	6, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
+	2, // 4: raygo.v1.NodeInfo.gpus:type_name -> raygo.v1.GPUInfo
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_common_proto_init() }
@@ -454,7 +595,7 @@ func file_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_common_proto_rawDesc), len(file_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

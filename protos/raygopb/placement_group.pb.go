@@ -204,9 +204,15 @@ type Bundle struct {
 	// Grows each time the bundle is placed anew; raylets refuse requests for an older one.
 	Generation int64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// host:port of the raylet holding the bundle (empty while not placed).
-	NodeAddress   string `protobuf:"bytes,6,opt,name=node_address,json=nodeAddress,proto3" json:"node_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeAddress string `protobuf:"bytes,6,opt,name=node_address,json=nodeAddress,proto3" json:"node_address,omitempty"`
+	// The GPUs reserved for the bundle on its node (NVML indices; for a MIG slice, its
+	// parent GPU), their UUIDs (or MIG device UUIDs), and the exact CUDA_VISIBLE_DEVICES
+	// value. Empty for bundles without GPUs.
+	GpuIds             []int32  `protobuf:"varint,7,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
+	DeviceUuids        []string `protobuf:"bytes,8,rep,name=device_uuids,json=deviceUuids,proto3" json:"device_uuids,omitempty"`
+	CudaVisibleDevices string   `protobuf:"bytes,9,opt,name=cuda_visible_devices,json=cudaVisibleDevices,proto3" json:"cuda_visible_devices,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Bundle) Reset() {
@@ -277,6 +283,27 @@ func (x *Bundle) GetGeneration() int64 {
 func (x *Bundle) GetNodeAddress() string {
 	if x != nil {
 		return x.NodeAddress
+	}
+	return ""
+}
+
+func (x *Bundle) GetGpuIds() []int32 {
+	if x != nil {
+		return x.GpuIds
+	}
+	return nil
+}
+
+func (x *Bundle) GetDeviceUuids() []string {
+	if x != nil {
+		return x.DeviceUuids
+	}
+	return nil
+}
+
+func (x *Bundle) GetCudaVisibleDevices() string {
+	if x != nil {
+		return x.CudaVisibleDevices
 	}
 	return ""
 }
@@ -443,8 +470,10 @@ type PlacementGroupInfo struct {
 	PendingReason  string           `protobuf:"bytes,10,opt,name=pending_reason,json=pendingReason,proto3" json:"pending_reason,omitempty"`
 	NodeRejections []*NodeRejection `protobuf:"bytes,11,rep,name=node_rejections,json=nodeRejections,proto3" json:"node_rejections,omitempty"`
 	RemovedTimeMs  int64            `protobuf:"varint,12,opt,name=removed_time_ms,json=removedTimeMs,proto3" json:"removed_time_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// "" or "node", as requested.
+	Topology      string `protobuf:"bytes,13,opt,name=topology,proto3" json:"topology,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlacementGroupInfo) Reset() {
@@ -561,6 +590,13 @@ func (x *PlacementGroupInfo) GetRemovedTimeMs() int64 {
 	return 0
 }
 
+func (x *PlacementGroupInfo) GetTopology() string {
+	if x != nil {
+		return x.Topology
+	}
+	return ""
+}
+
 type CreatePlacementGroupRequest struct {
 	state   protoimpl.MessageState                    `protogen:"open.v1"`
 	Bundles []*CreatePlacementGroupRequest_BundleSpec `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
@@ -571,7 +607,10 @@ type CreatePlacementGroupRequest struct {
 	// "" (none) or "detached".
 	Lifetime string `protobuf:"bytes,5,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
 	// The creating job; required unless detached.
-	CreatorJobId  string `protobuf:"bytes,6,opt,name=creator_job_id,json=creatorJobId,proto3" json:"creator_job_id,omitempty"`
+	CreatorJobId string `protobuf:"bytes,6,opt,name=creator_job_id,json=creatorJobId,proto3" json:"creator_job_id,omitempty"`
+	// "" (topology-aware, the default) or "node": Ray's plain meaning of STRICT_PACK (one
+	// node) instead of one NVLink island.
+	Topology      string `protobuf:"bytes,7,opt,name=topology,proto3" json:"topology,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -644,6 +683,13 @@ func (x *CreatePlacementGroupRequest) GetLifetime() string {
 func (x *CreatePlacementGroupRequest) GetCreatorJobId() string {
 	if x != nil {
 		return x.CreatorJobId
+	}
+	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetTopology() string {
+	if x != nil {
+		return x.Topology
 	}
 	return ""
 }
@@ -1182,7 +1228,7 @@ var File_placement_group_proto protoreflect.FileDescriptor
 
 const file_placement_group_proto_rawDesc = "" +
 	"\n" +
-	"\x15placement_group.proto\x12\braygo.v1\"\xa3\x03\n" +
+	"\x15placement_group.proto\x12\braygo.v1\"\x91\x04\n" +
 	"\x06Bundle\x12!\n" +
 	"\fbundle_index\x18\x01 \x01(\x05R\vbundleIndex\x12J\n" +
 	"\x0eunit_resources\x18\x02 \x03(\v2#.raygo.v1.Bundle.UnitResourcesEntryR\runitResources\x12\x17\n" +
@@ -1191,7 +1237,10 @@ const file_placement_group_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x05 \x01(\x03R\n" +
 	"generation\x12!\n" +
-	"\fnode_address\x18\x06 \x01(\tR\vnodeAddress\x1a@\n" +
+	"\fnode_address\x18\x06 \x01(\tR\vnodeAddress\x12\x17\n" +
+	"\agpu_ids\x18\a \x03(\x05R\x06gpuIds\x12!\n" +
+	"\fdevice_uuids\x18\b \x03(\tR\vdeviceUuids\x120\n" +
+	"\x14cuda_visible_devices\x18\t \x01(\tR\x12cudaVisibleDevices\x1a@\n" +
 	"\x12UnitResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a@\n" +
@@ -1208,7 +1257,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x1ascheduling_started_time_ms\x18\a \x01(\x03R\x17schedulingStartedTimeMs\"B\n" +
 	"\rNodeRejection\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\areasons\x18\x02 \x03(\tR\areasons\"\x9b\x04\n" +
+	"\areasons\x18\x02 \x03(\tR\areasons\"\xb7\x04\n" +
 	"\x12PlacementGroupInfo\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1223,14 +1272,16 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x0epending_reason\x18\n" +
 	" \x01(\tR\rpendingReason\x12@\n" +
 	"\x0fnode_rejections\x18\v \x03(\v2\x17.raygo.v1.NodeRejectionR\x0enodeRejections\x12&\n" +
-	"\x0fremoved_time_ms\x18\f \x01(\x03R\rremovedTimeMs\"\xd3\x04\n" +
+	"\x0fremoved_time_ms\x18\f \x01(\x03R\rremovedTimeMs\x12\x1a\n" +
+	"\btopology\x18\r \x01(\tR\btopology\"\xef\x04\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\blifetime\x18\x05 \x01(\tR\blifetime\x12$\n" +
-	"\x0ecreator_job_id\x18\x06 \x01(\tR\fcreatorJobId\x1a\xd7\x02\n" +
+	"\x0ecreator_job_id\x18\x06 \x01(\tR\fcreatorJobId\x12\x1a\n" +
+	"\btopology\x18\a \x01(\tR\btopology\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

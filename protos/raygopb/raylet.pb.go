@@ -137,7 +137,11 @@ type BundleReservation struct {
 	Resources map[string]float64     `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	State     BundleReservationState `protobuf:"varint,3,opt,name=state,proto3,enum=raygo.v1.BundleReservationState" json:"state,omitempty"`
 	// The epoch of the GCS that prepared it.
-	GcsEpoch      int64 `protobuf:"varint,4,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
+	GcsEpoch int64 `protobuf:"varint,4,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
+	// The GPUs of the bundle (NVML indices). In a prepare request, the GPUs the scheduler
+	// chose (empty: the raylet picks the lowest free ones); in replies, what is reserved.
+	GpuIds        []int32  `protobuf:"varint,5,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
+	DeviceUuids   []string `protobuf:"bytes,6,rep,name=device_uuids,json=deviceUuids,proto3" json:"device_uuids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +202,20 @@ func (x *BundleReservation) GetGcsEpoch() int64 {
 		return x.GcsEpoch
 	}
 	return 0
+}
+
+func (x *BundleReservation) GetGpuIds() []int32 {
+	if x != nil {
+		return x.GpuIds
+	}
+	return nil
+}
+
+func (x *BundleReservation) GetDeviceUuids() []string {
+	if x != nil {
+		return x.DeviceUuids
+	}
+	return nil
 }
 
 type PrepareBundleResourcesRequest struct {
@@ -299,8 +317,10 @@ func (x *ResourceReport) GetVersion() int64 {
 }
 
 type PrepareBundleResourcesReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Resources *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
+	// The reservations as made, in request order, with their GPUs.
+	Bundles       []*BundleReservation `protobuf:"bytes,2,rep,name=bundles,proto3" json:"bundles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +358,13 @@ func (*PrepareBundleResourcesReply) Descriptor() ([]byte, []int) {
 func (x *PrepareBundleResourcesReply) GetResources() *ResourceReport {
 	if x != nil {
 		return x.Resources
+	}
+	return nil
+}
+
+func (x *PrepareBundleResourcesReply) GetBundles() []*BundleReservation {
+	if x != nil {
+		return x.Bundles
 	}
 	return nil
 }
@@ -810,12 +837,14 @@ const file_raylet_proto_rawDesc = "" +
 	"\fbundle_index\x18\x02 \x01(\x05R\vbundleIndex\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\"\x97\x02\n" +
+	"generation\"\xd3\x02\n" +
 	"\x11BundleReservation\x12%\n" +
 	"\x03key\x18\x01 \x01(\v2\x13.raygo.v1.BundleKeyR\x03key\x12H\n" +
 	"\tresources\x18\x02 \x03(\v2*.raygo.v1.BundleReservation.ResourcesEntryR\tresources\x126\n" +
 	"\x05state\x18\x03 \x01(\x0e2 .raygo.v1.BundleReservationStateR\x05state\x12\x1b\n" +
-	"\tgcs_epoch\x18\x04 \x01(\x03R\bgcsEpoch\x1a<\n" +
+	"\tgcs_epoch\x18\x04 \x01(\x03R\bgcsEpoch\x12\x17\n" +
+	"\agpu_ids\x18\x05 \x03(\x05R\x06gpuIds\x12!\n" +
+	"\fdevice_uuids\x18\x06 \x03(\tR\vdeviceUuids\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"V\n" +
@@ -826,9 +855,10 @@ const file_raylet_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"U\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8c\x01\n" +
 	"\x1bPrepareBundleResourcesReply\x126\n" +
-	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"M\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\x125\n" +
+	"\abundles\x18\x02 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"M\n" +
 	"\x1cCommitBundleResourcesRequest\x12-\n" +
 	"\abundles\x18\x01 \x03(\v2\x13.raygo.v1.BundleKeyR\abundles\"T\n" +
 	"\x1aCommitBundleResourcesReply\x126\n" +
@@ -905,33 +935,34 @@ var file_raylet_proto_depIdxs = []int32{
 	2,  // 3: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
 	17, // 4: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
 	4,  // 5: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 6: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
-	4,  // 7: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 8: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
-	4,  // 9: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 10: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
-	2,  // 11: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
-	2,  // 12: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
-	4,  // 13: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	18, // 14: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
-	2,  // 15: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	12, // 16: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	14, // 17: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	3,  // 18: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	6,  // 19: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	8,  // 20: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	10, // 21: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	13, // 22: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	15, // 23: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	5,  // 24: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	7,  // 25: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	9,  // 26: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	11, // 27: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	2,  // 6: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
+	1,  // 7: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
+	4,  // 8: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 9: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
+	4,  // 10: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 11: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
+	2,  // 12: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
+	2,  // 13: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
+	4,  // 14: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
+	18, // 15: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	2,  // 16: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
+	12, // 17: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	14, // 18: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	3,  // 19: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	6,  // 20: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	8,  // 21: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	10, // 22: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	13, // 23: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	15, // 24: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	5,  // 25: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	7,  // 26: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	9,  // 27: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	11, // 28: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
