@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -180,7 +182,7 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 		}
 		for _, b := range e.info.Bundles {
 			if b.NodeId != "" && !alive[b.NodeId] {
-				b.NodeId, b.NodeAddress = "", ""
+				unplace(b)
 				if e.info.State == pb.PlacementGroupState_CREATED {
 					e.info.State = pb.PlacementGroupState_RESCHEDULING
 				}
@@ -223,7 +225,7 @@ func (m *pgManager) recoverPrepared(groups []*pgEntry) {
 		m.mu.Lock()
 		if e.live() {
 			for _, b := range e.info.Bundles {
-				b.NodeId, b.NodeAddress = "", ""
+				unplace(b)
 			}
 			e.info.State = pb.PlacementGroupState_PENDING
 			e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
@@ -246,7 +248,7 @@ func (m *pgManager) onNodeDead(nodeID string) {
 		lost := 0
 		for _, b := range e.info.Bundles {
 			if b.NodeId == nodeID {
-				b.NodeId, b.NodeAddress = "", ""
+				unplace(b)
 				lost++
 			}
 		}
@@ -435,7 +437,7 @@ func (m *pgManager) remove(id string) {
 	e.info.RemovedTimeMs = m.server.nowMs()
 	e.info.PendingReason, e.info.NodeRejections = "", nil
 	for _, b := range e.info.Bundles {
-		b.NodeId, b.NodeAddress = "", ""
+		unplace(b)
 	}
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == id {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
@@ -719,6 +721,22 @@ func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]string) map[str
 	return out
 }
 
+// unplace forgets where a bundle was.
+func unplace(b *pb.Bundle) {
+	b.NodeId, b.NodeAddress, b.GpuIds, b.DeviceUuids, b.CudaVisibleDevices = "", "", nil, nil, ""
+}
+
+// cudaVisibleDevices is the CUDA_VISIBLE_DEVICES value of a bundle: its MIG device UUIDs
+// when it has MIG slices, else its GPUs' NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// CUDA numbers GPUs as NVML does).
+func cudaVisibleDevices(gpuIDs []int32) string {
+	parts := make([]string, len(gpuIDs))
+	for i, id := range gpuIDs {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
+}
+
 func keysOf(bundles []*pb.BundleReservation) []*pb.BundleKey {
 	keys := make([]*pb.BundleKey, len(bundles))
 	for i, b := range bundles {
@@ -774,8 +792,17 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
 	byNode := bundlesByNode(id, e.info.Bundles, plan)
 	m.mu.Unlock()
 
+	var madeMu sync.Mutex
+	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
 	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
 		reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles})
+		madeMu.Lock()
+		for _, r := range reply.GetBundles() {
+			if r != nil {
+				made[r.Key.BundleIndex] = r
+			}
+		}
+		madeMu.Unlock()
 		return reply.GetResources(), err
 	})
 	if err != nil {
@@ -794,6 +821,10 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
 		b.NodeId = node
 		b.NodeAddress = m.server.nodes.rayletAddress(node)
 		b.Generation++
+		if r := made[b.BundleIndex]; r != nil {
+			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
+			b.CudaVisibleDevices = cudaVisibleDevices(r.GpuIds)
+		}
 	}
 	e.inFlight = nil
 	e.info.State = pb.PlacementGroupState_PREPARED
@@ -883,7 +914,7 @@ func (m *pgManager) revertPlan(e *pgEntry, plan map[int]string, byNode map[strin
 		placedElsewhere := false
 		for i, b := range e.info.Bundles {
 			if _, inPlan := plan[i]; inPlan {
-				b.NodeId, b.NodeAddress = "", ""
+				unplace(b)
 			} else if b.NodeId != "" {
 				placedElsewhere = true
 			}

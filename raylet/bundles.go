@@ -26,6 +26,9 @@ type reservation struct {
 	resources  placement.ResourceSet
 	committed  bool
 	gcsEpoch   int64
+	// gpuIDs are the NVML indices of the bundle's GPUs: one per whole GPU, plus one
+	// shared GPU for a fractional remainder.
+	gpuIDs []int32
 }
 
 // bundleTable is the raylet's accounting of placement-group bundles: prepared and
@@ -33,14 +36,96 @@ type reservation struct {
 // use; the raylet guards it with its mutex.
 type bundleTable struct {
 	total    placement.ResourceSet
+	gpus     []*pb.GPUInfo
 	reserved map[bundleID]*reservation
 	// newestGeneration remembers, per bundle, the newest generation any request named,
 	// even after a cancel, so a delayed request for an older generation is refused.
 	newestGeneration map[bundleID]int64
 }
 
-func newBundleTable(total placement.ResourceSet) *bundleTable {
-	return &bundleTable{total: total, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{}}
+func newBundleTable(total placement.ResourceSet, gpus []*pb.GPUInfo) *bundleTable {
+	return &bundleTable{total: total, gpus: gpus, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{}}
+}
+
+// gpuFree is the free share of each GPU (placement.AmountScale = a whole GPU), by index,
+// leaving out the reservations in skip.
+func (t *bundleTable) gpuFree(skip map[bundleID]bool) []placement.Amount {
+	free := make([]placement.Amount, len(t.gpus))
+	for i := range free {
+		free[i] = placement.AmountScale
+	}
+	for id, r := range t.reserved {
+		if skip[id] {
+			continue
+		}
+		share := gpuShares(r.resources[ResourceGPU])
+		for i, gpu := range r.gpuIDs {
+			free[gpu] -= share[i]
+		}
+	}
+	return free
+}
+
+// gpuShares splits a GPU amount into per-GPU shares: whole GPUs, then the remainder.
+func gpuShares(amount placement.Amount) []placement.Amount {
+	var shares []placement.Amount
+	for ; amount >= placement.AmountScale; amount -= placement.AmountScale {
+		shares = append(shares, placement.AmountScale)
+	}
+	if amount > 0 {
+		shares = append(shares, amount)
+	}
+	return shares
+}
+
+// assignGPUs reserves GPUs for a bundle in free: the requested indices if the scheduler
+// chose them (checked), else the lowest free whole GPUs and, for a remainder, the
+// fullest GPU that still has room (best fit keeps whole GPUs free).
+func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested []int32, free []placement.Amount) ([]int32, error) {
+	shares := gpuShares(amount)
+	if len(shares) == 0 {
+		if len(requested) > 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids %v given for a bundle without GPUs", id, requested)
+		}
+		return nil, nil
+	}
+	if len(requested) > 0 {
+		if len(requested) != len(shares) {
+			return nil, status.Errorf(codes.InvalidArgument, "bundle %s: %d gpu_ids for a GPU amount of %s", id, len(requested), amount)
+		}
+		for i, gpu := range requested {
+			if gpu < 0 || int(gpu) >= len(free) {
+				return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids[%d] = %d: this node has GPUs 0-%d", id, i, gpu, len(free)-1)
+			}
+			if free[gpu] < shares[i] {
+				return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d is not free (%s of it left)", id, gpu, free[gpu])
+			}
+			free[gpu] -= shares[i]
+		}
+		return requested, nil
+	}
+	var chosen []int32
+	for _, share := range shares {
+		best := -1
+		for gpu, left := range free {
+			if left < share {
+				continue
+			}
+			if share == placement.AmountScale {
+				best = gpu
+				break
+			}
+			if best < 0 || left < free[best] {
+				best = gpu
+			}
+		}
+		if best < 0 {
+			return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: no GPU has %s free", id, share)
+		}
+		free[best] -= share
+		chosen = append(chosen, int32(best))
+	}
+	return chosen, nil
 }
 
 // available is total minus every reservation.
@@ -80,6 +165,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 		res *reservation
 	}
 	var fresh []pending
+	var requestedGPUs [][]int32
 	var replaced []bundleID
 	need := placement.ResourceSet{}
 	freed := placement.ResourceSet{}
@@ -105,6 +191,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 		}
 		need = need.Add(resources)
 		fresh = append(fresh, pending{id, &reservation{generation: key.Generation, resources: resources, gcsEpoch: gcsEpoch}})
+		requestedGPUs = append(requestedGPUs, b.GpuIds)
 	}
 	if len(fresh) == 0 {
 		return nil
@@ -114,6 +201,18 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 	}
 	if avail := t.available().Add(freed); !need.IsSubsetOf(avail) {
 		return status.Errorf(codes.FailedPrecondition, "node %s: insufficient resources: bundles need %s, available %s", nodeID, need, shortfall(need, avail))
+	}
+	skip := map[bundleID]bool{}
+	for _, id := range replaced {
+		skip[id] = true
+	}
+	free := t.gpuFree(skip)
+	for i, p := range fresh {
+		gpus, err := t.assignGPUs(p.id, p.res.resources[ResourceGPU], requestedGPUs[i], free)
+		if err != nil {
+			return err
+		}
+		p.res.gpuIDs = gpus
 	}
 	for _, id := range replaced {
 		delete(t.reserved, id)
@@ -175,7 +274,7 @@ func (t *bundleTable) releaseUnused(inUse []*pb.BundleKey, currentEpoch int64) (
 	for _, id := range t.sortedIDs() {
 		r := t.reserved[id]
 		generation, used := keep[id]
-		row := r.describe(id)
+		row := r.describe(id, t.gpus)
 		if r.gcsEpoch < currentEpoch && (!used || generation != r.generation) {
 			delete(t.reserved, id)
 			released = append(released, row)
@@ -200,13 +299,29 @@ func (t *bundleTable) sortedIDs() []bundleID {
 	return ids
 }
 
-func (r *reservation) describe(id bundleID) *pb.BundleReservation {
+// describe reports a reservation; gpus gives the UUIDs of its GPUs.
+func (r *reservation) describe(id bundleID, gpus []*pb.GPUInfo) *pb.BundleReservation {
 	state := pb.BundleReservationState_BUNDLE_PREPARED
 	if r.committed {
 		state = pb.BundleReservationState_BUNDLE_COMMITTED
 	}
-	return &pb.BundleReservation{
+	row := &pb.BundleReservation{
 		Key:       &pb.BundleKey{PlacementGroupId: id.placementGroupID, BundleIndex: id.index, Generation: r.generation},
-		Resources: r.resources.ToFloat(), State: state, GcsEpoch: r.gcsEpoch,
+		Resources: r.resources.ToFloat(), State: state, GcsEpoch: r.gcsEpoch, GpuIds: r.gpuIDs,
 	}
+	for _, gpu := range r.gpuIDs {
+		if uuid := gpus[gpu].GetUuid(); uuid != "" {
+			row.DeviceUuids = append(row.DeviceUuids, uuid)
+		}
+	}
+	return row
+}
+
+// describeBundle reports the reservation of a bundle key (nil when not held).
+func (t *bundleTable) describeBundle(key *pb.BundleKey) *pb.BundleReservation {
+	id := bundleID{key.PlacementGroupId, key.BundleIndex}
+	if r := t.reserved[id]; r != nil && r.generation == key.Generation {
+		return r.describe(id, t.gpus)
+	}
+	return nil
 }

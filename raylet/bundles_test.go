@@ -1,6 +1,7 @@
 package raylet
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,7 +26,11 @@ func newTable(t *testing.T, total map[string]float64) *bundleTable {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newBundleTable(set)
+	var gpus []*pb.GPUInfo
+	for i := 0; i < int(total["GPU"]); i++ {
+		gpus = append(gpus, &pb.GPUInfo{Index: int32(i), Uuid: fmt.Sprintf("GPU-%d", i), NvlinkIsland: -1, Rail: -1})
+	}
+	return newBundleTable(set, gpus)
 }
 
 func availableCPU(t *bundleTable) float64 { return t.available()["CPU"].Float() }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/internal/membership"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
 // Standard resource and label names, as Ray's.
@@ -53,9 +54,13 @@ type Config struct {
 	ReconnectBackoffMax time.Duration
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
-	// DetectGPUs returns the node's GPU count and model; nil means no GPUs.
-	DetectGPUs func() (count int, model string)
-	Logger     zerolog.Logger
+	// GPUs are the node's whole GPUs as discovered (NVML or simulation), in index order.
+	// Resources["GPU"], when set, offers that many: the first ones, or synthetic GPUs
+	// without topology beyond the discovered ones.
+	GPUs []*pb.GPUInfo
+	// NVLinkDomain is the multi-node NVLink domain of the node's GPUs ("" if node-local).
+	NVLinkDomain string
+	Logger       zerolog.Logger
 }
 
 // DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at
@@ -113,6 +118,9 @@ func ValidateResources(resources map[string]float64) error {
 		}
 		if math.IsNaN(amount) || math.IsInf(amount, 0) || amount < 0 {
 			return fmt.Errorf("resources[%q]: amount must be a finite number >= 0, got %v", name, amount)
+		}
+		if name == ResourceGPU && amount != math.Trunc(amount) {
+			return fmt.Errorf("resources[%q]: a node offers whole GPUs, got %v", name, amount)
 		}
 	}
 	return nil

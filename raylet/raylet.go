@@ -88,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raylet resources: %w", err)
 	}
-	r.bundles = newBundleTable(totals)
+	r.bundles = newBundleTable(totals, r.node.Gpus)
 
 	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, r.fenceInterceptor)...)
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
@@ -108,10 +108,10 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 }
 
 func (r *Raylet) describeNode() *pb.NodeInfo {
-	totals, gpuModel := detectTotals(r.cfg)
+	totals, gpus := detectTotals(r.cfg)
 	labels := map[string]string{LabelNodeID: r.cfg.NodeID}
-	if totals[ResourceGPU] > 0 && gpuModel != "" {
-		labels[LabelAcceleratorType] = AcceleratorType(gpuModel)
+	if len(gpus) > 0 && gpus[0].Model != "" {
+		labels[LabelAcceleratorType] = AcceleratorType(gpus[0].Model)
 	}
 	maps.Copy(labels, r.cfg.Labels)
 	return &pb.NodeInfo{
@@ -125,6 +125,8 @@ func (r *Raylet) describeNode() *pb.NodeInfo {
 		Labels:             labels,
 		RayletAddress:      r.listener.Addr().String(),
 		GossipAddress:      r.gossip.Address(),
+		Gpus:               gpus,
+		NvlinkDomain:       r.cfg.NVLinkDomain,
 	}
 }
 
@@ -315,7 +317,7 @@ func (s *nodeManagerService) GetNodeStats(ctx context.Context, _ *pb.GetNodeStat
 	epoch := r.epoch
 	var held []*pb.BundleReservation
 	for _, id := range r.bundles.sortedIDs() {
-		held = append(held, r.bundles.reserved[id].describe(id))
+		held = append(held, r.bundles.reserved[id].describe(id, r.bundles.gpus))
 	}
 	r.mu.Unlock()
 	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch, Bundles: held}, nil
@@ -349,12 +351,21 @@ func (r *Raylet) changeBundles(change func() error) (*pb.ResourceReport, error) 
 
 func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {
 	r := s.raylet
-	report, err := r.changeBundles(func() error { return r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining) })
+	var made []*pb.BundleReservation
+	report, err := r.changeBundles(func() error {
+		if err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining); err != nil {
+			return err
+		}
+		for _, b := range req.Bundles {
+			made = append(made, r.bundles.describeBundle(b.Key))
+		}
+		return nil
+	})
 	if err != nil {
 		r.log.Info().Err(err).Int("bundles", len(req.Bundles)).Msg("prepare refused")
 		return nil, err
 	}
-	return &pb.PrepareBundleResourcesReply{Resources: report}, nil
+	return &pb.PrepareBundleResourcesReply{Resources: report, Bundles: made}, nil
 }
 
 func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.CommitBundleResourcesRequest) (*pb.CommitBundleResourcesReply, error) {

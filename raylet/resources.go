@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
 // fixedPointScale is Ray's resource granularity: amounts are multiples of 1/10000.
@@ -14,24 +16,35 @@ const fixedPointScale = 10000
 
 func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fixedPointScale }
 
-// detectTotals returns the node's resources: detected CPU cores, memory and GPUs, then
-// the configured overrides on top.
-func detectTotals(cfg Config) (map[string]float64, string) {
+// detectTotals returns the node's resources — detected CPU cores, memory and GPUs, then
+// the configured overrides on top — and the GPUs offered.
+func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
 	totals := map[string]float64{
 		ResourceCPU:    float64(runtime.NumCPU()),
 		ResourceMemory: float64(totalMemoryBytes()),
-		ResourceGPU:    0,
-	}
-	model := ""
-	if cfg.DetectGPUs != nil {
-		var count int
-		count, model = cfg.DetectGPUs()
-		totals[ResourceGPU] = float64(count)
 	}
 	for name, amount := range cfg.Resources {
 		totals[name] = roundAmount(amount)
 	}
-	return totals, model
+	gpus := cfg.GPUs
+	if want, ok := cfg.Resources[ResourceGPU]; ok {
+		gpus = offeredGPUs(cfg.GPUs, int(want))
+	}
+	totals[ResourceGPU] = float64(len(gpus))
+	return totals, gpus
+}
+
+// offeredGPUs returns the first n discovered GPUs, adding GPUs without topology when n
+// exceeds what was discovered (a node told it has GPUs that NVML cannot see).
+func offeredGPUs(discovered []*pb.GPUInfo, n int) []*pb.GPUInfo {
+	if n <= len(discovered) {
+		return discovered[:n]
+	}
+	out := append([]*pb.GPUInfo{}, discovered...)
+	for i := len(discovered); i < n; i++ {
+		out = append(out, &pb.GPUInfo{Index: int32(i), NvlinkIsland: -1, Rail: -1})
+	}
+	return out
 }
 
 // totalMemoryBytes reads MemTotal from /proc/meminfo (0 when it cannot be read).

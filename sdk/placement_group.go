@@ -75,6 +75,12 @@ type BundleInfo struct {
 	// placed.
 	NodeID      string
 	NodeAddress string
+	// GPUIDs are the NVML indices of the bundle's GPUs on its node, DeviceUUIDs their
+	// UUIDs (MIG device UUIDs for MIG slices), and CUDAVisibleDevices the exact value for
+	// CUDA_VISIBLE_DEVICES (with CUDA_DEVICE_ORDER=PCI_BUS_ID). Empty without GPUs.
+	GPUIDs             []int
+	DeviceUUIDs        []string
+	CUDAVisibleDevices string
 }
 
 // PlacementGroupInfo is one row of the placement-group table.
@@ -109,7 +115,12 @@ func infoFromProto(p *pb.PlacementGroupInfo) *PlacementGroupInfo {
 		info.SchedulingLatencyMs = s.SchedulingLatencyMs
 	}
 	for _, b := range p.Bundles {
-		info.Bundles = append(info.Bundles, BundleInfo{Index: int(b.BundleIndex), Resources: Bundle(b.UnitResources), NodeID: b.NodeId, NodeAddress: b.NodeAddress})
+		bundle := BundleInfo{Index: int(b.BundleIndex), Resources: Bundle(b.UnitResources), NodeID: b.NodeId, NodeAddress: b.NodeAddress,
+			DeviceUUIDs: b.DeviceUuids, CUDAVisibleDevices: b.CudaVisibleDevices}
+		for _, id := range b.GpuIds {
+			bundle.GPUIDs = append(bundle.GPUIDs, int(id))
+		}
+		info.Bundles = append(info.Bundles, bundle)
 	}
 	return info
 }

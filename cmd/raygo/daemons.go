@@ -16,6 +16,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/logging"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
@@ -200,7 +201,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.NodeID, cfg.NodeIP, cfg.Port, cfg.GossipPort = *nodeID, *ip, *port, *gossipPort
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
 	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
-	cfg.DetectGPUs = func() (int, string) { return detectNVMLGPUs(log) }
+	cfg.GPUs = detectNVMLGPUs(log)
 	ctx, cancel := signalContext()
 	defer cancel()
 	startCtx, startCancel := context.WithTimeout(ctx, 15*time.Second)
@@ -217,16 +218,17 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// detectNVMLGPUs counts the node's GPUs through the real NVML library; without the
+// detectNVMLGPUs lists the node's GPUs through the real NVML library; without the
 // driver it logs once and reports none.
-func detectNVMLGPUs(log zerolog.Logger) (int, string) {
+func detectNVMLGPUs(log zerolog.Logger) []*pb.GPUInfo {
 	devices, err := gpu.Discover(nvml.New())
 	if err != nil {
 		log.Info().Err(err).Msg("no NVIDIA GPUs: NVML is not available on this machine")
-		return 0, ""
+		return nil
 	}
-	if len(devices) == 0 {
-		return 0, ""
+	gpus := make([]*pb.GPUInfo, len(devices))
+	for i, d := range devices {
+		gpus[i] = &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, NvlinkIsland: -1, Rail: -1}
 	}
-	return len(devices), devices[0].Model
+	return gpus
 }

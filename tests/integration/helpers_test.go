@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/raygo-dev/raygo/internal/rpcutil"
@@ -17,4 +19,12 @@ func harnessNodeStats(ctx context.Context, address string) (*pb.GetNodeStatsRepl
 	}
 	defer conn.Close()
 	return pb.NewNodeManagerServiceClient(conn).GetNodeStats(ctx, &pb.GetNodeStatsRequest{})
+}
+
+func cudaString(ids []int) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(id)
+	}
+	return strings.Join(parts, ",")
 }
