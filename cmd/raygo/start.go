@@ -47,6 +47,7 @@ type startOptions struct {
 	store      storeFlags
 	resources  nodeResourceFlags
 	logLevel   string
+	jobLease   time.Duration
 	tempDir    string
 	sessionDir string // set when start re-runs itself in the background
 	readyFile  string // ditto: where the background supervisor reports readiness
@@ -67,6 +68,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.nodeName, "node-name", "", "node name (default: the node IP)")
 	fs.BoolVar(&o.block, "block", false, "stay in the foreground; the node's daemons die with this process")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: "+logging.Levels)
+	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")
 	fs.StringVar(&o.readyFile, "ready-file", "", "internal: file to write when the node is up")
@@ -105,6 +107,9 @@ func (o *startOptions) validate() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if o.jobLease <= 0 {
+		return badInput("--job-lease-timeout %s: must be positive", o.jobLease)
+	}
 	if o.head {
 		if o.address != "" {
 			return badInput("--address: a head node starts its own GCS; give --port instead")
