@@ -21,6 +21,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
 // ErrNodeDead is returned by Wait when the GCS declared this node DEAD: as in Ray, the
@@ -111,7 +112,7 @@ func (r *Raylet) describeNode() *pb.NodeInfo {
 	totals, gpus := detectTotals(r.cfg)
 	labels := map[string]string{LabelNodeID: r.cfg.NodeID}
 	if len(gpus) > 0 && gpus[0].Model != "" {
-		labels[LabelAcceleratorType] = AcceleratorType(gpus[0].Model)
+		labels[LabelAcceleratorType] = gpu.AcceleratorType(gpus[0].Model)
 	}
 	maps.Copy(labels, r.cfg.Labels)
 	return &pb.NodeInfo{

@@ -64,14 +64,3 @@ func TestRayletFencesStaleGCSEpochs(t *testing.T) {
 		t.Errorf("accelerator-type label on a node without GPUs: %v", node.Labels)
 	}
 }
-
-func TestAcceleratorTypeUsesRaysNames(t *testing.T) {
-	for model, want := range map[string]string{
-		"NVIDIA A100-SXM4-40GB": "A100", "NVIDIA H100 80GB HBM3": "H100", "NVIDIA H200": "H200",
-		"NVIDIA GB200": "GB200", "Tesla V100-SXM2-16GB": "V100",
-	} {
-		if got := AcceleratorType(model); got != want {
-			t.Errorf("AcceleratorType(%q) = %q, want %q", model, got, want)
-		}
-	}
-}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -66,15 +65,4 @@ func totalMemoryBytes() uint64 {
 		}
 	}
 	return 0
-}
-
-// AcceleratorType maps an NVML device name to Ray's accelerator-type label value.
-func AcceleratorType(model string) string {
-	upper := strings.ToUpper(model)
-	for _, known := range []string{"GB200", "H200", "H100", "A100", "L40S", "L4", "A10G", "V100", "T4"} {
-		if strings.Contains(upper, known) {
-			return known
-		}
-	}
-	return strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(model), "NVIDIA "), " ", "-")
 }

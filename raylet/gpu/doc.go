@@ -1,0 +1,33 @@
+// Package gpu owns what a raylet knows about its node's GPUs: discovery through NVML
+// (go-nvml), the NVLink islands and multi-node NVLink domain, the GPU ↔ NIC ↔ rail map read
+// from the PCI tree in sysfs, and the simulated machines behind `raygo start --gpu-sim`.
+// It returns plain Go values; the raylet turns them into protos (GPUInfo, NodeInfo
+// nvlink_domain) and labels, so this package has no gRPC.
+//
+// Discovery:
+//   - Discover lists GPUs (index, UUID, model, memory); DiscoverTopology adds the PCI bus id,
+//     NVLink island, fabric clique, closest NIC and rail, and Ray's accelerator type.
+//   - Without the NVIDIA driver (no libnvidia-ml.so) both return an error wrapping
+//     ErrNVMLUnavailable and make no NVML call after the failed Init: after a failed Init an
+//     NVML call can crash the process. The caller logs it once and reports no GPUs.
+//   - Topology queries a GPU or driver does not support degrade to "unknown": no NVLink peer
+//     (NoIsland), no clique, no rail (NoRail). Newer NVML functions are called only when
+//     the loaded library exports them; go-nvml binds symbols lazily and a missing one can
+//     abort the process.
+//   - Islands: GPUs joined by an active NVLink to each other, or attached to NVSwitches and
+//     allowed NVLink P2P, form an island (nvlinkComponents states the rule). A node whose
+//     GPUs all completed fabric registration in one clique (GB200 NVL72) reports the NVLink
+//     domain "<ClusterUuid>/<CliqueId>"; its islands span the domain's nodes.
+//   - Rails: each GPU's closest InfiniBand NIC by PCIe hops, rail = the NIC's position in
+//     name order (mapRails states the rule).
+//
+// Simulation: Simulate builds an nvml.Interface for a named machine (SimulatedModels) on
+// go-nvml's dgxa100 mock devices and writes the matching sysfs tree. Every mock function
+// the simulation leaves unset returns ERROR_NOT_SUPPORTED instead of panicking. MIG is a
+// separate concern: only the A100 models keep the dgxa100 mock's MIG tables, which use
+// profile enum indices where real hardware reports profile ids.
+//
+// Concurrency: DiscoverTopology and Discover may run concurrently with each other (NVML
+// Init/Shutdown are reference-counted); a simulated nvml.Interface is safe for concurrent
+// use once Simulate has returned.
+package gpu
