@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
