@@ -45,8 +45,8 @@ type pgEntry struct {
 	info    *pb.PlacementGroupInfo // the persisted row
 	request placement.Request      // the parsed bundles and selectors (constant)
 	seq     int64                  // arrival order
-	// inFlight holds the plan of a running two-phase commit: bundle index → node.
-	inFlight    map[int]string
+	// inFlight holds the plan of a running two-phase commit, by bundle index.
+	inFlight    map[int]placement.BundlePlacement
 	nextAttempt time.Time
 	backoff     time.Duration
 	// changed is closed and replaced whenever the group's state changes.
@@ -120,8 +120,8 @@ func (m *pgManager) logPersistError(err error) {
 }
 
 // parseBundles turns the stored or requested bundles into a scheduling request.
-func parseBundles(strategy pb.PlacementStrategy, bundles []*pb.Bundle) (placement.Request, error) {
-	spec := placement.RequestSpec{Strategy: strategy.String()}
+func parseBundles(strategy pb.PlacementStrategy, topology string, bundles []*pb.Bundle) (placement.Request, error) {
+	spec := placement.RequestSpec{Strategy: strategy.String(), Topology: topology}
 	hasSelector := false
 	for _, b := range bundles {
 		spec.Bundles = append(spec.Bundles, b.UnitResources)
@@ -152,7 +152,7 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 		if err := proto.Unmarshal(raw, info); err != nil {
 			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
 		}
-		request, err := parseBundles(info.Strategy, info.Bundles)
+		request, err := parseBundles(info.Strategy, info.Topology, info.Bundles)
 		if err != nil {
 			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
 		}
@@ -301,8 +301,8 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
 			}
 		}
-		for index, nodeID := range e.inFlight {
-			if nodeID == node.NodeId {
+		for index, p := range e.inFlight {
+			if string(p.NodeID) == node.NodeId {
 				b := e.info.Bundles[index]
 				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation + 1})
 			}
@@ -329,7 +329,7 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 
 // CreatePlacementGroup implements pb.PlacementGroupServiceServer.
 func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlacementGroupRequest) (*pb.CreatePlacementGroupReply, error) {
-	spec := placement.RequestSpec{Strategy: req.Strategy}
+	spec := placement.RequestSpec{Strategy: req.Strategy, Topology: req.Topology}
 	hasSelector := false
 	for _, b := range req.Bundles {
 		spec.Bundles = append(spec.Bundles, b.GetResources())
@@ -375,7 +375,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	info := &pb.PlacementGroupInfo{
 		PlacementGroupId: id, Name: req.Name, Namespace: namespace,
 		Strategy: pb.PlacementStrategy(pb.PlacementStrategy_value[string(request.Strategy)]),
-		State:    pb.PlacementGroupState_PENDING, CreatorJobId: req.CreatorJobId, IsDetached: detached,
+		State:    pb.PlacementGroupState_PENDING, CreatorJobId: req.CreatorJobId, IsDetached: detached, Topology: req.Topology,
 		Stats: &pb.PlacementGroupStats{SchedulingState: pb.SchedulingState_QUEUED, CreationRequestReceivedMs: now},
 	}
 	for i, b := range req.Bundles {
@@ -581,12 +581,24 @@ func (m *pgManager) scheduleRound() time.Duration {
 	return next
 }
 
-// snapshotLocked builds the scheduler's view: alive nodes, their totals, and what is
-// available once every bundle the GCS placed (or is placing) is subtracted.
+// snapshotLocked builds the scheduler's view: alive nodes, their totals and GPUs, and what
+// is available once every bundle the GCS placed (or is placing) is subtracted.
 func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, error) {
 	reserved := map[string]placement.ResourceSet{}
-	add := func(node string, r placement.ResourceSet) {
-		reserved[node] = reserved[node].Add(r)
+	gpuUsed := map[string]map[int]placement.Amount{} // node → GPU index → share held
+	hold := func(node string, bundle placement.ResourceSet, gpus []int) {
+		reserved[node] = reserved[node].Add(bundle)
+		if len(gpus) == 0 {
+			return
+		}
+		if gpuUsed[node] == nil {
+			gpuUsed[node] = map[int]placement.Amount{}
+		}
+		// Each GPU of a bundle holds one whole GPU, or the bundle's fraction of it.
+		share := min(bundle["GPU"], placement.AmountScale)
+		for _, gpu := range gpus {
+			gpuUsed[node][gpu] += share
+		}
 	}
 	for _, e := range m.groups {
 		if !e.live() {
@@ -594,11 +606,15 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 		}
 		for i, b := range e.info.Bundles {
 			if b.NodeId != "" {
-				add(b.NodeId, e.request.Bundles[i])
+				gpus := make([]int, len(b.GpuIds))
+				for j, id := range b.GpuIds {
+					gpus[j] = int(id)
+				}
+				hold(b.NodeId, e.request.Bundles[i], gpus)
 			}
 		}
-		for i, node := range e.inFlight {
-			add(node, e.request.Bundles[i])
+		for i, p := range e.inFlight {
+			hold(string(p.NodeID), e.request.Bundles[i], p.GPUIndices)
 		}
 	}
 	rows := make([]placement.Node, 0, len(nodes))
@@ -617,9 +633,29 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 		}
 		labels[placement.NodeIDLabel] = n.NodeId
 		rows = append(rows, placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
-			Labels: labels, Alive: true, Draining: n.IsDraining})
+			Labels: labels, Alive: true, Draining: n.IsDraining,
+			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain})
 	}
 	return placement.NewSnapshot(rows)
+}
+
+// topologyGPUs lists a node's GPUs for the scheduler with what is free of each. GPUs the
+// raylet only counted (--num-gpus without NVML: no UUID, no topology), or a list that does
+// not match the node's GPU total, are not passed: the node is then scheduled by its GPU
+// count and the raylet picks the indices, rather than one odd node failing the snapshot.
+func topologyGPUs(n *pb.NodeInfo, used map[int]placement.Amount) []placement.GPU {
+	if float64(len(n.Gpus)) != n.ResourcesTotal["GPU"] {
+		return nil
+	}
+	gpus := make([]placement.GPU, 0, len(n.Gpus))
+	for _, g := range n.Gpus {
+		if g.Uuid == "" {
+			return nil
+		}
+		gpus = append(gpus, placement.GPU{Index: int(g.Index), UUID: g.Uuid, NVLinkIsland: int(g.NvlinkIsland),
+			Rail: int(g.Rail), Available: max(placement.AmountScale-used[int(g.Index)], 0)})
+	}
+	return gpus
 }
 
 // attemptLocked schedules one group; on a plan it reserves it in the snapshot and starts
@@ -646,9 +682,9 @@ func (m *pgManager) attemptLocked(e *pgEntry, snapshot *placement.Snapshot, now 
 		m.server.log.Error().Err(err).Str("pg_id", e.info.PlacementGroupId).Msg("plan does not fit its own snapshot")
 		return
 	}
-	e.inFlight = map[int]string{}
+	e.inFlight = map[int]placement.BundlePlacement{}
 	for _, p := range plan.Placements {
-		e.inFlight[p.BundleIndex] = string(p.NodeID)
+		e.inFlight[p.BundleIndex] = p
 	}
 	stats.SchedulingState = pb.SchedulingState_SCHEDULING_STARTED
 	e.info.PendingReason, e.info.NodeRejections = "", nil
@@ -699,23 +735,26 @@ func (m *pgManager) backoffLocked(e *pgEntry, now time.Time) {
 
 // bundlesByNode groups group id's placed bundles (or, with plan, the planned ones at
 // their next generation) by node.
-func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]string) map[string][]*pb.BundleReservation {
+func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]placement.BundlePlacement) map[string][]*pb.BundleReservation {
 	out := map[string][]*pb.BundleReservation{}
 	for i, b := range bundles {
-		node, generation := b.NodeId, b.Generation
+		node, generation, gpus := b.NodeId, b.Generation, b.GpuIds
 		if plan != nil {
-			var ok bool
-			if node, ok = plan[i]; !ok {
+			p, ok := plan[i]
+			if !ok {
 				continue
 			}
-			generation++
+			node, generation, gpus = string(p.NodeID), generation+1, nil
+			for _, gpu := range p.GPUIndices {
+				gpus = append(gpus, int32(gpu))
+			}
 		}
 		if node == "" {
 			continue
 		}
 		out[node] = append(out[node], &pb.BundleReservation{
 			Key:       &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: generation},
-			Resources: b.UnitResources,
+			Resources: b.UnitResources, GpuIds: gpus,
 		})
 	}
 	return out
@@ -786,7 +825,7 @@ func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) {
 // twoPhaseCommit reserves a plan: prepare everywhere; all prepared → persist PREPARED →
 // commit everywhere → persist CREATED. Any failure cancels everything the plan reserved
 // and the group goes back to the queue with backoff.
-func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
+func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlacement) {
 	m.mu.Lock()
 	id := e.info.PlacementGroupId
 	byNode := bundlesByNode(id, e.info.Bundles, plan)
@@ -816,10 +855,10 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]string) {
 		m.abortPlan(e, plan, byNode, errors.New("removed while being placed"))
 		return
 	}
-	for index, node := range plan {
+	for index, p := range plan {
 		b := e.info.Bundles[index]
-		b.NodeId = node
-		b.NodeAddress = m.server.nodes.rayletAddress(node)
+		b.NodeId = string(p.NodeID)
+		b.NodeAddress = m.server.nodes.rayletAddress(b.NodeId)
 		b.Generation++
 		if r := made[b.BundleIndex]; r != nil {
 			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
@@ -888,7 +927,7 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) {
 }
 
 // abortPlan cancels a plan that never reached PREPARED and queues the group again.
-func (m *pgManager) abortPlan(e *pgEntry, plan map[int]string, byNode map[string][]*pb.BundleReservation, cause error) {
+func (m *pgManager) abortPlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
 	m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil
@@ -906,7 +945,7 @@ func (m *pgManager) abortPlan(e *pgEntry, plan map[int]string, byNode map[string
 
 // revertPlan undoes a PREPARED plan whose commit failed: cancel everywhere, unplace the
 // plan's bundles, and queue the group again.
-func (m *pgManager) revertPlan(e *pgEntry, plan map[int]string, byNode map[string][]*pb.BundleReservation, cause error) {
+func (m *pgManager) revertPlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
 	m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil

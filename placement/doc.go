@@ -8,7 +8,9 @@
 //   - label selectors in Ray's forms (ParseLabelSelector: "a", "in(a,b)", "!a", "!in(a,b)");
 //   - the snapshot (NewSnapshot, Reserve, Release) and the decision (Schedule) for the
 //     PACK, SPREAD, STRICT_PACK and STRICT_SPREAD strategies, new groups and the
-//     rescheduling of lost bundles;
+//     rescheduling of lost bundles, by resources and by GPU topology (NVLink islands,
+//     rails, scalable units), with the GPUs each bundle gets;
+//   - the fabric cost model (EstimateAllReduce);
 //   - the failure taxonomy: Infeasible (only other nodes would help) vs NotNow (freed
 //     capacity would), with a Reason per rejected node for `raygo status` and the
 //     autoscaler.
@@ -21,11 +23,28 @@
 // How a decision is made (schedule.go, filters.go, scoring.go, strategies.go): the
 // request becomes dense demand vectors over the resources it names; bundles are ordered
 // scarcest resource first (GPU bundles first, largest first); feasibility stages run
-// cheapest first (status, group rule, label selector, resources) and a scorer picks the
-// best-fitting node among those left. Topology (GPU indices, NVLink islands, rails) is
-// meant to come in as one more feasibility stage and scorer, and as fields of
-// BundlePlacement.
+// cheapest first (status, group rule, label selector, resources, GPUs) and a scorer
+// picks the best-fitting node among those left.
 //
-// The subpackage placementsim holds a simulated cluster and seeded request streams for
-// property tests and the decision-latency benchmark.
+// GPU topology (topology.go, gpus.go, islands.go, spread.go, fabric.go). A node may
+// list its GPUs (Node.GPUs: index, UUID, NVLink island, rail, free share) and a
+// multi-node NVLink domain (Node.NVLinkDomain); LabelScalableUnit places it in the
+// fabric. Where it does:
+//   - every GPU bundle gets concrete GPUs (BundlePlacement.GPUIndices): whole GPUs to
+//     itself, a fraction on one shared GPU; Reserve and Release account each GPU;
+//   - STRICT_PACK keeps every whole GPU of the group in one NVLink island (one node's,
+//     or one multi-node domain's), unless Request.Topology is "node"; PACK tries one
+//     island first, then the fewest islands;
+//   - SPREAD and STRICT_SPREAD choose the fewest scalable units and the same rails on
+//     every node;
+//   - every choice prefers the island with the fewest free GPUs that fits, so the
+//     largest free islands stay whole.
+//
+// Nodes that do not list GPUs are scheduled by GPU count, as before topology.
+// EstimateAllReduce is a fabric cost model: the all-reduce bus bandwidth a placement
+// would get.
+//
+// The subpackage placementsim holds a simulated cluster, machine models (DGX H100, PCIe
+// NVLink pairs, GB200 NVL72 trays) and seeded request streams for property tests, the
+// decision-latency benchmark and the topology benchmark.
 package placement

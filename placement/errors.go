@@ -33,15 +33,29 @@ var (
 	// ErrInvalidPlacedBundles: Request.PlacedBundles names a bundle that does not exist,
 	// an empty node, or a layout its strategy forbids.
 	ErrInvalidPlacedBundles = fmt.Errorf("%w: invalid placed bundles", ErrInvalidRequest)
+	// ErrUnknownTopology: Request.Topology is not "" or "node".
+	ErrUnknownTopology = fmt.Errorf("%w: unknown topology", ErrInvalidRequest)
+	// ErrFractionalGPUs: a bundle asks for more than one GPU but not a whole number
+	// (1.5): CUDA_VISIBLE_DEVICES cannot name it, and Ray's raylet never grants it.
+	ErrFractionalGPUs = fmt.Errorf("%w: GPU amount above 1 not whole", ErrInvalidRequest)
 
 	// ErrInvalidSnapshot is wrapped by NewSnapshot's errors: the caller's node table is
 	// inconsistent (duplicate ids, available above total, ...).
 	ErrInvalidSnapshot = errors.New("placement: invalid snapshot")
 	// ErrUnknownNode: a node id given to Schedule, Reserve or Release is not in the snapshot.
 	ErrUnknownNode = errors.New("placement: node not in snapshot")
-	// ErrInsufficientResources: Reserve would take more than a node has available,
-	// Release would give back more than a node's total, or Subtract would go below zero.
+	// ErrInsufficientResources: Reserve would take more than a node (or GPU) has
+	// available, Release would give back more than a node's total (or a whole GPU), or
+	// Subtract would go below zero.
 	ErrInsufficientResources = errors.New("placement: insufficient resources")
+	// ErrInvalidGPUAssignment: a plan given to Reserve or Release has GPU indices that
+	// do not match its bundle (a whole-GPU bundle needs as many distinct indices as
+	// GPUs, a fractional one exactly one, others none) or its node (unknown index, or
+	// indices on a node that lists no GPUs).
+	ErrInvalidGPUAssignment = errors.New("placement: invalid GPU assignment")
+	// ErrInternal: the scheduler contradicted itself (a bug); the decision is refused
+	// rather than returned half made.
+	ErrInternal = errors.New("placement: internal error")
 
 	// ErrInfeasible is what an *UnschedulableError of kind Infeasible unwraps to.
 	ErrInfeasible = errors.New("placement: infeasible")
@@ -131,6 +145,10 @@ type UnschedulableError struct {
 	// Demand is what no node could hold: the bundle, or for STRICT_PACK the sum of the
 	// bundles being placed; nil when STRICT_SPREAD is short of distinct nodes.
 	Demand ResourceSet
+	// IslandGPUs is, for a STRICT_PACK group kept inside one NVLink island, how many
+	// whole GPUs that island needs (free now for NotNow, in total for Infeasible): the
+	// autoscaler launches a node type with an island at least this large. 0 otherwise.
+	IslandGPUs int
 	// NodeReasons says, for every node that was rejected for Demand, why. For NotNow they
 	// are computed against available resources, for Infeasible against totals. It is
 	// empty when the cluster has no nodes, and for STRICT_SPREAD short of distinct nodes

@@ -1,6 +1,6 @@
 package placement
 
-// Feasibility stages, cheapest first. A node must pass all four to take a bundle:
+// Feasibility stages, cheapest first. A node must pass all five to take a bundle:
 //
 //  1. status: dead and draining nodes take no new bundles. Two booleans.
 //  2. group rule: where the strategy lets this group go given where its bundles already
@@ -10,12 +10,16 @@ package placement
 //     distinct selector per decision, not per bundle.
 //  4. resources: the bundle's demand fits what the node has left in the attempt's view.
 //     One comparison per requested resource, repeated as the plan grows.
+//  5. GPUs, on nodes that list them: the node's free GPUs can take the bundle (whole
+//     GPUs wholly free, a fraction on one GPU; in islands mode the group's whole GPUs in
+//     one NVLink island). A scan of the node's few GPUs, so it runs after stage 4 and
+//     only where stage 4 passed.
 //
 // Stages 1-3 do not depend on what the plan has taken so far (except STRICT_SPREAD's
 // "taken earlier in this plan"), so computeStaticFeasibility runs them once into per-node
-// booleans and the strategies' hot loops only run stage 4. On failure, rejectionReasons
-// runs the same stage functions again, for every node, to say why each was rejected.
-// A topology stage (NVLink island, free GPU indices) belongs after stage 3.
+// booleans and the strategies' hot loops only run stages 4 and 5. On failure,
+// rejectionReasons runs the same stage functions again, for every node, to say why each
+// was rejected.
 
 // statusRejection is stage 1.
 func statusRejection(node *snapshotNode) (Reason, bool) {
@@ -38,7 +42,10 @@ func (d *decision) groupRejection(node int, a *attempt) (Reason, bool) {
 			return Reason{Code: ReasonAlreadyHoldsBundle}, true
 		}
 	case StrategyStrictPack:
-		if d.strictPackNode >= 0 && node != d.strictPackNode {
+		switch domain := d.strictPackDomain; {
+		case domain >= 0 && d.snapshot.nodes[node].domainIsland != domain:
+			return Reason{Code: ReasonNotGroupDomain, NVLinkDomain: d.snapshot.islands[domain].domain}, true
+		case domain < 0 && d.strictPackNode >= 0 && node != d.strictPackNode:
 			return Reason{Code: ReasonNotGroupNode, GroupNode: d.snapshot.nodes[d.strictPackNode].id}, true
 		}
 	}
@@ -133,10 +140,19 @@ func (d *decision) passesAllSelectors(node int) bool {
 	return d.matchesAllSelectors == nil || d.matchesAllSelectors[node]
 }
 
+// rejectionCheck is what a failure is explained against: one bundle, or the group's sum.
+type rejectionCheck struct {
+	demand    []Amount
+	nonzero   []int
+	selectors []int // the selector ids the demand must satisfy
+	position  int   // the bundle in decision.bundles, or -1 for the group
+	group     bool  // the group as a whole (STRICT_PACK)
+}
+
 // rejectionReasons runs every stage for one node and appends to reasons why it cannot
-// take demand in the attempt's state. selectors are the selector ids the demand must
-// satisfy; row is scratch space as for resourceRejections.
-func (d *decision) rejectionReasons(a *attempt, node int, demand []Amount, nonzero, selectors []int, row []Amount, reasons []Reason) []Reason {
+// take the check's demand in the attempt's state. row is scratch space as for
+// resourceRejections.
+func (d *decision) rejectionReasons(a *attempt, node int, check *rejectionCheck, row []Amount, reasons []Reason) []Reason {
 	record := &d.snapshot.nodes[node]
 	if reason, rejected := statusRejection(record); rejected {
 		// A node that takes no bundles at all needs no other reason.
@@ -145,10 +161,123 @@ func (d *decision) rejectionReasons(a *attempt, node int, demand []Amount, nonze
 	if reason, rejected := d.groupRejection(node, a); rejected {
 		reasons = append(reasons, reason)
 	}
-	for _, s := range selectors {
+	for _, s := range check.selectors {
 		if reason, rejected := labelRejection(d.selectors[s].selector, record.labels); rejected {
 			reasons = append(reasons, reason)
 		}
 	}
-	return d.resourceRejections(a, node, demand, nonzero, row, reasons)
+	if check.group && d.islandMode && record.domainIsland >= 0 {
+		return d.domainRejections(a, node, row, reasons)
+	}
+	before := len(reasons)
+	reasons = d.resourceRejections(a, node, check.demand, check.nonzero, row, reasons)
+	if len(reasons) > before || record.gpuCount == 0 {
+		return reasons
+	}
+	if reason, rejected := d.gpuRejection(a, node, check); rejected {
+		reasons = append(reasons, reason)
+	}
+	return reasons
+}
+
+// gpuRejection is stage 5 with a reason, for a node whose resource counts pass.
+func (d *decision) gpuRejection(a *attempt, node int, check *rejectionCheck) (Reason, bool) {
+	gpus, _ := d.snapshot.nodeGPUs(node)
+	free := a.loadGPUs(node, d.gpuScratch)
+	if check.position >= 0 {
+		bundle := &d.bundles[check.position]
+		if d.gpusFitBundle(a, node, bundle) {
+			return Reason{}, false
+		}
+		return gpusNotFreeReason(gpus, free, bundle.gpu, a.wholeIsland), true
+	}
+	if d.islandMode {
+		need := d.groupWholeGPUs
+		if largestFree := d.picker.largestFreeIsland(node, free, -1); largestFree < need {
+			if size := d.largestIslandSize(node); size < need {
+				return islandReason(ReasonNVLinkIslandTooSmall, need, size), true
+			}
+			return islandReason(ReasonNVLinkIslandBusy, need, largestFree), true
+		}
+		for _, island := range d.islandsOf(node) {
+			if fit, _ := d.gpusFitGroup(a, node, island, false); fit {
+				return Reason{}, false
+			}
+		}
+	} else if fit, _ := d.gpusFitGroup(a, node, -1, false); fit {
+		return Reason{}, false
+	}
+	// The whole GPUs fit: the fractions do not.
+	if d.groupWholeGPUs > 0 && countWhollyFree(gpus, free, -1) < d.groupWholeGPUs {
+		return gpusNotFreeReason(gpus, free, gpuRequest{whole: d.groupWholeGPUs}, -1), true
+	}
+	largestFraction := Amount(0)
+	for position := range d.bundles {
+		largestFraction = max(largestFraction, d.bundles[position].gpu.fraction)
+	}
+	return gpusNotFreeReason(gpus, free, gpuRequest{fraction: largestFraction}, -1), true
+}
+
+func gpusNotFreeReason(gpus []snapshotGPU, free []Amount, request gpuRequest, island int32) Reason {
+	reason := Reason{Code: ReasonGPUsNotFree, Resource: "GPU", Want: request.fraction, Have: mostFreeOnOneGPU(free)}
+	if request.whole > 0 {
+		reason.Want = Amount(request.whole) * AmountScale
+		reason.Have = Amount(countWhollyFree(gpus, free, island)) * AmountScale
+	}
+	return reason
+}
+
+func islandReason(code ReasonCode, want, have int) Reason {
+	return Reason{Code: code, Resource: "GPU", Want: Amount(want) * AmountScale, Have: Amount(have) * AmountScale}
+}
+
+// domainRejections explains why a node of a multi-node NVLink domain could not help a
+// STRICT_PACK group: the domain is too small or too busy for its whole GPUs, or else
+// why the node could not take the bundle that filling the domain got stuck on.
+func (d *decision) domainRejections(a *attempt, node int, row []Amount, reasons []Reason) []Reason {
+	need := d.groupWholeGPUs
+	domain := d.snapshot.nodes[node].domainIsland
+	total, free := d.domainCapacity(a, domain)
+	switch {
+	case total < need:
+		return append(reasons, islandReason(ReasonNVLinkIslandTooSmall, need, total))
+	case free < need:
+		return append(reasons, islandReason(ReasonNVLinkIslandBusy, need, free))
+	}
+	stuck := d.domainFillFailure(a, domain)
+	if stuck == nil || stuck.subject != failedBundle {
+		return reasons
+	}
+	bundle := &d.bundles[stuck.position]
+	check := rejectionCheck{demand: bundle.amounts, nonzero: bundle.nonzero, position: stuck.position}
+	before := len(reasons)
+	reasons = d.resourceRejections(stuck.attempt, node, check.demand, check.nonzero, row, reasons)
+	if len(reasons) == before {
+		if reason, rejected := d.gpuRejection(stuck.attempt, node, &check); rejected {
+			reasons = append(reasons, reason)
+		}
+	}
+	return reasons
+}
+
+// domainFillFailure replays filling the domain with the group (as bestIsland did) and
+// returns where it got stuck, once per domain and view.
+func (d *decision) domainFillFailure(a *attempt, domain int32) *failure {
+	key := domainView{domain: domain, view: a.view}
+	if stuck, ok := d.domainFailures[key]; ok {
+		return stuck
+	}
+	trial := d.newAttempt(a.view)
+	trial.wholeIsland = domain
+	stuck := d.fillNodes(trial, d.snapshot.islands[domain].nodes)
+	if d.domainFailures == nil {
+		d.domainFailures = make(map[domainView]*failure)
+	}
+	d.domainFailures[key] = stuck
+	return stuck
+}
+
+type domainView struct {
+	domain int32
+	view   viewKind
 }

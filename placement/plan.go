@@ -8,11 +8,23 @@ type Plan struct {
 	Placements []BundlePlacement
 }
 
-// BundlePlacement is where one bundle goes. It is a struct, not a bare node id, so the
-// topology-aware scheduler can add the GPU indices or MIG slot it picks on the node.
+// BundlePlacement is where one bundle goes: the node and, on nodes that list their
+// GPUs (Node.GPUs), which GPUs.
 type BundlePlacement struct {
 	BundleIndex int
 	NodeID      NodeID
+	// GPUIndices are the NVML indices of the bundle's GPUs, ascending; the bundle's
+	// CUDA_VISIBLE_DEVICES is them joined with commas (with CUDA_DEVICE_ORDER=PCI_BUS_ID).
+	//   - whole GPUs ({GPU: n}, n >= 1): n distinct GPUs, held by this bundle alone;
+	//   - a fraction ({GPU: 0.25}): one GPU, shared with other fractional bundles while
+	//     their amounts add up to at most 1;
+	//   - no GPUs, or a node without Node.GPUs: empty (the raylet picks the lowest free
+	//     GPUs, as before topology).
+	// Snapshot.Reserve and Release take and give back exactly these GPUs.
+	GPUIndices []int
+	// GPUUUIDs are the UUIDs of GPUIndices, in the same order (informational: Reserve
+	// and Release read only the indices).
+	GPUUUIDs []string
 }
 
 // NodeOf returns the node of a bundle, if the plan places it.

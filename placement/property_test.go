@@ -15,11 +15,18 @@ import (
 // applied through the in-memory cluster of placementsim, with the invariants checked
 // after every step:
 //   - no partial gang: a plan places every requested bundle, or Schedule fails;
-//   - no double allocation: per node, reserved <= total and ledger == snapshot;
-//   - STRICT_SPREAD on distinct nodes, STRICT_PACK on one node, selectors honoured;
-//   - no leak: after removing every group, available == total;
+//   - no double allocation: per node, reserved <= total and ledger == snapshot; per GPU,
+//     no more than a whole GPU reserved, a whole-GPU bundle's GPUs held by it alone,
+//     and GPU indices as each bundle's amount says;
+//   - STRICT_SPREAD on distinct nodes; STRICT_PACK on one node, or kept in NVLink
+//     islands, every whole GPU in one island (node-local or one multi-node domain);
+//     selectors honoured;
+//   - no leak: after removing every group, available == total, every GPU wholly free;
 //   - decisions are deterministic, and NotNow / Infeasible agree with the same request
 //     on the cluster with every node idle.
+//
+// The clusters mix nodes without GPU info, DGX H100 (one island of 8), PCIe NVLink
+// pairs and GB200 trays of two NVL72 domains, over two scalable units.
 //
 // Seeded and bounded: a failure prints the seed and step to replay.
 func TestInvariantsUnderRandomOperations(t *testing.T) {
@@ -57,10 +64,16 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 			if node.Alive && !node.Available.Equal(node.Total) {
 				t.Fatalf("seed %d: node %s available %s != total %s", seed, node.ID, node.Available, node.Total)
 			}
+			for _, gpu := range node.GPUs {
+				if node.Alive && gpu.Available != placement.AmountScale {
+					t.Fatalf("seed %d: node %s GPU %d available %s after removing every group", seed, node.ID, gpu.Index, gpu.Available)
+				}
+			}
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
-	for _, path := range []string{"placed", "not now", "infeasible", "rescheduled", "kill"} {
+	for _, path := range []string{"placed", "not now", "infeasible", "rescheduled", "kill",
+		"GPU indices", "fractional GPU shared", "STRICT_PACK across an NVLink domain", "STRICT_PACK in an island of a node with several"} {
 		if outcomes[path] == 0 {
 			t.Errorf("no %q in %d seeds: the generators no longer exercise it", path, seeds)
 		}
@@ -92,7 +105,7 @@ func runRandomOperation(t *testing.T, rng *rand.Rand, cluster *placementsim.Clus
 	switch roll := rng.IntN(100); {
 	case roll < 55:
 		request := placementsim.RandomRequest(rng)
-		outcomes[createChecked(t, cluster, request)]++
+		outcomes[createChecked(t, cluster, request, outcomes)]++
 		return fmt.Sprintf("create %s %v selectors=%v", request.Strategy, request.Bundles, request.BundleLabelSelectors)
 	case roll < 80:
 		groups := cluster.Groups()
@@ -133,7 +146,7 @@ func runRandomOperation(t *testing.T, rng *rand.Rand, cluster *placementsim.Clus
 
 // createChecked schedules a new group, checks the decision, and places it. It returns
 // the outcome: "placed", "not now" or "infeasible".
-func createChecked(t *testing.T, cluster *placementsim.Cluster, request placement.Request) string {
+func createChecked(t *testing.T, cluster *placementsim.Cluster, request placement.Request, outcomes map[string]int) string {
 	t.Helper()
 	snapshot := cluster.Snapshot()
 	plan, err := placement.Schedule(snapshot, request)
@@ -147,6 +160,7 @@ func createChecked(t *testing.T, cluster *placementsim.Cluster, request placemen
 		if _, err := cluster.Place(request, plan); err != nil {
 			t.Fatalf("placing %+v: %v", plan, err)
 		}
+		countTopologyPaths(snapshot, request, plan, outcomes)
 		return "placed"
 	case errors.As(err, &unschedulable):
 		if len(plan.Placements) != 0 {
@@ -167,6 +181,9 @@ func checkKindOnIdleCluster(t *testing.T, snapshot *placement.Snapshot, request 
 	nodes := snapshot.Nodes()
 	for i := range nodes {
 		nodes[i].Available = nodes[i].Total.Clone()
+		for g := range nodes[i].GPUs {
+			nodes[i].GPUs[g].Available = placement.AmountScale
+		}
 	}
 	_, err := placement.Schedule(mustSnapshot(t, nodes), request)
 	var idleFailure *placement.UnschedulableError
@@ -183,6 +200,41 @@ func checkKindOnIdleCluster(t *testing.T, snapshot *placement.Snapshot, request 
 	tooFewNodes := failure.Strategy == placement.StrategyStrictSpread && failure.BundleIndex < 0
 	if len(failure.NodeReasons) == 0 && snapshot.NumNodes() > 0 && !tooFewNodes {
 		t.Fatalf("a failure without node reasons: %v", failure)
+	}
+}
+
+// countTopologyPaths notes which GPU-topology paths a placed plan took, so a generator
+// that stops reaching them shows.
+func countTopologyPaths(snapshot *placement.Snapshot, request placement.Request, plan placement.Plan, outcomes map[string]int) {
+	nodes := map[placement.NodeID]bool{}
+	shared := map[string]bool{}
+	for _, p := range plan.Placements {
+		nodes[p.NodeID] = true
+		if len(p.GPUIndices) > 0 {
+			outcomes["GPU indices"]++
+		}
+		if request.Bundles[p.BundleIndex]["GPU"] < placement.AmountScale && len(p.GPUIndices) == 1 {
+			key := fmt.Sprint(p.NodeID, p.GPUIndices[0])
+			if shared[key] {
+				outcomes["fractional GPU shared"]++
+			}
+			shared[key] = true
+		}
+	}
+	if request.Strategy != placement.StrategyStrictPack || len(plan.Placements) == 0 {
+		return
+	}
+	if len(nodes) > 1 {
+		outcomes["STRICT_PACK across an NVLink domain"]++
+		return
+	}
+	node, _ := snapshot.Node(plan.Placements[0].NodeID)
+	islands := map[int]bool{}
+	for _, gpu := range node.GPUs {
+		islands[gpu.NVLinkIsland] = true
+	}
+	if len(islands) > 1 && request.Topology != placement.TopologyNode {
+		outcomes["STRICT_PACK in an island of a node with several"]++
 	}
 }
 

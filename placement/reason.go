@@ -27,6 +27,20 @@ const (
 	ReasonInsufficientTotal ReasonCode = "insufficient_total"
 	// ReasonInsufficientAvailable: the node has enough in total, but not free now.
 	ReasonInsufficientAvailable ReasonCode = "insufficient_available"
+	// ReasonNotGroupDomain: STRICT_PACK rescheduling of a group kept in a multi-node
+	// NVLink domain (Reason.NVLinkDomain), and the node is not part of it.
+	ReasonNotGroupDomain ReasonCode = "not_group_domain"
+	// ReasonGPUsNotFree: the node has the GPU amount, but not as the bundle needs it:
+	// fewer wholly free GPUs than whole GPUs asked (fractional bundles hold parts of the
+	// others), or no single GPU with the fraction asked free. Want and Have are GPUs
+	// (whole count, or the fraction and the most free on one GPU).
+	ReasonGPUsNotFree ReasonCode = "gpus_not_free"
+	// ReasonNVLinkIslandTooSmall: STRICT_PACK, and no NVLink island the node is part of
+	// has as many GPUs as the group's whole GPUs (Want), even idle; Have is the largest.
+	ReasonNVLinkIslandTooSmall ReasonCode = "nvlink_island_too_small"
+	// ReasonNVLinkIslandBusy: STRICT_PACK, and the node's islands are large enough, but
+	// none has Want GPUs free now; Have is the most free in one island.
+	ReasonNVLinkIslandBusy ReasonCode = "nvlink_island_busy"
 )
 
 // Reason is one rejection of one node. Which fields are set depends on Code.
@@ -51,6 +65,8 @@ type Reason struct {
 
 	// GroupNode: for not_group_node, the node that holds the group's other bundles.
 	GroupNode NodeID
+	// NVLinkDomain: for not_group_domain, the domain that holds the group's bundles.
+	NVLinkDomain string
 }
 
 // String is a short human form: "GPU total 8 < 16", "draining",
@@ -77,6 +93,17 @@ func (r Reason) String() string {
 		return fmt.Sprintf("%s total %s < %s", r.Resource, r.Have, r.Want)
 	case ReasonInsufficientAvailable:
 		return fmt.Sprintf("%s available %s < %s", r.Resource, r.Have, r.Want)
+	case ReasonNotGroupDomain:
+		return fmt.Sprintf("the group's other bundles are in NVLink domain %s", r.NVLinkDomain)
+	case ReasonGPUsNotFree:
+		if r.Want < AmountScale {
+			return fmt.Sprintf("most free on one GPU %s < %s", r.Have, r.Want)
+		}
+		return fmt.Sprintf("wholly free GPUs %s < %s", r.Have, r.Want)
+	case ReasonNVLinkIslandTooSmall:
+		return fmt.Sprintf("largest NVLink island %s GPUs < %s", r.Have, r.Want)
+	case ReasonNVLinkIslandBusy:
+		return fmt.Sprintf("most free GPUs in one NVLink island %s < %s", r.Have, r.Want)
 	default:
 		return string(r.Code)
 	}

@@ -44,6 +44,9 @@ type RequestSpec struct {
 	Bundles             []map[string]float64
 	Strategy            string
 	BundleLabelSelector []map[string]string
+	// Topology is "" (STRICT_PACK keeps whole GPUs in one NVLink island) or "node"
+	// (Ray's one-node STRICT_PACK): CreatePlacementGroupRequest.topology.
+	Topology string
 }
 
 // Request is a checked placement group request in scheduling form.
@@ -55,13 +58,17 @@ type Request struct {
 	// BundleLabelSelectors is empty, or holds one selector per bundle (an empty selector
 	// matches every node).
 	BundleLabelSelectors []LabelSelector
+	// Topology is what STRICT_PACK keeps together: TopologyIsland (the zero value) or
+	// TopologyNode. Other strategies ignore it.
+	Topology Topology
 	// PlacedBundles maps the index of every bundle the group already holds to its node;
 	// Schedule places only the others. Empty for a new group. When a node dies, the GCS
 	// drops that node's bundles from this map and schedules again, so only the lost
 	// bundles move:
 	//   - STRICT_SPREAD: nodes in the map are excluded (ReasonAlreadyHoldsBundle).
 	//   - STRICT_PACK: if the map is not empty, the lost bundles may only go to the node
-	//     holding the others (ReasonNotGroupNode elsewhere).
+	//     holding the others (ReasonNotGroupNode elsewhere), or, for a group kept in a
+	//     multi-node NVLink domain, to the nodes of that domain (ReasonNotGroupDomain).
 	//   - PACK prefers nodes in the map; SPREAD prefers nodes not in it.
 	PlacedBundles map[int]NodeID
 }
@@ -89,6 +96,11 @@ func ParseRequest(spec RequestSpec) (Request, error) {
 		return Request{}, err
 	}
 	request.Strategy = strategy
+	topology, err := ParseTopology(spec.Topology)
+	if err != nil {
+		return Request{}, err
+	}
+	request.Topology = topology
 	if err := checkSelectorCount(len(spec.BundleLabelSelector), len(spec.Bundles)); err != nil {
 		return Request{}, err
 	}
@@ -120,6 +132,9 @@ func (r Request) Validate() error {
 		}
 	}
 	if _, err := ParseStrategy(string(r.Strategy)); err != nil {
+		return err
+	}
+	if _, err := ParseTopology(string(r.Topology)); err != nil {
 		return err
 	}
 	if err := checkSelectorCount(len(r.BundleLabelSelectors), len(r.Bundles)); err != nil {
@@ -172,7 +187,9 @@ func (r Request) checkPlacedBundles() error {
 		case r.strategy() == StrategyStrictSpread && shared:
 			return fieldErrorf(ErrInvalidPlacedBundles, field,
 				"STRICT_SPREAD bundles must be on distinct nodes, bundle %d is also on node %s", other, node)
-		case r.strategy() == StrategyStrictPack && !shared && len(holderOf) > 0:
+		// Kept in NVLink islands, a STRICT_PACK group may span the nodes of one NVLink
+		// domain: Schedule checks that against the snapshot.
+		case r.strategy() == StrategyStrictPack && r.Topology == TopologyNode && !shared && len(holderOf) > 0:
 			return fieldErrorf(ErrInvalidPlacedBundles, field,
 				"STRICT_PACK bundles must share one node, bundle %d is on node %s and this one on node %s",
 				indices[0], r.PlacedBundles[indices[0]], node)
@@ -195,6 +212,10 @@ func checkBundleCount(count int) error {
 }
 
 func checkBundle(index int, bundle ResourceSet) error {
+	if gpus := bundle["GPU"]; gpus > AmountScale && gpus%AmountScale != 0 {
+		return fieldErrorf(ErrFractionalGPUs, bundleField(index)+resourceField("GPU"),
+			"GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got %s", gpus)
+	}
 	for _, amount := range bundle {
 		if amount > 0 {
 			return nil

@@ -25,6 +25,9 @@ func TestParseRequestValid(t *testing.T) {
 	if request, err := placement.ParseRequest(placement.RequestSpec{Bundles: []map[string]float64{{"CPU": 1}}}); err != nil || request.Strategy != placement.StrategyPack {
 		t.Fatalf("an empty strategy is PACK, Ray's default: %v %v", request.Strategy, err)
 	}
+	if request, err := placement.ParseRequest(placement.RequestSpec{Bundles: []map[string]float64{{"GPU": 4}}, Topology: "node"}); err != nil || request.Topology != placement.TopologyNode {
+		t.Fatalf("topology node: %v %v", request.Topology, err)
+	}
 }
 
 func TestParseRequestErrorsNameTheField(t *testing.T) {
@@ -69,6 +72,10 @@ func TestParseRequestErrorsNameTheField(t *testing.T) {
 			"bundle_label_selector: must have one entry per bundle (2), got 1"},
 		{"malformed selector", placement.RequestSpec{Bundles: gpu(2), BundleLabelSelector: []map[string]string{{}, {"zone": "in(a,)"}}}, placement.ErrInvalidLabelSelector,
 			`bundle_label_selector[1]["zone"]: malformed selector value "in(a,)": values must not be empty`},
+		{"fractional GPUs above one", placement.RequestSpec{Bundles: []map[string]float64{{"GPU": 0.5}, {"GPU": 2.25}}}, placement.ErrFractionalGPUs,
+			`bundles[1]["GPU"]: GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got 2.25`},
+		{"unknown topology", placement.RequestSpec{Bundles: gpu(1), Topology: "island"}, placement.ErrUnknownTopology,
+			`topology: must be "" (NVLink islands) or "node", got "island"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,10 +117,15 @@ func TestRequestValidate(t *testing.T) {
 			r.Strategy = placement.StrategyStrictSpread
 			r.PlacedBundles = map[int]placement.NodeID{0: "n1", 1: "n1"}
 		}, "placed_bundles[1]: STRICT_SPREAD bundles must be on distinct nodes, bundle 0 is also on node n1"},
-		{"strict pack split", func(r *placement.Request) {
+		{"strict pack split, one-node topology", func(r *placement.Request) {
 			r.Strategy = placement.StrategyStrictPack
+			r.Topology = placement.TopologyNode
 			r.PlacedBundles = map[int]placement.NodeID{0: "n1", 1: "n2"}
 		}, "placed_bundles[1]: STRICT_PACK bundles must share one node, bundle 0 is on node n1 and this one on node n2"},
+		{"unknown topology", func(r *placement.Request) { r.Topology = "rack" },
+			`topology: must be "" (NVLink islands) or "node", got "rack"`},
+		{"GPU amount above 1 not whole", func(r *placement.Request) { r.Bundles[1] = resources("GPU=1.5") },
+			`bundles[1]["GPU"]: GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got 1.5`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,7 +6,8 @@ import (
 )
 
 // Schedule decides where the bundles of one placement group go. It returns a Plan with
-// a node for every bundle not in request.PlacedBundles, or an *UnschedulableError
+// a node (and, on nodes listing their GPUs, the GPUs) for every bundle not in
+// request.PlacedBundles, or an *UnschedulableError
 // (Infeasible or NotNow, with per-node reasons), or a validation error (*FieldError,
 // wrapping ErrInvalidRequest), or an error wrapping ErrUnknownNode when
 // request.PlacedBundles names a node the snapshot lacks. It never returns part of a
@@ -28,6 +29,9 @@ func Schedule(snapshot *Snapshot, request Request) (Plan, error) {
 	}
 	now := d.newAttempt(viewAvailable)
 	failure := d.place(now)
+	if now.broken != nil {
+		return Plan{}, now.broken
+	}
 	if failure == nil {
 		return d.plan(now), nil
 	}
@@ -37,7 +41,11 @@ func Schedule(snapshot *Snapshot, request Request) (Plan, error) {
 	// keeps the two answers consistent: a NotNow group is one that freed capacity lets
 	// through.
 	idle := d.newAttempt(viewCapacity)
-	if idleFailure := d.place(idle); idleFailure != nil {
+	idleFailure := d.place(idle)
+	if idle.broken != nil {
+		return Plan{}, idle.broken
+	}
+	if idleFailure != nil {
 		return Plan{}, d.unschedulable(Infeasible, idleFailure)
 	}
 	return Plan{}, d.unschedulable(NotNow, failure)
@@ -68,13 +76,42 @@ type decision struct {
 	eligible []bool
 	// holdsPlaced: holds one of Request.PlacedBundles.
 	holdsPlaced []bool
-	// strictPackNode is the node STRICT_PACK is bound to when rescheduling, else -1.
-	strictPackNode int
+	// strictPackNode is the node STRICT_PACK is bound to when rescheduling, else -1;
+	// strictPackDomain is the multi-node NVLink domain island it is bound to instead
+	// (islands mode, the placed bundles are in a domain), else -1.
+	strictPackNode   int
+	strictPackDomain int32
 	// selectors are the distinct label selectors of bundles, with stage 3 precomputed.
 	selectors []compiledSelector
 	// matchesAllSelectors: the node passes every bundle's selector (for one-node
 	// placements); nil when no bundle has a selector.
 	matchesAllSelectors []bool
+
+	// GPU topology (gpus.go, islands.go, spread.go).
+	// islandMode: the group keeps its whole GPUs inside NVLink islands: STRICT_PACK
+	// (unless Request.Topology is "node") and PACK, for a group with whole GPUs, on a
+	// cluster where some node lists its GPUs.
+	islandMode bool
+	// groupWholeGPUs is how many whole GPUs the bundles to place ask for in all.
+	groupWholeGPUs int
+	// gpuResource is the index of "GPU" in resources, or -1.
+	gpuResource int
+	picker      gpuPicker
+	// gpuScratch and gpuTrial hold one node's per-GPU free shares while it is tried;
+	// pickScratch the GPUs a trial pick chose; islandCounts the islands' free GPUs
+	// (simulateFill); islandsSeen the islands a trial's whole GPUs span (gpusFitGroup).
+	gpuScratch, gpuTrial []Amount
+	pickScratch          []int
+	islandCounts         []int
+	islandsSeen          []int32
+	// hasFractions: some bundle to place asks for a fraction of a GPU.
+	hasFractions bool
+	// fillIslands is what simulateFill leaves: the islands its whole GPUs need.
+	fillIslands int
+	// everyNodeList is 0..len(nodes)-1, made on first use.
+	everyNodeList []int
+	// domainFailures caches domainFillFailure.
+	domainFailures map[domainView]*failure
 }
 
 type decisionResource struct {
@@ -87,6 +124,8 @@ type bundleDemand struct {
 	amounts  []Amount // per decision resource
 	nonzero  []int    // decision resources with a positive amount
 	selector int      // index in decision.selectors, -1 for none
+	gpu      gpuRequest
+	run      int // index in decision.bundleRuns
 }
 
 type bundleRun struct {
@@ -101,19 +140,39 @@ type compiledSelector struct {
 func newDecision(snapshot *Snapshot, request *Request) (*decision, error) {
 	nodeCount := len(snapshot.nodes)
 	d := &decision{
-		snapshot:       snapshot,
-		request:        request,
-		strategy:       request.strategy(),
-		holdsPlaced:    make([]bool, nodeCount),
-		strictPackNode: -1,
+		snapshot:         snapshot,
+		request:          request,
+		strategy:         request.strategy(),
+		holdsPlaced:      make([]bool, nodeCount),
+		strictPackNode:   -1,
+		strictPackDomain: -1,
+		picker:           gpuPicker{snapshot: snapshot},
 	}
+	d.islandMode = snapshot.hasTopology() && groupHasWholeGPUs(request) &&
+		(d.strategy == StrategyPack || d.strategy == StrategyStrictPack && request.Topology != TopologyNode)
 	if err := d.resolvePlacedBundles(); err != nil {
 		return nil, err
 	}
 	d.collectResources()
 	d.collectBundles()
 	d.computeStaticFeasibility()
+	maxGPUs := 0
+	for node := range snapshot.nodes {
+		maxGPUs = max(maxGPUs, snapshot.nodes[node].gpuCount)
+	}
+	d.gpuScratch, d.gpuTrial = make([]Amount, maxGPUs), make([]Amount, maxGPUs)
 	return d, nil
+}
+
+// groupHasWholeGPUs reports whether any bundle of the group, placed or not, asks for
+// whole GPUs: what decides whether STRICT_PACK keeps the group in one NVLink island.
+func groupHasWholeGPUs(request *Request) bool {
+	for _, bundle := range request.Bundles {
+		if bundle["GPU"] >= AmountScale {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decision) resolvePlacedBundles() error {
@@ -129,8 +188,24 @@ func (d *decision) resolvePlacedBundles() error {
 			return fmt.Errorf("placed_bundles[%d]: node %s: %w", index, id, ErrUnknownNode)
 		}
 		d.holdsPlaced[node] = true
-		if d.strategy == StrategyStrictPack {
-			d.strictPackNode = node
+		if d.strategy != StrategyStrictPack {
+			continue
+		}
+		// STRICT_PACK: one node, or in islands mode the nodes of one NVLink domain.
+		domain := int32(-1)
+		if d.islandMode {
+			domain = d.snapshot.domainIslandOf(node)
+		}
+		switch {
+		case d.strictPackNode < 0:
+			d.strictPackNode, d.strictPackDomain = node, domain
+		case node == d.strictPackNode:
+		case domain >= 0 && domain == d.strictPackDomain:
+		default:
+			first := indices[0]
+			return fieldErrorf(ErrInvalidPlacedBundles, fmt.Sprintf("placed_bundles[%d]", index),
+				"STRICT_PACK bundles must share one node or one NVLink domain, bundle %d is on node %s and this one on node %s",
+				first, d.request.PlacedBundles[first], id)
 		}
 	}
 	return nil
@@ -191,6 +266,7 @@ func (d *decision) collectResources() {
 		}
 		d.resources[r] = decisionResource{name: name, column: column}
 	}
+	d.gpuResource = d.resourceIndex("GPU")
 }
 
 func (d *decision) resourceIndex(name string) int {
@@ -226,6 +302,9 @@ func (d *decision) collectBundles() {
 				d.groupSum[r] += amount
 			}
 		}
+		demand.gpu = gpuRequestOf(bundle["GPU"])
+		d.groupWholeGPUs += demand.gpu.whole
+		d.hasFractions = d.hasFractions || demand.gpu.fraction > 0
 		if selector := d.request.selectorOf(index); len(selector) > 0 {
 			key := selector.String()
 			id, ok := selectorIDs[key]
@@ -262,9 +341,11 @@ func (d *decision) collectBundles() {
 		last := len(d.bundleRuns) - 1
 		if last >= 0 && d.bundles[position-1].sameDemand(&d.bundles[position]) {
 			d.bundleRuns[last].positions = append(d.bundleRuns[last].positions, position)
+			d.bundles[position].run = last
 			continue
 		}
 		d.bundleRuns = append(d.bundleRuns, bundleRun{positions: []int{position}})
+		d.bundles[position].run = last + 1
 	}
 }
 
@@ -305,7 +386,8 @@ const (
 // for the few nodes that hold the group's bundles, so a decision allocates per bundle,
 // not per node.
 type attempt struct {
-	view viewKind
+	snapshot *Snapshot
+	view     viewKind
 	// base is the snapshot's available (or total) table; columns maps each decision
 	// resource to its column in it (-1: no node has it) and stride is the row length.
 	base    []Amount
@@ -318,15 +400,28 @@ type attempt struct {
 	hasGroupNode []uint64
 	// nodeOf is the node chosen for each position of decision.bundles, -1 if none yet.
 	nodeOf []int
+	// gpusOf holds the GPUs (positions on the node) chosen for each position of
+	// decision.bundles that got any.
+	gpusOf [][]int
+	// wholeIsland >= 0 confines whole GPUs to that island (islands.go); else -1.
+	wholeIsland int32
+	// spread holds SPREAD's scalable-unit and rail choices, made on first use.
+	spread *spreadChoices
+	// broken is set when an assignment contradicts the check that allowed it: a bug,
+	// reported as ErrInternal instead of a plan.
+	broken error
 }
 
 type groupNode struct {
 	taken   []Amount // per decision resource, subtracted from base
 	bundles int
+	// gpuTaken is the group's share of each of the node's GPUs (nil without GPUs).
+	gpuTaken []Amount
 }
 
 func (d *decision) newAttempt(view viewKind) *attempt {
 	a := &attempt{
+		snapshot:     d.snapshot,
 		view:         view,
 		base:         d.snapshot.available,
 		columns:      make([]int, len(d.resources)),
@@ -334,6 +429,8 @@ func (d *decision) newAttempt(view viewKind) *attempt {
 		groupNodes:   make(map[int]*groupNode, len(d.request.PlacedBundles)+len(d.bundles)),
 		hasGroupNode: make([]uint64, (len(d.snapshot.nodes)+63)/64),
 		nodeOf:       make([]int, len(d.bundles)),
+		gpusOf:       make([][]int, len(d.bundles)),
+		wholeIsland:  -1,
 	}
 	if view == viewCapacity {
 		a.base = d.snapshot.total
@@ -345,7 +442,7 @@ func (d *decision) newAttempt(view viewKind) *attempt {
 		a.nodeOf[position] = -1
 	}
 	for index, id := range d.request.PlacedBundles {
-		held := a.groupNodeOf(d.snapshot.indexByID[id], len(d.resources))
+		held := a.groupNodeOf(d.snapshot.indexByID[id])
 		held.bundles++
 		if view != viewCapacity {
 			continue // available amounts already exclude the group's placed bundles
@@ -361,10 +458,13 @@ func (d *decision) newAttempt(view viewKind) *attempt {
 	return a
 }
 
-func (a *attempt) groupNodeOf(node, resourceCount int) *groupNode {
+func (a *attempt) groupNodeOf(node int) *groupNode {
 	held := a.groupNodes[node]
 	if held == nil {
-		held = &groupNode{taken: make([]Amount, resourceCount)}
+		held = &groupNode{taken: make([]Amount, len(a.columns))}
+		if gpus := a.snapshot.nodes[node].gpuCount; gpus > 0 {
+			held.gpuTaken = make([]Amount, gpus)
+		}
 		a.groupNodes[node] = held
 		a.hasGroupNode[node/64] |= 1 << (node % 64)
 	}
@@ -396,6 +496,27 @@ func (a *attempt) load(node int, row []Amount) {
 	}
 }
 
+// loadGPUs fills free with what each of node's GPUs has left for the group: its free
+// share (a whole GPU in the capacity view) minus what the group took in this attempt.
+// It returns free cut to the node's GPU count.
+func (a *attempt) loadGPUs(node int, free []Amount) []Amount {
+	_, base := a.snapshot.nodeGPUs(node)
+	free = free[:len(base)]
+	if a.view == viewCapacity {
+		for g := range free {
+			free[g] = AmountScale
+		}
+	} else {
+		copy(free, base)
+	}
+	if held := a.groupNode(node); held != nil {
+		for g, taken := range held.gpuTaken {
+			free[g] -= taken
+		}
+	}
+	return free
+}
+
 // bundlesOn is how many of the group's bundles node holds.
 func (a *attempt) bundlesOn(node int) int {
 	if held := a.groupNode(node); held != nil {
@@ -404,19 +525,59 @@ func (a *attempt) bundlesOn(node int) int {
 	return 0
 }
 
+// assign puts the bundle at position on node: its resources, and on a node that lists
+// its GPUs, the GPUs the picker chooses with the strategy's preference. Callers have
+// checked that node can take the bundle (GPUs included) in the attempt's state.
 func (d *decision) assign(a *attempt, position, node int) {
+	bundle := &d.bundles[position]
 	a.nodeOf[position] = node
-	held := a.groupNodeOf(node, len(d.resources))
-	for _, r := range d.bundles[position].nonzero {
-		held.taken[r] += d.bundles[position].amounts[r]
+	held := a.groupNodeOf(node)
+	if bundle.gpu.any() && held.gpuTaken != nil {
+		pref := d.gpuPreferenceFor(a, bundle, node)
+		free := a.loadGPUs(node, d.gpuScratch)
+		picked, ok := d.picker.pick(node, free, bundle.gpu, &pref, make([]int, 0, max(bundle.gpu.whole, 1)))
+		if !ok && a.broken == nil {
+			a.broken = fmt.Errorf("%w: bundle %d was placed on node %s, whose GPUs cannot take it", ErrInternal, bundle.index, d.snapshot.nodes[node].id)
+		}
+		a.gpusOf[position] = picked
+		for _, g := range picked {
+			held.gpuTaken[g] += bundle.gpu.share()
+		}
+	}
+	for _, r := range bundle.nonzero {
+		held.taken[r] += bundle.amounts[r]
 	}
 	held.bundles++
+}
+
+// gpuPreferenceFor is how the strategy wants the bundle's GPUs chosen on node: confined
+// to the group's island (islands mode), on the round's target rails (SPREAD).
+func (d *decision) gpuPreferenceFor(a *attempt, bundle *bundleDemand, node int) gpuPreference {
+	pref := gpuPreference{island: a.wholeIsland}
+	if d.strategy == StrategySpread || d.strategy == StrategyStrictSpread {
+		pref.rails = d.roundRails(a, bundle, a.bundlesOn(node))
+		if held := a.groupNode(node); held != nil {
+			pref.groupTaken = held.gpuTaken
+		}
+	}
+	return pref
 }
 
 func (d *decision) plan(a *attempt) Plan {
 	placements := make([]BundlePlacement, len(d.bundles))
 	for position, bundle := range d.bundles {
-		placements[position] = BundlePlacement{BundleIndex: bundle.index, NodeID: d.snapshot.nodes[a.nodeOf[position]].id}
+		node := a.nodeOf[position]
+		placement := BundlePlacement{BundleIndex: bundle.index, NodeID: d.snapshot.nodes[node].id}
+		if picked := a.gpusOf[position]; len(picked) > 0 {
+			gpus, _ := d.snapshot.nodeGPUs(node)
+			sort.Ints(picked) // positions follow NVML indices: the indices come out ascending
+			placement.GPUIndices = make([]int, len(picked))
+			placement.GPUUUIDs = make([]string, len(picked))
+			for i, g := range picked {
+				placement.GPUIndices[i], placement.GPUUUIDs[i] = gpus[g].index, gpus[g].uuid
+			}
+		}
+		placements[position] = placement
 	}
 	sort.Slice(placements, func(i, j int) bool { return placements[i].BundleIndex < placements[j].BundleIndex })
 	return Plan{Placements: placements}

@@ -7,12 +7,17 @@ import "sort"
 // order and only a strictly better key replaces the best, so ties go to the lower node
 // id and a decision can be replayed.
 //
-//	key[0], key[1]  the strategy's preferences: SPREAD prefers the node with the fewest
-//	                of the group's bundles; PACK prefers a node the group already uses,
-//	                then the node that takes the most bundles.
-//	key[2:]         best fit: for each decision resource in priority order (GPU first),
-//	                the fraction of the node's total that would stay free after the
-//	                placement. The least leftover wins.
+//	key[0:4]  the strategy's preferences: SPREAD prefers the node with the fewest of
+//	          the group's bundles, then one in the scalable units chosen for the
+//	          group, then one where the bundle's GPUs sit on the target rails inside one
+//	          NVLink island, then one where they do not break into a wholly free island
+//	          (spread.go); PACK prefers a node the group already uses, then the node
+//	          that takes the most bundles, then the fewest NVLink islands for them; the
+//	          island search (islands.go) prefers the least free GPUs left in the island,
+//	          then the fewest nodes, then a node-local island.
+//	key[4:]   best fit: for each decision resource in priority order (GPU first), the
+//	          fraction of the node's total that would stay free after the placement.
+//	          The least leftover wins.
 //
 // Best fit is a deliberate departure from Ray, whose LeastResourceScorer picks the node
 // with the most left: that scatters small groups over every node until no node is whole,
@@ -20,11 +25,10 @@ import "sort"
 // best fit small groups fill partly used nodes first and empty nodes stay empty. A
 // bundle without GPUs still sees the GPU column: the fraction that stays free is the
 // node's idle GPUs, so CPU-only work goes first to nodes without idle GPUs and does not
-// strand them. A topology scorer (same NVLink island, rail alignment) would slot in
-// between the preferences and best fit.
+// strand them.
 
 // preferenceSlots is the number of key entries before the best-fit fractions.
-const preferenceSlots = 2
+const preferenceSlots = 4
 
 // ranking keeps the best candidate seen so far. Fill candidateKey, then call offer.
 type ranking struct {
@@ -40,12 +44,14 @@ func (d *decision) newRanking() *ranking {
 
 func (r *ranking) reset() { r.best = -1 }
 
-func (r *ranking) offer(node int) {
+// offer makes node the best if its key is strictly better, and reports whether it did.
+func (r *ranking) offer(node int) bool {
 	if r.best >= 0 && !keyLess(r.candidateKey, r.bestKey) {
-		return
+		return false
 	}
 	r.best = node
 	r.bestKey, r.candidateKey = r.candidateKey, r.bestKey
+	return true
 }
 
 func keyLess(a, b []float64) bool {
@@ -57,9 +63,10 @@ func keyLess(a, b []float64) bool {
 	return false
 }
 
-// setPreferences fills the strategy slots of the candidate key.
-func (r *ranking) setPreferences(first, second float64) {
-	r.candidateKey[0], r.candidateKey[1] = first, second
+// setPreferences fills the strategy slots of the candidate key (unused ones are 0).
+func (r *ranking) setPreferences(preferences ...float64) {
+	copy(r.candidateKey, preferences)
+	clear(r.candidateKey[len(preferences):preferenceSlots])
 }
 
 // setBestFit fills the best-fit slots of the ranking's candidate key.

@@ -20,6 +20,18 @@ type Node struct {
 	// take no new bundles.
 	Alive    bool
 	Draining bool
+
+	// GPUs are the node's whole GPUs with their NVLink islands and rails (NodeInfo.gpus),
+	// each with what the GCS has not reserved on it (GPU.Available). Empty: the node's
+	// GPUs are known only by count, Total["GPU"], and are scheduled as before topology:
+	// no GPU indices are chosen (the raylet picks the lowest free ones) and the node
+	// counts as one island. When set, Total["GPU"] must equal len(GPUs); a GPU bundle
+	// needs both Available["GPU"] and free GPUs here.
+	GPUs []GPU
+	// NVLinkDomain is the multi-node NVLink domain of the node's GPUs
+	// (NodeInfo.nvlink_domain, e.g. one GB200 NVL72 rack): every node with the same
+	// non-empty domain is part of ONE NVLink island. Empty: NVLink is node-local.
+	NVLinkDomain string
 }
 
 // Snapshot is the cluster as the scheduler sees it: nodes in id order with their
@@ -36,6 +48,24 @@ type Snapshot struct {
 	// total and available are row-major: node i, resource column c at i*len(columnNames)+c.
 	total     []Amount
 	available []Amount
+
+	// GPU topology (topology.go). gpus and gpuFree hold every listed GPU, node by node
+	// in id order; node i's are at nodes[i].firstGPU, nodes[i].gpuCount of them. gpuFree
+	// is what Reserve and Release change; the rest is fixed.
+	gpus    []snapshotGPU
+	gpuFree []Amount
+	// wholeFree is, per node, the bitmask of its wholly free GPUs (bit g: the GPU at
+	// position g), kept with gpuFree so the hot loops count GPUs with popcounts.
+	wholeFree []uint64
+	islands   []snapshotIsland
+	// domainIslands are the islands of multi-node NVLink domains, by first node.
+	domainIslands []int32
+	// scalableUnits are the distinct values of LabelScalableUnit ("" for nodes without
+	// it), indexed by snapshotNode.scalableUnit.
+	scalableUnits []string
+	// rails are the distinct known rail numbers, ascending; snapshotGPU.railSlot
+	// indexes them, so per-rail counts are dense whatever the numbers.
+	rails []int32
 }
 
 type snapshotNode struct {
@@ -43,12 +73,23 @@ type snapshotNode struct {
 	labels   map[string]string
 	alive    bool
 	draining bool
+
+	firstGPU, gpuCount int
+	nvlinkDomain       string
+	domainIsland       int32    // the island of its multi-node NVLink domain, or -1
+	islands            []int32  // the islands of its GPUs, in GPU order
+	islandSizes        []int    // its GPUs in each of islands
+	islandMasks        []uint64 // its GPUs in each of islands, as bitmasks
+	allGPUs            uint64   // its GPUs, as a bitmask
+	largestIsland      int      // GPUs in its largest node-local island
+	scalableUnit       int32    // index in Snapshot.scalableUnits
 }
 
 // NewSnapshot builds a snapshot from the node table. It copies what it keeps and
 // checks consistency: unique non-empty ids, valid names, 0 <= available <= total,
-// and NodeIDLabel (if present) equal to the id. Errors wrap ErrInvalidSnapshot and
-// name the node: `nodes[3].available["GPU"]: 9 exceeds total 8`.
+// NodeIDLabel (if present) equal to the id, and GPUs as Node.GPUs describes. Errors
+// wrap ErrInvalidSnapshot and name the node: `nodes[3].available["GPU"]: 9 exceeds
+// total 8`.
 func NewSnapshot(nodes []Node) (*Snapshot, error) {
 	order := make([]int, len(nodes))
 	for i := range order {
@@ -99,6 +140,7 @@ func NewSnapshot(nodes []Node) (*Snapshot, error) {
 			snapshot.available[row*columns+snapshot.columnByName[name]] = amount
 		}
 	}
+	snapshot.buildTopology(nodes, order)
 	return snapshot, nil
 }
 
@@ -125,7 +167,7 @@ func checkNode(index int, node Node) error {
 		return fieldErrorf(ErrInvalidSnapshot, field+".labels"+labelField(NodeIDLabel),
 			"must equal the node id %s, got %q", node.ID, value)
 	}
-	return nil
+	return checkGPUs(field, node)
 }
 
 // snapshotError re-labels a resource-set check failure as a snapshot error.
@@ -160,12 +202,14 @@ func (s *Snapshot) Node(id NodeID) (Node, bool) {
 func (s *Snapshot) nodeAt(index int) Node {
 	record := s.nodes[index]
 	node := Node{
-		ID:        record.id,
-		Total:     make(ResourceSet),
-		Available: make(ResourceSet),
-		Labels:    make(map[string]string, len(record.labels)),
-		Alive:     record.alive,
-		Draining:  record.draining,
+		ID:           record.id,
+		Total:        make(ResourceSet),
+		Available:    make(ResourceSet),
+		Labels:       make(map[string]string, len(record.labels)),
+		Alive:        record.alive,
+		Draining:     record.draining,
+		GPUs:         s.nodeGPUsCopy(index),
+		NVLinkDomain: record.nvlinkDomain,
 	}
 	columns := len(s.columnNames)
 	for column, name := range s.columnNames {
@@ -209,10 +253,12 @@ func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
 }
 
 // Reserve takes the resources of the plan's bundles from the nodes' available amounts,
-// all or nothing: if any node is unknown, dead, or short, nothing changes and the error
-// (wrapping ErrUnknownNode or ErrInsufficientResources) names the node and resource.
-// bundles is the request's Bundles, indexed by BundlePlacement.BundleIndex. The GCS
-// calls it after a decision so the next decision in the same round sees it.
+// and their GPUs (BundlePlacement.GPUIndices) from the GPUs' available amounts, all or
+// nothing: if any node is unknown, dead, or short, nothing changes and the error
+// (wrapping ErrUnknownNode, ErrInsufficientResources or ErrInvalidGPUAssignment) names
+// the node and resource or GPU. bundles is the request's Bundles, indexed by
+// BundlePlacement.BundleIndex. The GCS calls it after a decision so the next decision
+// in the same round sees it.
 func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 	demand, err := s.demandByNode(bundles, plan)
 	if err != nil {
@@ -229,18 +275,30 @@ func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 					ErrInsufficientResources, s.nodes[node].id, demand.names[column], available, amount)
 			}
 		}
+		gpus, free := s.nodeGPUs(node)
+		for position, amount := range demand.gpus[node] {
+			if amount > free[position] {
+				return fmt.Errorf("%w: node %s: GPU %d available %s < %s",
+					ErrInsufficientResources, s.nodes[node].id, gpus[position].index, free[position], amount)
+			}
+		}
 	}
 	for _, node := range demand.nodes {
 		for column, amount := range demand.amounts[node] {
 			s.available[node*columns+column] -= amount
 		}
+		_, free := s.nodeGPUs(node)
+		for position, amount := range demand.gpus[node] {
+			free[position] -= amount
+		}
+		s.wholeFree[node] = wholeFreeMask(free)
 	}
 	return nil
 }
 
-// Release gives the resources of the placements' bundles back to their nodes, all or
-// nothing: giving back more than a node's total (a double release) is an error wrapping
-// ErrInsufficientResources and changes nothing.
+// Release gives the resources and GPUs of the placements' bundles back to their nodes,
+// all or nothing: giving back more than a node's total or a GPU's whole (a double
+// release) is an error wrapping ErrInsufficientResources and changes nothing.
 func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 	demand, err := s.demandByNode(bundles, plan)
 	if err != nil {
@@ -255,24 +313,38 @@ func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 					ErrInsufficientResources, amount, demand.names[column], s.nodes[node].id, s.total[cell])
 			}
 		}
+		gpus, free := s.nodeGPUs(node)
+		for position, amount := range demand.gpus[node] {
+			if free[position]+amount > AmountScale {
+				return fmt.Errorf("%w: releasing %s of GPU %d on node %s would exceed the whole GPU, %s is free (released twice?)",
+					ErrInsufficientResources, amount, gpus[position].index, s.nodes[node].id, free[position])
+			}
+		}
 	}
 	for _, node := range demand.nodes {
 		for column, amount := range demand.amounts[node] {
 			s.available[node*columns+column] += amount
 		}
+		_, free := s.nodeGPUs(node)
+		for position, amount := range demand.gpus[node] {
+			free[position] += amount
+		}
+		s.wholeFree[node] = wholeFreeMask(free)
 	}
 	return nil
 }
 
-// nodeDemand is a plan's resources summed per node, in snapshot columns.
+// nodeDemand is a plan's resources summed per node, in snapshot columns, and its GPU
+// shares summed per GPU of the node.
 type nodeDemand struct {
 	nodes   []int // node indices in order
 	amounts map[int][]Amount
 	names   []string
+	gpus    map[int][]Amount // per node with GPU indices: per GPU position on the node
 }
 
 func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, error) {
-	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames}
+	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames, gpus: make(map[int][]Amount)}
 	for _, placement := range plan.Placements {
 		if placement.BundleIndex < 0 || placement.BundleIndex >= len(bundles) {
 			return nodeDemand{}, fmt.Errorf("placement: plan places bundle %d, the request has %d bundles",
@@ -288,7 +360,8 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 			demand.amounts[node] = amounts
 			demand.nodes = append(demand.nodes, node)
 		}
-		for name, amount := range bundles[placement.BundleIndex] {
+		bundle := bundles[placement.BundleIndex]
+		for name, amount := range bundle {
 			if amount == 0 {
 				continue
 			}
@@ -299,7 +372,67 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 			}
 			amounts[column] += amount
 		}
+		if err := s.addGPUDemand(demand.gpus, node, placement, bundle["GPU"]); err != nil {
+			return nodeDemand{}, err
+		}
 	}
 	sort.Ints(demand.nodes)
 	return demand, nil
+}
+
+// addGPUDemand checks one placement's GPU indices against its bundle and node (see
+// BundlePlacement.GPUIndices) and adds the bundle's share of each GPU: all of it for
+// whole-GPU bundles, the amount for a fractional one.
+func (s *Snapshot) addGPUDemand(perNode map[int][]Amount, node int, placement BundlePlacement, amount Amount) error {
+	gpus, _ := s.nodeGPUs(node)
+	want := 0
+	share := amount
+	switch {
+	case len(gpus) == 0 || amount == 0:
+	case amount < AmountScale:
+		want = 1
+	case amount%AmountScale == 0:
+		want, share = int(amount/AmountScale), AmountScale
+	default:
+		return fmt.Errorf("%w: bundle %d asks %s GPU: amounts above 1 must be whole", ErrInvalidGPUAssignment, placement.BundleIndex, amount)
+	}
+	if len(placement.GPUIndices) != want {
+		what := "lists its GPUs"
+		if len(gpus) == 0 {
+			what = "lists no GPUs"
+		}
+		return fmt.Errorf("%w: bundle %d asks %s GPU on node %s, which %s: want %d GPU indices, the plan gives %v",
+			ErrInvalidGPUAssignment, placement.BundleIndex, amount, placement.NodeID, what, want, placement.GPUIndices)
+	}
+	if want == 0 {
+		return nil
+	}
+	shares := perNode[node]
+	if shares == nil {
+		shares = make([]Amount, len(gpus))
+		perNode[node] = shares
+	}
+	for i, index := range placement.GPUIndices {
+		position := gpuPosition(gpus, index)
+		if position < 0 {
+			return fmt.Errorf("%w: bundle %d: node %s has no GPU %d", ErrInvalidGPUAssignment, placement.BundleIndex, placement.NodeID, index)
+		}
+		for _, earlier := range placement.GPUIndices[:i] {
+			if earlier == index {
+				return fmt.Errorf("%w: bundle %d lists GPU %d twice", ErrInvalidGPUAssignment, placement.BundleIndex, index)
+			}
+		}
+		shares[position] += share
+	}
+	return nil
+}
+
+// gpuPosition returns the position of the GPU with NVML index in gpus, or -1.
+func gpuPosition(gpus []snapshotGPU, index int) int {
+	for position, gpu := range gpus {
+		if gpu.index == index {
+			return position
+		}
+	}
+	return -1
 }

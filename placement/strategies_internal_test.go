@@ -7,15 +7,33 @@ import (
 )
 
 // placeSpread picks a run of identical bundles in one pass over the nodes; it must
-// choose exactly what placing them one at a time would.
+// choose exactly what placing them one at a time would, with and without GPU topology
+// (listed GPUs with islands and rails, scalable units).
 func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := range 300 {
+	for trial := range 600 {
+		withTopology := trial%2 == 1
 		nodes := make([]Node, 1+rng.IntN(20))
 		for i := range nodes {
 			total := ResourceSet{"GPU": Amount(8 * AmountScale), "CPU": Amount(64 * AmountScale)}
 			available := ResourceSet{"GPU": Amount(rng.IntN(9) * AmountScale), "CPU": Amount(rng.IntN(65) * AmountScale)}
-			nodes[i] = Node{ID: NodeID(rune('a'+i%26)) + NodeID(rune('a'+i/26)), Total: total, Available: available, Alive: rng.IntN(10) > 0}
+			id := NodeID(rune('a'+i%26)) + NodeID(rune('a'+i/26))
+			nodes[i] = Node{ID: id, Total: total, Available: available, Alive: rng.IntN(10) > 0}
+			if withTopology {
+				nodes[i].Labels = map[string]string{LabelScalableUnit: []string{"su-0", "su-1", "su-2"}[rng.IntN(3)]}
+				pairs := rng.IntN(2) == 0
+				for g := range 8 {
+					island := 0
+					if pairs {
+						island = g / 2
+					}
+					nodes[i].GPUs = append(nodes[i].GPUs, GPU{Index: g, NVLinkIsland: island, Rail: g})
+				}
+				// As many GPUs free as the node has available, chosen at random.
+				for _, g := range rng.Perm(8)[:available["GPU"]/AmountScale] {
+					nodes[i].GPUs[g].Available = AmountScale
+				}
+			}
 		}
 		snapshot, err := NewSnapshot(nodes)
 		if err != nil {

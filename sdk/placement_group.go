@@ -42,6 +42,12 @@ func Detached() PlacementGroupOption {
 	return func(r *pb.CreatePlacementGroupRequest) { r.Lifetime = "detached" }
 }
 
+// NodeTopology gives STRICT_PACK Ray's plain meaning — every bundle on one node — instead
+// of raygo's default, every whole GPU of the group inside one NVLink island.
+func NodeTopology() PlacementGroupOption {
+	return func(r *pb.CreatePlacementGroupRequest) { r.Topology = "node" }
+}
+
 // WithBundleLabelSelector gives one label selector per bundle: label → "value",
 // "in(a,b)", "!value" or "!in(a,b)". A bundle lands only on a node whose labels match.
 func WithBundleLabelSelector(selectors []map[string]string) PlacementGroupOption {

@@ -220,8 +220,23 @@ type nodeState struct {
 	ResourcesAvailable map[string]float64 `json:"resources_available"`
 	Labels             map[string]string  `json:"labels"`
 	RayletAddress      string             `json:"raylet_address"`
-	StartTimeMs        int64              `json:"start_time_ms"`
-	EndTimeMs          int64              `json:"end_time_ms,omitempty"`
+	// Beyond Ray: the node's GPUs (index, uuid, model, nvlink_island, rail, nic) and
+	// its multi-node NVLink domain.
+	GPUs         []gpuState `json:"gpus"`
+	NVLinkDomain string     `json:"nvlink_domain,omitempty"`
+	StartTimeMs  int64      `json:"start_time_ms"`
+	EndTimeMs    int64      `json:"end_time_ms,omitempty"`
+}
+
+type gpuState struct {
+	Index        int32  `json:"index"`
+	UUID         string `json:"uuid"`
+	Model        string `json:"model"`
+	MemoryBytes  uint64 `json:"memory_bytes"`
+	PCIBusID     string `json:"pci_bus_id,omitempty"`
+	NVLinkIsland int32  `json:"nvlink_island"`
+	Rail         int32  `json:"rail"`
+	NIC          string `json:"nic,omitempty"`
 }
 
 func toNodeState(n *pb.NodeInfo) nodeState {
@@ -230,6 +245,11 @@ func toNodeState(n *pb.NodeInfo) nodeState {
 		State: n.State.String(), StateMessage: n.DeathReason + n.StateMessage, IsDraining: n.IsDraining,
 		ResourcesTotal: n.ResourcesTotal, ResourcesAvailable: n.ResourcesAvailable, Labels: n.Labels,
 		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
+		NVLinkDomain: n.NvlinkDomain, GPUs: []gpuState{},
+	}
+	for _, g := range n.Gpus {
+		s.GPUs = append(s.GPUs, gpuState{Index: g.Index, UUID: g.Uuid, Model: g.Model, MemoryBytes: g.MemoryBytes,
+			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic})
 	}
 	if s.ResourcesTotal == nil {
 		s.ResourcesTotal = map[string]float64{}

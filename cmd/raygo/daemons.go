@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -181,6 +182,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	nodeID := fs.String("node-id", "", "node id (default: a new random one)")
 	nodeName := fs.String("node-name", "", "node name (default: the node IP)")
 	head := fs.Bool("head", false, "this raylet is the head node's")
+	gpuSimDir := fs.String("gpu-sim-dir", os.TempDir(), "with --gpu-sim: where the simulated PCI tree (sysfs) is written")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -201,7 +203,12 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.NodeID, cfg.NodeIP, cfg.Port, cfg.GossipPort = *nodeID, *ip, *port, *gossipPort
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
 	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
-	cfg.GPUs = detectNVMLGPUs(log)
+	if cfg.NodeID == "" {
+		cfg.NodeID = raylet.NewNodeID() // simulated GPU UUIDs derive from it
+	}
+	if cfg.GPUs, cfg.NVLinkDomain, err = discoverGPUs(rf, cfg.NodeID, *gpuSimDir, log); err != nil {
+		return err
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	startCtx, startCancel := context.WithTimeout(ctx, 15*time.Second)
@@ -218,17 +225,32 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// detectNVMLGPUs lists the node's GPUs through the real NVML library; without the
-// driver it logs once and reports none.
-func detectNVMLGPUs(log zerolog.Logger) []*pb.GPUInfo {
-	devices, err := gpu.Discover(nvml.New())
+// discoverGPUs returns the node's GPUs and NVLink domain: from the simulated machine of
+// --gpu-sim, else through the real NVML library and /sys. Without the driver it logs once
+// and reports none.
+func discoverGPUs(rf nodeResourceFlags, nodeID, simDir string, log zerolog.Logger) ([]*pb.GPUInfo, string, error) {
+	lib, sysfs := nvml.New(), "/sys"
+	if rf.gpuSim != "" {
+		var err error
+		lib, sysfs, err = gpu.Simulate(rf.gpuSim, gpu.SimOptions{Seed: nodeID, Rack: rf.gpuRack, SysfsDir: simDir})
+		if err != nil {
+			return nil, "", badInput("--gpu-sim: %v", err)
+		}
+	}
+	topology, err := gpu.DiscoverTopology(lib, sysfs)
 	if err != nil {
-		log.Info().Err(err).Msg("no NVIDIA GPUs: NVML is not available on this machine")
-		return nil
+		if errors.Is(err, gpu.ErrNVMLUnavailable) {
+			log.Info().Err(err).Msg("no NVIDIA GPUs: NVML is not available on this machine")
+			return nil, "", nil
+		}
+		return nil, "", fmt.Errorf("GPU discovery: %w", err)
 	}
-	gpus := make([]*pb.GPUInfo, len(devices))
-	for i, d := range devices {
-		gpus[i] = &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, NvlinkIsland: -1, Rail: -1}
+	gpus := make([]*pb.GPUInfo, len(topology.GPUs))
+	for i, d := range topology.GPUs {
+		gpus[i] = &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes,
+			PciBusId: d.PCIBusID, NvlinkIsland: int32(d.NVLinkIsland), Rail: int32(d.Rail), Nic: d.NIC}
 	}
-	return gpus
+	log.Info().Int("gpus", len(gpus)).Interface("nvlink_islands", topology.Islands()).Str("nvlink_domain", topology.NVLinkDomain).
+		Str("simulated", rf.gpuSim).Msg("GPUs discovered")
+	return gpus, topology.NVLinkDomain, nil
 }

@@ -9,11 +9,14 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/raygo-dev/raygo/gcs"
+	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/raylet"
+	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
 // defaultAddress is the GCS address when neither --address nor RAYGO_ADDRESS says.
@@ -82,9 +85,13 @@ type nodeResourceFlags struct {
 	numCPUs   string
 	numGPUs   string
 	labels    string
+	gpuSim    string
+	gpuRack   string
 }
 
 func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpu.SimulatedModels(), ", "))
+	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+placement.LabelRack)
 	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
 	fs.StringVar(&f.numCPUs, "num-cpus", "", "CPUs this node offers (default: detected cores)")
 	fs.StringVar(&f.numGPUs, "num-gpus", "", "GPUs this node offers (default: detected through NVML, 0 without a driver)")
@@ -130,6 +137,17 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 	labels, err := parseLabels(f.labels)
 	if err != nil {
 		return nil, nil, err
+	}
+	if f.gpuSim != "" && !slices.Contains(gpu.SimulatedModels(), f.gpuSim) {
+		return nil, nil, badInput("--gpu-sim %q: must be one of %s", f.gpuSim, strings.Join(gpu.SimulatedModels(), ", "))
+	}
+	if f.gpuRack != "" {
+		if f.gpuSim == "" {
+			return nil, nil, badInput("--gpu-sim-rack: needs --gpu-sim")
+		}
+		if _, set := labels[placement.LabelRack]; !set {
+			labels[placement.LabelRack] = f.gpuRack
+		}
 	}
 	return resources, labels, nil
 }

@@ -18,6 +18,11 @@ type bundleState struct {
 	UnitResources map[string]float64 `json:"unit_resources"`
 	NodeID        *string            `json:"node_id"`
 	LabelSelector map[string]string  `json:"label_selector,omitempty"`
+	// Beyond Ray: where the bundle lives on the hardware.
+	NodeAddress        string   `json:"node_address,omitempty"`
+	GPUIDs             []int32  `json:"gpu_ids"`
+	DeviceUUIDs        []string `json:"device_uuids"`
+	CUDAVisibleDevices string   `json:"cuda_visible_devices"`
 }
 
 // placementGroupState is a group in the shape of Ray's state API
@@ -57,7 +62,14 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 		}
 	}
 	for _, b := range g.Bundles {
-		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: b.UnitResources, LabelSelector: b.LabelSelector}
+		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: b.UnitResources, LabelSelector: b.LabelSelector,
+			NodeAddress: b.NodeAddress, GPUIDs: b.GpuIds, DeviceUUIDs: b.DeviceUuids, CUDAVisibleDevices: b.CudaVisibleDevices}
+		if bs.GPUIDs == nil {
+			bs.GPUIDs = []int32{}
+		}
+		if bs.DeviceUUIDs == nil {
+			bs.DeviceUUIDs = []string{}
+		}
 		if b.NodeId != "" {
 			node := b.NodeId
 			bs.NodeID = &node
@@ -99,15 +111,23 @@ func listPlacementGroups(args []string, stdout io.Writer) error {
 		return enc.Encode(states)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tSCHEDULING_STATE")
+	fmt.Fprintln(tw, "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE")
 	for _, s := range states {
 		nodes := map[string]bool{}
+		var gpus []string
 		for _, b := range s.Bundles {
 			if b.NodeID != nil {
 				nodes[*b.NodeID] = true
+				if b.CUDAVisibleDevices != "" {
+					gpus = append(gpus, fmt.Sprintf("%d:%s@%s", b.BundleIndex, b.CUDAVisibleDevices, shortID(*b.NodeID)))
+				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), s.Stats.SchedulingState)
+		gpuText := strings.Join(gpus, " ")
+		if gpuText == "" {
+			gpuText = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), gpuText, s.Stats.SchedulingState)
 	}
 	return tw.Flush()
 }

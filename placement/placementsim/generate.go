@@ -21,6 +21,12 @@ const gib = 1 << 30
 type FleetConfig struct {
 	// Nodes is the number of nodes.
 	Nodes int
+	// Model is the machine: its GPUs with NVLink islands and rails. ModelCountOnly
+	// describes GPUs by count alone (GPUsPerNode); otherwise GPUsPerNode is the model's.
+	Model NodeModel
+	// NodesPerScalableUnit labels nodes with placement.LabelScalableUnit "su-<n>", this
+	// many nodes per unit in node order; 0 leaves the label off.
+	NodesPerScalableUnit int
 	// GPUsPerNode, CPUsPerNode: whole units per node.
 	GPUsPerNode int
 	CPUsPerNode int
@@ -35,39 +41,52 @@ type FleetConfig struct {
 	Seed uint64
 }
 
-// DefaultFleetConfig is the benchmark fleet: 1,250 nodes of 8 GPUs (10,000 GPUs),
-// 128 CPUs and 2 TiB of memory each, a quarter of them partly used.
+// DefaultFleetConfig is the benchmark fleet: 1,250 DGX H100 nodes (10,000 GPUs, their
+// NVLink islands and rails listed) in scalable units of 32, 128 CPUs and 2 TiB of
+// memory each, a quarter of them partly used.
 func DefaultFleetConfig() FleetConfig {
 	return FleetConfig{
-		Nodes:              1250,
-		GPUsPerNode:        8,
-		CPUsPerNode:        128,
-		MemoryGiBPerNode:   2048,
-		PartlyUsedFraction: 0.25,
-		Zones:              4,
-		Seed:               1,
+		Nodes:                1250,
+		Model:                ModelDGXH100,
+		NodesPerScalableUnit: 32,
+		GPUsPerNode:          8,
+		CPUsPerNode:          128,
+		MemoryGiBPerNode:     2048,
+		PartlyUsedFraction:   0.25,
+		Zones:                4,
+		Seed:                 1,
 	}
 }
 
 // NewFleet generates the nodes of a fleet: Ray-style 56-hex-digit ids, labels
-// (node id, accelerator type H100, zone), alive and not draining.
+// (node id, accelerator type, zone, scalable unit), the model's GPUs (the lowest ones in
+// use on partly used nodes), alive and not draining.
 func NewFleet(config FleetConfig) []placement.Node {
 	rng := rand.New(rand.NewPCG(config.Seed, 0x5eed))
+	gpusPerNode := config.GPUsPerNode
+	if config.Model != ModelCountOnly {
+		gpusPerNode = config.Model.GPUCount()
+	}
 	nodes := make([]placement.Node, config.Nodes)
 	for i := range nodes {
 		total := placement.ResourceSet{
-			"GPU":    placement.Amount(config.GPUsPerNode) * placement.AmountScale,
+			"GPU":    placement.Amount(gpusPerNode) * placement.AmountScale,
 			"CPU":    placement.Amount(config.CPUsPerNode) * placement.AmountScale,
 			"memory": placement.Amount(config.MemoryGiBPerNode) * gib * placement.AmountScale,
 		}
 		available := total.Clone()
-		if config.GPUsPerNode > 1 && rng.Float64() < config.PartlyUsedFraction {
-			usedGPUs := 1 + rng.IntN(config.GPUsPerNode-1)
+		usedGPUs := 0
+		if gpusPerNode > 1 && rng.Float64() < config.PartlyUsedFraction {
+			usedGPUs = 1 + rng.IntN(gpusPerNode-1)
 			for name, amount := range total {
-				available[name] = amount - amount*placement.Amount(usedGPUs)/placement.Amount(config.GPUsPerNode)
+				available[name] = amount - amount*placement.Amount(usedGPUs)/placement.Amount(gpusPerNode)
 			}
 		}
-		nodes[i] = newNode(rng, total, available, fmt.Sprintf("zone-%d", i%max(config.Zones, 1)), "H100")
+		node := newNode(rng, total, available, fmt.Sprintf("zone-%d", i%max(config.Zones, 1)), config.Model.AcceleratorType())
+		if config.NodesPerScalableUnit > 0 {
+			node.Labels[placement.LabelScalableUnit] = fmt.Sprintf("su-%d", i/config.NodesPerScalableUnit)
+		}
+		nodes[i] = withModel(node, config.Model, "", usedGPUs)
 	}
 	return nodes
 }
@@ -95,9 +114,11 @@ func randomNodeID(rng *rand.Rand) placement.NodeID {
 	return placement.NodeID(hex.EncodeToString(raw[:]))
 }
 
-// RandomSmallCluster generates 2-12 heterogeneous nodes for property tests: 0, 4 or 8
-// GPUs of type A100 or H100, 8-64 CPUs, custom resource "ssd" on some, over zones a-c,
-// every node idle.
+// RandomSmallCluster generates 2-12 heterogeneous nodes for property tests: without
+// GPUs, with 4 or 8 GPUs known by count only, or a simulated model with its topology
+// (DGX H100, PCIe NVLink pairs, GB200 trays of two NVL72 domains), 8-64 CPUs, custom
+// resource "ssd" on some, over zones a-c and scalable units su-0 and su-1, every node
+// idle.
 func RandomSmallCluster(rng *rand.Rand) []placement.Node {
 	nodes := make([]placement.Node, 2+rng.IntN(11))
 	for i := range nodes {
@@ -108,7 +129,12 @@ func RandomSmallCluster(rng *rand.Rand) []placement.Node {
 
 // RandomNode generates one idle node as RandomSmallCluster does.
 func RandomNode(rng *rand.Rand) placement.Node {
+	model := ModelCountOnly
 	gpus := []int{0, 4, 8}[rng.IntN(3)]
+	if gpus > 0 && rng.IntN(3) > 0 {
+		model = []NodeModel{ModelDGXH100, ModelPCIe8GPUNVLinkPairs, ModelGB200NVL72}[rng.IntN(3)]
+		gpus = model.GPUCount()
+	}
 	total := placement.ResourceSet{
 		"CPU":    placement.Amount(8<<rng.IntN(4)) * placement.AmountScale,
 		"memory": placement.Amount(64<<rng.IntN(3)) * gib * placement.AmountScale,
@@ -121,12 +147,14 @@ func RandomNode(rng *rand.Rand) placement.Node {
 	if rng.IntN(3) == 0 {
 		total["ssd"] = placement.Amount(1+rng.IntN(4)) * placement.AmountScale
 	}
-	return newNode(rng, total, total.Clone(), "zone-"+string(rune('a'+rng.IntN(3))), accelerator)
+	node := newNode(rng, total, total.Clone(), "zone-"+string(rune('a'+rng.IntN(3))), accelerator)
+	node.Labels[placement.LabelScalableUnit] = fmt.Sprintf("su-%d", rng.IntN(2))
+	return withModel(node, model, fmt.Sprintf("nvl72-rack-%d", rng.IntN(2)), 0)
 }
 
 // RandomRequest generates a small request for property tests: any strategy, 1-6
-// bundles of GPU (whole or fractional), CPU, memory and sometimes "ssd", and about a
-// third of the time label selectors in every form Ray accepts.
+// bundles of GPU (whole or fractional), CPU, memory and sometimes "ssd", about a third
+// of the time label selectors in every form Ray accepts, and sometimes topology "node".
 func RandomRequest(rng *rand.Rand) placement.Request {
 	strategies := []placement.Strategy{placement.StrategyPack, placement.StrategySpread, placement.StrategyStrictPack, placement.StrategyStrictSpread}
 	request := placement.Request{
@@ -155,6 +183,9 @@ func RandomRequest(rng *rand.Rand) placement.Request {
 		if withSelectors {
 			request.BundleLabelSelectors[i] = randomSelector(rng)
 		}
+	}
+	if rng.IntN(6) == 0 {
+		request.Topology = placement.TopologyNode
 	}
 	return request
 }

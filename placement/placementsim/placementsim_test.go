@@ -1,6 +1,8 @@
 package placementsim
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -59,5 +61,103 @@ func TestRunDecisionLatencyWithFakeClock(t *testing.T) {
 	again, err := RunDecisionLatency(config, fakeNow)
 	if err != nil || again.Placed != result.Placed || again.NotNow != result.NotNow || again.Infeasible != result.Infeasible {
 		t.Errorf("a second run differs: %+v vs %+v (%v)", again, result, err)
+	}
+}
+
+func TestModelsDescribeTheirIslandsAndRails(t *testing.T) {
+	cases := []struct {
+		model   NodeModel
+		islands []int // NVLinkIsland per GPU
+		domain  string
+	}{
+		{ModelDGXH100, []int{0, 0, 0, 0, 0, 0, 0, 0}, ""},
+		{ModelPCIe8GPUNVLinkPairs, []int{0, 0, 1, 1, 2, 2, 3, 3}, ""},
+		{ModelGB200NVL72, []int{0, 0, 0, 0}, "nvl72-rack-0"},
+	}
+	for _, c := range cases {
+		node := withModel(newNode(rand.New(rand.NewPCG(1, 2)), placement.ResourceSet{}, placement.ResourceSet{}, "zone-a", ""), c.model, "nvl72-rack-0", 1)
+		var islands []int
+		for i, gpu := range node.GPUs {
+			islands = append(islands, gpu.NVLinkIsland)
+			if gpu.Index != i || gpu.Rail != i || gpu.UUID == "" {
+				t.Errorf("%s GPU %d: %+v, want index and rail %d", c.model, i, gpu, i)
+			}
+		}
+		if !reflect.DeepEqual(islands, c.islands) || node.NVLinkDomain != c.domain {
+			t.Errorf("%s: islands %v domain %q, want %v %q", c.model, islands, node.NVLinkDomain, c.islands, c.domain)
+		}
+		if node.GPUs[0].Available != 0 || node.Available["GPU"] != node.Total["GPU"]-placement.AmountScale {
+			t.Errorf("%s: one GPU in use should show in GPU 0 and the GPU resource: %+v", c.model, node)
+		}
+		if _, err := placement.NewSnapshot([]placement.Node{node}); err != nil {
+			t.Errorf("%s: %v", c.model, err)
+		}
+	}
+}
+
+func TestTopologyFleetAndItsBlindView(t *testing.T) {
+	fleet := NewTopologyFleet(DefaultTopologyFleetConfig())
+	counts := map[string]int{}
+	for _, node := range fleet {
+		pairs := node.GPUs[0].NVLinkIsland != node.GPUs[2].NVLinkIsland
+		counts[fmt.Sprint(node.Labels[placement.LabelScalableUnit], " pairs=", pairs)]++
+	}
+	want := map[string]int{"su-0 pairs=false": 32, "su-0 pairs=true": 8, "su-1 pairs=false": 32, "su-1 pairs=true": 8}
+	if !reflect.DeepEqual(counts, want) {
+		t.Fatalf("fleet = %v, want %v", counts, want)
+	}
+	for _, node := range WithoutTopology(fleet) {
+		if len(node.GPUs) != 0 || node.Labels[placement.LabelScalableUnit] != "" || node.Labels[placement.LabelRack] != "" || node.Total["GPU"] != 8*placement.AmountScale {
+			t.Fatalf("blind view keeps topology: %+v", node)
+		}
+	}
+	if fleet[0].Labels[placement.LabelScalableUnit] == "" {
+		t.Fatal("WithoutTopology changed the fleet it was given")
+	}
+}
+
+// A short run of the topology benchmark: deterministic, counts that add up, and the
+// topology-aware placements estimated faster than the blind ones.
+func TestRunTopologyBench(t *testing.T) {
+	config := DefaultTopologyBenchConfig()
+	config.Streams, config.Requests = 2, 400
+	first, err := RunTopologyBench(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := RunTopologyBench(config)
+	if err != nil || !reflect.DeepEqual(first, again) {
+		t.Fatalf("a second run differs: %+v vs %+v (%v)", again, first, err)
+	}
+	for name, r := range map[string]TopologyRunResult{"aware": first.Aware, "blind": first.Blind} {
+		if total := r.Placed + r.GaveUp + r.Infeasible + r.PendingAtEnd; total != config.Streams*config.Requests {
+			t.Errorf("%s: %d placed + %d gave up + %d infeasible + %d pending != %d requests", name, r.Placed, r.GaveUp, r.Infeasible, r.PendingAtEnd, config.Streams*config.Requests)
+		}
+		if r.Measured == 0 || r.FreeGPUs > r.FreeGPUsAllIslands || r.UnusableGPUs > r.FreeGPUs {
+			t.Errorf("%s: implausible %+v", name, r)
+		}
+	}
+	if first.AllReduceRatio <= 1 || len(first.ProbeGPUs) != config.Streams {
+		t.Errorf("ratio %.2f, probes %v: want the aware placements faster, one probe per stream", first.AllReduceRatio, first.ProbeGPUs)
+	}
+}
+
+// The blind run's raylet-style assignment takes the lowest free GPUs and gives them back.
+func TestLowestFreeGPUs(t *testing.T) {
+	fleet := []placement.Node{withModel(newNode(rand.New(rand.NewPCG(1, 2)), placement.ResourceSet{}, placement.ResourceSet{}, "zone-a", ""), ModelDGXH100, "", 1)}
+	gpus := newLowestFreeGPUs(fleet)
+	request := placement.Request{Bundles: []placement.ResourceSet{{"GPU": 2 * placement.AmountScale}, {"GPU": placement.AmountScale / 2}, {"GPU": placement.AmountScale / 2}}}
+	plan := placement.Plan{Placements: []placement.BundlePlacement{{BundleIndex: 0, NodeID: fleet[0].ID}, {BundleIndex: 1, NodeID: fleet[0].ID}, {BundleIndex: 2, NodeID: fleet[0].ID}}}
+	gpus.assign(request, plan)
+	var got [][]int
+	for _, p := range plan.Placements {
+		got = append(got, p.GPUIndices)
+	}
+	if want := [][]int{{1, 2}, {3}, {3}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("lowest free GPUs = %v, want %v", got, want)
+	}
+	gpus.release(request, plan)
+	if free := gpus.nodes(fleet)[0].GPUs; free[1].Available != placement.AmountScale || free[3].Available != placement.AmountScale || free[0].Available != 0 {
+		t.Fatalf("after release: %+v", free)
 	}
 }
