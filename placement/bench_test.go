@@ -101,36 +101,46 @@ func busyGPUs(snapshot *placement.Snapshot) float64 {
 }
 
 // TestTopologyBench is the GPU-topology benchmark of `make bench`: seeded streams of
-// tensor-parallel (STRICT_PACK) and data-parallel (SPREAD) groups on a simulated fleet
-// of 2 scalable units (64 DGX H100 nodes and 16 pcie-8gpu-nvlink-pairs nodes),
-// scheduled topology-aware and topology-blind (placementsim.RunTopologyBench has the
-// fleet, the stream and the exact definitions). It prints exactly these lines:
+// tensor-parallel (STRICT_PACK) and data-parallel (SPREAD) groups scheduled
+// topology-aware and topology-blind (placementsim.RunTopologyBench has the stream and the
+// exact definitions), first on the issue's fleet — 64 DGX H100 nodes in 2 scalable units
+// — then on a mixed fleet that adds 16 pcie-8gpu-nvlink-pairs nodes, where NVLink islands
+// smaller than a node exist. It prints exactly these lines:
 //
 //	BENCH topo_allreduce_gbps_ratio <aware mean all-reduce bus GB/s ÷ blind mean> x
 //	BENCH topo_fragmentation_pct <free GPUs unusable by the largest pending STRICT_PACK> %
 //	BENCH topo_fragmentation_pct_blind <the same for the blind run> %
+//	BENCH topo_allreduce_gbps_ratio_mixed_fleet … x
+//	BENCH topo_fragmentation_pct_mixed_fleet … %
+//	BENCH topo_fragmentation_pct_blind_mixed_fleet … %
 //
 // It is not a test and is skipped unless RAYGO_BENCH=1.
 func TestTopologyBench(t *testing.T) {
 	if os.Getenv("RAYGO_BENCH") != "1" {
 		t.Skip("benchmark: set RAYGO_BENCH=1 to run")
 	}
-	result, err := placementsim.RunTopologyBench(placementsim.DefaultTopologyBenchConfig())
-	if err != nil {
-		t.Fatal(err)
+	dgxOnly := placementsim.DefaultTopologyBenchConfig()
+	dgxOnly.Fleet.PCIePerUnit = 0
+	for _, fleet := range []struct {
+		suffix string
+		config placementsim.TopologyBenchConfig
+	}{{"", dgxOnly}, {"_mixed_fleet", placementsim.DefaultTopologyBenchConfig()}} {
+		result, err := placementsim.RunTopologyBench(fleet.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, run := range []struct {
+			name   string
+			result placementsim.TopologyRunResult
+		}{{"aware", result.Aware}, {"blind", result.Blind}} {
+			r := run.result
+			t.Logf("fleet%s %s: placed=%d gave_up=%d infeasible=%d pending_at_ends=%d busy=%.2f mean_allreduce=%.1fGB/s over %d groups, bottlenecks %v",
+				fleet.suffix, run.name, r.Placed, r.GaveUp, r.Infeasible, r.PendingAtEnd, r.MeanBusyGPUFraction, r.MeanBusGBps, r.Measured, r.Bottlenecks)
+			t.Logf("fleet%s %s: at the ends, islands that fit the probe: %d of %d free GPUs unusable (%.1f%%); all islands: %d of %d (%.1f%%)",
+				fleet.suffix, run.name, r.UnusableGPUs, r.FreeGPUs, r.FragmentationPct, r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands, r.FragmentationPctAllIslands)
+		}
+		fmt.Printf("BENCH topo_allreduce_gbps_ratio%s %.2f x\n", fleet.suffix, result.AllReduceRatio)
+		fmt.Printf("BENCH topo_fragmentation_pct%s %.1f %%\n", fleet.suffix, result.Aware.FragmentationPct)
+		fmt.Printf("BENCH topo_fragmentation_pct_blind%s %.1f %%\n", fleet.suffix, result.Blind.FragmentationPct)
 	}
-	for _, run := range []struct {
-		name   string
-		result placementsim.TopologyRunResult
-	}{{"aware", result.Aware}, {"blind", result.Blind}} {
-		r := run.result
-		t.Logf("%s: placed=%d gave_up=%d infeasible=%d pending_at_ends=%d busy=%.2f mean_allreduce=%.1fGB/s over %d groups, bottlenecks %v",
-			run.name, r.Placed, r.GaveUp, r.Infeasible, r.PendingAtEnd, r.MeanBusyGPUFraction, r.MeanBusGBps, r.Measured, r.Bottlenecks)
-		t.Logf("%s: at the ends, islands that fit the probe: %d of %d free GPUs unusable (%.1f%%); all islands: %d of %d (%.1f%%)",
-			run.name, r.UnusableGPUs, r.FreeGPUs, r.FragmentationPct, r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands, r.FragmentationPctAllIslands)
-	}
-	t.Logf("fragmentation probes (largest pending STRICT_PACK per stream): %v GPUs", result.ProbeGPUs)
-	fmt.Printf("BENCH topo_allreduce_gbps_ratio %.2f x\n", result.AllReduceRatio)
-	fmt.Printf("BENCH topo_fragmentation_pct %.1f %%\n", result.Aware.FragmentationPct)
-	fmt.Printf("BENCH topo_fragmentation_pct_blind %.1f %%\n", result.Blind.FragmentationPct)
 }
