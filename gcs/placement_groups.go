@@ -845,14 +845,14 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 		return reply.GetResources(), err
 	})
 	if err != nil {
-		m.abortPlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
 		return
 	}
 
 	m.mu.Lock()
 	if !e.live() {
 		m.mu.Unlock()
-		m.abortPlan(e, plan, byNode, errors.New("removed while being placed"))
+		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
 		return
 	}
 	for index, p := range plan {
@@ -869,7 +869,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	e.info.State = pb.PlacementGroupState_PREPARED
 	if err := m.persistLocked(e); err != nil {
 		m.mu.Unlock()
-		m.revertPlan(e, plan, byNode, err)
+		m.requeuePlan(e, plan, byNode, err)
 		return
 	}
 	e.notify()
@@ -884,7 +884,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 		return reply.GetResources(), err
 	})
 	if err != nil {
-		m.revertPlan(e, plan, byNode, fmt.Errorf("commit: %w", err))
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("commit: %w", err))
 		return
 	}
 	m.mu.Lock()
@@ -926,41 +926,21 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) {
 	e.notify()
 }
 
-// abortPlan cancels a plan that never reached PREPARED and queues the group again.
-func (m *pgManager) abortPlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
+// requeuePlan undoes a plan whose prepare or commit failed (or whose group was removed
+// meanwhile): cancel everywhere, unplace the plan's bundles, and queue the group again
+// with backoff — PENDING, or RESCHEDULING when it still holds other bundles.
+func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
 	m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil
 	if e.live() {
-		e.info.Stats.SchedulingState = pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES
-		e.info.PendingReason = "reservation failed, retrying: " + cause.Error()
-		m.backoffLocked(e, time.Now())
-		m.logPersistError(m.persistLocked(e))
-		e.notify()
-	}
-	m.mu.Unlock()
-	m.server.log.Info().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group reservation aborted; re-queued")
-	m.kick()
-}
-
-// revertPlan undoes a PREPARED plan whose commit failed: cancel everywhere, unplace the
-// plan's bundles, and queue the group again.
-func (m *pgManager) revertPlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
-	m.cancelAll(byNode)
-	m.mu.Lock()
-	e.inFlight = nil
-	if e.live() {
-		placedElsewhere := false
+		e.info.State = pb.PlacementGroupState_PENDING
 		for i, b := range e.info.Bundles {
 			if _, inPlan := plan[i]; inPlan {
 				unplace(b)
 			} else if b.NodeId != "" {
-				placedElsewhere = true
+				e.info.State = pb.PlacementGroupState_RESCHEDULING
 			}
-		}
-		e.info.State = pb.PlacementGroupState_PENDING
-		if placedElsewhere {
-			e.info.State = pb.PlacementGroupState_RESCHEDULING
 		}
 		e.info.Stats.SchedulingState = pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES
 		e.info.PendingReason = "reservation failed, retrying: " + cause.Error()
@@ -969,7 +949,7 @@ func (m *pgManager) revertPlan(e *pgEntry, plan map[int]placement.BundlePlacemen
 		e.notify()
 	}
 	m.mu.Unlock()
-	m.server.log.Warn().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group commit failed; re-queued")
+	m.server.log.Info().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group reservation failed; re-queued")
 	m.kick()
 }
 

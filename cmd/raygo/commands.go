@@ -263,18 +263,31 @@ func toNodeState(n *pb.NodeInfo) nodeState {
 	return s
 }
 
-func listNodes(args []string, stdout io.Writer) error {
-	fs := newFlagSet("list nodes", "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
-		"  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n", stdout)
+// listCommand parses the flags every `raygo list` command shares (--address, --format)
+// and connects to the GCS. With --format json, printJSON prints rows for it.
+func listCommand(name, description, examples string, args []string, stdout io.Writer) (c *gcsClient, asJSON bool, err error) {
+	fs := newFlagSet(name, description, examples, stdout)
 	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
 	format := fs.String("format", "table", "output format: table or json")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return nil, false, err
 	}
 	if *format != "table" && *format != "json" {
-		return badInput("--format %q: must be table or json", *format)
+		return nil, false, badInput("--format %q: must be table or json", *format)
 	}
-	c, err := dialGCS(*address)
+	c, err = dialGCS(*address)
+	return c, *format == "json", err
+}
+
+func printJSON(stdout io.Writer, rows any) error {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rows)
+}
+
+func listNodes(args []string, stdout io.Writer) error {
+	c, asJSON, err := listCommand("list nodes", "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
+		"  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n", args, stdout)
 	if err != nil {
 		return err
 	}
@@ -289,10 +302,8 @@ func listNodes(args []string, stdout io.Writer) error {
 	for i, n := range reply.Nodes {
 		states[i] = toNodeState(n)
 	}
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(states)
+	if asJSON {
+		return printJSON(stdout, states)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY")

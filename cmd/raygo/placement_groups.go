@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -80,17 +79,8 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 }
 
 func listPlacementGroups(args []string, stdout io.Writer) error {
-	fs := newFlagSet("list placement-groups", "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
-		"  raygo list placement-groups\n  raygo list placement-groups --format json\n", stdout)
-	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
-	format := fs.String("format", "table", "output format: table or json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *format != "table" && *format != "json" {
-		return badInput("--format %q: must be table or json", *format)
-	}
-	c, err := dialGCS(*address)
+	c, asJSON, err := listCommand("list placement-groups", "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
+		"  raygo list placement-groups\n  raygo list placement-groups --format json\n", args, stdout)
 	if err != nil {
 		return err
 	}
@@ -105,10 +95,8 @@ func listPlacementGroups(args []string, stdout io.Writer) error {
 	for i, g := range reply.PlacementGroups {
 		states[i] = toPlacementGroupState(g)
 	}
-	if *format == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(states)
+	if asJSON {
+		return printJSON(stdout, states)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE")
