@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/raygo-dev/raygo/internal/proc"
 )
 
 // defaultTempDir holds the session directories, as /tmp/ray does for Ray.
@@ -97,21 +97,5 @@ func runningNodeRecords(temp string) ([]nodeRecord, error) {
 
 // isRaygoProcess reports whether pid is alive and runs raygo (pids are reused).
 func isRaygoProcess(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil {
-		return false
-	}
-	return strings.Contains(string(cmdline), "raygo") && !isZombie(pid)
-}
-
-func isZombie(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && fields[0] == "Z"
+	return proc.Alive(pid) && proc.CommandLineContains(pid, "raygo")
 }

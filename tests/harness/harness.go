@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/proc"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -196,18 +197,7 @@ func (n *Node) ReadRecord(t testing.TB) Record {
 }
 
 // ProcessAlive reports whether pid exists and is not a zombie.
-func ProcessAlive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
-}
+func ProcessAlive(pid int) bool { return proc.Alive(pid) }
 
 // Dial connects to a raygo gRPC server; closed at cleanup.
 func Dial(t testing.TB, addr string) *ClientConn {
