@@ -38,6 +38,23 @@ var (
 	// ErrFractionalGPUs: a bundle asks for more than one GPU but not a whole number
 	// (1.5): CUDA_VISIBLE_DEVICES cannot name it, and Ray's raylet never grants it.
 	ErrFractionalGPUs = fmt.Errorf("%w: GPU amount above 1 not whole", ErrInvalidRequest)
+	// ErrUnknownMIGProfile: a resource named like a MIG profile ("nvidia.com/mig-…") that
+	// no supported GPU model has (CheckMIGResource).
+	ErrUnknownMIGProfile = fmt.Errorf("%w: unknown MIG profile", ErrInvalidRequest)
+	// ErrInvalidMIGAmount: a bundle asks for a MIG profile with an amount other than 1
+	// (CUDA uses only the first MIG device in CUDA_VISIBLE_DEVICES).
+	ErrInvalidMIGAmount = fmt.Errorf("%w: MIG amount not 1", ErrInvalidRequest)
+
+	// ErrInvalidMIGState: a MIG GPU's slot map given to the allocator breaks the geometry
+	// (unknown model or profile, invalid start, overlapping instances, more than 7
+	// compute slices, ...), or a step given to MIGGPU.Apply does not fit the GPU as it is.
+	ErrInvalidMIGState = errors.New("placement: invalid MIG GPU state")
+	// ErrMIGProfileUnsupported: no GPU given to PlanMIG has a model with the profile; only
+	// other GPUs would help. It wraps ErrInfeasible.
+	ErrMIGProfileUnsupported = fmt.Errorf("%w: no MIG GPU has the profile", ErrInfeasible)
+	// ErrMIGNoRoom: GPUs with the profile exist, but held instances leave no valid start
+	// on any of them, even with every idle instance destroyed. It wraps ErrNotNow.
+	ErrMIGNoRoom = fmt.Errorf("%w: no room for the MIG profile", ErrNotNow)
 
 	// ErrInvalidSnapshot is wrapped by NewSnapshot's errors: the caller's node table is
 	// inconsistent (duplicate ids, available above total, ...).
