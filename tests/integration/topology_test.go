@@ -152,3 +152,48 @@ func distinctIslands(gpus []*pb.GPUInfo) int {
 	sort.Ints(keys)
 	return len(keys)
 }
+
+// GB200 NVL72: nodes of one rack form one NVLink domain, so a STRICT_PACK bigger than a
+// node spans the nodes of one rack, never two racks.
+func TestStrictPackSpansOneMultiNodeNVLinkDomain(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "1")
+	rackA1 := c.AddNode("--gpu-sim", "gb200-nvl72", "--gpu-sim-rack", "rack-a", "--num-cpus", "16")
+	rackB := c.AddNode("--gpu-sim", "gb200-nvl72", "--gpu-sim-rack", "rack-b", "--num-cpus", "16")
+	rackA2 := c.AddNode("--gpu-sim", "gb200-nvl72", "--gpu-sim-rack", "rack-a", "--num-cpus", "16")
+	nodes, err := c.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, b, a2 := harness.FindNode(nodes, rackA1.NodeID), harness.FindNode(nodes, rackB.NodeID), harness.FindNode(nodes, rackA2.NodeID)
+	if a1.NvlinkDomain == "" || a1.NvlinkDomain != a2.NvlinkDomain || a1.NvlinkDomain == b.NvlinkDomain {
+		t.Fatalf("NVLink domains: rack-a %q %q, rack-b %q", a1.NvlinkDomain, a2.NvlinkDomain, b.NvlinkDomain)
+	}
+	if a1.Labels["topology.raygo.io/rack"] != "rack-a" || a1.Labels["ray.io/accelerator-type"] != "GB200" || len(a1.Gpus) != 4 {
+		t.Fatalf("GB200 node: labels %v, %d GPUs", a1.Labels, len(a1.Gpus))
+	}
+	ctx := testContext(t)
+	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"GPU": 4}, {"GPU": 4}, {"CPU": 2}}, sdk.StrictPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := ready(t, pg)
+	onRackA := map[string]bool{rackA1.NodeID: true, rackA2.NodeID: true}
+	used := map[string]bool{}
+	for _, bundle := range info.Bundles {
+		if !onRackA[bundle.NodeID] {
+			t.Fatalf("bundle %d on %s, outside rack-a's NVLink domain", bundle.Index, bundle.NodeID)
+		}
+		if len(bundle.GPUIDs) > 0 {
+			used[bundle.NodeID] = true
+		}
+	}
+	if len(used) != 2 {
+		t.Fatalf("8 GPUs on %d node(s), want both rack-a nodes", len(used))
+	}
+}
