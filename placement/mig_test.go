@@ -477,3 +477,24 @@ func TestMIGGPUApplyReleaseDestroy(t *testing.T) {
 		t.Errorf("destroy: %v, %s", err, gpu)
 	}
 }
+
+func TestParseRequestChecksMIGResources(t *testing.T) {
+	cases := []struct {
+		bundle map[string]float64
+		want   string // substring of the error; "" means valid
+	}{
+		{map[string]float64{"nvidia.com/mig-1g.10gb": 1, "CPU": 2}, ""},
+		{map[string]float64{"nvidia.com/mig-3g.99gb": 1}, `bundles[0]["nvidia.com/mig-3g.99gb"]: no supported GPU model has this MIG profile`},
+		{map[string]float64{"nvidia.com/mig-1g.10gb": 2}, `bundles[0]["nvidia.com/mig-1g.10gb"]: a bundle gets at most one MIG device`},
+		{map[string]float64{"nvidia.com/mig-1g.10gb": 1, "nvidia.com/mig-2g.20gb": 1}, "bundles[0]: a bundle gets at most one MIG device"},
+	}
+	for _, tc := range cases {
+		_, err := placement.ParseRequest(placement.RequestSpec{Bundles: []map[string]float64{tc.bundle}, Strategy: "PACK"})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.bundle, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want it to contain %q", tc.bundle, err, tc.want)
+		}
+	}
+}

@@ -216,6 +216,19 @@ func checkBundle(index int, bundle ResourceSet) error {
 		return fieldErrorf(ErrFractionalGPUs, bundleField(index)+resourceField("GPU"),
 			"GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got %s", gpus)
 	}
+	migDevices := 0
+	for _, name := range bundle.Names() {
+		if err := CheckMIGResource(name, bundle[name]); err != nil {
+			return withFieldPrefix(err, bundleField(index))
+		}
+		if IsMIGResource(name) && bundle[name] > 0 {
+			migDevices++
+		}
+	}
+	if migDevices > 1 {
+		return fieldErrorf(ErrInvalidMIGAmount, bundleField(index),
+			"a bundle gets at most one MIG device (CUDA uses only the first), got %d MIG profiles", migDevices)
+	}
 	for _, amount := range bundle {
 		if amount > 0 {
 			return nil
