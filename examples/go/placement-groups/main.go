@@ -53,6 +53,45 @@ func run() error {
 		}
 	}
 
+	// GPU topology: a tensor-parallel group inside one NVLink island, and a data-parallel
+	// group across nodes on one rail. Each bundle gets its GPUs and CUDA_VISIBLE_DEVICES.
+	for _, gpuGroup := range []struct {
+		title    string
+		bundles  []sdk.Bundle
+		strategy sdk.Strategy
+	}{
+		{"tensor parallel: 4 GPUs in one NVLink island", []sdk.Bundle{{"GPU": 1}, {"GPU": 1}, {"GPU": 1}, {"GPU": 1}}, sdk.StrictPack},
+		{"data parallel: 1 GPU on each of 2 nodes, rail-aligned", []sdk.Bundle{{"GPU": 1}, {"GPU": 1}}, sdk.StrictSpread},
+	} {
+		pg, err := client.CreatePlacementGroup(ctx, gpuGroup.bundles, gpuGroup.strategy)
+		if err != nil {
+			return err
+		}
+		ok, err := pg.Wait(ctx, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		if !ok { // a cluster without GPU nodes
+			fmt.Printf("\n%s: not placed (no GPU nodes?)\n", gpuGroup.title)
+			if err := pg.Remove(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		info, err := pg.Table(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\n%s (%s):\n", gpuGroup.title, gpuGroup.strategy)
+		for _, b := range info.Bundles {
+			fmt.Printf("  bundle %d -> node %s GPU %v CUDA_VISIBLE_DEVICES=%s UUID %v\n",
+				b.Index, b.NodeID[:12], b.GPUIDs, b.CUDAVisibleDevices, b.DeviceUUIDs)
+		}
+		if err := pg.Remove(ctx); err != nil {
+			return err
+		}
+	}
+
 	// A group no node can hold today is accepted and waits, with its reason.
 	big, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1000}}, sdk.StrictPack)
 	if err != nil {
