@@ -21,13 +21,26 @@
 //   - Rails: each GPU's closest InfiniBand NIC by PCIe hops, rail = the NIC's position in
 //     name order (mapRails states the rule).
 //
+// MIG (mig.go): MIGManager turns a GPU's MIG mode on and off, carves an instance of an
+// NVML profile id at an explicit start (GPU instance with that placement, then its
+// default compute instance) and returns its "MIG-…" device UUID, destroys one (compute
+// instances first), and lists the instances that exist, as a restarted raylet must.
+// Which profile and start is placement's decision (placement.PlanMIG); this package only
+// carries it out. Profiles are the ids hardware reports (placement.MIGProfile.ID): NVML
+// is asked by profile enum and answers the id, and the manager learns that mapping from
+// NVML; the simulation's side of it is simProfileEnums, the one table of it.
+//
 // Simulation: Simulate builds an nvml.Interface for a named machine (SimulatedModels) on
 // go-nvml's dgxa100 mock devices and writes the matching sysfs tree. Every mock function
-// the simulation leaves unset returns ERROR_NOT_SUPPORTED instead of panicking. MIG is a
-// separate concern: only the A100 models keep the dgxa100 mock's MIG tables, which use
-// profile enum indices where real hardware reports profile ids.
+// the simulation leaves unset returns ERROR_NOT_SUPPORTED instead of panicking. MIG is
+// simulated as hardware behaves on the models placement has MIG tables for (mig_sim.go:
+// the real profile ids and placements, overlap and invalid starts refused, compute
+// instances destroyed before their GPU instance), replacing the dgxa100 mock's MIG
+// functions; SimulatedMIGState, or ReadSimulatedMIGState on SimOptions.MIGStateFile from
+// another process, shows what the simulated driver holds.
 //
 // Concurrency: DiscoverTopology and Discover may run concurrently with each other (NVML
 // Init/Shutdown are reference-counted); a simulated nvml.Interface is safe for concurrent
-// use once Simulate has returned.
+// use once Simulate has returned; a MIGManager is safe for concurrent use and serializes
+// its calls.
 package gpu

@@ -41,6 +41,19 @@ func withNVML(lib nvml.Interface, discover func() error) (err error) {
 	return discover()
 }
 
+// hasSymbol reports whether the loaded libnvidia-ml.so exports symbol. go-nvml binds
+// symbols lazily, and calling one that an old driver lacks can abort the process in the
+// dynamic linker, where no recover reaches.
+func hasSymbol(lib nvml.Interface, symbol string) (found bool) {
+	defer func() {
+		// A mock without Extensions: assume present; callers guard the call itself.
+		if recover() != nil {
+			found = true
+		}
+	}()
+	return lib.Extensions().LookupSymbol(symbol) == nil
+}
+
 // listDevices returns the GPUs in NVML index order with their handles, for the queries
 // that follow.
 func listDevices(lib nvml.Interface) ([]Device, []nvml.Device, error) {

@@ -55,8 +55,9 @@ func TestSimulatedNVMLAnswersUnsetFunctionsWithNotSupported(t *testing.T) {
 	}
 }
 
-// MIG is simulated only where the dgxa100 mock's tables are right: the A100 models.
-func TestSimulatedMIGOnlyOnA100(t *testing.T) {
+// MIG is simulated where placement has the model's MIG tables: every simulated model but
+// the GB200.
+func TestSimulatedMIGOnModelsWithMIGTables(t *testing.T) {
 	for _, model := range SimulatedModels() {
 		lib, _, err := Simulate(model, SimOptions{Seed: "node-1"})
 		if err != nil {
@@ -64,7 +65,7 @@ func TestSimulatedMIGOnlyOnA100(t *testing.T) {
 		}
 		dev, _ := lib.DeviceGetHandleByIndex(0)
 		_, _, ret := dev.GetMigMode()
-		wantSupported := model == "dgx-a100-40gb" || model == "dgx-a100-80gb"
+		wantSupported := model != "gb200-nvl72"
 		if (ret == nvml.SUCCESS) != wantSupported {
 			t.Errorf("%s: GetMigMode() returned %v", model, nvml.ErrorString(ret))
 		}

@@ -23,6 +23,13 @@ type SimOptions struct {
 	// tree is written, in the subdirectory "sysfs-<model>"; nodes of one model may share it.
 	// Empty writes no tree, and rails are then unknown.
 	SysfsDir string
+	// MIGStateFile, when set, is a JSON file holding the node's simulated MIG state (MIG
+	// mode and instances of each GPU): loaded by Simulate when it exists, rewritten after
+	// every change. A test in another process reads it with ReadSimulatedMIGState, and a
+	// simulated node restarted with the same Seed finds its instances again, as a raylet
+	// restarting on real hardware does. Empty keeps the state in memory only
+	// (SimulatedMIGState reads it).
+	MIGStateFile string
 }
 
 // simMachine describes a simulated server: what NVML reports and its PCI layout.
@@ -43,8 +50,6 @@ type simMachine struct {
 	// when the switches are outside the node (GB200 switch trays) and NVML cannot say.
 	nvSwitchBusIDs []string
 	fabric         simFabric
-	// a100MIG keeps the dgxa100 mock's MIG functions, whose tables describe an A100 only.
-	a100MIG bool
 }
 
 // pciSwitch is one PCIe switch under its own root complex, with the GPUs and NICs behind it.
@@ -127,8 +132,7 @@ func dgxA100(name string, memoryBytes uint64, pciDeviceID uint32) simMachine {
 		nvSwitchBusIDs: []string{
 			"0000:c4:00.0", "0000:c5:00.0", "0000:c6:00.0", "0000:c7:00.0", "0000:c8:00.0", "0000:c9:00.0",
 		},
-		fabric:  fabricNone,
-		a100MIG: true,
+		fabric: fabricNone,
 	}
 }
 
@@ -166,9 +170,9 @@ func SimulatedModels() []string {
 //
 // Every NVML function the simulation does not describe returns ERROR_NOT_SUPPORTED instead
 // of panicking as a bare mock does, and the library-level forms (lib.DeviceGetUUID(dev))
-// answer as the device methods do, as with the real library. MIG is simulated only on the
-// A100 models, with the dgxa100 mock's tables (profile enum indices, not the profile ids
-// real hardware reports); on the others the MIG functions return ERROR_NOT_SUPPORTED.
+// answer as the device methods do, as with the real library. MIG is simulated as hardware
+// behaves (mig_sim.go) on the models placement has MIG tables for (A100, H100, H200);
+// on the others the MIG functions return ERROR_NOT_SUPPORTED.
 func Simulate(model string, opts SimOptions) (nvml.Interface, string, error) {
 	machine, ok := simMachines[model]
 	if !ok {
@@ -177,24 +181,40 @@ func Simulate(model string, opts SimOptions) (nvml.Interface, string, error) {
 	if opts.Seed == "" {
 		return nil, "", fmt.Errorf("SimOptions.Seed: empty; give a string unique to the node, such as its node id")
 	}
-	layout := machine.pciLayout()
+	return machine.simulate(model, opts)
+}
+
+// simulate builds the machine, named model; see Simulate.
+func (m simMachine) simulate(model string, opts SimOptions) (nvml.Interface, string, error) {
+	layout := m.pciLayout()
 	devices := make([]*dgxa100.Device, len(layout.gpuBusIDs))
 	for i := range devices {
-		devices[i] = machine.newDevice(model, i, layout, opts, devices)
+		devices[i] = m.newDevice(model, i, layout, opts, devices)
 	}
-	lib := newSimServer(devices)
+	mig, err := newSimMIG(devices, m.deviceName, m.memoryBytes, opts.MIGStateFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("simulated MIG for %s: %w", model, err)
+	}
+	lib := newSimServer(devices, mig)
 	sysfsRoot := ""
 	if opts.SysfsDir != "" {
-		var err error
-		if sysfsRoot, err = writeSimSysfs(opts.SysfsDir, model, machine, layout); err != nil {
+		if sysfsRoot, err = writeSimSysfs(opts.SysfsDir, model, m, layout); err != nil {
 			return nil, "", fmt.Errorf("simulated sysfs for %s: %w", model, err)
 		}
 	}
 	return lib, sysfsRoot, nil
 }
 
-// newSimServer is a dgxa100 server whose GPUs are devices.
-func newSimServer(devices []*dgxa100.Device) *dgxa100.Server {
+// simServer is a simulated machine's NVML: a dgxa100 server and the MIG state of its GPUs
+// (nil for a model without MIG tables).
+type simServer struct {
+	*dgxa100.Server
+	mig *simMIG
+}
+
+// newSimServer is a dgxa100 server whose GPUs are devices, with their MIG devices when
+// mig is not nil.
+func newSimServer(devices []*dgxa100.Device, mig *simMIG) *simServer {
 	s := dgxa100.New()
 	s.Devices = [8]nvml.Device{}
 	for i, d := range devices {
@@ -215,6 +235,11 @@ func newSimServer(devices []*dgxa100.Device) *dgxa100.Server {
 				return d, nvml.SUCCESS
 			}
 		}
+		if mig != nil {
+			if d, ok := mig.migDeviceByUUID(uuid); ok {
+				return d, nvml.SUCCESS
+			}
+		}
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	s.DeviceGetHandleByPciBusIdFunc = func(busID string) (nvml.Device, nvml.Return) {
@@ -229,7 +254,7 @@ func newSimServer(devices []*dgxa100.Device) *dgxa100.Server {
 	delegateToHandleMethods(&s.Interface)
 	fillUnsetWithNotSupported(&s.Interface)
 	fillUnsetWithNotSupported(&s.ExtendedInterface)
-	return s
+	return &simServer{Server: s, mig: mig}
 }
 
 // newDevice is GPU index of the machine; peers are all the node's GPUs (filled in by the
@@ -245,15 +270,15 @@ func (m simMachine) newDevice(model string, index int, layout simLayout, opts Si
 	d.PciBusID = nvmlBusID(busID)
 	pci := nvmlPciInfo(busID, m.pciDeviceID)
 	d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) { return pci, nvml.SUCCESS }
-	if !m.a100MIG {
-		d.SetMigModeFunc = nil
-		d.GetMigModeFunc = nil
-		d.GetGpuInstanceProfileInfoFunc = nil
-		d.GetGpuInstancePossiblePlacementsFunc = nil
-		d.CreateGpuInstanceFunc = nil
-		d.CreateGpuInstanceWithPlacementFunc = nil
-		d.GetGpuInstancesFunc = nil
-	}
+	// The dgxa100 mock's MIG functions report enum indices as profile ids and check no
+	// geometry: drop them (ERROR_NOT_SUPPORTED); newSimMIG installs the simulated driver's.
+	d.SetMigModeFunc = nil
+	d.GetMigModeFunc = nil
+	d.GetGpuInstanceProfileInfoFunc = nil
+	d.GetGpuInstancePossiblePlacementsFunc = nil
+	d.CreateGpuInstanceFunc = nil
+	d.CreateGpuInstanceWithPlacementFunc = nil
+	d.GetGpuInstancesFunc = nil
 
 	peerIndex := func(other nvml.Device) (int, bool) {
 		for j, p := range peers {
@@ -417,11 +442,16 @@ func nvmlPciInfo(sysfsBusID string, pciDeviceID uint32) nvml.PciInfo {
 // simGPUUUID derives a stable UUID, unique per (model, node seed, index), in NVML's
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" form.
 func simGPUUUID(model, seed string, index int) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "raygo-gpu-sim\x00%s\x00%s\x00%d", model, seed, index))
+	return "GPU-" + formatSimUUID(sha256.Sum256(fmt.Appendf(nil, "raygo-gpu-sim\x00%s\x00%s\x00%d", model, seed, index)))
+}
+
+// formatSimUUID writes the first 16 bytes of a hash as a name-based UUID,
+// "xxxxxxxx-xxxx-5xxx-xxxx-xxxxxxxxxxxx".
+func formatSimUUID(sum [sha256.Size]byte) string {
 	u := sum[:16]
 	u[6] = u[6]&0x0f | 0x50 // RFC 4122 version 5 (name-based) …
 	u[8] = u[8]&0x3f | 0x80 // … and variant bits, so tools that parse UUIDs accept it
-	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // simRackClusterUUID is the fabric ClusterUuid shared by the simulated nodes of one rack.

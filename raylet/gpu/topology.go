@@ -118,19 +118,10 @@ type optionalQueries struct {
 }
 
 func supportedQueries(lib nvml.Interface) optionalQueries {
-	has := func(symbol string) (found bool) {
-		defer func() {
-			// A mock without Extensions: assume present; the call itself is guarded.
-			if recover() != nil {
-				found = true
-			}
-		}()
-		return lib.Extensions().LookupSymbol(symbol) == nil
-	}
 	return optionalQueries{
-		nvlinkRemoteType: has("nvmlDeviceGetNvLinkRemoteDeviceType"),
-		p2pStatus:        has("nvmlDeviceGetP2PStatus"),
-		fabricInfo:       has("nvmlDeviceGetGpuFabricInfo"),
+		nvlinkRemoteType: hasSymbol(lib, "nvmlDeviceGetNvLinkRemoteDeviceType"),
+		p2pStatus:        hasSymbol(lib, "nvmlDeviceGetP2PStatus"),
+		fabricInfo:       hasSymbol(lib, "nvmlDeviceGetGpuFabricInfo"),
 	}
 }
 

@@ -221,7 +221,7 @@ func TestNVSwitchPartitionsFollowP2PStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := lib.(*dgxa100.Server)
+	server := lib.(*simServer).Server
 	partition := func(d nvml.Device) int { return d.(*dgxa100.Device).Index / 4 }
 	for _, d := range server.Devices {
 		d.(*dgxa100.Device).GetP2PStatusFunc = func(other nvml.Device, _ nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {

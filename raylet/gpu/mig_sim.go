@@ -1,0 +1,733 @@
+package gpu
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// Simulated MIG: the MIG side of a simulated machine's NVML, answering as the driver of a
+// GPU with the real geometry (placement's tables) does. It replaces the dgxa100 mock's MIG
+// functions, which report profile enum indices as profile ids, check no overlap, keep one
+// A100 table for every GPU and let a GPU instance with compute instances be destroyed.
+//
+// What it enforces, with the NVML return codes of nvml.h:
+//   - MIG mode must be on to list, carve or destroy instances (ERROR_NOT_SUPPORTED), and
+//     stays on while GPU instances exist (SetMigMode: ERROR_IN_USE);
+//   - a start that is not a valid placement of the profile, or a size that is not the
+//     profile's: ERROR_INVALID_ARGUMENT;
+//   - a valid placement the GPU cannot take as it is (overlap, the profile's max
+//     instances, a second "+me", more than 7 compute slices): ERROR_INSUFFICIENT_RESOURCES;
+//   - destroying a GPU instance that still has compute instances: ERROR_IN_USE;
+//   - a handle used after its instance was destroyed: ERROR_INVALID_ARGUMENT.
+//
+// Each compute instance is a MIG device with a "MIG-<uuid>" UUID derived from the GPU's UUID
+// and a per-GPU counter: unique, and the same every time the instance is listed.
+//
+// Concurrency: one mutex per simulated node guards the MIG state of all its GPUs; every
+// device, GPU instance, compute instance and MIG device function takes it.
+
+// simProfileEnums is the one translation between the two numberings of GPU instance
+// profiles: NVML's GetGpuInstanceProfileInfo takes a profile enum
+// (NVML_GPU_INSTANCE_PROFILE_*) and answers a GpuInstanceProfileInfo whose Id is the
+// profile id hardware reports (`nvidia-smi mig -lgip`), placement.MIGProfile.ID, which
+// every other MIG function takes. go-nvml's mock answers the enum as the id; the
+// simulation answers as hardware does, and MIGManager learns the mapping by asking, as it
+// must on a real driver. Names are the H100-80GB ones.
+var simProfileEnums = map[int]int{
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE:      19, // 1g.10gb: 1 memory slice
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: 20, // 1g.10gb+me
+	nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: 15, // 1g.20gb: 2 memory slices
+	nvml.GPU_INSTANCE_PROFILE_2_SLICE:      14, // 2g.20gb
+	nvml.GPU_INSTANCE_PROFILE_3_SLICE:      9,  // 3g.40gb
+	nvml.GPU_INSTANCE_PROFILE_4_SLICE:      5,  // 4g.40gb
+	nvml.GPU_INSTANCE_PROFILE_7_SLICE:      0,  // 7g.80gb
+}
+
+// simComputeProfileSlices gives the compute slices of the compute instance profiles the
+// simulation offers (NVML_COMPUTE_INSTANCE_PROFILE_*, shared engines). A GPU instance
+// offers those no larger than itself; as on hardware, a profile's id is its enum value.
+var simComputeProfileSlices = map[int]int{
+	nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE: 1,
+	nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE: 2,
+	nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE: 3,
+	nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE: 4,
+	nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE: 7,
+}
+
+// simMIG is the MIG state of one simulated node.
+type simMIG struct {
+	mu   sync.Mutex
+	gpus []*simMIGGPU // by GPU index
+	// stateFile, when set, holds the state between runs and for other processes
+	// (SimOptions.MIGStateFile); rewritten after every change.
+	stateFile string
+}
+
+// simMIGGPU is one simulated GPU's MIG state. Fields below node are guarded by node.mu.
+type simMIGGPU struct {
+	node      *simMIG
+	index     int
+	device    *dgxa100.Device
+	model     placement.MIGModel
+	memoryMiB uint64
+
+	enabled      bool
+	gpuInstances []*simGPUInstance // by id
+	// uuidsIssued counts the MIG device UUIDs the GPU ever issued: the next one's seed.
+	uuidsIssued uint64
+}
+
+type simGPUInstance struct {
+	mock.GpuInstance
+	gpu              *simMIGGPU
+	id               int
+	profile          placement.MIGProfile
+	start            int
+	computeInstances []*simComputeInstance // by id
+	destroyed        bool
+}
+
+type simComputeInstance struct {
+	mock.ComputeInstance
+	gpuInstance *simGPUInstance
+	id          int
+	// profileID is the compute instance profile (its enum value); start and slices place
+	// it among the GPU instance's compute slices.
+	profileID, start, slices int
+	migDevice                *simMIGDevice
+	destroyed                bool
+}
+
+// simMIGDevice is the MIG device handle of a compute instance.
+type simMIGDevice struct {
+	mock.Device
+	computeInstance *simComputeInstance
+	uuid            string
+}
+
+// newSimMIG gives the devices of a machine whose GPUs are named deviceName the MIG
+// functions of their model, and loads stateFile when it exists. It returns nil, leaving
+// the MIG functions at ERROR_NOT_SUPPORTED, when placement has no MIG table for the model.
+// Call it before the devices are shared.
+func newSimMIG(devices []*dgxa100.Device, deviceName string, memoryBytes uint64, stateFile string) (*simMIG, error) {
+	model, ok := placement.MIGModelOfDevice(deviceName)
+	if !ok {
+		return nil, nil
+	}
+	s := &simMIG{stateFile: stateFile}
+	for i, d := range devices {
+		s.gpus = append(s.gpus, &simMIGGPU{node: s, index: i, device: d, model: model, memoryMiB: memoryBytes / mib})
+	}
+	if stateFile != "" {
+		if err := s.load(); err != nil {
+			return nil, err
+		}
+		if err := s.persistLocked(); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range s.gpus {
+		g.install()
+	}
+	return s, nil
+}
+
+func (g *simMIGGPU) install() {
+	d := g.device
+	d.SetMigModeFunc = g.setMigMode
+	d.GetMigModeFunc = g.getMigMode
+	d.GetGpuInstanceProfileInfoFunc = g.gpuInstanceProfileInfo
+	d.GetGpuInstancePossiblePlacementsFunc = g.possiblePlacements
+	d.GetGpuInstanceRemainingCapacityFunc = g.remainingCapacity
+	d.CreateGpuInstanceFunc = g.createGpuInstance
+	d.CreateGpuInstanceWithPlacementFunc = g.createGpuInstanceWithPlacement
+	d.GetGpuInstancesFunc = g.getGpuInstances
+	d.GetGpuInstanceByIdFunc = g.getGpuInstanceByID
+	d.GetMaxMigDeviceCountFunc = g.maxMigDeviceCount
+	d.GetMigDeviceHandleByIndexFunc = g.migDeviceHandleByIndex
+	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+}
+
+func (g *simMIGGPU) setMigMode(mode int) (nvml.Return, nvml.Return) {
+	if mode != nvml.DEVICE_MIG_DISABLE && mode != nvml.DEVICE_MIG_ENABLE {
+		return nvml.ERROR_INVALID_ARGUMENT, nvml.ERROR_INVALID_ARGUMENT
+	}
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	want := mode == nvml.DEVICE_MIG_ENABLE
+	if !want && len(g.gpuInstances) > 0 {
+		return nvml.ERROR_IN_USE, nvml.ERROR_IN_USE
+	}
+	before := g.enabled
+	g.enabled = want
+	if ret := g.node.commitLocked(func() { g.enabled = before }); ret != nvml.SUCCESS {
+		return ret, ret
+	}
+	// The simulated GPU resets at once: the new mode is current, nothing is pending.
+	return nvml.SUCCESS, nvml.SUCCESS
+}
+
+func (g *simMIGGPU) getMigMode() (int, int, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	mode := nvml.DEVICE_MIG_DISABLE
+	if g.enabled {
+		mode = nvml.DEVICE_MIG_ENABLE
+	}
+	return mode, mode, nvml.SUCCESS
+}
+
+// gpuInstanceProfileInfo answers for a profile enum (see simProfileEnums), with MIG mode
+// on or off: the profiles are the GPU's.
+func (g *simMIGGPU) gpuInstanceProfileInfo(profileEnum int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+	if profileEnum < 0 || profileEnum >= nvml.GPU_INSTANCE_PROFILE_COUNT {
+		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	id, ok := simProfileEnums[profileEnum]
+	if !ok {
+		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	profile, ok := g.model.ProfileByID(id)
+	if !ok {
+		return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	return nvml.GpuInstanceProfileInfo{
+		Id:            uint32(profile.ID),
+		SliceCount:    uint32(profile.ComputeSlices),
+		InstanceCount: uint32(profile.MaxInstances),
+		// An approximation: hardware reserves a little of each slice.
+		MemorySizeMB: g.memoryMiB * uint64(profile.MemorySlices) / placement.MIGMemorySlices,
+	}, nvml.SUCCESS
+}
+
+// profileOf returns the profile a GpuInstanceProfileInfo names by its id.
+func (g *simMIGGPU) profileOf(info *nvml.GpuInstanceProfileInfo) (placement.MIGProfile, nvml.Return) {
+	if info == nil {
+		return placement.MIGProfile{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	profile, ok := g.model.ProfileByID(int(info.Id))
+	if !ok {
+		return placement.MIGProfile{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return profile, nvml.SUCCESS
+}
+
+// possiblePlacements lists every valid placement of the profile, free or not, with MIG
+// mode on or off, as NVML does.
+func (g *simMIGGPU) possiblePlacements(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstancePlacement, nvml.Return) {
+	profile, ret := g.profileOf(info)
+	if ret != nvml.SUCCESS {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	var placements []nvml.GpuInstancePlacement
+	for _, start := range profile.ValidStarts() {
+		placements = append(placements, nvml.GpuInstancePlacement{Start: uint32(start), Size: uint32(profile.MemorySlices)})
+	}
+	return placements, nvml.SUCCESS
+}
+
+// slotMapLocked is the GPU's instances as placement sees them.
+func (g *simMIGGPU) slotMapLocked() placement.MIGGPU {
+	gpu := placement.MIGGPU{Index: g.index, Model: g.model}
+	for _, gi := range g.gpuInstances {
+		gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: gi.profile.ID, Start: gi.start, State: placement.MIGHeld})
+	}
+	return gpu
+}
+
+// feasibleLocked lists the placements of the profile the GPU can take as it is.
+func (g *simMIGGPU) feasibleLocked(profile placement.MIGProfile) ([]placement.MIGPlacement, nvml.Return) {
+	feasible, err := placement.FeasibleMIGPlacements(g.slotMapLocked(), profile)
+	if err != nil {
+		// The simulation keeps the geometry; a broken slot map is its own bug.
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	return feasible, nvml.SUCCESS
+}
+
+func (g *simMIGGPU) remainingCapacity(info *nvml.GpuInstanceProfileInfo) (int, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	profile, ret := g.profileOf(info)
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	// Lowest start first places the most instances of one profile (see placement).
+	gpu := g.slotMapLocked()
+	for count := 0; ; count++ {
+		feasible, err := placement.FeasibleMIGPlacements(gpu, profile)
+		if err != nil {
+			return 0, nvml.ERROR_UNKNOWN
+		}
+		if len(feasible) == 0 {
+			return count, nvml.SUCCESS
+		}
+		gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: profile.ID, Start: feasible[0].Start, State: placement.MIGHeld})
+	}
+}
+
+// createGpuInstance carves at the lowest free placement, where the driver would choose.
+func (g *simMIGGPU) createGpuInstance(info *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	profile, ret := g.profileOf(info)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	feasible, ret := g.feasibleLocked(profile)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	if len(feasible) == 0 {
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	return g.addGpuInstanceLocked(profile, feasible[0].Start)
+}
+
+func (g *simMIGGPU) createGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo, at *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	profile, ret := g.profileOf(info)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	if at == nil || at.Start >= placement.MIGMemorySlices || int(at.Size) != profile.MemorySlices || !profile.IsValidStart(int(at.Start)) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	start := int(at.Start)
+	feasible, ret := g.feasibleLocked(profile)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	if !slices.Contains(feasible, profile.Placement(start)) {
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	return g.addGpuInstanceLocked(profile, start)
+}
+
+// addGpuInstanceLocked carves a checked placement. GPU instance ids are the lowest free,
+// from 0; hardware derives them from the placement, so callers must read them, never
+// assume them.
+func (g *simMIGGPU) addGpuInstanceLocked(profile placement.MIGProfile, start int) (nvml.GpuInstance, nvml.Return) {
+	gi := g.newGpuInstance(lowestFreeID(g.gpuInstances, func(gi *simGPUInstance) int { return gi.id }), profile, start)
+	g.insertGpuInstanceLocked(gi)
+	if ret := g.node.commitLocked(func() { g.removeGpuInstanceLocked(gi) }); ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return gi, nvml.SUCCESS
+}
+
+func (g *simMIGGPU) insertGpuInstanceLocked(gi *simGPUInstance) {
+	g.gpuInstances = append(g.gpuInstances, gi)
+	slices.SortFunc(g.gpuInstances, func(a, b *simGPUInstance) int { return cmp.Compare(a.id, b.id) })
+	gi.destroyed = false
+}
+
+func (g *simMIGGPU) removeGpuInstanceLocked(gi *simGPUInstance) {
+	g.gpuInstances = slices.DeleteFunc(g.gpuInstances, func(other *simGPUInstance) bool { return other == gi })
+	gi.destroyed = true
+}
+
+func (g *simMIGGPU) getGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	profile, ret := g.profileOf(info)
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	instances := []nvml.GpuInstance{}
+	for _, gi := range g.gpuInstances {
+		if gi.profile.ID == profile.ID {
+			instances = append(instances, gi)
+		}
+	}
+	return instances, nvml.SUCCESS
+}
+
+func (g *simMIGGPU) getGpuInstanceByID(id int) (nvml.GpuInstance, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	for _, gi := range g.gpuInstances {
+		if gi.id == id {
+			return gi, nvml.SUCCESS
+		}
+	}
+	return nil, nvml.ERROR_NOT_FOUND
+}
+
+// maxMigDeviceCount is zero with MIG mode off, as NVML says.
+func (g *simMIGGPU) maxMigDeviceCount() (int, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return 0, nvml.SUCCESS
+	}
+	return placement.MIGComputeSlices, nvml.SUCCESS
+}
+
+// migDeviceHandleByIndex numbers the MIG devices by GPU instance id, then compute
+// instance id; as on hardware, an index names another device after a change.
+func (g *simMIGGPU) migDeviceHandleByIndex(index int) (nvml.Device, nvml.Return) {
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if !g.enabled {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	if index < 0 || index >= placement.MIGComputeSlices {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	for _, gi := range g.gpuInstances {
+		if index < len(gi.computeInstances) {
+			return gi.computeInstances[index].migDevice, nvml.SUCCESS
+		}
+		index -= len(gi.computeInstances)
+	}
+	return nil, nvml.ERROR_NOT_FOUND
+}
+
+// migDeviceUUID is the UUID of the GPU's n-th MIG device ever: "MIG-" and a name-based
+// UUID of the GPU's UUID and n.
+func (g *simMIGGPU) migDeviceUUID(n uint64) string {
+	return "MIG-" + formatSimUUID(sha256.Sum256(fmt.Appendf(nil, "raygo-mig-sim\x00%s\x00%d", g.device.UUID, n)))
+}
+
+func (g *simMIGGPU) newGpuInstance(id int, profile placement.MIGProfile, start int) *simGPUInstance {
+	gi := &simGPUInstance{gpu: g, id: id, profile: profile, start: start}
+	gi.GetInfoFunc = gi.getInfo
+	gi.GetComputeInstanceProfileInfoFunc = gi.computeInstanceProfileInfo
+	gi.GetComputeInstanceRemainingCapacityFunc = gi.computeInstanceRemainingCapacity
+	gi.CreateComputeInstanceFunc = gi.createComputeInstance
+	gi.GetComputeInstancesFunc = gi.getComputeInstances
+	gi.GetComputeInstanceByIdFunc = gi.getComputeInstanceByID
+	gi.DestroyFunc = gi.destroy
+	fillUnsetWithNotSupported(&gi.GpuInstance)
+	return gi
+}
+
+func (gi *simGPUInstance) getInfo() (nvml.GpuInstanceInfo, nvml.Return) {
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if gi.destroyed {
+		return nvml.GpuInstanceInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return nvml.GpuInstanceInfo{
+		Device:    gi.gpu.device,
+		Id:        uint32(gi.id),
+		ProfileId: uint32(gi.profile.ID),
+		Placement: nvml.GpuInstancePlacement{Start: uint32(gi.start), Size: uint32(gi.profile.MemorySlices)},
+	}, nvml.SUCCESS
+}
+
+// computeProfile returns the compute slices of a compute instance profile the GPU
+// instance offers.
+func (gi *simGPUInstance) computeProfile(profile int) (int, nvml.Return) {
+	if profile < 0 || profile >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	size, ok := simComputeProfileSlices[profile]
+	if !ok || size > gi.profile.ComputeSlices {
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	return size, nvml.SUCCESS
+}
+
+func (gi *simGPUInstance) computeInstanceProfileInfo(profile, engineProfile int) (nvml.ComputeInstanceProfileInfo, nvml.Return) {
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if gi.destroyed || engineProfile < 0 || engineProfile >= nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT {
+		return nvml.ComputeInstanceProfileInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	size, ret := gi.computeProfile(profile)
+	if ret != nvml.SUCCESS {
+		return nvml.ComputeInstanceProfileInfo{}, ret
+	}
+	return nvml.ComputeInstanceProfileInfo{
+		Id:            uint32(profile),
+		SliceCount:    uint32(size),
+		InstanceCount: uint32(gi.profile.ComputeSlices / size),
+	}, nvml.SUCCESS
+}
+
+// computeRangeFreeLocked reports whether compute slices [start, start+size) are inside the
+// GPU instance and free.
+func (gi *simGPUInstance) computeRangeFreeLocked(start, size int) bool {
+	if start < 0 || start+size > gi.profile.ComputeSlices {
+		return false
+	}
+	for _, ci := range gi.computeInstances {
+		if start < ci.start+ci.slices && ci.start < start+size {
+			return false
+		}
+	}
+	return true
+}
+
+// freeComputeStartLocked is the first start of size contiguous free compute slices.
+func (gi *simGPUInstance) freeComputeStartLocked(size int) (int, bool) {
+	for start := 0; start+size <= gi.profile.ComputeSlices; start++ {
+		if gi.computeRangeFreeLocked(start, size) {
+			return start, true
+		}
+	}
+	return 0, false
+}
+
+func (gi *simGPUInstance) computeInstanceRemainingCapacity(info *nvml.ComputeInstanceProfileInfo) (int, nvml.Return) {
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if gi.destroyed || info == nil {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	size, ret := gi.computeProfile(int(info.Id))
+	if ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	free := gi.profile.ComputeSlices
+	for _, ci := range gi.computeInstances {
+		free -= ci.slices
+	}
+	return free / size, nvml.SUCCESS
+}
+
+// createComputeInstance takes the first free run of compute slices. Compute instance ids
+// are the lowest free in the GPU instance, from 0.
+func (gi *simGPUInstance) createComputeInstance(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
+	g := gi.gpu
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	if gi.destroyed || info == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	size, ret := gi.computeProfile(int(info.Id))
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	start, ok := gi.freeComputeStartLocked(size)
+	if !ok {
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+	}
+	id := lowestFreeID(gi.computeInstances, func(ci *simComputeInstance) int { return ci.id })
+	ci := gi.newComputeInstance(id, int(info.Id), start, size, g.migDeviceUUID(g.uuidsIssued))
+	g.uuidsIssued++
+	gi.insertComputeInstanceLocked(ci)
+	if ret := g.node.commitLocked(func() { gi.removeComputeInstanceLocked(ci) }); ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return ci, nvml.SUCCESS
+}
+
+func (gi *simGPUInstance) insertComputeInstanceLocked(ci *simComputeInstance) {
+	gi.computeInstances = append(gi.computeInstances, ci)
+	slices.SortFunc(gi.computeInstances, func(a, b *simComputeInstance) int { return cmp.Compare(a.id, b.id) })
+	ci.destroyed = false
+}
+
+func (gi *simGPUInstance) removeComputeInstanceLocked(ci *simComputeInstance) {
+	gi.computeInstances = slices.DeleteFunc(gi.computeInstances, func(other *simComputeInstance) bool { return other == ci })
+	ci.destroyed = true
+}
+
+func (gi *simGPUInstance) getComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if gi.destroyed || info == nil {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	if _, ret := gi.computeProfile(int(info.Id)); ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	instances := []nvml.ComputeInstance{}
+	for _, ci := range gi.computeInstances {
+		if ci.profileID == int(info.Id) {
+			instances = append(instances, ci)
+		}
+	}
+	return instances, nvml.SUCCESS
+}
+
+func (gi *simGPUInstance) getComputeInstanceByID(id int) (nvml.ComputeInstance, nvml.Return) {
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if gi.destroyed {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	for _, ci := range gi.computeInstances {
+		if ci.id == id {
+			return ci, nvml.SUCCESS
+		}
+	}
+	return nil, nvml.ERROR_NOT_FOUND
+}
+
+// destroy refuses while compute instances remain: they go first, as on hardware.
+func (gi *simGPUInstance) destroy() nvml.Return {
+	g := gi.gpu
+	g.node.mu.Lock()
+	defer g.node.mu.Unlock()
+	switch {
+	case gi.destroyed:
+		return nvml.ERROR_INVALID_ARGUMENT
+	case len(gi.computeInstances) > 0:
+		return nvml.ERROR_IN_USE
+	}
+	g.removeGpuInstanceLocked(gi)
+	return g.node.commitLocked(func() { g.insertGpuInstanceLocked(gi) })
+}
+
+func (gi *simGPUInstance) newComputeInstance(id, profileID, start, size int, uuid string) *simComputeInstance {
+	ci := &simComputeInstance{gpuInstance: gi, id: id, profileID: profileID, start: start, slices: size}
+	ci.GetInfoFunc = ci.getInfo
+	ci.DestroyFunc = ci.destroy
+	fillUnsetWithNotSupported(&ci.ComputeInstance)
+	ci.migDevice = newSimMIGDevice(ci, uuid)
+	return ci
+}
+
+func (ci *simComputeInstance) getInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
+	gi := ci.gpuInstance
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if ci.destroyed {
+		return nvml.ComputeInstanceInfo{}, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return nvml.ComputeInstanceInfo{
+		Device:      gi.gpu.device,
+		GpuInstance: gi,
+		Id:          uint32(ci.id),
+		ProfileId:   uint32(ci.profileID),
+		Placement:   nvml.ComputeInstancePlacement{Start: uint32(ci.start), Size: uint32(ci.slices)},
+	}, nvml.SUCCESS
+}
+
+func (ci *simComputeInstance) destroy() nvml.Return {
+	gi := ci.gpuInstance
+	gi.gpu.node.mu.Lock()
+	defer gi.gpu.node.mu.Unlock()
+	if ci.destroyed {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	gi.removeComputeInstanceLocked(ci)
+	return gi.gpu.node.commitLocked(func() { gi.insertComputeInstanceLocked(ci) })
+}
+
+// name is what CUDA and nvidia-smi call the MIG device: "NVIDIA H100 80GB HBM3 MIG
+// 1g.10gb", or "… MIG 1c.3g.40gb" for a compute instance smaller than its GPU instance.
+func (ci *simComputeInstance) name() string {
+	gi := ci.gpuInstance
+	if ci.slices == gi.profile.ComputeSlices {
+		return gi.gpu.device.Name + " MIG " + gi.profile.Name
+	}
+	return fmt.Sprintf("%s MIG %dc.%s", gi.gpu.device.Name, ci.slices, gi.profile.Name)
+}
+
+func newSimMIGDevice(ci *simComputeInstance, uuid string) *simMIGDevice {
+	d := &simMIGDevice{computeInstance: ci, uuid: uuid}
+	gi := ci.gpuInstance
+	node := gi.gpu.node
+	// Every query of a destroyed compute instance's handle fails, as NVML's do.
+	alive := func() bool {
+		node.mu.Lock()
+		defer node.mu.Unlock()
+		return !ci.destroyed
+	}
+	d.GetUUIDFunc = func() (string, nvml.Return) {
+		if !alive() {
+			return "", nvml.ERROR_INVALID_ARGUMENT
+		}
+		return uuid, nvml.SUCCESS
+	}
+	d.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return true, nvml.SUCCESS }
+	d.GetGpuInstanceIdFunc = func() (int, nvml.Return) {
+		if !alive() {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return gi.id, nvml.SUCCESS
+	}
+	d.GetComputeInstanceIdFunc = func() (int, nvml.Return) {
+		if !alive() {
+			return 0, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return ci.id, nvml.SUCCESS
+	}
+	d.GetDeviceHandleFromMigDeviceHandleFunc = func() (nvml.Device, nvml.Return) {
+		if !alive() {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return gi.gpu.device, nvml.SUCCESS
+	}
+	d.GetNameFunc = func() (string, nvml.Return) {
+		if !alive() {
+			return "", nvml.ERROR_INVALID_ARGUMENT
+		}
+		return ci.name(), nvml.SUCCESS
+	}
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		if !alive() {
+			return nvml.Memory{}, nvml.ERROR_INVALID_ARGUMENT
+		}
+		total := gi.gpu.memoryMiB * mib * uint64(gi.profile.MemorySlices) / placement.MIGMemorySlices
+		return nvml.Memory{Total: total, Free: total}, nvml.SUCCESS
+	}
+	fillUnsetWithNotSupported(&d.Device)
+	return d
+}
+
+// migDeviceByUUID finds a live MIG device of the node by its "MIG-…" UUID, for
+// DeviceGetHandleByUUID.
+func (s *simMIG) migDeviceByUUID(uuid string) (nvml.Device, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gpus {
+		for _, gi := range g.gpuInstances {
+			for _, ci := range gi.computeInstances {
+				if ci.migDevice.uuid == uuid {
+					return ci.migDevice, true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+// commitLocked saves the state after a change, or undoes the change and answers
+// ERROR_UNKNOWN when the state file cannot be written.
+func (s *simMIG) commitLocked(undo func()) nvml.Return {
+	if err := s.persistLocked(); err != nil {
+		undo()
+		return nvml.ERROR_UNKNOWN
+	}
+	return nvml.SUCCESS
+}
+
+// lowestFreeID is the lowest id ≥ 0 that no item has.
+func lowestFreeID[T any](items []T, id func(T) int) int {
+	for candidate := 0; ; candidate++ {
+		if !slices.ContainsFunc(items, func(item T) bool { return id(item) == candidate }) {
+			return candidate
+		}
+	}
+}
