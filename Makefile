@@ -6,7 +6,7 @@ TOOLS := $(CURDIR)/.cache/bin
 # go test's own timeout: well inside CI's limit, so a hang fails instead of stalling.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build deps proto test check demo bench clean
+.PHONY: all build deps venv proto test check demo bench compat clean
 
 all: build
 
@@ -19,17 +19,25 @@ deps:
 build:
 	$(GO) build -o bin/raygo ./cmd/raygo
 
-## proto: regenerate protos/raygopb from protos/*.proto (installs protoc and plugins).
-proto:
+## venv: .venv/ with the Python client (editable), pytest and grpcio-tools, all pinned.
+venv:
+	scripts/ensure-venv.sh
+
+## proto: regenerate protos/raygopb and the Python stubs pyclient/raygo/_proto from
+## protos/*.proto (installs protoc and plugins; grpcio-tools comes with the venv).
+proto: venv
 	scripts/ensure-tools.sh protoc
 	scripts/gen-proto.sh
+	scripts/gen-proto-python.sh
 
-## test: every test, with real redis-server and real raygo processes on loopback.
-test: deps build
+## test: every test, with real redis-server and real raygo processes on loopback; then
+## the Python client's tests (pytest in .venv/, against bin/raygo clusters).
+test: deps build venv
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/test-python.sh
 
 ## check: formatting, vet, staticcheck, go.mod tidy, generated code in sync, race tests.
-check: deps build
+check: deps build venv
 	scripts/ensure-tools.sh protoc staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
@@ -37,15 +45,21 @@ check: deps build
 	$(TOOLS)/staticcheck ./...
 	scripts/check-tidy.sh
 	scripts/check-proto.sh
+	scripts/check-proto-python.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## demo: a local cluster (head + 3 raylets, in-memory store), its status, a clean stop.
-demo: deps build
+demo: deps build venv
 	scripts/demo.sh
 
 ## bench: benchmarks; each prints `BENCH <name> <value> <unit>` lines.
 bench: deps build
 	RAYGO_BENCH=1 $(GO) test -count=1 -run 'Bench' -v ./placement/ ./tests/... | grep '^BENCH' 
+
+## compat: the scripts in tests/compat under Ray (from PyPI, in .venv-ray/, on a local
+## Ray cluster) and under raygo; one PASS/FAIL line per script. Not part of test.
+compat: build venv
+	scripts/compat.sh
 
 clean:
 	rm -rf bin .cache

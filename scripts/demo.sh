@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: a local cluster on the embedded in-memory store — a head and three raylets
-# on this machine — its status and node list, a placement-group walk-through (one group
-# per strategy and where its bundles went), then a clean stop.
+# with simulated GPU servers on this machine — its status and node list, a
+# placement-group walk-through (one group per strategy, GPU groups with their GPUs, where
+# the bundles went) from Go and from Python (.venv/, `make venv`), then a clean stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 raygo=bin/raygo
@@ -16,11 +17,16 @@ step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
 step "raygo start --head --port $port (GCS + head raylet, in-memory store)"
 "$raygo" start --head --port "$port" --num-cpus 8 --labels topology.raygo.io/rack=rack-0
-for i in 1 2 3; do
-  step "raygo start --address $RAYGO_ADDRESS (worker $i)"
-  "$raygo" start --num-cpus 16 --resources '{"accelerator_x": 1}' \
-    --labels "topology.raygo.io/rack=rack-$i,market=spot" --node-name "worker-$i"
+# Three simulated GPU servers (no GPU needed: go-nvml's mock servers, filled in to
+# describe each machine): two DGX H100 (8 GPUs on one NVSwitch, GPU i on rail i) in one
+# scalable unit, and a PCIe server whose GPUs are NVLink-bridged in pairs.
+for i in 1 2; do
+  step "raygo start --address $RAYGO_ADDRESS --gpu-sim dgx-h100 (worker $i)"
+  "$raygo" start --num-cpus 16 --gpu-sim dgx-h100 \
+    --labels "topology.raygo.io/su=su-1,topology.raygo.io/rack=rack-$i,market=spot" --node-name "dgx-h100-$i"
 done
+step "raygo start --address $RAYGO_ADDRESS --gpu-sim pcie-8gpu-nvlink-pairs (worker 3)"
+"$raygo" start --num-cpus 16 --gpu-sim pcie-8gpu-nvlink-pairs --labels "topology.raygo.io/su=su-2" --node-name pcie-pairs-1
 
 step "raygo status"
 "$raygo" status
@@ -30,6 +36,9 @@ step "raygo list nodes"
 
 step "go run ./examples/go/placement-groups (one group per strategy, where the bundles went)"
 go run ./examples/go/placement-groups
+
+step "python examples/python/placement_groups.py (the same from Python, with Ray's API)"
+.venv/bin/python examples/python/placement_groups.py
 
 step "raygo list placement-groups"
 "$raygo" list placement-groups

@@ -49,6 +49,10 @@ def connect(namespace: str) -> None:
         ray.init(address=ADDRESS, namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
     else:
         ray.init(address=ADDRESS, namespace=namespace)
+    if os.environ.get("COMPAT_DEBUG"):
+        live = {k: (v["name"], v["state"], v["bundles"]) for k, v in placement_group_table().items()
+                if v["state"] != "REMOVED"}
+        print(f"{BACKEND} at start: available {ray.available_resources()}, live groups {live}", file=sys.stderr)
 
 
 def record(key: str, value: Any) -> None:

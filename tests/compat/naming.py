@@ -43,7 +43,7 @@ if len(detached_then_mortal) == 2:
     detached = get_placement_group("compat-detached")
     record("detached_survives", detached.id.hex() == detached_id)
     record("detached_state", placement_group_table(detached)["state"])
-    other = run_driver(f"""
+    other = run_driver("""
         from compat_lib import connect, ray, get_placement_group
         connect("compat-elsewhere")
         try:

@@ -1,7 +1,7 @@
 """Bad input: the errors Ray raises (Ray's own checks only: raygo is stricter on amounts)."""
 
 from compat_lib import (
-    connect, finish, outcome, placement_group, ray, PlacementGroupSchedulingStrategy,
+    connect, finish, outcome, record, wait_until, placement_group, ray, PlacementGroupSchedulingStrategy,
 )
 
 connect("compat-validation")
@@ -34,4 +34,5 @@ outcome("strategy_defaults", lambda: PlacementGroupSchedulingStrategy(pg),
         normalize=lambda s: [s.placement_group_bundle_index, s.placement_group_capture_child_tasks])
 outcome("reinit_ignored", lambda: ray.init(address="auto", ignore_reinit_error=True))
 ray.util.remove_placement_group(pg)
+record("removed", wait_until("removal", lambda: ray.util.placement_group_table(pg)["state"] == "REMOVED"))
 finish()

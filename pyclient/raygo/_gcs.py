@@ -1,0 +1,400 @@
+"""The connection to a raygo GCS: gRPC channel and stubs, the protocol-version handshake,
+the job (driver) lease, and the translation of gRPC errors into Ray's exception types.
+
+Everything that touches the network lives here; the public modules (``raygo``,
+``raygo.util.placement_group``) validate input and shape results.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import grpc
+
+from raygo._proto import (
+    gcs_pb2,
+    gcs_pb2_grpc,
+    placement_group_pb2,
+    placement_group_pb2_grpc,
+)
+from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
+from raygo.exceptions import (
+    PlacementGroupNameConflictError,
+    RaySystemError,
+    TaskPlacementGroupRemoved,
+)
+
+logger = logging.getLogger("raygo")
+
+# How long an ordinary call may wait for the GCS (including reconnecting to it) before it
+# fails with ConnectionError. Long enough to ride out a GCS restart under its supervisor.
+DEFAULT_RPC_TIMEOUT_S = 30.0
+# How long MarkJobFinished may take at shutdown: a driver exiting should not hang on a
+# GCS that is gone (its lease then expires on its own).
+SHUTDOWN_RPC_TIMEOUT_S = 5.0
+# Pause before a ready-wait that lost its connection is sent again.
+READY_RETRY_DELAY_S = 0.2
+
+
+class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
+    """Adds the raygo protocol version to the metadata of every call."""
+
+    def intercept_unary_unary(self, continuation: Callable, client_call_details: Any, request: Any) -> Any:
+        metadata = list(client_call_details.metadata or [])
+        metadata.append((PROTOCOL_METADATA_KEY, str(PROTOCOL_VERSION)))
+        details = _CallDetails(
+            client_call_details.method,
+            client_call_details.timeout,
+            metadata,
+            client_call_details.credentials,
+            client_call_details.wait_for_ready,
+            client_call_details.compression,
+        )
+        return continuation(details, request)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):  # type: ignore[no-untyped-def]
+        self.method = method
+        self.timeout = timeout
+        self.metadata = metadata
+        self.credentials = credentials
+        self.wait_for_ready = wait_for_ready
+        self.compression = compression
+
+
+def _driver_ip(gcs_host: str) -> str:
+    """The local address this machine uses to reach the GCS (what Ray records as the driver IP)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((gcs_host, 1))
+            return str(probe.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+class GcsClient:
+    """One connection to a GCS, registered as one job whose lease a daemon thread renews.
+
+    Safe for concurrent use: gRPC stubs are thread-safe and the only mutable state (the
+    closing flag and the renewal thread) is guarded by a lock.
+    """
+
+    def __init__(self, address: str, namespace: str, connect_timeout_s: float) -> None:
+        self.address = address
+        host = address.rsplit(":", 1)[0].strip("[]")
+        self._channel = grpc.insecure_channel(address)
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
+        except grpc.FutureTimeoutError:
+            self._channel.close()
+            raise ConnectionError(
+                f"no raygo GCS answers at {address} (waited {connect_timeout_s:g} s); "
+                "start a cluster with `raygo start --head` or pass its address to raygo.init"
+            ) from None
+        channel = grpc.intercept_channel(self._channel, _VersionInterceptor())
+        self._nodes = gcs_pb2_grpc.NodeInfoServiceStub(channel)
+        self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
+        self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._stop_renewal = threading.Event()
+        try:
+            self.cluster_info = self._handshake()
+            reply = self.call(
+                "register the driver",
+                self._jobs.AddJob,
+                gcs_pb2.AddJobRequest(
+                    namespace=namespace,
+                    driver_ip=_driver_ip(host),
+                    driver_pid=os.getpid(),
+                    entrypoint=" ".join(sys.argv) or "python",
+                ),
+            )
+        except BaseException:
+            self._channel.close()
+            raise
+        self.job_id: str = reply.job.job_id
+        self.namespace: str = reply.job.namespace
+        self.lease_timeout_s = max(reply.lease_timeout_ms / 1000.0, 0.3)
+        self._renewal = threading.Thread(
+            target=self._renew_lease, name=f"raygo-job-{self.job_id}-lease", daemon=True
+        )
+        self._renewal.start()
+
+    # --- connection and errors -------------------------------------------------------
+
+    def _handshake(self) -> "gcs_pb2.GetClusterInfoReply":
+        """Asks who the GCS is and refuses a server that speaks another protocol version."""
+        try:
+            reply, call = self._nodes.GetClusterInfo.with_call(
+                gcs_pb2.GetClusterInfoRequest(), timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True
+            )
+        except grpc.RpcError as err:
+            raise self.translate(err, "connect") from None
+        header = dict(call.initial_metadata() or ())
+        server_version = header.get(PROTOCOL_METADATA_KEY, str(reply.protocol_version))
+        if server_version != str(PROTOCOL_VERSION) or reply.protocol_version != PROTOCOL_VERSION:
+            raise RaySystemError(
+                f"protocol version mismatch: client speaks raygo protocol {PROTOCOL_VERSION}, "
+                f"server at {self.address} speaks {server_version}"
+            )
+        return reply
+
+    def translate(self, err: BaseException, what: str) -> Exception:
+        """Turns a gRPC error into the exception Ray would raise, keeping the server's message."""
+        code, details = rpc_status(err)
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            if details.startswith("name:") and "already exists" in details:
+                return PlacementGroupNameConflictError(details)
+            return ValueError(details)
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return ConnectionError(f"{what}: no raygo GCS answered at {self.address}: {details}")
+        if code == grpc.StatusCode.CANCELLED and self._closed:
+            return RaySystemError(f"{what}: raygo.shutdown() closed the connection to {self.address}")
+        if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("protocol version"):
+            return RaySystemError(f"{what}: GCS at {self.address}: {details}")
+        name = code.name if code is not None else "UNKNOWN"
+        return RaySystemError(f"{what}: GCS at {self.address} answered {name}: {details}")
+
+    def call(self, what: str, method: Callable, request: Any, timeout: float = DEFAULT_RPC_TIMEOUT_S) -> Any:
+        """Makes one unary call; waits for a reconnecting GCS up to timeout."""
+        try:
+            return method(request, timeout=timeout, wait_for_ready=True)
+        except grpc.RpcError as err:
+            raise self.translate(err, what) from None
+
+    # --- the job lease -----------------------------------------------------------------
+
+    def _renew_lease(self) -> None:
+        """Renews the job's lease every third of its timeout until close()."""
+        every = self.lease_timeout_s / 3
+        warned = False
+        while not self._stop_renewal.wait(every):
+            try:
+                self._jobs.RenewJobLease(
+                    gcs_pb2.RenewJobLeaseRequest(job_id=self.job_id), timeout=every, wait_for_ready=True
+                )
+                warned = False
+            except grpc.RpcError as err:
+                if self._stop_renewal.is_set():
+                    return
+                code, details = rpc_status(err)
+                if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                    logger.error(
+                        "raygo: the GCS at %s ended job %s (%s); its non-detached placement groups "
+                        "were removed. Call raygo.shutdown() and raygo.init() to start a new job.",
+                        self.address, self.job_id, details,
+                    )
+                    return
+                if not warned:
+                    logger.warning("raygo: could not renew the lease of job %s at %s: %s; retrying",
+                                   self.job_id, self.address, details)
+                    warned = True
+
+    def close(self) -> None:
+        """Marks the job finished (its non-detached groups are removed) and closes the channel."""
+        with self._lock:
+            if self._closed:
+                return
+            self._stop_renewal.set()
+            try:
+                self._jobs.MarkJobFinished(
+                    gcs_pb2.MarkJobFinishedRequest(job_id=self.job_id), timeout=SHUTDOWN_RPC_TIMEOUT_S
+                )
+            except grpc.RpcError as err:
+                logger.warning("raygo: could not mark job %s finished at %s (%s); its lease will expire",
+                               self.job_id, self.address, rpc_status(err)[1])
+            self._closed = True
+            self._channel.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- nodes -------------------------------------------------------------------------
+
+    def all_nodes(self) -> Sequence[Any]:
+        return self.call("list nodes", self._nodes.GetAllNodeInfo, gcs_pb2.GetAllNodeInfoRequest()).nodes
+
+    # --- placement groups --------------------------------------------------------------
+
+    def create_placement_group(self, request: "placement_group_pb2.CreatePlacementGroupRequest") -> Any:
+        request.namespace = self.namespace
+        request.creator_job_id = self.job_id
+        reply = self.call("create placement group", self._pgs.CreatePlacementGroup, request)
+        return reply.placement_group
+
+    def remove_placement_group(self, pg_id: str) -> None:
+        self.call(
+            f"remove placement group {pg_id}",
+            self._pgs.RemovePlacementGroup,
+            placement_group_pb2.RemovePlacementGroupRequest(placement_group_id=pg_id),
+        )
+
+    def get_placement_group(self, pg_id: str) -> Optional[Any]:
+        reply = self.call(
+            f"get placement group {pg_id}",
+            self._pgs.GetPlacementGroup,
+            placement_group_pb2.GetPlacementGroupRequest(placement_group_id=pg_id),
+        )
+        return reply.placement_group if reply.HasField("placement_group") else None
+
+    def get_named_placement_group(self, name: str) -> Optional[Any]:
+        reply = self.call(
+            f"get placement group named {name!r}",
+            self._pgs.GetNamedPlacementGroup,
+            placement_group_pb2.GetNamedPlacementGroupRequest(name=name, namespace=self.namespace),
+        )
+        return reply.placement_group if reply.HasField("placement_group") else None
+
+    def all_placement_groups(self) -> Sequence[Any]:
+        return self.call(
+            "list placement groups", self._pgs.GetAllPlacementGroup, placement_group_pb2.GetAllPlacementGroupRequest()
+        ).placement_groups
+
+    def wait_placement_group(self, pg_id: str, timeout_s: float) -> Tuple[str, Optional[Any]]:
+        """Waits up to timeout_s for the group to be CREATED.
+
+        Returns ("created", info), ("timeout", None), ("removed", None) or ("unknown", None).
+        """
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        try:
+            reply = self._pgs.WaitPlacementGroupUntilReady(
+                placement_group_pb2.WaitPlacementGroupUntilReadyRequest(placement_group_id=pg_id),
+                timeout=max(timeout_s, 0.0),
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as err:
+            code, details = rpc_status(err)
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return "timeout", None
+            # At the deadline the GCS may reset the stream before the client's own deadline
+            # fires: the call then ends CANCELLED, which is the same time-out.
+            if code == grpc.StatusCode.CANCELLED and not self._closed and time.monotonic() >= deadline - 0.1:
+                return "timeout", None
+            if code == grpc.StatusCode.FAILED_PRECONDITION and not details.startswith("protocol"):
+                return "removed", None
+            if code == grpc.StatusCode.NOT_FOUND:
+                return "unknown", None
+            raise self.translate(err, f"wait for placement group {pg_id}") from None
+        return "created", reply.placement_group
+
+    def ready_future(self, pg_id: str, value: Any) -> "concurrent.futures.Future[Any]":
+        """A future that resolves to value once the group is CREATED.
+
+        It fails with TaskPlacementGroupRemoved if the group is removed first, and with
+        RaySystemError for an unknown group or when the client shuts down. A wait cut by a
+        lost connection (a GCS restart) is sent again.
+        """
+        return _ReadyWaiter(self, pg_id, value).result
+
+
+class _ReadyWaiter:
+    """Drives one long-poll WaitPlacementGroupUntilReady call into a concurrent Future."""
+
+    def __init__(self, client: GcsClient, pg_id: str, value: Any) -> None:
+        self._client = client
+        self._pg_id = pg_id
+        self._value = value
+        self._call: Optional[grpc.Future] = None
+        self.result: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+        self.result.add_done_callback(self._on_result_done)
+        self._start()
+
+    def _start(self) -> None:
+        if self.result.done() or self._client.closed:
+            self._settle(error=self._client.translate(_Cancelled(), f"wait for placement group {self._pg_id}"))
+            return
+        try:
+            call = self._client._pgs.WaitPlacementGroupUntilReady.future(
+                placement_group_pb2.WaitPlacementGroupUntilReadyRequest(placement_group_id=self._pg_id),
+                wait_for_ready=True,
+            )
+        except ValueError:  # the channel was closed under us
+            self._settle(error=self._client.translate(_Cancelled(), f"wait for placement group {self._pg_id}"))
+            return
+        self._call = call
+        call.add_done_callback(self._on_call_done)
+
+    def _on_call_done(self, call: grpc.Future) -> None:
+        if self.result.done():
+            return
+        if call.cancelled():
+            self._settle(error=self._client.translate(_Cancelled(), f"wait for placement group {self._pg_id}"))
+            return
+        err = call.exception()
+        if err is None:
+            self._settle(value=self._value)
+            return
+        code, details = rpc_status(err)
+        if code == grpc.StatusCode.FAILED_PRECONDITION and not details.startswith("protocol"):
+            self._settle(error=TaskPlacementGroupRemoved(f"placement group {self._pg_id} was removed"))
+        elif code == grpc.StatusCode.NOT_FOUND:
+            self._settle(error=RaySystemError(f"Placement group {self._pg_id} does not exist."))
+        elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and not self._client.closed:
+            retry = threading.Timer(READY_RETRY_DELAY_S, self._start)
+            retry.daemon = True
+            retry.start()
+        else:
+            self._settle(error=self._client.translate(err, f"wait for placement group {self._pg_id}"))
+
+    def _settle(self, value: Any = None, error: Optional[BaseException] = None) -> None:
+        try:
+            if error is not None:
+                self.result.set_exception(error)
+            else:
+                self.result.set_result(value)
+        except concurrent.futures.InvalidStateError:
+            pass  # cancelled or settled meanwhile
+
+    def _on_result_done(self, result: "concurrent.futures.Future[Any]") -> None:
+        # The caller dropped or cancelled the reference: stop the long poll on the GCS too.
+        if result.cancelled() and self._call is not None:
+            self._call.cancel()
+
+
+class _Cancelled(grpc.RpcError):
+    """Stands for a call that the client's own shutdown cancelled."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "cancelled"
+
+
+def rpc_status(err: BaseException) -> Tuple[Optional[grpc.StatusCode], str]:
+    """The status code and message of a failed call (None and str(err) for other errors)."""
+    code = getattr(err, "code", None)
+    details = getattr(err, "details", None)
+    return (code() if callable(code) else None), ((details() if callable(details) else None) or str(err))
+
+
+def parse_address(address: str) -> str:
+    """Checks a HOST:PORT address (IPv6 hosts in brackets) and returns it."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address {address!r}: must be HOST:PORT, e.g. 127.0.0.1:6380")
+    return address
+
+
+def nonnegative_timeout(timeout: Optional[float], name: str = "timeout") -> Optional[float]:
+    """Checks a timeout argument in seconds: None (wait forever) or a number >= 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
+        raise ValueError(f"The '{name}' argument must be a number of seconds or None. Received {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"The '{name}' argument must be nonnegative. Received {timeout}")
+    return float(timeout)
+
+
+__all__: List[str] = ["GcsClient", "parse_address", "nonnegative_timeout", "rpc_status"]

@@ -1,0 +1,144 @@
+from . import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class BundleReservationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BUNDLE_RESERVATION_UNSPECIFIED: _ClassVar[BundleReservationState]
+    BUNDLE_PREPARED: _ClassVar[BundleReservationState]
+    BUNDLE_COMMITTED: _ClassVar[BundleReservationState]
+BUNDLE_RESERVATION_UNSPECIFIED: BundleReservationState
+BUNDLE_PREPARED: BundleReservationState
+BUNDLE_COMMITTED: BundleReservationState
+
+class BundleKey(_message.Message):
+    __slots__ = ("placement_group_id", "bundle_index", "generation")
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    placement_group_id: str
+    bundle_index: int
+    generation: int
+    def __init__(self, placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class BundleReservation(_message.Message):
+    __slots__ = ("key", "resources", "state", "gcs_epoch", "gpu_ids", "device_uuids")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_UUIDS_FIELD_NUMBER: _ClassVar[int]
+    key: BundleKey
+    resources: _containers.ScalarMap[str, float]
+    state: BundleReservationState
+    gcs_epoch: int
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    device_uuids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, key: _Optional[_Union[BundleKey, _Mapping]] = ..., resources: _Optional[_Mapping[str, float]] = ..., state: _Optional[_Union[BundleReservationState, str]] = ..., gcs_epoch: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., device_uuids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PrepareBundleResourcesRequest(_message.Message):
+    __slots__ = ("bundles",)
+    BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    bundles: _containers.RepeatedCompositeFieldContainer[BundleReservation]
+    def __init__(self, bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ...) -> None: ...
+
+class ResourceReport(_message.Message):
+    __slots__ = ("resources_available", "version")
+    class ResourcesAvailableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    RESOURCES_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    resources_available: _containers.ScalarMap[str, float]
+    version: int
+    def __init__(self, resources_available: _Optional[_Mapping[str, float]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PrepareBundleResourcesReply(_message.Message):
+    __slots__ = ("resources", "bundles")
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    resources: ResourceReport
+    bundles: _containers.RepeatedCompositeFieldContainer[BundleReservation]
+    def __init__(self, resources: _Optional[_Union[ResourceReport, _Mapping]] = ..., bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ...) -> None: ...
+
+class CommitBundleResourcesRequest(_message.Message):
+    __slots__ = ("bundles",)
+    BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    bundles: _containers.RepeatedCompositeFieldContainer[BundleKey]
+    def __init__(self, bundles: _Optional[_Iterable[_Union[BundleKey, _Mapping]]] = ...) -> None: ...
+
+class CommitBundleResourcesReply(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: ResourceReport
+    def __init__(self, resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class CancelResourceReserveRequest(_message.Message):
+    __slots__ = ("bundles",)
+    BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    bundles: _containers.RepeatedCompositeFieldContainer[BundleKey]
+    def __init__(self, bundles: _Optional[_Iterable[_Union[BundleKey, _Mapping]]] = ...) -> None: ...
+
+class CancelResourceReserveReply(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: ResourceReport
+    def __init__(self, resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class ReleaseUnusedBundlesRequest(_message.Message):
+    __slots__ = ("in_use",)
+    IN_USE_FIELD_NUMBER: _ClassVar[int]
+    in_use: _containers.RepeatedCompositeFieldContainer[BundleKey]
+    def __init__(self, in_use: _Optional[_Iterable[_Union[BundleKey, _Mapping]]] = ...) -> None: ...
+
+class ReleaseUnusedBundlesReply(_message.Message):
+    __slots__ = ("released", "held", "resources")
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    released: _containers.RepeatedCompositeFieldContainer[BundleReservation]
+    held: _containers.RepeatedCompositeFieldContainer[BundleReservation]
+    resources: ResourceReport
+    def __init__(self, released: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ..., held: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ..., resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class GetNodeStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetNodeStatsReply(_message.Message):
+    __slots__ = ("node", "gcs_epoch", "bundles")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BUNDLES_FIELD_NUMBER: _ClassVar[int]
+    node: _common_pb2.NodeInfo
+    gcs_epoch: int
+    bundles: _containers.RepeatedCompositeFieldContainer[BundleReservation]
+    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ..., gcs_epoch: _Optional[int] = ..., bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ...) -> None: ...
+
+class DrainRayletRequest(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class DrainRayletReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

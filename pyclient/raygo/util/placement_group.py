@@ -1,0 +1,342 @@
+"""Placement groups with Ray's API (``ray.util.placement_group``), served by raygo's GCS.
+
+A placement group reserves a gang of resource bundles, all or nothing. ``placement_group``
+returns once the GCS accepted the request (it validated and persisted it); the group is
+placed asynchronously: wait with ``raygo.get(pg.ready())`` or ``pg.wait(seconds)``.
+
+Beyond Ray, ``placement_group_table`` says where each bundle lives on the hardware:
+``bundles_to_node_address`` (the raylet's ``host:port``), ``bundles_to_gpu_ids`` (GPU
+indices on that node; a MIG slice's parent GPU), ``bundles_to_device_uuids`` (GPU or MIG
+device UUIDs) and ``bundles_to_cuda_visible_devices`` (the exact ``CUDA_VISIBLE_DEVICES``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Union
+
+from raygo import _worker
+from raygo._ids import PlacementGroupID
+from raygo._object_ref import ObjectRef
+from raygo._proto import placement_group_pb2 as pg_pb2
+from raygo.exceptions import RaySystemError
+
+__all__ = [
+    "PlacementGroup",
+    "placement_group",
+    "remove_placement_group",
+    "get_placement_group",
+    "get_current_placement_group",
+    "placement_group_table",
+    "validate_placement_group",
+    "VALID_PLACEMENT_GROUP_STRATEGIES",
+]
+
+VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
+# raygo's limits, checked by the GCS too (README, "Validation").
+MAX_BUNDLES = 10_000
+MAX_RESOURCE_NAME_BYTES = 256
+VALID_TOPOLOGIES = {None, "", "node"}
+
+Bundle = Dict[str, float]
+
+
+class PlacementGroup:
+    """A handle to a placement group (Ray's ``PlacementGroup``).
+
+    Handles compare and hash by id, and pickle (id and bundles only).
+    """
+
+    def __init__(self, id: PlacementGroupID, bundle_cache: Optional[List[Bundle]] = None) -> None:  # noqa: A002
+        self.id = id
+        self.bundle_cache = bundle_cache
+
+    @staticmethod
+    def empty() -> "PlacementGroup":
+        """The handle that stands for "no placement group"."""
+        return PlacementGroup(PlacementGroupID.nil())
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether this is the empty handle."""
+        return self.id.is_nil()
+
+    def ready(self) -> ObjectRef:
+        """A ref that ``raygo.get`` / ``raygo.wait`` / ``await`` resolve to this handle once
+        the group is CREATED (every bundle reserved).
+
+        ``raygo.get`` on it raises ``raygo.exceptions.TaskPlacementGroupRemoved`` if the
+        group is removed first, and ``GetTimeoutError`` when its timeout passes.
+        """
+        if self.is_empty:
+            return ObjectRef._resolved(self)
+        return ObjectRef(_worker.global_client().ready_future(self.id.hex(), self))
+
+    def wait(self, timeout_seconds: Union[float, int] = 30) -> bool:
+        """Waits up to ``timeout_seconds`` for the group to be CREATED.
+
+        Returns True once it is, False if the time ran out (or no group has this id, as
+        in Ray). Raises (as Ray does) if the group was removed.
+        """
+        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)):
+            raise ValueError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
+        outcome, _ = _worker.global_client().wait_placement_group(self.id.hex(), float(timeout_seconds))
+        if outcome == "removed":
+            raise RaySystemError(f"Placement group {self.id!r} does not exist.")
+        return outcome == "created"
+
+    @property
+    def bundle_specs(self) -> List[Bundle]:
+        """The bundles as requested: one ``{resource: amount}`` dict per bundle."""
+        self._fill_bundle_cache_if_needed()
+        return self.bundle_cache or []
+
+    @property
+    def bundle_count(self) -> int:
+        """The number of bundles."""
+        return len(self.bundle_specs)
+
+    def _fill_bundle_cache_if_needed(self) -> None:
+        if self.bundle_cache is None and not self.is_empty:
+            info = _worker.global_client().get_placement_group(self.id.hex())
+            if info is not None:
+                self.bundle_cache = [dict(b.unit_resources) for b in info.bundles]
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, PlacementGroup) and self.id == other.id
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"PlacementGroup({self.id.hex()})"
+
+
+def validate_placement_group(
+    bundles: Any,
+    strategy: Any = "PACK",
+    lifetime: Any = None,
+    bundle_label_selector: Any = None,
+    name: Any = "",
+    topology: Any = None,
+) -> None:
+    """Checks ``placement_group``'s arguments with Ray's rules plus raygo's limits.
+
+    Raises ValueError naming the problem; makes no RPC.
+    """
+    _validate_bundles(bundles)
+    if bundle_label_selector is not None:
+        if not isinstance(bundle_label_selector, list):
+            raise ValueError(
+                f"Placement group bundle_label_selector must be a list, got {type(bundle_label_selector)}."
+            )
+        if len(bundles) != len(bundle_label_selector):
+            raise ValueError(
+                f"Invalid bundle label selector {bundle_label_selector}. "
+                "The length of `bundle_label_selector` should equal the length of `bundles`."
+            )
+        for selector in bundle_label_selector:
+            if not isinstance(selector, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in selector.items()
+            ):
+                raise ValueError(
+                    "Bundle label selector must be a list of string dictionary label selectors. "
+                    'For example: `[{"market": "spot"}, {"ray.io/accelerator-type": "A100"}]`.'
+                )
+    if strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
+        raise ValueError(
+            f"Invalid placement group strategy {strategy}. "
+            f"Supported strategies are: {sorted(VALID_PLACEMENT_GROUP_STRATEGIES)}."
+        )
+    if lifetime not in (None, "detached"):
+        raise ValueError(f"Placement group `lifetime` argument must be either `None` or 'detached'. Got {lifetime}.")
+    if not isinstance(name, str):
+        raise ValueError(f"Placement group `name` must be a string, got {type(name)}.")
+    if topology not in VALID_TOPOLOGIES:
+        raise ValueError(f"Placement group `topology` must be None or 'node', got {topology!r}.")
+
+
+def _validate_bundles(bundles: Any) -> None:
+    if not isinstance(bundles, list):
+        raise ValueError(f"Placement group bundles must be a list, got {type(bundles)}.")
+    if len(bundles) == 0:
+        raise ValueError(
+            "Bundles must be a non-empty list of resource dictionaries. "
+            'For example: `[{"CPU": 1.0}, {"GPU": 1.0}]`. Got empty list instead.'
+        )
+    if len(bundles) > MAX_BUNDLES:
+        raise ValueError(f"A placement group may have at most {MAX_BUNDLES} bundles, got {len(bundles)}.")
+    for index, bundle in enumerate(bundles):
+        if (
+            not isinstance(bundle, dict)
+            or not all(isinstance(k, str) for k in bundle)
+            or not all(isinstance(v, (int, float)) for v in bundle.values())
+        ):
+            raise ValueError(
+                "Bundles must be a non-empty list of resource dictionaries. "
+                'For example: `[{"CPU": 1.0}, {"GPU": 1.0}]`.'
+            )
+        if len(bundle) == 0 or all(value == 0 for value in bundle.values()):
+            raise ValueError(
+                f"Bundles cannot be an empty dictionary or resources with only 0 values. Bundles: {bundles}"
+            )
+        for resource, value in bundle.items():
+            # Ray passes these to its raylets unchecked (and may crash on them); raygo refuses.
+            if not resource or len(resource.encode()) > MAX_RESOURCE_NAME_BYTES:
+                raise ValueError(
+                    f"bundles[{index}]: resource name {resource!r} must be 1 to {MAX_RESOURCE_NAME_BYTES} bytes long"
+                )
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(
+                    f"bundles[{index}][{resource!r}]: amount {value!r} must be a finite number >= 0"
+                )
+
+
+def placement_group(
+    bundles: List[Bundle],
+    strategy: str = "PACK",
+    name: str = "",
+    lifetime: Optional[str] = None,
+    _soft_target_node_id: Optional[str] = None,
+    bundle_label_selector: Optional[List[Dict[str, str]]] = None,
+    fallback_strategy: Optional[List[Dict[str, Any]]] = None,
+    *,
+    topology: Optional[str] = None,
+) -> PlacementGroup:
+    """Asks the GCS for a placement group and returns its handle once the GCS accepted it.
+
+    Args:
+        bundles: one ``{resource: amount}`` dict per bundle, e.g. ``[{"GPU": 1, "CPU": 4}] * 8``.
+        strategy: ``"PACK"`` (as few nodes as possible, best effort), ``"SPREAD"`` (distinct
+            nodes while they last), ``"STRICT_PACK"`` (one node; with whole GPUs, one NVLink
+            island), ``"STRICT_SPREAD"`` (distinct nodes, or wait).
+        name: unique among the live groups of the job's namespace; ``""`` for none.
+        lifetime: ``None`` (the group dies with this driver's job) or ``"detached"``.
+        bundle_label_selector: one ``{label: selector}`` dict per bundle, selectors being
+            ``"value"``, ``"in(a,b)"``, ``"!value"`` or ``"!in(a,b)"``.
+        topology: raygo only: ``"node"`` gives ``STRICT_PACK`` Ray's plain one-node meaning
+            instead of one NVLink island.
+        _soft_target_node_id, fallback_strategy: Ray options raygo does not support; they
+            must be left unset.
+
+    Raises:
+        ValueError: bad bundles, strategy, lifetime, selector or name, before any RPC; or the
+            GCS's refusal (its message names the field). A name already taken raises
+            ``PlacementGroupNameConflictError``, both a ValueError and a RaySystemError.
+        ConnectionError: the GCS did not answer.
+    """
+    validate_placement_group(bundles, strategy, lifetime, bundle_label_selector, name, topology)
+    if _soft_target_node_id is not None:
+        raise ValueError("raygo does not support _soft_target_node_id; use bundle_label_selector "
+                         "with the node's `ray.io/node-id` label")
+    if fallback_strategy:
+        raise ValueError("raygo does not support fallback_strategy")
+    selectors = bundle_label_selector or [{} for _ in bundles]
+    request = pg_pb2.CreatePlacementGroupRequest(
+        bundles=[
+            pg_pb2.CreatePlacementGroupRequest.BundleSpec(
+                resources={k: float(v) for k, v in bundle.items()}, label_selector=selector
+            )
+            for bundle, selector in zip(bundles, selectors)
+        ],
+        strategy=strategy,
+        name=name,
+        lifetime=lifetime or "",
+        topology=topology or "",
+    )
+    info = _worker.global_client().create_placement_group(request)
+    return PlacementGroup(
+        PlacementGroupID.from_hex(info.placement_group_id),
+        bundle_cache=[{k: float(v) for k, v in bundle.items()} for bundle in bundles],
+    )
+
+
+def remove_placement_group(placement_group: PlacementGroup) -> None:
+    """Removes the group and releases its bundles. Removing an unknown or already removed
+    group does nothing. Returns once the GCS recorded the removal.
+    """
+    if placement_group is None:
+        # Ray asserts here; raise the same type without depending on `python -O`.
+        raise AssertionError("remove_placement_group needs a PlacementGroup, got None")
+    _worker.global_client().remove_placement_group(placement_group.id.hex())
+
+
+def get_placement_group(placement_group_name: str) -> PlacementGroup:
+    """Returns the live group with this name in the driver's namespace.
+
+    Raises:
+        ValueError: empty name, or no live group has it.
+    """
+    if not placement_group_name:
+        raise ValueError("Please supply a non-empty value to get_placement_group")
+    info = _worker.global_client().get_named_placement_group(placement_group_name)
+    if info is None:
+        raise ValueError(f"Failed to look up placement group with name: {placement_group_name}")
+    return PlacementGroup(
+        PlacementGroupID.from_hex(info.placement_group_id),
+        bundle_cache=[dict(b.unit_resources) for b in info.bundles],
+    )
+
+
+def get_current_placement_group() -> Optional[PlacementGroup]:
+    """The group the calling task or actor runs in: always None, since raygo's Python
+    client is a driver only (as a Ray driver, it belongs to no group).
+    """
+    return None
+
+
+_SCHEDULING_STATE_NAMES = {
+    pg_pb2.SCHEDULING_REMOVED: "REMOVED",
+}
+
+
+def _table_row(info: Any) -> Dict[str, Any]:
+    """One group's row, with Ray's keys and raygo's hardware keys."""
+    stats = info.stats
+    bundles = sorted(info.bundles, key=lambda b: b.bundle_index)
+    return {
+        "placement_group_id": info.placement_group_id,
+        "name": info.name,
+        # As Ray's table, zero amounts are left out (bundle_specs keep them as requested).
+        "bundles": {b.bundle_index: {k: v for k, v in b.unit_resources.items() if v != 0} for b in bundles},
+        "bundles_to_node_id": {b.bundle_index: b.node_id for b in bundles},
+        "strategy": pg_pb2.PlacementStrategy.Name(info.strategy),
+        # raygo reports PREPARED (reserved, not yet committed) under its own name.
+        "state": pg_pb2.PlacementGroupState.Name(info.state),
+        "stats": {
+            "end_to_end_creation_latency_ms": stats.end_to_end_creation_latency_ms,
+            "scheduling_latency_ms": stats.scheduling_latency_ms,
+            "scheduling_attempt": stats.scheduling_attempt,
+            "highest_retry_delay_ms": stats.highest_retry_delay_ms,
+            "scheduling_state": _SCHEDULING_STATE_NAMES.get(
+                stats.scheduling_state, pg_pb2.SchedulingState.Name(stats.scheduling_state)
+            ),
+        },
+        "bundles_to_node_address": {b.bundle_index: b.node_address for b in bundles},
+        "bundles_to_gpu_ids": {b.bundle_index: list(b.gpu_ids) for b in bundles},
+        "bundles_to_device_uuids": {b.bundle_index: list(b.device_uuids) for b in bundles},
+        "bundles_to_cuda_visible_devices": {b.bundle_index: b.cuda_visible_devices for b in bundles},
+        "namespace": info.namespace,
+        "is_detached": info.is_detached,
+        "pending_reason": info.pending_reason,
+    }
+
+
+def placement_group_table(placement_group: Optional[PlacementGroup] = None) -> Dict[Any, Any]:
+    """The placement-group table from the GCS, with Ray's keys.
+
+    With a handle: that group's row, or ``{}`` if the GCS does not know it. Without: every
+    group (REMOVED ones included, for an hour) as ``{placement_group_id_hex: row}``.
+
+    A row has Ray's ``placement_group_id``, ``name``, ``bundles`` (index -> resources),
+    ``bundles_to_node_id``, ``strategy``, ``state`` (``PENDING``, ``PREPARED``, ``CREATED``,
+    ``RESCHEDULING``, ``REMOVED``) and ``stats``; raygo adds, per bundle index,
+    ``bundles_to_node_address``, ``bundles_to_gpu_ids``, ``bundles_to_device_uuids`` and
+    ``bundles_to_cuda_visible_devices`` (empty for CPU-only bundles and unplaced ones), and
+    ``namespace``, ``is_detached`` and ``pending_reason`` (why a PENDING group waits).
+    """
+    client = _worker.global_client()
+    if placement_group is not None:
+        info = client.get_placement_group(placement_group.id.hex())
+        return {} if info is None else _table_row(info)
+    return {info.placement_group_id: _table_row(info) for info in client.all_placement_groups()}

@@ -1,0 +1,164 @@
+"""init / shutdown, the job lease, the protocol version, and cluster state."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import grpc
+import pytest
+
+import raygo
+from raygo._proto import gcs_pb2, gcs_pb2_grpc
+from raygo._version import PROTOCOL_METADATA_KEY
+from raygo.exceptions import RaySystemError
+
+from conftest import Cluster, JOB_LEASE_TIMEOUT_S, free_port, poll
+
+
+def job_row(cluster: Cluster, job_id: str) -> gcs_pb2.JobInfo:
+    """The job's row, read with a raw stub (the public API has no job table)."""
+    with grpc.insecure_channel(cluster.address) as channel:
+        stub = gcs_pb2_grpc.JobInfoServiceStub(channel)
+        reply = stub.GetAllJobInfo(gcs_pb2.GetAllJobInfoRequest(), metadata=[(PROTOCOL_METADATA_KEY, "1")], timeout=10)
+    return next(job for job in reply.jobs if job.job_id == job_id)
+
+
+def test_init_registers_a_job_that_shutdown_finishes(cluster: Cluster) -> None:
+    ctx = raygo.init(address=cluster.address, namespace="connect-test")
+    try:
+        assert raygo.is_initialized()
+        job_id = raygo.get_runtime_context().get_job_id()
+        assert ctx.address_info["gcs_address"] == cluster.address
+        assert ctx["namespace"] == "connect-test" == raygo.get_runtime_context().namespace
+        job = job_row(cluster, job_id)
+        assert not job.is_dead and job.namespace == "connect-test"
+        # The daemon thread renews the lease: the job outlives several lease periods.
+        first_renewal = job.last_renewal_ms
+        poll("a lease renewal", lambda: job_row(cluster, job_id).last_renewal_ms > first_renewal,
+             timeout=JOB_LEASE_TIMEOUT_S)
+    finally:
+        raygo.shutdown()
+    assert not raygo.is_initialized()
+    assert job_row(cluster, job_id).is_dead
+    raygo.shutdown()  # harmless twice
+
+
+def test_lease_outlives_its_timeout_while_the_driver_lives(cluster: Cluster) -> None:
+    with raygo.init(address=cluster.address):
+        job_id = raygo.get_runtime_context().get_job_id()
+        time.sleep(JOB_LEASE_TIMEOUT_S + 1)
+        assert not job_row(cluster, job_id).is_dead
+    assert not raygo.is_initialized()
+
+
+def test_address_from_environment_and_auto(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAYGO_ADDRESS", cluster.address)
+    for address in (None, "auto"):
+        ctx = raygo.init(address=address)
+        assert ctx.address_info["address"] == cluster.address
+        raygo.shutdown()
+
+
+def test_namespace_defaults_to_an_anonymous_one_per_job(cluster: Cluster) -> None:
+    with raygo.init(address=cluster.address):
+        first = raygo.get_runtime_context().namespace
+    with raygo.init(address=cluster.address):
+        second = raygo.get_runtime_context().namespace
+    assert first and second and first != second
+
+
+def test_reinit(cluster: Cluster) -> None:
+    with raygo.init(address=cluster.address):
+        with pytest.raises(RuntimeError, match="init twice"):
+            raygo.init(address=cluster.address)
+        ctx = raygo.init(address=cluster.address, ignore_reinit_error=True)
+        assert ctx.address_info["address"] == cluster.address
+
+
+def test_auto_connect_on_first_use(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAYGO_ADDRESS", cluster.address)
+    assert not raygo.is_initialized()
+    assert raygo.cluster_resources()["CPU"] >= 16
+    assert raygo.is_initialized()
+    raygo.shutdown()
+    monkeypatch.setenv("RAYGO_ENABLE_AUTO_CONNECT", "0")
+    with pytest.raises(RaySystemError, match="raygo.init"):
+        raygo.nodes()
+
+
+def test_connection_error_names_the_address() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=address):
+        raygo.init(address=address, _connect_timeout_s=1)
+    assert time.monotonic() - started < 10
+    assert not raygo.is_initialized()
+
+
+@pytest.mark.parametrize("address", ["localhost", "127.0.0.1:", ":6380", "127.0.0.1:http", "127.0.0.1:70000"])
+def test_malformed_address(address: str) -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        raygo.init(address=address)
+
+
+def test_options_that_start_a_local_cluster_are_refused() -> None:
+    with pytest.raises(ValueError, match="num_cpus"):
+        raygo.init(num_cpus=4)
+    with pytest.raises(TypeError, match="bogus"):
+        raygo.init(bogus=1)
+
+
+def test_logging_and_task_options_are_accepted(cluster: Cluster) -> None:
+    with raygo.init(address=cluster.address, log_to_driver=False, include_dashboard=False, runtime_env={"pip": []}):
+        assert raygo.is_initialized()
+
+
+class _OtherVersionGCS(gcs_pb2_grpc.NodeInfoServiceServicer):
+    """A GCS that speaks protocol version 2."""
+
+    def GetClusterInfo(self, request, context):  # type: ignore[no-untyped-def]
+        context.send_initial_metadata(((PROTOCOL_METADATA_KEY, "2"),))
+        return gcs_pb2.GetClusterInfoReply(protocol_version=2)
+
+
+def test_protocol_version_mismatch_names_both_versions() -> None:
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+    gcs_pb2_grpc.add_NodeInfoServiceServicer_to_server(_OtherVersionGCS(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with pytest.raises(RaySystemError, match=r"client speaks raygo protocol 1, server at .* speaks 2"):
+            raygo.init(address=f"127.0.0.1:{port}")
+    finally:
+        server.stop(None)
+    assert not raygo.is_initialized()
+
+
+def test_every_call_carries_the_protocol_version(cluster: Cluster) -> None:
+    # The GCS refuses a call without the header; the client's calls all succeed.
+    with grpc.insecure_channel(cluster.address) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            gcs_pb2_grpc.NodeInfoServiceStub(channel).GetClusterInfo(gcs_pb2.GetClusterInfoRequest(), timeout=10)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "protocol version" in refused.value.details()
+    with raygo.init(address=cluster.address):
+        assert raygo.nodes()
+
+
+def test_cluster_state_has_rays_shapes(driver: Cluster) -> None:
+    nodes = raygo.nodes()
+    assert len([n for n in nodes if n["Alive"]]) == 4
+    for node in nodes:
+        for key in ("NodeID", "Alive", "alive", "NodeManagerAddress", "NodeManagerPort", "NodeName",
+                    "NodeManagerHostname", "Resources", "Labels", "DeathReasonMessage"):
+            assert key in node, key
+        assert len(node["NodeID"]) == 56
+        assert node["Labels"]["ray.io/node-id"] == node["NodeID"]
+        assert node["RayletAddress"].endswith(f":{node['NodeManagerPort']}")
+    heads = [n for n in nodes if n["IsHeadNode"] and n["Alive"]]
+    assert len(heads) == 1 and heads[0]["Labels"]["zone"] == "a"
+    total = raygo.cluster_resources()
+    assert total["CPU"] == 16.0
+    assert "GPU" not in total  # no node has one: left out, as in Ray
+    assert raygo.available_resources()["CPU"] == 16.0
