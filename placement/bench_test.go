@@ -110,6 +110,7 @@ func busyGPUs(snapshot *placement.Snapshot) float64 {
 //	BENCH topo_allreduce_gbps_ratio <aware mean all-reduce bus GB/s ÷ blind mean> x
 //	BENCH topo_fragmentation_pct <free GPUs unusable by the largest pending STRICT_PACK> %
 //	BENCH topo_fragmentation_pct_blind <the same for the blind run> %
+//	BENCH topo_allreduce_gbps_ratio_data_parallel <the ratio over SPREAD groups alone> x
 //	BENCH topo_allreduce_gbps_ratio_mixed_fleet … x
 //	BENCH topo_fragmentation_pct_mixed_fleet … %
 //	BENCH topo_fragmentation_pct_blind_mixed_fleet … %
@@ -142,5 +143,6 @@ func TestTopologyBench(t *testing.T) {
 		fmt.Printf("BENCH topo_allreduce_gbps_ratio%s %.2f x\n", fleet.suffix, result.AllReduceRatio)
 		fmt.Printf("BENCH topo_fragmentation_pct%s %.1f %%\n", fleet.suffix, result.Aware.FragmentationPct)
 		fmt.Printf("BENCH topo_fragmentation_pct_blind%s %.1f %%\n", fleet.suffix, result.Blind.FragmentationPct)
+		fmt.Printf("BENCH topo_allreduce_gbps_ratio_data_parallel%s %.2f x\n", fleet.suffix, result.DataParallelAllReduceRatio)
 	}
 }

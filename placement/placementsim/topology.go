@@ -171,6 +171,10 @@ type TopologyRunResult struct {
 	Measured    int
 	MeanBusGBps float64
 	Bottlenecks map[placement.LinkClass]int
+	// MeasuredDataParallel and MeanDataParallelBusGBps are the same for the SPREAD
+	// (data-parallel) groups alone: the groups whose placement crosses the fabric.
+	MeasuredDataParallel    int
+	MeanDataParallelBusGBps float64
 	// MeanBusyGPUFraction is the share of GPUs held, averaged over the steps.
 	MeanBusyGPUFraction float64
 	// FreeGPUs, UnusableGPUs and FragmentationPct: at the streams' ends, in islands
@@ -182,15 +186,17 @@ type TopologyRunResult struct {
 	FreeGPUsAllIslands, UnusableGPUsAllIslands int
 	FragmentationPctAllIslands                 float64
 
-	bandwidthSum, busySum float64
-	steps                 int
+	bandwidthSum, dataParallelBandwidthSum, busySum float64
+	steps                                           int
 }
 
 // TopologyBenchResult compares the two schedulers.
 type TopologyBenchResult struct {
 	Aware, Blind TopologyRunResult
-	// AllReduceRatio is Aware.MeanBusGBps / Blind.MeanBusGBps.
-	AllReduceRatio float64
+	// AllReduceRatio is Aware.MeanBusGBps / Blind.MeanBusGBps; DataParallelAllReduceRatio
+	// the same over the data-parallel (SPREAD) groups alone.
+	AllReduceRatio             float64
+	DataParallelAllReduceRatio float64
 	// ProbeGPUs holds, per stream, G: the whole GPUs of the largest STRICT_PACK request
 	// pending at the end of the stream in either run (MaxTensorParallelGPUs if none is).
 	// At a stream's end, each NVLink island that could hold G GPUs when idle has f
@@ -234,6 +240,9 @@ func RunTopologyBench(config TopologyBenchConfig) (TopologyBenchResult, error) {
 	}
 	result.Aware.finish()
 	result.Blind.finish()
+	if result.Blind.MeanDataParallelBusGBps > 0 {
+		result.DataParallelAllReduceRatio = result.Aware.MeanDataParallelBusGBps / result.Blind.MeanDataParallelBusGBps
+	}
 	if result.Blind.MeanBusGBps > 0 {
 		result.AllReduceRatio = result.Aware.MeanBusGBps / result.Blind.MeanBusGBps
 	}
@@ -271,6 +280,8 @@ func (r *TopologyRunResult) add(stream TopologyRunResult) {
 	r.PendingAtEnd += stream.PendingAtEnd
 	r.Measured += stream.Measured
 	r.bandwidthSum += stream.bandwidthSum
+	r.MeasuredDataParallel += stream.MeasuredDataParallel
+	r.dataParallelBandwidthSum += stream.dataParallelBandwidthSum
 	r.busySum += stream.busySum
 	r.steps += stream.steps
 	for class, count := range stream.Bottlenecks {
@@ -295,6 +306,9 @@ func (r *TopologyRunResult) finish() {
 	}
 	if r.Measured > 0 {
 		r.MeanBusGBps = r.bandwidthSum / float64(r.Measured)
+	}
+	if r.MeasuredDataParallel > 0 {
+		r.MeanDataParallelBusGBps = r.dataParallelBandwidthSum / float64(r.MeasuredDataParallel)
 	}
 	if r.steps > 0 {
 		r.MeanBusyGPUFraction = r.busySum / float64(r.steps)
@@ -396,6 +410,10 @@ func (r *topologyRun) try(step int, request TopologyRequest) (bool, error) {
 	if estimate.GPUs >= 2 {
 		r.result.Measured++
 		r.result.bandwidthSum += estimate.BusGBps
+		if request.Request.Strategy == placement.StrategySpread {
+			r.result.MeasuredDataParallel++
+			r.result.dataParallelBandwidthSum += estimate.BusGBps
+		}
 		if r.result.Bottlenecks == nil {
 			r.result.Bottlenecks = make(map[placement.LinkClass]int)
 		}
