@@ -67,7 +67,7 @@ func shortID(id string) string {
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "Print a summary of the cluster, in the spirit of 'ray status': nodes alive,\ndraining and dead, and resources used / total over the alive nodes.",
 		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
-	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	address := addressFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func toNodeState(n *pb.NodeInfo) nodeState {
 // and connects to the GCS. With --format json, printJSON prints rows for it.
 func listCommand(name, description, examples string, args []string, stdout io.Writer) (c *gcsClient, asJSON bool, err error) {
 	fs := newFlagSet(name, description, examples, stdout)
-	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	address := addressFlag(fs)
 	format := fs.String("format", "table", "output format: table or json")
 	if err := parseFlags(fs, args); err != nil {
 		return nil, false, err
@@ -319,7 +319,7 @@ func listNodes(args []string, stdout io.Writer) error {
 func runDrain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("drain", "Mark a node DRAINING: it takes no new work and keeps what it runs. It stays\nALIVE in 'raygo list nodes', with is_draining true. NODE_ID may be a unique prefix.",
 		"  raygo drain 3f2a9c\n  raygo drain 3f2a9c41... --reason \"spot interruption\"\n", stdout)
-	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	address := addressFlag(fs)
 	reason := fs.String("reason", "", "why the node is drained (shown in status)")
 	// Accept NODE_ID before or after the flags.
 	var positional []string

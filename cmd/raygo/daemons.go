@@ -175,7 +175,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	var lf logFlags
 	rf.register(fs)
 	lf.register(fs)
-	address := fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+	address := addressFlag(fs)
 	ip := fs.String("node-ip-address", "127.0.0.1", "address to bind to and advertise")
 	port := fs.Int("port", 0, "gRPC port (0: a free one)")
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")

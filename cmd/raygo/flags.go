@@ -49,6 +49,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// addressFlag registers --address, resolved later by resolveAddress.
+func addressFlag(fs *flag.FlagSet) *string {
+	return fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")
+}
+
 // resolveAddress applies the rule: --address, else RAYGO_ADDRESS, else 127.0.0.1:6380.
 func resolveAddress(flagValue string) (string, error) {
 	addr := flagValue
