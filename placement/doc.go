@@ -41,6 +41,16 @@
 //     largest free islands stay whole.
 //
 // Nodes that do not list GPUs are scheduled by GPU count, as before topology.
+//
+// MIG (mig.go, mig_allocator.go, mig_schedule.go). A node may list its GPUs in MIG mode
+// with their slot maps (Node.MIGGPUs); they are not whole GPUs. A bundle asking for a
+// MIG profile ({"nvidia.com/mig-1g.10gb": 1}) fits a node when PlanMIG finds it a
+// place on the node's MIG GPUs, with the group's other MIG bundles already there; it
+// gets the step (BundlePlacement.MIG: reuse an idle instance, or carve at a GPU and
+// start, destroying idle instances first if needed) and the parent GPU in GPUIndices.
+// MIG bundles follow the group's strategy; a STRICT_PACK group of MIG bundles is kept
+// on one node (slices are never NVLink peers). Reserve applies the steps to the slot
+// maps and Release returns the instances to the idle pool.
 // EstimateAllReduce is a fabric cost model: the all-reduce bus bandwidth a placement
 // would get.
 //

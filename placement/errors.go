@@ -55,6 +55,8 @@ var (
 	// ErrMIGNoRoom: GPUs with the profile exist, but held instances leave no valid start
 	// on any of them, even with every idle instance destroyed. It wraps ErrNotNow.
 	ErrMIGNoRoom = fmt.Errorf("%w: no room for the MIG profile", ErrNotNow)
+	// errNoMIGGPUs: the scheduler asked a node without MIG GPUs for a MIG profile.
+	errNoMIGGPUs = fmt.Errorf("%w: the node has no MIG GPUs", ErrMIGProfileUnsupported)
 
 	// ErrInvalidSnapshot is wrapped by NewSnapshot's errors: the caller's node table is
 	// inconsistent (duplicate ids, available above total, ...).

@@ -13,7 +13,9 @@ package placement
 //  5. GPUs, on nodes that list them: the node's free GPUs can take the bundle (whole
 //     GPUs wholly free, a fraction on one GPU; in islands mode the group's whole GPUs in
 //     one NVLink island). A scan of the node's few GPUs, so it runs after stage 4 and
-//     only where stage 4 passed.
+//     only where stage 4 passed. A bundle's MIG profile is checked here too: PlanMIG
+//     over the node's MIG slot maps as the attempt changed them (mig_schedule.go); its
+//     resource name is not a resource column, stage 4 skips it.
 //
 // Stages 1-3 do not depend on what the plan has taken so far (except STRICT_SPREAD's
 // "taken earlier in this plan"), so computeStaticFeasibility runs them once into per-node
@@ -171,7 +173,15 @@ func (d *decision) rejectionReasons(a *attempt, node int, check *rejectionCheck,
 	}
 	before := len(reasons)
 	reasons = d.resourceRejections(a, node, check.demand, check.nonzero, row, reasons)
-	if len(reasons) > before || record.gpuCount == 0 {
+	if len(reasons) > before {
+		return reasons
+	}
+	if d.hasMIG {
+		if reason, rejected := d.migRejection(a, node, check); rejected {
+			return append(reasons, reason)
+		}
+	}
+	if record.gpuCount == 0 {
 		return reasons
 	}
 	if reason, rejected := d.gpuRejection(a, node, check); rejected {

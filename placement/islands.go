@@ -51,6 +51,9 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 		if !fits(row, d.groupSum, d.groupSumNonzero) {
 			continue
 		}
+		if _, failed, _ := d.migFitsGroup(a, node); failed >= 0 {
+			continue
+		}
 		for r := range freeAfter {
 			freeAfter[r] = row[r] - d.groupSum[r]
 		}
@@ -243,9 +246,13 @@ func (d *decision) islandsOf(node int) []int32 { return d.snapshot.nodes[node].i
 // largestIslandSize is the most GPUs of one node-local island on node.
 func (d *decision) largestIslandSize(node int) int { return d.snapshot.nodes[node].largestIsland }
 
-// gpusFitBundle is stage 5 for one bundle: true when node does not list its GPUs, or its
-// free GPUs can take the bundle's (whole GPUs in the attempt's island, if any).
+// gpusFitBundle is stage 5 for one bundle: its MIG profile fits node's MIG GPUs (if it
+// asks for one), and node does not list its GPUs, or its free GPUs can take the
+// bundle's (whole GPUs in the attempt's island, if any).
 func (d *decision) gpusFitBundle(a *attempt, node int, bundle *bundleDemand) bool {
+	if fit, _ := d.migFitsBundle(a, node, bundle); !fit {
+		return false
+	}
 	if !bundle.gpu.any() || d.snapshot.nodes[node].gpuCount == 0 {
 		return true
 	}

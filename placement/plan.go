@@ -18,13 +18,32 @@ type BundlePlacement struct {
 	//   - whole GPUs ({GPU: n}, n >= 1): n distinct GPUs, held by this bundle alone;
 	//   - a fraction ({GPU: 0.25}): one GPU, shared with other fractional bundles while
 	//     their amounts add up to at most 1;
+	//   - a MIG profile ({"nvidia.com/mig-1g.10gb": 1}): the MIG instance's parent GPU,
+	//     MIG.GPU (with the bundle's whole GPUs, if it asks for both);
 	//   - no GPUs, or a node without Node.GPUs: empty (the raylet picks the lowest free
 	//     GPUs, as before topology).
 	// Snapshot.Reserve and Release take and give back exactly these GPUs.
 	GPUIndices []int
 	// GPUUUIDs are the UUIDs of GPUIndices, in the same order (informational: Reserve
-	// and Release read only the indices).
+	// and Release read only the indices); "" for a MIG parent GPU, whose MIG device UUID
+	// the raylet reports once the instance is carved.
 	GPUUUIDs []string
+	// MIG is, for a bundle asking for a MIG profile, where its instance goes and what
+	// the raylet does to get it: reuse the idle instance at (MIG.GPU, MIG.Start), or
+	// destroy the idle instances in MIG.Destroy and carve one there. Nil otherwise.
+	// Snapshot.Reserve applies it to the GPU's slot map, Release returns the instance
+	// to the idle pool.
+	MIG *MIGStep
+}
+
+// sortGPUsByIndex sorts indices ascending, keeping uuids parallel.
+func sortGPUsByIndex(indices []int, uuids []string) {
+	for i := 1; i < len(indices); i++ {
+		for j := i; j > 0 && indices[j] < indices[j-1]; j-- {
+			indices[j], indices[j-1] = indices[j-1], indices[j]
+			uuids[j], uuids[j-1] = uuids[j-1], uuids[j]
+		}
+	}
 }
 
 // NodeOf returns the node of a bundle, if the plan places it.

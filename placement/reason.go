@@ -41,6 +41,17 @@ const (
 	// ReasonNVLinkIslandBusy: STRICT_PACK, and the node's islands are large enough, but
 	// none has Want GPUs free now; Have is the most free in one island.
 	ReasonNVLinkIslandBusy ReasonCode = "nvlink_island_busy"
+	// ReasonMIGProfileUnsupported: no MIG GPU of the node (Node.MIGGPUs) has the MIG
+	// profile Resource asks for (the node has none, or only other models): it could
+	// never hold the bundle.
+	ReasonMIGProfileUnsupported ReasonCode = "mig_profile_unsupported"
+	// ReasonMIGNoRoom: the node's MIG GPUs have the profile Resource, but held
+	// instances (and the group's other MIG bundles) leave no placement for it now, even
+	// with idle instances destroyed.
+	ReasonMIGNoRoom ReasonCode = "mig_no_room"
+	// ReasonMIGTooFewSlices: even with every instance gone, the node's MIG GPUs cannot
+	// hold the group's MIG bundles with Resource among them (the capacity view).
+	ReasonMIGTooFewSlices ReasonCode = "mig_too_few_slices"
 )
 
 // Reason is one rejection of one node. Which fields are set depends on Code.
@@ -50,7 +61,8 @@ type Reason struct {
 	// Resource, Want and Have: for the insufficient_* codes, the resource that is short,
 	// what the bundle (or STRICT_PACK's sum) asks, and what the node can offer it:
 	// available now, or for insufficient_total the total left beside this group's other
-	// bundles on the node. Total is the node's total of Resource.
+	// bundles on the node. Total is the node's total of Resource. For the mig_* codes,
+	// Resource is the MIG profile ("nvidia.com/mig-1g.10gb") and Want is 1.
 	Resource string
 	Want     Amount
 	Have     Amount
@@ -104,6 +116,12 @@ func (r Reason) String() string {
 		return fmt.Sprintf("largest NVLink island %s GPUs < %s", r.Have, r.Want)
 	case ReasonNVLinkIslandBusy:
 		return fmt.Sprintf("most free GPUs in one NVLink island %s < %s", r.Have, r.Want)
+	case ReasonMIGProfileUnsupported:
+		return fmt.Sprintf("no MIG GPU with profile %s", r.Resource)
+	case ReasonMIGNoRoom:
+		return fmt.Sprintf("no room on the MIG GPUs for %s now", r.Resource)
+	case ReasonMIGTooFewSlices:
+		return fmt.Sprintf("the MIG GPUs, even empty, have no room for %s", r.Resource)
 	default:
 		return string(r.Code)
 	}

@@ -92,6 +92,8 @@ type decision struct {
 	// (unless Request.Topology is "node") and PACK, for a group with whole GPUs, on a
 	// cluster where some node lists its GPUs.
 	islandMode bool
+	// hasMIG: some bundle to place asks for a MIG profile (bundleDemand.mig).
+	hasMIG bool
 	// groupWholeGPUs is how many whole GPUs the bundles to place ask for in all.
 	groupWholeGPUs int
 	// gpuResource is the index of "GPU" in resources, or -1.
@@ -125,7 +127,10 @@ type bundleDemand struct {
 	nonzero  []int    // decision resources with a positive amount
 	selector int      // index in decision.selectors, -1 for none
 	gpu      gpuRequest
-	run      int // index in decision.bundleRuns
+	// mig is the MIG profile's resource name ("nvidia.com/mig-1g.10gb"), or "": not a
+	// decision resource, PlanMIG places it (mig_schedule.go).
+	mig string
+	run int // index in decision.bundleRuns
 }
 
 type bundleRun struct {
@@ -246,7 +251,7 @@ func (d *decision) collectResources() {
 			continue
 		}
 		for name, amount := range bundle {
-			if amount > 0 {
+			if amount > 0 && !IsMIGResource(name) {
 				add(name)
 			}
 		}
@@ -292,10 +297,12 @@ func (d *decision) collectBundles() {
 		demand := bundleDemand{index: index, selector: -1}
 		demand.amounts, amounts = amounts[:resourceCount:resourceCount], amounts[resourceCount:]
 		for name, amount := range bundle {
-			if amount > 0 {
+			if amount > 0 && !IsMIGResource(name) {
 				demand.amounts[d.resourceIndex(name)] = amount
 			}
 		}
+		demand.mig = migResourceOf(bundle)
+		d.hasMIG = d.hasMIG || demand.mig != ""
 		for r, amount := range demand.amounts {
 			if amount > 0 {
 				demand.nonzero = append(demand.nonzero, r)
@@ -323,14 +330,17 @@ func (d *decision) collectBundles() {
 		}
 	}
 	// Placement order: scarcest resources first (the amounts are in priority order, so
-	// this puts GPU bundles first, the largest first), then by selector so identical
-	// bundles are adjacent, then by index so the order is deterministic.
+	// this puts GPU bundles first, the largest first), then by MIG profile and selector
+	// so identical bundles are adjacent, then by index so the order is deterministic.
 	sort.Slice(d.bundles, func(i, j int) bool {
 		a, b := &d.bundles[i], &d.bundles[j]
 		for r := range a.amounts {
 			if a.amounts[r] != b.amounts[r] {
 				return a.amounts[r] > b.amounts[r]
 			}
+		}
+		if a.mig != b.mig {
+			return a.mig > b.mig // MIG bundles before those without
 		}
 		if a.selector != b.selector {
 			return a.selector < b.selector
@@ -350,7 +360,7 @@ func (d *decision) collectBundles() {
 }
 
 func (b *bundleDemand) sameDemand(other *bundleDemand) bool {
-	if b.selector != other.selector {
+	if b.selector != other.selector || b.mig != other.mig {
 		return false
 	}
 	for r, amount := range b.amounts {
@@ -403,6 +413,9 @@ type attempt struct {
 	// gpusOf holds the GPUs (positions on the node) chosen for each position of
 	// decision.bundles that got any.
 	gpusOf [][]int
+	// migSteps holds the MIG step of each position of decision.bundles that asks for a
+	// MIG profile; nil until the first.
+	migSteps []*MIGStep
 	// wholeIsland >= 0 confines whole GPUs to that island (islands.go); else -1.
 	wholeIsland int32
 	// spread holds SPREAD's scalable-unit and rail choices, made on first use.
@@ -417,6 +430,9 @@ type groupNode struct {
 	bundles int
 	// gpuTaken is the group's share of each of the node's GPUs (nil without GPUs).
 	gpuTaken []Amount
+	// mig is the node's MIG slot maps with the group's steps applied in this attempt;
+	// nil until one of its MIG bundles goes there (attempt.migGPUs).
+	mig []MIGGPU
 }
 
 func (d *decision) newAttempt(view viewKind) *attempt {
@@ -544,6 +560,7 @@ func (d *decision) assign(a *attempt, position, node int) {
 			held.gpuTaken[g] += bundle.gpu.share()
 		}
 	}
+	d.assignMIG(a, position, node, held)
 	for _, r := range bundle.nonzero {
 		held.taken[r] += bundle.amounts[r]
 	}
@@ -576,6 +593,15 @@ func (d *decision) plan(a *attempt) Plan {
 			for i, g := range picked {
 				placement.GPUIndices[i], placement.GPUUUIDs[i] = gpus[g].index, gpus[g].uuid
 			}
+		}
+		if a.migSteps != nil && a.migSteps[position] != nil {
+			// The MIG instance's parent GPU; its UUID is the raylet's to report once
+			// carved (the bundle's MIG device UUID).
+			step := *a.migSteps[position]
+			placement.MIG = &step
+			placement.GPUIndices = append(placement.GPUIndices, step.GPU)
+			placement.GPUUUIDs = append(placement.GPUUUIDs, "")
+			sortGPUsByIndex(placement.GPUIndices, placement.GPUUUIDs)
 		}
 		placements[position] = placement
 	}

@@ -32,6 +32,11 @@ type Node struct {
 	// (NodeInfo.nvlink_domain, e.g. one GB200 NVL72 rack): every node with the same
 	// non-empty domain is part of ONE NVLink island. Empty: NVLink is node-local.
 	NVLinkDomain string
+	// MIGGPUs are the node's GPUs in MIG mode with their slot maps (NodeInfo.mig_gpus):
+	// the carved instances, held by a bundle or idle. Such a GPU is not a whole GPU: the
+	// caller leaves it out of GPUs and of Total["GPU"]. Indices are unique and distinct
+	// from those of GPUs. Empty: the node offers no MIG profile.
+	MIGGPUs []MIGGPU
 }
 
 // Snapshot is the cluster as the scheduler sees it: nodes in id order with their
@@ -66,6 +71,10 @@ type Snapshot struct {
 	// rails are the distinct known rail numbers, ascending; snapshotGPU.railSlot
 	// indexes them, so per-rail counts are dense whatever the numbers.
 	rails []int32
+
+	// mig holds, per node, its MIG GPUs with their slot maps (nil without any);
+	// Reserve and Release change it (mig_schedule.go).
+	mig [][]MIGGPU
 }
 
 type snapshotNode struct {
@@ -141,6 +150,10 @@ func NewSnapshot(nodes []Node) (*Snapshot, error) {
 		}
 	}
 	snapshot.buildTopology(nodes, order)
+	snapshot.mig = make([][]MIGGPU, len(nodes))
+	for row, inputIndex := range order {
+		snapshot.mig[row] = cloneMIGGPUs(nodes[inputIndex].MIGGPUs)
+	}
 	return snapshot, nil
 }
 
@@ -167,7 +180,10 @@ func checkNode(index int, node Node) error {
 		return fieldErrorf(ErrInvalidSnapshot, field+".labels"+labelField(NodeIDLabel),
 			"must equal the node id %s, got %q", node.ID, value)
 	}
-	return checkGPUs(field, node)
+	if err := checkGPUs(field, node); err != nil {
+		return err
+	}
+	return checkMIGGPUs(field, node)
 }
 
 // snapshotError re-labels a resource-set check failure as a snapshot error.
@@ -210,6 +226,7 @@ func (s *Snapshot) nodeAt(index int) Node {
 		Draining:     record.draining,
 		GPUs:         s.nodeGPUsCopy(index),
 		NVLinkDomain: record.nvlinkDomain,
+		MIGGPUs:      cloneMIGGPUs(s.mig[index]),
 	}
 	columns := len(s.columnNames)
 	for column, name := range s.columnNames {
@@ -256,7 +273,10 @@ func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
 // and their GPUs (BundlePlacement.GPUIndices) from the GPUs' available amounts, all or
 // nothing: if any node is unknown, dead, or short, nothing changes and the error
 // (wrapping ErrUnknownNode, ErrInsufficientResources or ErrInvalidGPUAssignment) names
-// the node and resource or GPU. bundles is the request's Bundles, indexed by
+// the node and resource or GPU. A MIG bundle's step (BundlePlacement.MIG) is applied
+// to its GPU's slot map: the idle instances it destroys vanish and its instance is
+// held; a step that does not fit the map as it is fails with ErrInvalidGPUAssignment
+// (and ErrInvalidMIGState). bundles is the request's Bundles, indexed by
 // BundlePlacement.BundleIndex. The GCS calls it after a decision so the next decision
 // in the same round sees it.
 func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
@@ -283,6 +303,13 @@ func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 			}
 		}
 	}
+	migAfter, err := s.migAfter(demand, true)
+	if err != nil {
+		return err
+	}
+	for node, gpus := range migAfter {
+		s.mig[node] = gpus
+	}
 	for _, node := range demand.nodes {
 		for column, amount := range demand.amounts[node] {
 			s.available[node*columns+column] -= amount
@@ -298,7 +325,10 @@ func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 
 // Release gives the resources and GPUs of the placements' bundles back to their nodes,
 // all or nothing: giving back more than a node's total or a GPU's whole (a double
-// release) is an error wrapping ErrInsufficientResources and changes nothing.
+// release) is an error wrapping ErrInsufficientResources and changes nothing. A MIG
+// bundle's instance goes from held to idle at the same slot, for reuse by the same
+// profile; an instance that is not held there is an error wrapping
+// ErrInvalidGPUAssignment.
 func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 	demand, err := s.demandByNode(bundles, plan)
 	if err != nil {
@@ -321,6 +351,13 @@ func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 			}
 		}
 	}
+	migAfter, err := s.migAfter(demand, false)
+	if err != nil {
+		return err
+	}
+	for node, gpus := range migAfter {
+		s.mig[node] = gpus
+	}
 	for _, node := range demand.nodes {
 		for column, amount := range demand.amounts[node] {
 			s.available[node*columns+column] += amount
@@ -341,10 +378,11 @@ type nodeDemand struct {
 	amounts map[int][]Amount
 	names   []string
 	gpus    map[int][]Amount // per node with GPU indices: per GPU position on the node
+	mig     map[int][]migReservation
 }
 
 func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, error) {
-	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames, gpus: make(map[int][]Amount)}
+	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames, gpus: make(map[int][]Amount), mig: make(map[int][]migReservation)}
 	for _, placement := range plan.Placements {
 		if placement.BundleIndex < 0 || placement.BundleIndex >= len(bundles) {
 			return nodeDemand{}, fmt.Errorf("placement: plan places bundle %d, the request has %d bundles",
@@ -362,8 +400,8 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 		}
 		bundle := bundles[placement.BundleIndex]
 		for name, amount := range bundle {
-			if amount == 0 {
-				continue
+			if amount == 0 || IsMIGResource(name) {
+				continue // a MIG profile is a slot of a MIG GPU (addMIGDemand), not a column
 			}
 			column, ok := s.columnByName[name]
 			if !ok {
@@ -372,7 +410,11 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 			}
 			amounts[column] += amount
 		}
-		if err := s.addGPUDemand(demand.gpus, node, placement, bundle["GPU"]); err != nil {
+		wholeGPUs, err := s.addMIGDemand(&demand, node, placement, bundle)
+		if err != nil {
+			return nodeDemand{}, err
+		}
+		if err := s.addGPUDemand(demand.gpus, node, wholeGPUs, bundle["GPU"]); err != nil {
 			return nodeDemand{}, err
 		}
 	}

@@ -282,12 +282,19 @@ type spreadFit struct {
 	missed float64
 	// islandTaken: the free GPUs of the island the bundle's GPUs would come from.
 	islandTaken int
+	// migRank: what the bundle's MIG profile costs the node (migRank*), 0 without one.
+	// Ranked with islandTaken: a bundle rarely asks for both.
+	migRank int
 }
 
 // spreadGPUs is stage 5 for SPREAD: whether node's GPUs can take bundle, and how well.
 func (d *decision) spreadGPUs(a *attempt, node int, bundle *bundleDemand) spreadFit {
+	migFit, migRank := d.migFitsBundle(a, node, bundle)
+	if !migFit {
+		return spreadFit{}
+	}
 	if !bundle.gpu.any() {
-		return spreadFit{ok: true}
+		return spreadFit{ok: true, migRank: migRank}
 	}
 	rails := d.roundRails(a, bundle, a.bundlesOn(node))
 	if d.snapshot.nodes[node].gpuCount == 0 {

@@ -163,6 +163,9 @@ func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAft
 	// else as free shares.
 	var gpuFree []Amount
 	var wholeFree uint64
+	// The node's MIG slot maps, with the steps of the bundles counted so far.
+	var migTrial []MIGGPU
+	migLoaded := false
 	gpusLoaded := false
 	wholeGPUs := 0
 	taken := 0
@@ -178,6 +181,14 @@ func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAft
 		count := waiting
 		for _, r := range bundle.nonzero {
 			count = min(count, int(freeAfter[r]/bundle.amounts[r]))
+		}
+		if count > 0 && bundle.mig != "" {
+			if !migLoaded {
+				migTrial, migLoaded = a.migGPUs(node), true
+			}
+			// Before the GPUs: a bundle asking for both a MIG profile and GPUs is
+			// counted conservatively (its MIG steps stay taken if its GPUs fall short).
+			count = migTakes(&migTrial, bundle.mig, count)
 		}
 		if count > 0 && len(gpus) > 0 && bundle.gpu.any() {
 			if !gpusLoaded {
@@ -301,7 +312,9 @@ func (d *decision) firstWaiting(placedOfRun []int) int {
 // bestNodeForGroupSum returns the best-fitting node that passes every stage for the sum
 // of the bundles (its GPUs taking every bundle's), or -1. PACK (pack) ranks nodes
 // already holding the group first, then those whose NVLink islands the group's whole
-// GPUs span fewest of; STRICT_PACK goes by best fit alone, as Ray's.
+// GPUs span fewest of; STRICT_PACK goes by best fit alone, as Ray's. Both then prefer
+// the node where the group's MIG profiles cost least (migRank*: idle instances reused,
+// partitioned GPUs before empty ones).
 func (d *decision) bestNodeForGroupSum(a *attempt, pack bool) int {
 	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
 	rank := d.newRanking()
@@ -317,13 +330,17 @@ func (d *decision) bestNodeForGroupSum(a *attempt, pack bool) int {
 		if !gpusFit {
 			continue
 		}
+		migRank, failed, _ := d.migFitsGroup(a, node)
+		if failed >= 0 {
+			continue
+		}
 		for r := range freeAfter {
 			freeAfter[r] = row[r] - d.groupSum[r]
 		}
 		if pack {
-			rank.setPreferences(boolKey(!d.holdsPlaced[node]), float64(islands), 0)
+			rank.setPreferences(boolKey(!d.holdsPlaced[node]), float64(islands), float64(migRank))
 		} else {
-			rank.setPreferences(0, 0, 0)
+			rank.setPreferences(float64(migRank), 0, 0)
 		}
 		d.setBestFit(rank, node, freeAfter)
 		rank.offer(node)
@@ -393,7 +410,7 @@ func (d *decision) bestUnusedNodes(a *attempt, bundle *bundleDemand, limit int) 
 		if !fit.ok {
 			continue
 		}
-		top.candidateKey[0], top.candidateKey[1], top.candidateKey[2], top.candidateKey[3] = 0, d.unitRank(a, node), fit.missed, float64(fit.islandTaken)
+		top.candidateKey[0], top.candidateKey[1], top.candidateKey[2], top.candidateKey[3] = 0, d.unitRank(a, node), fit.missed, float64(fit.islandTaken+fit.migRank)
 		d.setBestFitKey(top.candidateKey, node, freeAfter)
 		top.offer(node)
 	}
@@ -421,7 +438,7 @@ func (d *decision) placeOneSpread(a *attempt, position int, strict bool, rank *r
 		for r := range freeAfter {
 			freeAfter[r] = row[r] - bundle.amounts[r]
 		}
-		rank.setPreferences(float64(a.bundlesOn(node)), d.unitRank(a, node), fit.missed, float64(fit.islandTaken))
+		rank.setPreferences(float64(a.bundlesOn(node)), d.unitRank(a, node), fit.missed, float64(fit.islandTaken+fit.migRank))
 		d.setBestFit(rank, node, freeAfter)
 		rank.offer(node)
 	}
