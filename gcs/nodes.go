@@ -238,7 +238,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		m.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
-	m.applyResourcesLocked(node, req.ResourcesAvailable, req.ResourcesVersion)
+	m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
 	node.StateMessage = ""
 	var reconnected *pb.NodeInfo
 	if m.awaitingReconnect[req.NodeId] {
@@ -378,14 +378,18 @@ func (m *nodeManager) rayletAddress(nodeID string) string {
 	return ""
 }
 
-// applyResourcesLocked records a raylet's available resources unless a newer report
-// arrived first. Version 0 is a raylet that has changed nothing yet. Callers hold mu.
-func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, available map[string]float64, version int64) {
-	if version < m.resourceVersions[node.NodeId] {
+// applyResourcesLocked records a raylet's available resources and MIG slot maps unless a
+// newer report arrived first. Version 0 is a raylet that has changed nothing yet.
+// Callers hold mu.
+func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.ResourceReport) {
+	if report.Version < m.resourceVersions[node.NodeId] {
 		return
 	}
-	m.resourceVersions[node.NodeId] = version
-	node.ResourcesAvailable = available
+	m.resourceVersions[node.NodeId] = report.Version
+	node.ResourcesAvailable = report.ResourcesAvailable
+	if len(node.MigGpus) > 0 || len(report.MigGpus) > 0 {
+		node.MigGpus = report.MigGpus
+	}
 }
 
 // applyResourceReport records the report a raylet returned with a bundle call.
@@ -396,6 +400,6 @@ func (m *nodeManager) applyResourceReport(nodeID string, report *pb.ResourceRepo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if node, ok := m.nodes[nodeID]; ok && node.State == pb.NodeState_ALIVE {
-		m.applyResourcesLocked(node, report.ResourcesAvailable, report.Version)
+		m.applyResourcesLocked(node, report)
 	}
 }

@@ -634,9 +634,32 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 		labels[placement.NodeIDLabel] = n.NodeId
 		rows = append(rows, placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
 			Labels: labels, Alive: true, Draining: n.IsDraining,
-			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain})
+			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)})
 	}
 	return placement.NewSnapshot(rows)
+}
+
+// migGPUs is a node's MIG slot maps as its raylet last reported them. The raylet checks
+// every step again, so a plan made on a report that an in-flight prepare has outdated
+// fails its prepare and is retried, never double-booked.
+func migGPUs(n *pb.NodeInfo) []placement.MIGGPU {
+	var out []placement.MIGGPU
+	for _, g := range n.MigGpus {
+		model, ok := placement.MIGModelOfDevice(g.Model)
+		if !ok {
+			continue
+		}
+		gpu := placement.MIGGPU{Index: int(g.Index), Model: model}
+		for _, in := range g.Instances {
+			state := placement.MIGIdle
+			if in.Held {
+				state = placement.MIGHeld
+			}
+			gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: int(in.ProfileId), Start: int(in.Start), State: state})
+		}
+		out = append(out, gpu)
+	}
+	return out
 }
 
 // topologyGPUs lists a node's GPUs for the scheduler with what is free of each. GPUs the
@@ -739,14 +762,17 @@ func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]placement.Bundl
 	out := map[string][]*pb.BundleReservation{}
 	for i, b := range bundles {
 		node, generation, gpus := b.NodeId, b.Generation, b.GpuIds
+		var mig *pb.MIGStep
 		if plan != nil {
 			p, ok := plan[i]
 			if !ok {
 				continue
 			}
 			node, generation, gpus = string(p.NodeID), generation+1, nil
-			for _, gpu := range p.GPUIndices {
-				gpus = append(gpus, int32(gpu))
+			if mig = migStep(p.MIG); mig == nil {
+				for _, gpu := range p.GPUIndices {
+					gpus = append(gpus, int32(gpu))
+				}
 			}
 		}
 		if node == "" {
@@ -754,8 +780,20 @@ func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]placement.Bundl
 		}
 		out[node] = append(out[node], &pb.BundleReservation{
 			Key:       &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: generation},
-			Resources: b.UnitResources, GpuIds: gpus,
+			Resources: b.UnitResources, GpuIds: gpus, Mig: mig,
 		})
+	}
+	return out
+}
+
+// migStep is the raylet's form of a scheduler MIG step (nil for none).
+func migStep(step *placement.MIGStep) *pb.MIGStep {
+	if step == nil {
+		return nil
+	}
+	out := &pb.MIGStep{Gpu: int32(step.GPU), ProfileId: int32(step.Profile.ID), Start: int32(step.Start), ReuseIdle: step.Action == placement.MIGReuseIdle}
+	for _, idle := range step.Destroy {
+		out.DestroyStarts = append(out.DestroyStarts, int32(idle.Start))
 	}
 	return out
 }
@@ -768,9 +806,12 @@ func unplace(b *pb.Bundle) {
 // cudaVisibleDevices is the CUDA_VISIBLE_DEVICES value of a bundle: its MIG device UUIDs
 // when it has MIG slices, else its GPUs' NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
 // CUDA numbers GPUs as NVML does).
-func cudaVisibleDevices(gpuIDs []int32) string {
-	parts := make([]string, len(gpuIDs))
-	for i, id := range gpuIDs {
+func cudaVisibleDevices(r *pb.BundleReservation) string {
+	if r.Mig != nil {
+		return strings.Join(r.DeviceUuids, ",")
+	}
+	parts := make([]string, len(r.GpuIds))
+	for i, id := range r.GpuIds {
 		parts[i] = strconv.Itoa(int(id))
 	}
 	return strings.Join(parts, ",")
@@ -862,7 +903,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 		b.Generation++
 		if r := made[b.BundleIndex]; r != nil {
 			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
-			b.CudaVisibleDevices = cudaVisibleDevices(r.GpuIds)
+			b.CudaVisibleDevices = cudaVisibleDevices(r)
 		}
 	}
 	e.inFlight = nil

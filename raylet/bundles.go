@@ -2,6 +2,7 @@ package raylet
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,8 +28,10 @@ type reservation struct {
 	committed  bool
 	gcsEpoch   int64
 	// gpuIDs are the NVML indices of the bundle's GPUs: one per whole GPU, plus one
-	// shared GPU for a fractional remainder.
+	// shared GPU for a fractional remainder; for a MIG bundle, the GPU of its instance.
 	gpuIDs []int32
+	// mig is the MIG instance a MIG bundle holds; nil for other bundles.
+	mig *migHold
 }
 
 // bundleTable is the raylet's accounting of placement-group bundles: prepared and
@@ -41,29 +44,45 @@ type bundleTable struct {
 	// newestGeneration remembers, per bundle, the newest generation any request named,
 	// even after a cancel, so a delayed request for an older generation is refused.
 	newestGeneration map[bundleID]int64
+	// mig accounts for the GPUs in MIG mode; nil when the node has none. MIG resources
+	// ("nvidia.com/mig-…") are accounted there by slot, not in total.
+	mig *migTable
 }
 
 func newBundleTable(total placement.ResourceSet, gpus []*pb.GPUInfo) *bundleTable {
 	return &bundleTable{total: total, gpus: gpus, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{}}
 }
 
-// gpuFree is the free share of each GPU (placement.AmountScale = a whole GPU), by index,
-// leaving out the reservations in skip.
+// gpuFree is the free share of each whole GPU (placement.AmountScale = a whole GPU), by
+// position in t.gpus, leaving out the reservations in skip.
 func (t *bundleTable) gpuFree(skip map[bundleID]bool) []placement.Amount {
 	free := make([]placement.Amount, len(t.gpus))
 	for i := range free {
 		free[i] = placement.AmountScale
 	}
 	for id, r := range t.reserved {
-		if skip[id] {
+		if skip[id] || r.mig != nil {
 			continue
 		}
 		share := gpuShares(r.resources[ResourceGPU])
 		for i, gpu := range r.gpuIDs {
-			free[gpu] -= share[i]
+			if position := t.gpuPosition(gpu); position >= 0 {
+				free[position] -= share[i]
+			}
 		}
 	}
 	return free
+}
+
+// gpuPosition is the position in t.gpus of the whole GPU with that NVML index, -1 when
+// the node offers no such whole GPU (GPUs in MIG mode are not whole GPUs).
+func (t *bundleTable) gpuPosition(index int32) int {
+	for position, g := range t.gpus {
+		if g.GetIndex() == index {
+			return position
+		}
+	}
+	return -1
 }
 
 // gpuShares splits a GPU amount into per-GPU shares: whole GPUs, then the remainder.
@@ -94,13 +113,14 @@ func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested
 			return nil, status.Errorf(codes.InvalidArgument, "bundle %s: %d gpu_ids for a GPU amount of %s", id, len(requested), amount)
 		}
 		for i, gpu := range requested {
-			if gpu < 0 || int(gpu) >= len(free) {
-				return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids[%d] = %d: this node has GPUs 0-%d", id, i, gpu, len(free)-1)
+			position := t.gpuPosition(gpu)
+			if position < 0 {
+				return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids[%d] = %d: not a whole GPU of this node (it has %s)", id, i, gpu, t.wholeGPUIndices())
 			}
-			if free[gpu] < shares[i] {
-				return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d is not free (%s of it left)", id, gpu, free[gpu])
+			if free[position] < shares[i] {
+				return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d is not free (%s of it left)", id, gpu, free[position])
 			}
-			free[gpu] -= shares[i]
+			free[position] -= shares[i]
 		}
 		return requested, nil
 	}
@@ -123,20 +143,44 @@ func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested
 			return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: no GPU has %s free", id, share)
 		}
 		free[best] -= share
-		chosen = append(chosen, int32(best))
+		chosen = append(chosen, t.gpus[best].GetIndex())
 	}
 	return chosen, nil
+}
+
+// wholeGPUIndices lists the NVML indices of the whole GPUs, for messages.
+func (t *bundleTable) wholeGPUIndices() string {
+	if len(t.gpus) == 0 {
+		return "none"
+	}
+	indices := make([]string, len(t.gpus))
+	for i, g := range t.gpus {
+		indices[i] = fmt.Sprint(g.GetIndex())
+	}
+	return "GPUs " + strings.Join(indices, ", ")
 }
 
 // available is total minus every reservation.
 func (t *bundleTable) available() placement.ResourceSet {
 	avail := t.total.Clone()
 	for _, r := range t.reserved {
-		for name, amount := range r.resources {
+		for name, amount := range withoutMIG(r.resources) {
 			avail[name] -= amount
 		}
 	}
 	return avail
+}
+
+// withoutMIG is a resource set without its MIG resources, which the MIG table accounts
+// for by slot.
+func withoutMIG(set placement.ResourceSet) placement.ResourceSet {
+	out := placement.ResourceSet{}
+	for name, amount := range set {
+		if !placement.IsMIGResource(name) {
+			out[name] = amount
+		}
+	}
+	return out
 }
 
 func staleGeneration(id bundleID, got, newest int64) error {
@@ -158,7 +202,9 @@ func (t *bundleTable) observe(id bundleID, generation int64) {
 }
 
 // prepare reserves every bundle or none. A bundle already held at the same generation is
-// kept as it is (a retried prepare); one held at an older generation is replaced.
+// kept as it is (a retried prepare); one held at an older generation is replaced. A
+// bundle with a MIG step gets its instance last, after every cheaper check passed: see
+// migTable.prepare.
 func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gcsEpoch int64, draining bool) error {
 	type pending struct {
 		id  bundleID
@@ -166,6 +212,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 	}
 	var fresh []pending
 	var requestedGPUs [][]int32
+	var migSteps []*pb.MIGStep
 	var replaced []bundleID
 	need := placement.ResourceSet{}
 	freed := placement.ResourceSet{}
@@ -183,15 +230,19 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 				continue
 			}
 			replaced = append(replaced, id)
-			freed = freed.Add(held.resources)
+			freed = freed.Add(withoutMIG(held.resources))
 		}
 		resources, err := placement.ResourceSetFromFloat(b.Resources)
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "bundles[%d].resources%v", i, err)
 		}
-		need = need.Add(resources)
+		if err := t.checkMIG(id, b, resources); err != nil {
+			return err
+		}
+		need = need.Add(withoutMIG(resources))
 		fresh = append(fresh, pending{id, &reservation{generation: key.Generation, resources: resources, gcsEpoch: gcsEpoch}})
 		requestedGPUs = append(requestedGPUs, b.GpuIds)
+		migSteps = append(migSteps, b.Mig)
 	}
 	if len(fresh) == 0 {
 		return nil
@@ -207,21 +258,71 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 		skip[id] = true
 	}
 	free := t.gpuFree(skip)
+	var migRequests []migRequest
 	for i, p := range fresh {
+		if migSteps[i] != nil {
+			migRequests = append(migRequests, migRequest{p.id, migSteps[i]})
+			continue
+		}
 		gpus, err := t.assignGPUs(p.id, p.res.resources[ResourceGPU], requestedGPUs[i], free)
 		if err != nil {
 			return err
 		}
 		p.res.gpuIDs = gpus
 	}
+	replacedHolds := map[bundleID]*migHold{}
 	for _, id := range replaced {
-		delete(t.reserved, id)
+		if hold := t.reserved[id].mig; hold != nil {
+			replacedHolds[id] = hold
+		}
+	}
+	if len(migRequests) > 0 || len(replacedHolds) > 0 {
+		holds, err := t.mig.prepare(migRequests, replacedHolds)
+		if err != nil {
+			return err
+		}
+		k := 0
+		for i, p := range fresh {
+			if migSteps[i] != nil {
+				p.res.mig = &holds[k]
+				p.res.gpuIDs = []int32{int32(holds[k].gpu)}
+				k++
+			}
+		}
+	}
+	for _, id := range replaced {
+		t.remove(id, false)
 	}
 	for _, p := range fresh {
 		t.reserved[p.id] = p.res
 		t.observe(p.id, p.res.generation)
 	}
 	return nil
+}
+
+// checkMIG validates a bundle's MIG step, and refuses MIG resources without one.
+func (t *bundleTable) checkMIG(id bundleID, b *pb.BundleReservation, resources placement.ResourceSet) error {
+	if b.Mig == nil {
+		for _, name := range resources.Names() {
+			if placement.IsMIGResource(name) && resources[name] > 0 {
+				return status.Errorf(codes.InvalidArgument, "bundle %s: asks for %s without a mig step", id, name)
+			}
+		}
+		return nil
+	}
+	if len(b.GpuIds) > 0 && !slices.Equal(b.GpuIds, []int32{b.Mig.Gpu}) {
+		return status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids %v given with a mig step on GPU %d", id, b.GpuIds, b.Mig.Gpu)
+	}
+	return t.mig.checkStep(id, b.Mig, resources)
+}
+
+// remove drops a reservation; with release its MIG instance goes idle (a replaced
+// reservation's was released by migTable.prepare, and may be held again already).
+func (t *bundleTable) remove(id bundleID, release bool) {
+	if r := t.reserved[id]; r != nil && r.mig != nil && release {
+		t.mig.release(id, r.mig)
+	}
+	delete(t.reserved, id)
 }
 
 // shortfall prints the available amounts of the resources that fall short.
@@ -258,7 +359,7 @@ func (t *bundleTable) cancel(keys []*pb.BundleKey) {
 	for _, key := range keys {
 		id := bundleID{key.PlacementGroupId, key.BundleIndex}
 		if held := t.reserved[id]; held != nil && held.generation <= key.Generation {
-			delete(t.reserved, id)
+			t.remove(id, true)
 		}
 		t.observe(id, key.Generation)
 	}
@@ -274,9 +375,9 @@ func (t *bundleTable) releaseUnused(inUse []*pb.BundleKey, currentEpoch int64) (
 	for _, id := range t.sortedIDs() {
 		r := t.reserved[id]
 		generation, used := keep[id]
-		row := r.describe(id, t.gpus)
+		row := t.describe(id, r)
 		if r.gcsEpoch < currentEpoch && (!used || generation != r.generation) {
-			delete(t.reserved, id)
+			t.remove(id, true)
 			released = append(released, row)
 			continue
 		}
@@ -299,8 +400,9 @@ func (t *bundleTable) sortedIDs() []bundleID {
 	return ids
 }
 
-// describe reports a reservation; gpus gives the UUIDs of its GPUs.
-func (r *reservation) describe(id bundleID, gpus []*pb.GPUInfo) *pb.BundleReservation {
+// describe reports a reservation: its GPUs' UUIDs, or for a MIG bundle its MIG device
+// UUID and step.
+func (t *bundleTable) describe(id bundleID, r *reservation) *pb.BundleReservation {
 	state := pb.BundleReservationState_BUNDLE_PREPARED
 	if r.committed {
 		state = pb.BundleReservationState_BUNDLE_COMMITTED
@@ -309,9 +411,14 @@ func (r *reservation) describe(id bundleID, gpus []*pb.GPUInfo) *pb.BundleReserv
 		Key:       &pb.BundleKey{PlacementGroupId: id.placementGroupID, BundleIndex: id.index, Generation: r.generation},
 		Resources: r.resources.ToFloat(), State: state, GcsEpoch: r.gcsEpoch, GpuIds: r.gpuIDs,
 	}
+	if r.mig != nil {
+		row.DeviceUuids = []string{r.mig.deviceUUID}
+		row.Mig = &pb.MIGStep{Gpu: int32(r.mig.gpu), ProfileId: int32(r.mig.profileID), Start: int32(r.mig.start)}
+		return row
+	}
 	for _, gpu := range r.gpuIDs {
-		if uuid := gpus[gpu].GetUuid(); uuid != "" {
-			row.DeviceUuids = append(row.DeviceUuids, uuid)
+		if position := t.gpuPosition(gpu); position >= 0 && t.gpus[position].GetUuid() != "" {
+			row.DeviceUuids = append(row.DeviceUuids, t.gpus[position].GetUuid())
 		}
 	}
 	return row
@@ -321,7 +428,7 @@ func (r *reservation) describe(id bundleID, gpus []*pb.GPUInfo) *pb.BundleReserv
 func (t *bundleTable) describeBundle(key *pb.BundleKey) *pb.BundleReservation {
 	id := bundleID{key.PlacementGroupId, key.BundleIndex}
 	if r := t.reserved[id]; r != nil && r.generation == key.Generation {
-		return r.describe(id, t.gpus)
+		return t.describe(id, r)
 	}
 	return nil
 }

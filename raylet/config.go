@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/internal/membership"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
 // Standard resource and label names, as Ray's.
@@ -60,7 +62,19 @@ type Config struct {
 	GPUs []*pb.GPUInfo
 	// NVLinkDomain is the multi-node NVLink domain of the node's GPUs ("" if node-local).
 	NVLinkDomain string
-	Logger       zerolog.Logger
+	// MIG carves and destroys MIG instances through NVML; nil means the node runs no GPU
+	// in MIG mode. The raylet does not close it.
+	MIG *gpu.MIGManager
+	// MIGGPUs are the NVML indices of the GPUs to run in MIG mode (each one of GPUs);
+	// they leave the whole-GPU list and the GPU resource and are offered as MIG slices.
+	MIGGPUs []int
+	// MIGIdleTimeout is how long a MIG instance no bundle holds stays carved for reuse
+	// by the same profile before the raylet destroys it. Default 5 min.
+	MIGIdleTimeout time.Duration
+	// MIGRepartitionLimit caps the destroy and carve operations per MIG GPU per minute;
+	// a prepare that needs more fails. Default 60.
+	MIGRepartitionLimit int
+	Logger              zerolog.Logger
 }
 
 // DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at
@@ -72,6 +86,8 @@ func DefaultConfig() Config {
 		HeartbeatInterval:   time.Second,
 		ReconnectBackoffMax: 2 * time.Second,
 		Membership:          membership.DefaultConfig(),
+		MIGIdleTimeout:      5 * time.Minute,
+		MIGRepartitionLimit: 60,
 		Logger:              zerolog.Nop(),
 	}
 }
@@ -103,6 +119,33 @@ func (c Config) Validate() error {
 	}
 	if c.ReconnectBackoffMax <= 0 {
 		return errors.New("raylet config: ReconnectBackoffMax must be positive")
+	}
+	return c.validateMIG()
+}
+
+// validateMIG checks the MIG fields; they matter only when MIGGPUs names a GPU.
+func (c Config) validateMIG() error {
+	if len(c.MIGGPUs) == 0 {
+		return nil
+	}
+	if c.MIG == nil {
+		return fmt.Errorf("raylet config: MIGGPUs %v given without a MIG manager", c.MIGGPUs)
+	}
+	if c.MIGIdleTimeout <= 0 {
+		return errors.New("raylet config: MIGIdleTimeout must be positive")
+	}
+	if c.MIGRepartitionLimit <= 0 {
+		return errors.New("raylet config: MIGRepartitionLimit must be positive")
+	}
+	seen := map[int]bool{}
+	for i, index := range c.MIGGPUs {
+		if seen[index] {
+			return fmt.Errorf("raylet config: MIGGPUs[%d] = %d: listed twice", i, index)
+		}
+		seen[index] = true
+		if !slices.ContainsFunc(c.GPUs, func(g *pb.GPUInfo) bool { return int(g.GetIndex()) == index }) {
+			return fmt.Errorf("raylet config: MIGGPUs[%d] = %d: not one of the node's GPUs", i, index)
+		}
 	}
 	return nil
 }

@@ -90,6 +90,11 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, fmt.Errorf("raylet resources: %w", err)
 	}
 	r.bundles = newBundleTable(totals, r.node.Gpus)
+	if cfg.MIG != nil && len(cfg.MIGGPUs) > 0 {
+		if r.bundles.mig, err = newMIGTable(cfg, r.log); err != nil {
+			return nil, fmt.Errorf("raylet MIG: %w", err)
+		}
+	}
 
 	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, r.fenceInterceptor)...)
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
@@ -103,6 +108,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	go r.heartbeatLoop()
+	if r.bundles.mig != nil {
+		go r.idleMIGLoop()
+	}
 	r.log.Info().Str("raylet_address", r.node.RayletAddress).Str("gossip_address", r.node.GossipAddress).
 		Str("gcs_address", cfg.GCSAddress).Interface("resources", r.node.ResourcesTotal).Msg("raylet started")
 	return r, nil
@@ -111,8 +119,10 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 func (r *Raylet) describeNode() *pb.NodeInfo {
 	totals, gpus := detectTotals(r.cfg)
 	labels := map[string]string{LabelNodeID: r.cfg.NodeID}
-	if len(gpus) > 0 && gpus[0].Model != "" {
-		labels[LabelAcceleratorType] = gpu.AcceleratorType(gpus[0].Model)
+	// The discovered GPUs, not the whole ones: a node with every GPU in MIG mode still
+	// has an accelerator type.
+	if len(r.cfg.GPUs) > 0 && r.cfg.GPUs[0].Model != "" {
+		labels[LabelAcceleratorType] = gpu.AcceleratorType(r.cfg.GPUs[0].Model)
 	}
 	maps.Copy(labels, r.cfg.Labels)
 	return &pb.NodeInfo{
@@ -144,6 +154,7 @@ func (r *Raylet) Node() *pb.NodeInfo {
 	node := proto.Clone(r.node).(*pb.NodeInfo)
 	node.IsDraining = r.draining
 	node.ResourcesAvailable = r.bundles.available().ToFloat()
+	node.MigGpus = r.bundles.mig.report()
 	return node
 }
 
@@ -227,7 +238,7 @@ func (r *Raylet) heartbeat() error {
 	r.mu.Unlock()
 	reply, err := r.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{
 		NodeId: r.cfg.NodeID, ResourcesAvailable: report.ResourcesAvailable, ResourcesVersion: report.Version,
-		GossipAddress: r.node.GossipAddress,
+		GossipAddress: r.node.GossipAddress, MigGpus: report.MigGpus,
 	})
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.
@@ -318,7 +329,7 @@ func (s *nodeManagerService) GetNodeStats(ctx context.Context, _ *pb.GetNodeStat
 	epoch := r.epoch
 	var held []*pb.BundleReservation
 	for _, id := range r.bundles.sortedIDs() {
-		held = append(held, r.bundles.reserved[id].describe(id, r.bundles.gpus))
+		held = append(held, r.bundles.describe(id, r.bundles.reserved[id]))
 	}
 	r.mu.Unlock()
 	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch, Bundles: held}, nil
@@ -333,21 +344,46 @@ func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayle
 	return &pb.DrainRayletReply{}, nil
 }
 
-// resourceReportLocked is the available resources at the current version. Callers hold mu.
+// resourceReportLocked is the available resources and the MIG slot maps at the current
+// version. Callers hold mu.
 func (r *Raylet) resourceReportLocked() *pb.ResourceReport {
-	return &pb.ResourceReport{ResourcesAvailable: r.bundles.available().ToFloat(), Version: r.resourcesVersion}
+	return &pb.ResourceReport{ResourcesAvailable: r.bundles.available().ToFloat(), Version: r.resourcesVersion, MigGpus: r.bundles.mig.report()}
 }
 
 // changeBundles runs a change of the bundle table under mu and returns the resource
-// report after it.
+// report after it. A refused change that still changed MIG instances (destroyed or
+// carved before a later step failed) bumps the version too.
 func (r *Raylet) changeBundles(change func() error) (*pb.ResourceReport, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := change(); err != nil {
+	err := change()
+	if r.bundles.mig.takeChanged() || err == nil {
+		r.resourcesVersion++
+	}
+	if err != nil {
 		return nil, err
 	}
-	r.resourcesVersion++
 	return r.resourceReportLocked(), nil
+}
+
+// idleMIGLoop destroys MIG instances idle for MIGIdleTimeout, checking a few times per
+// timeout (at most every 5 s, at least every 10 ms), until Stop.
+func (r *Raylet) idleMIGLoop() {
+	every := min(max(r.cfg.MIGIdleTimeout/4, 10*time.Millisecond), 5*time.Second)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ticker.C:
+		}
+		r.mu.Lock()
+		if r.bundles.mig.reapIdle() > 0 && r.bundles.mig.takeChanged() {
+			r.resourcesVersion++
+		}
+		r.mu.Unlock()
+	}
 }
 
 func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,8 @@ const fixedPointScale = 10000
 func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fixedPointScale }
 
 // detectTotals returns the node's resources — detected CPU cores, memory and GPUs, then
-// the configured overrides on top — and the GPUs offered.
+// the configured overrides on top — and the whole GPUs offered. GPUs in MIG mode
+// (cfg.MIGGPUs) are offered as MIG slices instead, so neither counts nor lists them.
 func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
 	totals := map[string]float64{
 		ResourceCPU:    float64(runtime.NumCPU()),
@@ -30,6 +32,7 @@ func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
 	if want, ok := cfg.Resources[ResourceGPU]; ok {
 		gpus = offeredGPUs(cfg.GPUs, int(want))
 	}
+	gpus = slices.DeleteFunc(slices.Clone(gpus), func(g *pb.GPUInfo) bool { return slices.Contains(cfg.MIGGPUs, int(g.Index)) })
 	totals[ResourceGPU] = float64(len(gpus))
 	return totals, gpus
 }

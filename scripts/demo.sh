@@ -19,12 +19,14 @@ step "raygo start --head --port $port (GCS + head raylet, in-memory store)"
 "$raygo" start --head --port "$port" --num-cpus 8 --labels topology.raygo.io/rack=rack-0
 # Three simulated GPU servers (no GPU needed: go-nvml's mock servers, filled in to
 # describe each machine): two DGX H100 (8 GPUs on one NVSwitch, GPU i on rail i) in one
-# scalable unit, and a PCIe server whose GPUs are NVLink-bridged in pairs.
-for i in 1 2; do
-  step "raygo start --address $RAYGO_ADDRESS --gpu-sim dgx-h100 (worker $i)"
-  "$raygo" start --num-cpus 16 --gpu-sim dgx-h100 \
-    --labels "topology.raygo.io/su=su-1,topology.raygo.io/rack=rack-$i,market=spot" --node-name "dgx-h100-$i"
-done
+# scalable unit, the second with GPU 0 in MIG mode, and a PCIe server whose GPUs are
+# NVLink-bridged in pairs.
+step "raygo start --address $RAYGO_ADDRESS --gpu-sim dgx-h100 (worker 1)"
+"$raygo" start --num-cpus 16 --gpu-sim dgx-h100 \
+  --labels "topology.raygo.io/su=su-1,topology.raygo.io/rack=rack-1,market=spot" --node-name dgx-h100-1
+step "raygo start --address $RAYGO_ADDRESS --gpu-sim dgx-h100 --mig 0:on (worker 2: GPU 0 in MIG mode)"
+"$raygo" start --num-cpus 16 --gpu-sim dgx-h100 --mig 0:on \
+  --labels "topology.raygo.io/su=su-1,topology.raygo.io/rack=rack-2,market=spot" --node-name dgx-h100-2
 step "raygo start --address $RAYGO_ADDRESS --gpu-sim pcie-8gpu-nvlink-pairs (worker 3)"
 "$raygo" start --num-cpus 16 --gpu-sim pcie-8gpu-nvlink-pairs --labels "topology.raygo.io/su=su-2" --node-name pcie-pairs-1
 

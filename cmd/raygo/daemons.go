@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -206,8 +207,19 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	if cfg.NodeID == "" {
 		cfg.NodeID = raylet.NewNodeID() // simulated GPU UUIDs derive from it
 	}
-	if cfg.GPUs, cfg.NVLinkDomain, err = discoverGPUs(rf, cfg.NodeID, *gpuSimDir, log); err != nil {
+	lib, err := discoverGPUs(&cfg, rf, *gpuSimDir, log)
+	if err != nil {
 		return err
+	}
+	if cfg.MIGGPUs, err = parseMIGFlag(rf.mig, len(cfg.GPUs)); err != nil {
+		return err
+	}
+	if len(cfg.MIGGPUs) > 0 {
+		if cfg.MIG, err = gpu.NewMIGManager(lib); err != nil {
+			return badInput("--mig %s: %v", rf.mig, err)
+		}
+		defer cfg.MIG.Close()
+		cfg.MIGIdleTimeout = rf.migIdle
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -225,25 +237,27 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// discoverGPUs returns the node's GPUs and NVLink domain: from the simulated machine of
-// --gpu-sim, else through the real NVML library and /sys. Without the driver it logs once
-// and reports none.
-func discoverGPUs(rf nodeResourceFlags, nodeID, simDir string, log zerolog.Logger) ([]*pb.GPUInfo, string, error) {
+// discoverGPUs sets the node's GPUs and NVLink domain in cfg: from the simulated machine
+// of --gpu-sim (whose MIG state is kept in <simDir>/mig-<node id>.json), else through the
+// real NVML library and /sys. Without the driver it logs once and reports none. It
+// returns the NVML library, for MIG.
+func discoverGPUs(cfg *raylet.Config, rf nodeResourceFlags, simDir string, log zerolog.Logger) (nvml.Interface, error) {
 	lib, sysfs := nvml.New(), "/sys"
 	if rf.gpuSim != "" {
 		var err error
-		lib, sysfs, err = gpu.Simulate(rf.gpuSim, gpu.SimOptions{Seed: nodeID, Rack: rf.gpuRack, SysfsDir: simDir})
+		lib, sysfs, err = gpu.Simulate(rf.gpuSim, gpu.SimOptions{Seed: cfg.NodeID, Rack: rf.gpuRack, SysfsDir: simDir,
+			MIGStateFile: filepath.Join(simDir, "mig-"+cfg.NodeID+".json")})
 		if err != nil {
-			return nil, "", badInput("--gpu-sim: %v", err)
+			return nil, badInput("--gpu-sim: %v", err)
 		}
 	}
 	topology, err := gpu.DiscoverTopology(lib, sysfs)
 	if err != nil {
 		if errors.Is(err, gpu.ErrNVMLUnavailable) {
 			log.Info().Err(err).Msg("no NVIDIA GPUs: NVML is not available on this machine")
-			return nil, "", nil
+			return lib, nil
 		}
-		return nil, "", fmt.Errorf("GPU discovery: %w", err)
+		return nil, fmt.Errorf("GPU discovery: %w", err)
 	}
 	gpus := make([]*pb.GPUInfo, len(topology.GPUs))
 	for i, d := range topology.GPUs {
@@ -252,5 +266,6 @@ func discoverGPUs(rf nodeResourceFlags, nodeID, simDir string, log zerolog.Logge
 	}
 	log.Info().Int("gpus", len(gpus)).Interface("nvlink_islands", topology.Islands()).Str("nvlink_domain", topology.NVLinkDomain).
 		Str("simulated", rf.gpuSim).Msg("GPUs discovered")
-	return gpus, topology.NVLinkDomain, nil
+	cfg.GPUs, cfg.NVLinkDomain = gpus, topology.NVLinkDomain
+	return lib, nil
 }

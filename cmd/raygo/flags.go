@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/placement"
@@ -92,9 +93,13 @@ type nodeResourceFlags struct {
 	labels    string
 	gpuSim    string
 	gpuRack   string
+	mig       string
+	migIdle   time.Duration
 }
 
 func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.mig, "mig", "off", "MIG mode of this node's GPUs: on (every GPU), off, or per GPU: 0:on,1:on (the others off). A GPU in MIG mode offers MIG slices (nvidia.com/mig-<profile>) instead of a whole GPU")
+	fs.DurationVar(&f.migIdle, "mig-idle-timeout", 5*time.Minute, "an idle MIG instance (released, kept for reuse by the same profile) is destroyed after this long")
 	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpu.SimulatedModels(), ", "))
 	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+placement.LabelRack)
 	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
@@ -146,6 +151,12 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 	if f.gpuSim != "" && !slices.Contains(gpu.SimulatedModels(), f.gpuSim) {
 		return nil, nil, badInput("--gpu-sim %q: must be one of %s", f.gpuSim, strings.Join(gpu.SimulatedModels(), ", "))
 	}
+	if _, err := parseMIGFlag(f.mig, 0); err != nil {
+		return nil, nil, err
+	}
+	if f.migIdle <= 0 {
+		return nil, nil, badInput("--mig-idle-timeout %s: must be positive", f.migIdle)
+	}
 	if f.gpuRack != "" {
 		if f.gpuSim == "" {
 			return nil, nil, badInput("--gpu-sim-rack: needs --gpu-sim")
@@ -179,6 +190,36 @@ func parseLabels(s string) (map[string]string, error) {
 		labels[key] = strings.TrimSpace(value)
 	}
 	return labels, nil
+}
+
+// parseMIGFlag turns --mig into the GPU indices to run in MIG mode. With gpuCount 0 it
+// only checks the syntax ("on" then means every GPU, whatever their number).
+func parseMIGFlag(value string, gpuCount int) ([]int, error) {
+	switch value {
+	case "", "off":
+		return nil, nil
+	case "on":
+		all := make([]int, gpuCount)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	}
+	var indices []int
+	for _, part := range strings.Split(value, ",") {
+		index, mode, ok := strings.Cut(strings.TrimSpace(part), ":")
+		n, err := strconv.Atoi(index)
+		if !ok || err != nil || n < 0 || (mode != "on" && mode != "off") {
+			return nil, badInput("--mig %q: must be on, off, or GPU:on|off,... (e.g. 0:on,1:on), got %q", value, part)
+		}
+		if gpuCount > 0 && n >= gpuCount {
+			return nil, badInput("--mig %q: GPU %d: this node has GPUs 0-%d", value, n, gpuCount-1)
+		}
+		if mode == "on" {
+			indices = append(indices, n)
+		}
+	}
+	return indices, nil
 }
 
 // argsAfter returns args with every occurrence of the named flags (and their values)

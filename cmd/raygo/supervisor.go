@@ -194,7 +194,8 @@ func (s *supervisor) startRaylet(ctx context.Context) error {
 		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "raylet.log"),
 		"--resources", o.resources.resources, "--num-cpus", o.resources.numCPUs, "--num-gpus", o.resources.numGPUs,
 		"--labels", o.resources.labels, "--node-name", o.nodeName,
-		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir}
+		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
+		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String()}
 	if o.head {
 		args = append(args, "--head")
 	}

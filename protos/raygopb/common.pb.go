@@ -104,7 +104,10 @@ type NodeInfo struct {
 	Gpus []*GPUInfo `protobuf:"bytes,17,rep,name=gpus,proto3" json:"gpus,omitempty"`
 	// The multi-node NVLink domain the node's GPUs belong to (NVML fabric info
 	// "<ClusterUuid>/<CliqueId>", e.g. one GB200 NVL72 rack); empty when NVLink is node-local.
-	NvlinkDomain  string `protobuf:"bytes,18,opt,name=nvlink_domain,json=nvlinkDomain,proto3" json:"nvlink_domain,omitempty"`
+	NvlinkDomain string `protobuf:"bytes,18,opt,name=nvlink_domain,json=nvlinkDomain,proto3" json:"nvlink_domain,omitempty"`
+	// The node's GPUs in MIG mode with their slot maps. They are not in gpus and not
+	// counted in the GPU resource.
+	MigGpus       []*MIGGPUInfo `protobuf:"bytes,19,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,6 +268,156 @@ func (x *NodeInfo) GetNvlinkDomain() string {
 	return ""
 }
 
+func (x *NodeInfo) GetMigGpus() []*MIGGPUInfo {
+	if x != nil {
+		return x.MigGpus
+	}
+	return nil
+}
+
+// MIGGPUInfo is one GPU in MIG mode and the MIG instances carved on it.
+type MIGGPUInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Uuid  string                 `protobuf:"bytes,2,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	// NVML device name, e.g. "NVIDIA H100 80GB HBM3" (it selects the MIG placement table).
+	Model         string             `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Instances     []*MIGInstanceInfo `protobuf:"bytes,4,rep,name=instances,proto3" json:"instances,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MIGGPUInfo) Reset() {
+	*x = MIGGPUInfo{}
+	mi := &file_common_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MIGGPUInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MIGGPUInfo) ProtoMessage() {}
+
+func (x *MIGGPUInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_common_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MIGGPUInfo.ProtoReflect.Descriptor instead.
+func (*MIGGPUInfo) Descriptor() ([]byte, []int) {
+	return file_common_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MIGGPUInfo) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *MIGGPUInfo) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *MIGGPUInfo) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *MIGGPUInfo) GetInstances() []*MIGInstanceInfo {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+// MIGInstanceInfo is one carved MIG instance (a GPU instance with its compute instance).
+type MIGInstanceInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NVML GPU-instance profile id as real hardware reports it (see placement/mig.go).
+	ProfileId int32 `protobuf:"varint,1,opt,name=profile_id,json=profileId,proto3" json:"profile_id,omitempty"`
+	// First memory slice of the instance.
+	Start int32 `protobuf:"varint,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Held by a bundle; otherwise idle (carved and free for reuse by the same profile).
+	Held bool `protobuf:"varint,3,opt,name=held,proto3" json:"held,omitempty"`
+	// "MIG-…": the CUDA_VISIBLE_DEVICES value of the bundle that holds it.
+	DeviceUuid    string `protobuf:"bytes,4,opt,name=device_uuid,json=deviceUuid,proto3" json:"device_uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MIGInstanceInfo) Reset() {
+	*x = MIGInstanceInfo{}
+	mi := &file_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MIGInstanceInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MIGInstanceInfo) ProtoMessage() {}
+
+func (x *MIGInstanceInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MIGInstanceInfo.ProtoReflect.Descriptor instead.
+func (*MIGInstanceInfo) Descriptor() ([]byte, []int) {
+	return file_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MIGInstanceInfo) GetProfileId() int32 {
+	if x != nil {
+		return x.ProfileId
+	}
+	return 0
+}
+
+func (x *MIGInstanceInfo) GetStart() int32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MIGInstanceInfo) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
+func (x *MIGInstanceInfo) GetDeviceUuid() string {
+	if x != nil {
+		return x.DeviceUuid
+	}
+	return ""
+}
+
 // GPUInfo is one whole GPU of a node, as discovered through NVML and the PCI tree.
 type GPUInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -289,7 +442,7 @@ type GPUInfo struct {
 
 func (x *GPUInfo) Reset() {
 	*x = GPUInfo{}
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +454,7 @@ func (x *GPUInfo) String() string {
 func (*GPUInfo) ProtoMessage() {}
 
 func (x *GPUInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +467,7 @@ func (x *GPUInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPUInfo.ProtoReflect.Descriptor instead.
 func (*GPUInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{1}
+	return file_common_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GPUInfo) GetIndex() int32 {
@@ -393,7 +546,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_common_proto_msgTypes[2]
+	mi := &file_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +558,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[2]
+	mi := &file_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +571,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{2}
+	return file_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JobInfo) GetJobId() string {
@@ -488,7 +641,7 @@ var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
 	"\n" +
-	"\fcommon.proto\x12\braygo.v1\"\xbb\a\n" +
+	"\fcommon.proto\x12\braygo.v1\"\xec\a\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIp\x12\x1b\n" +
@@ -510,7 +663,8 @@ const file_common_proto_rawDesc = "" +
 	"\fdeath_reason\x18\x0f \x01(\tR\vdeathReason\x12#\n" +
 	"\rstate_message\x18\x10 \x01(\tR\fstateMessage\x12%\n" +
 	"\x04gpus\x18\x11 \x03(\v2\x11.raygo.v1.GPUInfoR\x04gpus\x12#\n" +
-	"\rnvlink_domain\x18\x12 \x01(\tR\fnvlinkDomain\x1aA\n" +
+	"\rnvlink_domain\x18\x12 \x01(\tR\fnvlinkDomain\x12/\n" +
+	"\bmig_gpus\x18\x13 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x1aA\n" +
 	"\x13ResourcesTotalEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aE\n" +
@@ -519,7 +673,20 @@ const file_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
+	"\n" +
+	"MIGGPUInfo\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
+	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x127\n" +
+	"\tinstances\x18\x04 \x03(\v2\x19.raygo.v1.MIGInstanceInfoR\tinstances\"{\n" +
+	"\x0fMIGInstanceInfo\x12\x1d\n" +
+	"\n" +
+	"profile_id\x18\x01 \x01(\x05R\tprofileId\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\x05R\x05start\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\bR\x04held\x12\x1f\n" +
+	"\vdevice_uuid\x18\x04 \x01(\tR\n" +
+	"deviceUuid\"\xd5\x01\n" +
 	"\aGPUInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04uuid\x18\x02 \x01(\tR\x04uuid\x12\x14\n" +
@@ -561,27 +728,31 @@ func file_common_proto_rawDescGZIP() []byte {
 }
 
 var file_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_common_proto_goTypes = []any{
-	(NodeState)(0),   // 0: raygo.v1.NodeState
-	(*NodeInfo)(nil), // 1: raygo.v1.NodeInfo
-	(*GPUInfo)(nil),  // 2: raygo.v1.GPUInfo
-	(*JobInfo)(nil),  // 3: raygo.v1.JobInfo
-	nil,              // 4: raygo.v1.NodeInfo.ResourcesTotalEntry
-	nil,              // 5: raygo.v1.NodeInfo.ResourcesAvailableEntry
-	nil,              // 6: raygo.v1.NodeInfo.LabelsEntry
+	(NodeState)(0),          // 0: raygo.v1.NodeState
+	(*NodeInfo)(nil),        // 1: raygo.v1.NodeInfo
+	(*MIGGPUInfo)(nil),      // 2: raygo.v1.MIGGPUInfo
+	(*MIGInstanceInfo)(nil), // 3: raygo.v1.MIGInstanceInfo
+	(*GPUInfo)(nil),         // 4: raygo.v1.GPUInfo
+	(*JobInfo)(nil),         // 5: raygo.v1.JobInfo
+	nil,                     // 6: raygo.v1.NodeInfo.ResourcesTotalEntry
+	nil,                     // 7: raygo.v1.NodeInfo.ResourcesAvailableEntry
+	nil,                     // 8: raygo.v1.NodeInfo.LabelsEntry
 }
 var file_common_proto_depIdxs = []int32{
 	0, // 0: raygo.v1.NodeInfo.state:type_name -> raygo.v1.NodeState
-	4, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
-	5, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
-	6, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
-	2, // 4: raygo.v1.NodeInfo.gpus:type_name -> raygo.v1.GPUInfo
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
+	7, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
+	8, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
+	4, // 4: raygo.v1.NodeInfo.gpus:type_name -> raygo.v1.GPUInfo
+	2, // 5: raygo.v1.NodeInfo.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	3, // 6: raygo.v1.MIGGPUInfo.instances:type_name -> raygo.v1.MIGInstanceInfo
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_common_proto_init() }
@@ -595,7 +766,7 @@ func file_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_common_proto_rawDesc), len(file_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

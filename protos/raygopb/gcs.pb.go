@@ -238,8 +238,10 @@ type ReportHeartbeatRequest struct {
 	GossipAddress string `protobuf:"bytes,3,opt,name=gossip_address,json=gossipAddress,proto3" json:"gossip_address,omitempty"`
 	// Version of resources_available (see ResourceReport in raylet.proto).
 	ResourcesVersion int64 `protobuf:"varint,4,opt,name=resources_version,json=resourcesVersion,proto3" json:"resources_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The MIG slot maps at the same version.
+	MigGpus       []*MIGGPUInfo `protobuf:"bytes,5,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportHeartbeatRequest) Reset() {
@@ -298,6 +300,13 @@ func (x *ReportHeartbeatRequest) GetResourcesVersion() int64 {
 		return x.ResourcesVersion
 	}
 	return 0
+}
+
+func (x *ReportHeartbeatRequest) GetMigGpus() []*MIGGPUInfo {
+	if x != nil {
+		return x.MigGpus
+	}
+	return nil
 }
 
 type ReportHeartbeatReply struct {
@@ -1517,12 +1526,13 @@ const file_gcs_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"S\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
-	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\xb7\x02\n" +
+	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\xe8\x02\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
 	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12+\n" +
-	"\x11resources_version\x18\x04 \x01(\x03R\x10resourcesVersion\x1aE\n" +
+	"\x11resources_version\x18\x04 \x01(\x03R\x10resourcesVersion\x12/\n" +
+	"\bmig_gpus\x18\x05 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"a\n" +
@@ -1661,50 +1671,52 @@ var file_gcs_proto_goTypes = []any{
 	(*GetAllJobInfoReply)(nil),     // 29: raygo.v1.GetAllJobInfoReply
 	nil,                            // 30: raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
 	(*NodeInfo)(nil),               // 31: raygo.v1.NodeInfo
-	(*JobInfo)(nil),                // 32: raygo.v1.JobInfo
+	(*MIGGPUInfo)(nil),             // 32: raygo.v1.MIGGPUInfo
+	(*JobInfo)(nil),                // 33: raygo.v1.JobInfo
 }
 var file_gcs_proto_depIdxs = []int32{
 	31, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
 	30, // 1: raygo.v1.ReportHeartbeatRequest.resources_available:type_name -> raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
-	31, // 2: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
-	31, // 3: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
-	32, // 4: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
-	32, // 5: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
-	0,  // 6: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
-	2,  // 7: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
-	4,  // 8: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
-	6,  // 9: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
-	8,  // 10: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
-	10, // 11: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
-	12, // 12: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
-	14, // 13: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
-	16, // 14: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
-	18, // 15: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
-	20, // 16: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
-	22, // 17: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
-	24, // 18: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
-	26, // 19: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
-	28, // 20: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
-	1,  // 21: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
-	3,  // 22: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
-	5,  // 23: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
-	7,  // 24: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
-	9,  // 25: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
-	11, // 26: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
-	13, // 27: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
-	15, // 28: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
-	17, // 29: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
-	19, // 30: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
-	21, // 31: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
-	23, // 32: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
-	25, // 33: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
-	27, // 34: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
-	29, // 35: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
-	21, // [21:36] is the sub-list for method output_type
-	6,  // [6:21] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	32, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	31, // 3: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
+	31, // 4: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
+	33, // 5: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
+	33, // 6: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
+	0,  // 7: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
+	2,  // 8: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
+	4,  // 9: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
+	6,  // 10: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
+	8,  // 11: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
+	10, // 12: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
+	12, // 13: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
+	14, // 14: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
+	16, // 15: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
+	18, // 16: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
+	20, // 17: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
+	22, // 18: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
+	24, // 19: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
+	26, // 20: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
+	28, // 21: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
+	1,  // 22: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
+	3,  // 23: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
+	5,  // 24: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
+	7,  // 25: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
+	9,  // 26: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
+	11, // 27: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
+	13, // 28: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
+	15, // 29: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
+	17, // 30: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
+	19, // 31: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
+	21, // 32: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
+	23, // 33: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
+	25, // 34: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
+	27, // 35: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
+	29, // 36: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
+	22, // [22:37] is the sub-list for method output_type
+	7,  // [7:22] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_gcs_proto_init() }

@@ -140,8 +140,12 @@ type BundleReservation struct {
 	GcsEpoch int64 `protobuf:"varint,4,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
 	// The GPUs of the bundle (NVML indices). In a prepare request, the GPUs the scheduler
 	// chose (empty: the raylet picks the lowest free ones); in replies, what is reserved.
-	GpuIds        []int32  `protobuf:"varint,5,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
-	DeviceUuids   []string `protobuf:"bytes,6,rep,name=device_uuids,json=deviceUuids,proto3" json:"device_uuids,omitempty"`
+	GpuIds      []int32  `protobuf:"varint,5,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
+	DeviceUuids []string `protobuf:"bytes,6,rep,name=device_uuids,json=deviceUuids,proto3" json:"device_uuids,omitempty"`
+	// For a MIG bundle, the scheduler's step: destroy the idle instances starting at
+	// destroy_starts on GPU gpu, then reuse the idle instance at start (reuse_idle) or
+	// carve profile_id at start. In replies, the instance the bundle holds.
+	Mig           *MIGStep `protobuf:"bytes,7,opt,name=mig,proto3" json:"mig,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +222,89 @@ func (x *BundleReservation) GetDeviceUuids() []string {
 	return nil
 }
 
+func (x *BundleReservation) GetMig() *MIGStep {
+	if x != nil {
+		return x.Mig
+	}
+	return nil
+}
+
+type MIGStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Gpu           int32                  `protobuf:"varint,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	ProfileId     int32                  `protobuf:"varint,2,opt,name=profile_id,json=profileId,proto3" json:"profile_id,omitempty"`
+	Start         int32                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	ReuseIdle     bool                   `protobuf:"varint,4,opt,name=reuse_idle,json=reuseIdle,proto3" json:"reuse_idle,omitempty"`
+	DestroyStarts []int32                `protobuf:"varint,5,rep,packed,name=destroy_starts,json=destroyStarts,proto3" json:"destroy_starts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MIGStep) Reset() {
+	*x = MIGStep{}
+	mi := &file_raylet_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MIGStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MIGStep) ProtoMessage() {}
+
+func (x *MIGStep) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MIGStep.ProtoReflect.Descriptor instead.
+func (*MIGStep) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MIGStep) GetGpu() int32 {
+	if x != nil {
+		return x.Gpu
+	}
+	return 0
+}
+
+func (x *MIGStep) GetProfileId() int32 {
+	if x != nil {
+		return x.ProfileId
+	}
+	return 0
+}
+
+func (x *MIGStep) GetStart() int32 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *MIGStep) GetReuseIdle() bool {
+	if x != nil {
+		return x.ReuseIdle
+	}
+	return false
+}
+
+func (x *MIGStep) GetDestroyStarts() []int32 {
+	if x != nil {
+		return x.DestroyStarts
+	}
+	return nil
+}
+
 type PrepareBundleResourcesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Bundles       []*BundleReservation   `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
@@ -227,7 +314,7 @@ type PrepareBundleResourcesRequest struct {
 
 func (x *PrepareBundleResourcesRequest) Reset() {
 	*x = PrepareBundleResourcesRequest{}
-	mi := &file_raylet_proto_msgTypes[2]
+	mi := &file_raylet_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +326,7 @@ func (x *PrepareBundleResourcesRequest) String() string {
 func (*PrepareBundleResourcesRequest) ProtoMessage() {}
 
 func (x *PrepareBundleResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[2]
+	mi := &file_raylet_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +339,7 @@ func (x *PrepareBundleResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareBundleResourcesRequest.ProtoReflect.Descriptor instead.
 func (*PrepareBundleResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{2}
+	return file_raylet_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PrepareBundleResourcesRequest) GetBundles() []*BundleReservation {
@@ -268,13 +355,15 @@ type ResourceReport struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	ResourcesAvailable map[string]float64     `protobuf:"bytes,1,rep,name=resources_available,json=resourcesAvailable,proto3" json:"resources_available,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	Version            int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The MIG slot maps at the same version.
+	MigGpus       []*MIGGPUInfo `protobuf:"bytes,3,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceReport) Reset() {
 	*x = ResourceReport{}
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +375,7 @@ func (x *ResourceReport) String() string {
 func (*ResourceReport) ProtoMessage() {}
 
 func (x *ResourceReport) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[3]
+	mi := &file_raylet_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -299,7 +388,7 @@ func (x *ResourceReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceReport.ProtoReflect.Descriptor instead.
 func (*ResourceReport) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{3}
+	return file_raylet_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResourceReport) GetResourcesAvailable() map[string]float64 {
@@ -316,6 +405,13 @@ func (x *ResourceReport) GetVersion() int64 {
 	return 0
 }
 
+func (x *ResourceReport) GetMigGpus() []*MIGGPUInfo {
+	if x != nil {
+		return x.MigGpus
+	}
+	return nil
+}
+
 type PrepareBundleResourcesReply struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Resources *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
@@ -327,7 +423,7 @@ type PrepareBundleResourcesReply struct {
 
 func (x *PrepareBundleResourcesReply) Reset() {
 	*x = PrepareBundleResourcesReply{}
-	mi := &file_raylet_proto_msgTypes[4]
+	mi := &file_raylet_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +435,7 @@ func (x *PrepareBundleResourcesReply) String() string {
 func (*PrepareBundleResourcesReply) ProtoMessage() {}
 
 func (x *PrepareBundleResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[4]
+	mi := &file_raylet_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +448,7 @@ func (x *PrepareBundleResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareBundleResourcesReply.ProtoReflect.Descriptor instead.
 func (*PrepareBundleResourcesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{4}
+	return file_raylet_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PrepareBundleResourcesReply) GetResources() *ResourceReport {
@@ -378,7 +474,7 @@ type CommitBundleResourcesRequest struct {
 
 func (x *CommitBundleResourcesRequest) Reset() {
 	*x = CommitBundleResourcesRequest{}
-	mi := &file_raylet_proto_msgTypes[5]
+	mi := &file_raylet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +486,7 @@ func (x *CommitBundleResourcesRequest) String() string {
 func (*CommitBundleResourcesRequest) ProtoMessage() {}
 
 func (x *CommitBundleResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[5]
+	mi := &file_raylet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +499,7 @@ func (x *CommitBundleResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBundleResourcesRequest.ProtoReflect.Descriptor instead.
 func (*CommitBundleResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{5}
+	return file_raylet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CommitBundleResourcesRequest) GetBundles() []*BundleKey {
@@ -422,7 +518,7 @@ type CommitBundleResourcesReply struct {
 
 func (x *CommitBundleResourcesReply) Reset() {
 	*x = CommitBundleResourcesReply{}
-	mi := &file_raylet_proto_msgTypes[6]
+	mi := &file_raylet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +530,7 @@ func (x *CommitBundleResourcesReply) String() string {
 func (*CommitBundleResourcesReply) ProtoMessage() {}
 
 func (x *CommitBundleResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[6]
+	mi := &file_raylet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +543,7 @@ func (x *CommitBundleResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitBundleResourcesReply.ProtoReflect.Descriptor instead.
 func (*CommitBundleResourcesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{6}
+	return file_raylet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CommitBundleResourcesReply) GetResources() *ResourceReport {
@@ -466,7 +562,7 @@ type CancelResourceReserveRequest struct {
 
 func (x *CancelResourceReserveRequest) Reset() {
 	*x = CancelResourceReserveRequest{}
-	mi := &file_raylet_proto_msgTypes[7]
+	mi := &file_raylet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +574,7 @@ func (x *CancelResourceReserveRequest) String() string {
 func (*CancelResourceReserveRequest) ProtoMessage() {}
 
 func (x *CancelResourceReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[7]
+	mi := &file_raylet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +587,7 @@ func (x *CancelResourceReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResourceReserveRequest.ProtoReflect.Descriptor instead.
 func (*CancelResourceReserveRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{7}
+	return file_raylet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelResourceReserveRequest) GetBundles() []*BundleKey {
@@ -510,7 +606,7 @@ type CancelResourceReserveReply struct {
 
 func (x *CancelResourceReserveReply) Reset() {
 	*x = CancelResourceReserveReply{}
-	mi := &file_raylet_proto_msgTypes[8]
+	mi := &file_raylet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +618,7 @@ func (x *CancelResourceReserveReply) String() string {
 func (*CancelResourceReserveReply) ProtoMessage() {}
 
 func (x *CancelResourceReserveReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[8]
+	mi := &file_raylet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +631,7 @@ func (x *CancelResourceReserveReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResourceReserveReply.ProtoReflect.Descriptor instead.
 func (*CancelResourceReserveReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{8}
+	return file_raylet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelResourceReserveReply) GetResources() *ResourceReport {
@@ -554,7 +650,7 @@ type ReleaseUnusedBundlesRequest struct {
 
 func (x *ReleaseUnusedBundlesRequest) Reset() {
 	*x = ReleaseUnusedBundlesRequest{}
-	mi := &file_raylet_proto_msgTypes[9]
+	mi := &file_raylet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +662,7 @@ func (x *ReleaseUnusedBundlesRequest) String() string {
 func (*ReleaseUnusedBundlesRequest) ProtoMessage() {}
 
 func (x *ReleaseUnusedBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[9]
+	mi := &file_raylet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +675,7 @@ func (x *ReleaseUnusedBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnusedBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseUnusedBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{9}
+	return file_raylet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseUnusedBundlesRequest) GetInUse() []*BundleKey {
@@ -600,7 +696,7 @@ type ReleaseUnusedBundlesReply struct {
 
 func (x *ReleaseUnusedBundlesReply) Reset() {
 	*x = ReleaseUnusedBundlesReply{}
-	mi := &file_raylet_proto_msgTypes[10]
+	mi := &file_raylet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +708,7 @@ func (x *ReleaseUnusedBundlesReply) String() string {
 func (*ReleaseUnusedBundlesReply) ProtoMessage() {}
 
 func (x *ReleaseUnusedBundlesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[10]
+	mi := &file_raylet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +721,7 @@ func (x *ReleaseUnusedBundlesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnusedBundlesReply.ProtoReflect.Descriptor instead.
 func (*ReleaseUnusedBundlesReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{10}
+	return file_raylet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReleaseUnusedBundlesReply) GetReleased() []*BundleReservation {
@@ -657,7 +753,7 @@ type GetNodeStatsRequest struct {
 
 func (x *GetNodeStatsRequest) Reset() {
 	*x = GetNodeStatsRequest{}
-	mi := &file_raylet_proto_msgTypes[11]
+	mi := &file_raylet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +765,7 @@ func (x *GetNodeStatsRequest) String() string {
 func (*GetNodeStatsRequest) ProtoMessage() {}
 
 func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[11]
+	mi := &file_raylet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +778,7 @@ func (x *GetNodeStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{11}
+	return file_raylet_proto_rawDescGZIP(), []int{12}
 }
 
 type GetNodeStatsReply struct {
@@ -698,7 +794,7 @@ type GetNodeStatsReply struct {
 
 func (x *GetNodeStatsReply) Reset() {
 	*x = GetNodeStatsReply{}
-	mi := &file_raylet_proto_msgTypes[12]
+	mi := &file_raylet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +806,7 @@ func (x *GetNodeStatsReply) String() string {
 func (*GetNodeStatsReply) ProtoMessage() {}
 
 func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[12]
+	mi := &file_raylet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +819,7 @@ func (x *GetNodeStatsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeStatsReply.ProtoReflect.Descriptor instead.
 func (*GetNodeStatsReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{12}
+	return file_raylet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetNodeStatsReply) GetNode() *NodeInfo {
@@ -756,7 +852,7 @@ type DrainRayletRequest struct {
 
 func (x *DrainRayletRequest) Reset() {
 	*x = DrainRayletRequest{}
-	mi := &file_raylet_proto_msgTypes[13]
+	mi := &file_raylet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +864,7 @@ func (x *DrainRayletRequest) String() string {
 func (*DrainRayletRequest) ProtoMessage() {}
 
 func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[13]
+	mi := &file_raylet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +877,7 @@ func (x *DrainRayletRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletRequest.ProtoReflect.Descriptor instead.
 func (*DrainRayletRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{13}
+	return file_raylet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DrainRayletRequest) GetReason() string {
@@ -799,7 +895,7 @@ type DrainRayletReply struct {
 
 func (x *DrainRayletReply) Reset() {
 	*x = DrainRayletReply{}
-	mi := &file_raylet_proto_msgTypes[14]
+	mi := &file_raylet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +907,7 @@ func (x *DrainRayletReply) String() string {
 func (*DrainRayletReply) ProtoMessage() {}
 
 func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[14]
+	mi := &file_raylet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +920,7 @@ func (x *DrainRayletReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRayletReply.ProtoReflect.Descriptor instead.
 func (*DrainRayletReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{14}
+	return file_raylet_proto_rawDescGZIP(), []int{15}
 }
 
 var File_raylet_proto protoreflect.FileDescriptor
@@ -837,22 +933,32 @@ const file_raylet_proto_rawDesc = "" +
 	"\fbundle_index\x18\x02 \x01(\x05R\vbundleIndex\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x03R\n" +
-	"generation\"\xd3\x02\n" +
+	"generation\"\xf8\x02\n" +
 	"\x11BundleReservation\x12%\n" +
 	"\x03key\x18\x01 \x01(\v2\x13.raygo.v1.BundleKeyR\x03key\x12H\n" +
 	"\tresources\x18\x02 \x03(\v2*.raygo.v1.BundleReservation.ResourcesEntryR\tresources\x126\n" +
 	"\x05state\x18\x03 \x01(\x0e2 .raygo.v1.BundleReservationStateR\x05state\x12\x1b\n" +
 	"\tgcs_epoch\x18\x04 \x01(\x03R\bgcsEpoch\x12\x17\n" +
 	"\agpu_ids\x18\x05 \x03(\x05R\x06gpuIds\x12!\n" +
-	"\fdevice_uuids\x18\x06 \x03(\tR\vdeviceUuids\x1a<\n" +
+	"\fdevice_uuids\x18\x06 \x03(\tR\vdeviceUuids\x12#\n" +
+	"\x03mig\x18\a \x01(\v2\x11.raygo.v1.MIGStepR\x03mig\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"V\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x96\x01\n" +
+	"\aMIGStep\x12\x10\n" +
+	"\x03gpu\x18\x01 \x01(\x05R\x03gpu\x12\x1d\n" +
+	"\n" +
+	"profile_id\x18\x02 \x01(\x05R\tprofileId\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x1d\n" +
+	"\n" +
+	"reuse_idle\x18\x04 \x01(\bR\treuseIdle\x12%\n" +
+	"\x0edestroy_starts\x18\x05 \x03(\x05R\rdestroyStarts\"V\n" +
 	"\x1dPrepareBundleResourcesRequest\x125\n" +
-	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\xd4\x01\n" +
+	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\x85\x02\n" +
 	"\x0eResourceReport\x12a\n" +
 	"\x13resources_available\x18\x01 \x03(\v20.raygo.v1.ResourceReport.ResourcesAvailableEntryR\x12resourcesAvailable\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\x1aE\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12/\n" +
+	"\bmig_gpus\x18\x03 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8c\x01\n" +
@@ -906,63 +1012,67 @@ func file_raylet_proto_rawDescGZIP() []byte {
 }
 
 var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_raylet_proto_goTypes = []any{
 	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
 	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
 	(*BundleReservation)(nil),             // 2: raygo.v1.BundleReservation
-	(*PrepareBundleResourcesRequest)(nil), // 3: raygo.v1.PrepareBundleResourcesRequest
-	(*ResourceReport)(nil),                // 4: raygo.v1.ResourceReport
-	(*PrepareBundleResourcesReply)(nil),   // 5: raygo.v1.PrepareBundleResourcesReply
-	(*CommitBundleResourcesRequest)(nil),  // 6: raygo.v1.CommitBundleResourcesRequest
-	(*CommitBundleResourcesReply)(nil),    // 7: raygo.v1.CommitBundleResourcesReply
-	(*CancelResourceReserveRequest)(nil),  // 8: raygo.v1.CancelResourceReserveRequest
-	(*CancelResourceReserveReply)(nil),    // 9: raygo.v1.CancelResourceReserveReply
-	(*ReleaseUnusedBundlesRequest)(nil),   // 10: raygo.v1.ReleaseUnusedBundlesRequest
-	(*ReleaseUnusedBundlesReply)(nil),     // 11: raygo.v1.ReleaseUnusedBundlesReply
-	(*GetNodeStatsRequest)(nil),           // 12: raygo.v1.GetNodeStatsRequest
-	(*GetNodeStatsReply)(nil),             // 13: raygo.v1.GetNodeStatsReply
-	(*DrainRayletRequest)(nil),            // 14: raygo.v1.DrainRayletRequest
-	(*DrainRayletReply)(nil),              // 15: raygo.v1.DrainRayletReply
-	nil,                                   // 16: raygo.v1.BundleReservation.ResourcesEntry
-	nil,                                   // 17: raygo.v1.ResourceReport.ResourcesAvailableEntry
-	(*NodeInfo)(nil),                      // 18: raygo.v1.NodeInfo
+	(*MIGStep)(nil),                       // 3: raygo.v1.MIGStep
+	(*PrepareBundleResourcesRequest)(nil), // 4: raygo.v1.PrepareBundleResourcesRequest
+	(*ResourceReport)(nil),                // 5: raygo.v1.ResourceReport
+	(*PrepareBundleResourcesReply)(nil),   // 6: raygo.v1.PrepareBundleResourcesReply
+	(*CommitBundleResourcesRequest)(nil),  // 7: raygo.v1.CommitBundleResourcesRequest
+	(*CommitBundleResourcesReply)(nil),    // 8: raygo.v1.CommitBundleResourcesReply
+	(*CancelResourceReserveRequest)(nil),  // 9: raygo.v1.CancelResourceReserveRequest
+	(*CancelResourceReserveReply)(nil),    // 10: raygo.v1.CancelResourceReserveReply
+	(*ReleaseUnusedBundlesRequest)(nil),   // 11: raygo.v1.ReleaseUnusedBundlesRequest
+	(*ReleaseUnusedBundlesReply)(nil),     // 12: raygo.v1.ReleaseUnusedBundlesReply
+	(*GetNodeStatsRequest)(nil),           // 13: raygo.v1.GetNodeStatsRequest
+	(*GetNodeStatsReply)(nil),             // 14: raygo.v1.GetNodeStatsReply
+	(*DrainRayletRequest)(nil),            // 15: raygo.v1.DrainRayletRequest
+	(*DrainRayletReply)(nil),              // 16: raygo.v1.DrainRayletReply
+	nil,                                   // 17: raygo.v1.BundleReservation.ResourcesEntry
+	nil,                                   // 18: raygo.v1.ResourceReport.ResourcesAvailableEntry
+	(*MIGGPUInfo)(nil),                    // 19: raygo.v1.MIGGPUInfo
+	(*NodeInfo)(nil),                      // 20: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
 	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
-	16, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	17, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
-	2,  // 3: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	17, // 4: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
-	4,  // 5: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	2,  // 6: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
-	1,  // 7: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
-	4,  // 8: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 9: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
-	4,  // 10: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 11: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
-	2,  // 12: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
-	2,  // 13: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
-	4,  // 14: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	18, // 15: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
-	2,  // 16: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	12, // 17: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	14, // 18: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	3,  // 19: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	6,  // 20: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	8,  // 21: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	10, // 22: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	13, // 23: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	15, // 24: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	5,  // 25: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	7,  // 26: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	9,  // 27: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	11, // 28: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	3,  // 3: raygo.v1.BundleReservation.mig:type_name -> raygo.v1.MIGStep
+	2,  // 4: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
+	18, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	19, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	5,  // 7: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	2,  // 8: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
+	1,  // 9: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
+	5,  // 10: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 11: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
+	5,  // 12: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 13: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
+	2,  // 14: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
+	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
+	5,  // 16: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
+	20, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	2,  // 18: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
+	13, // 19: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	15, // 20: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	4,  // 21: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	7,  // 22: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	9,  // 23: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	11, // 24: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	14, // 25: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	16, // 26: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	6,  // 27: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	8,  // 28: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	10, // 29: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	12, // 30: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
@@ -977,7 +1087,7 @@ func file_raylet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -92,6 +92,30 @@ func run() error {
 		}
 	}
 
+	// MIG: two 1g.10gb slices, carved on a GPU in MIG mode (raygo start --mig ...).
+	slice := sdk.Bundle{"nvidia.com/mig-1g.10gb": 1}
+	migGroup, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{slice, slice}, sdk.Pack)
+	if err != nil {
+		return err
+	}
+	if ok, err := migGroup.Wait(ctx, 3*time.Second); err != nil {
+		return err
+	} else if ok {
+		info, err := migGroup.Table(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nMIG slices (PACK of 2 × nvidia.com/mig-1g.10gb):\n")
+		for _, b := range info.Bundles {
+			fmt.Printf("  bundle %d -> node %s parent GPU %v CUDA_VISIBLE_DEVICES=%s\n", b.Index, b.NodeID[:12], b.GPUIDs, b.CUDAVisibleDevices)
+		}
+	} else {
+		fmt.Printf("\nMIG slices: not placed (no node runs a GPU in MIG mode)\n")
+	}
+	if err := migGroup.Remove(ctx); err != nil {
+		return err
+	}
+
 	// A group no node can hold today is accepted and waits, with its reason.
 	big, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1000}}, sdk.StrictPack)
 	if err != nil {

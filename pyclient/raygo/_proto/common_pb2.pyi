@@ -17,7 +17,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "node_ip", "node_name", "is_head_node", "state", "resources_total", "resources_available", "labels", "raylet_address", "gossip_address", "is_draining", "drain_reason", "start_time_ms", "end_time_ms", "death_reason", "state_message", "gpus", "nvlink_domain")
+    __slots__ = ("node_id", "node_ip", "node_name", "is_head_node", "state", "resources_total", "resources_available", "labels", "raylet_address", "gossip_address", "is_draining", "drain_reason", "start_time_ms", "end_time_ms", "death_reason", "state_message", "gpus", "nvlink_domain", "mig_gpus")
     class ResourcesTotalEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class NodeInfo(_message.Message):
     STATE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
     NVLINK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    MIG_GPUS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     node_ip: str
     node_name: str
@@ -75,7 +76,32 @@ class NodeInfo(_message.Message):
     state_message: str
     gpus: _containers.RepeatedCompositeFieldContainer[GPUInfo]
     nvlink_domain: str
-    def __init__(self, node_id: _Optional[str] = ..., node_ip: _Optional[str] = ..., node_name: _Optional[str] = ..., is_head_node: _Optional[bool] = ..., state: _Optional[_Union[NodeState, str]] = ..., resources_total: _Optional[_Mapping[str, float]] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., labels: _Optional[_Mapping[str, str]] = ..., raylet_address: _Optional[str] = ..., gossip_address: _Optional[str] = ..., is_draining: _Optional[bool] = ..., drain_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., death_reason: _Optional[str] = ..., state_message: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GPUInfo, _Mapping]]] = ..., nvlink_domain: _Optional[str] = ...) -> None: ...
+    mig_gpus: _containers.RepeatedCompositeFieldContainer[MIGGPUInfo]
+    def __init__(self, node_id: _Optional[str] = ..., node_ip: _Optional[str] = ..., node_name: _Optional[str] = ..., is_head_node: _Optional[bool] = ..., state: _Optional[_Union[NodeState, str]] = ..., resources_total: _Optional[_Mapping[str, float]] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., labels: _Optional[_Mapping[str, str]] = ..., raylet_address: _Optional[str] = ..., gossip_address: _Optional[str] = ..., is_draining: _Optional[bool] = ..., drain_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., death_reason: _Optional[str] = ..., state_message: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GPUInfo, _Mapping]]] = ..., nvlink_domain: _Optional[str] = ..., mig_gpus: _Optional[_Iterable[_Union[MIGGPUInfo, _Mapping]]] = ...) -> None: ...
+
+class MIGGPUInfo(_message.Message):
+    __slots__ = ("index", "uuid", "model", "instances")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    uuid: str
+    model: str
+    instances: _containers.RepeatedCompositeFieldContainer[MIGInstanceInfo]
+    def __init__(self, index: _Optional[int] = ..., uuid: _Optional[str] = ..., model: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[MIGInstanceInfo, _Mapping]]] = ...) -> None: ...
+
+class MIGInstanceInfo(_message.Message):
+    __slots__ = ("profile_id", "start", "held", "device_uuid")
+    PROFILE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_UUID_FIELD_NUMBER: _ClassVar[int]
+    profile_id: int
+    start: int
+    held: bool
+    device_uuid: str
+    def __init__(self, profile_id: _Optional[int] = ..., start: _Optional[int] = ..., held: _Optional[bool] = ..., device_uuid: _Optional[str] = ...) -> None: ...
 
 class GPUInfo(_message.Message):
     __slots__ = ("index", "uuid", "model", "memory_bytes", "pci_bus_id", "nvlink_island", "rail", "nic")

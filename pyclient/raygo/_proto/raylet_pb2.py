@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0craylet.proto\x12\x08raygo.v1\x1a\x0c\x63ommon.proto\"Q\n\tBundleKey\x12\x1a\n\x12placement_group_id\x18\x01 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x02 \x01(\x05\x12\x12\n\ngeneration\x18\x03 \x01(\x03\"\x91\x02\n\x11\x42undleReservation\x12 \n\x03key\x18\x01 \x01(\x0b\x32\x13.raygo.v1.BundleKey\x12=\n\tresources\x18\x02 \x03(\x0b\x32*.raygo.v1.BundleReservation.ResourcesEntry\x12/\n\x05state\x18\x03 \x01(\x0e\x32 .raygo.v1.BundleReservationState\x12\x11\n\tgcs_epoch\x18\x04 \x01(\x03\x12\x0f\n\x07gpu_ids\x18\x05 \x03(\x05\x12\x14\n\x0c\x64\x65vice_uuids\x18\x06 \x03(\t\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"M\n\x1dPrepareBundleResourcesRequest\x12,\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"\xab\x01\n\x0eResourceReport\x12M\n\x13resources_available\x18\x01 \x03(\x0b\x32\x30.raygo.v1.ResourceReport.ResourcesAvailableEntry\x12\x0f\n\x07version\x18\x02 \x01(\x03\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"x\n\x1bPrepareBundleResourcesReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\x12,\n\x07\x62undles\x18\x02 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"D\n\x1c\x43ommitBundleResourcesRequest\x12$\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"I\n\x1a\x43ommitBundleResourcesReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"D\n\x1c\x43\x61ncelResourceReserveRequest\x12$\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"I\n\x1a\x43\x61ncelResourceReserveReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"B\n\x1bReleaseUnusedBundlesRequest\x12#\n\x06in_use\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"\xa2\x01\n\x19ReleaseUnusedBundlesReply\x12-\n\x08released\x18\x01 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\x12)\n\x04held\x18\x02 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\x12+\n\tresources\x18\x03 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"\x15\n\x13GetNodeStatsRequest\"v\n\x11GetNodeStatsReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\x12\x11\n\tgcs_epoch\x18\x02 \x01(\x03\x12,\n\x07\x62undles\x18\x03 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"$\n\x12\x44rainRayletRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x12\n\x10\x44rainRayletReply*g\n\x16\x42undleReservationState\x12\"\n\x1e\x42UNDLE_RESERVATION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x42UNDLE_PREPARED\x10\x01\x12\x14\n\x10\x42UNDLE_COMMITTED\x10\x02\x32\xc5\x04\n\x12NodeManagerService\x12J\n\x0cGetNodeStats\x12\x1d.raygo.v1.GetNodeStatsRequest\x1a\x1b.raygo.v1.GetNodeStatsReply\x12G\n\x0b\x44rainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReply\x12h\n\x16PrepareBundleResources\x12\'.raygo.v1.PrepareBundleResourcesRequest\x1a%.raygo.v1.PrepareBundleResourcesReply\x12\x65\n\x15\x43ommitBundleResources\x12&.raygo.v1.CommitBundleResourcesRequest\x1a$.raygo.v1.CommitBundleResourcesReply\x12\x65\n\x15\x43\x61ncelResourceReserve\x12&.raygo.v1.CancelResourceReserveRequest\x1a$.raygo.v1.CancelResourceReserveReply\x12\x62\n\x14ReleaseUnusedBundles\x12%.raygo.v1.ReleaseUnusedBundlesRequest\x1a#.raygo.v1.ReleaseUnusedBundlesReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0craylet.proto\x12\x08raygo.v1\x1a\x0c\x63ommon.proto\"Q\n\tBundleKey\x12\x1a\n\x12placement_group_id\x18\x01 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x02 \x01(\x05\x12\x12\n\ngeneration\x18\x03 \x01(\x03\"\xb1\x02\n\x11\x42undleReservation\x12 \n\x03key\x18\x01 \x01(\x0b\x32\x13.raygo.v1.BundleKey\x12=\n\tresources\x18\x02 \x03(\x0b\x32*.raygo.v1.BundleReservation.ResourcesEntry\x12/\n\x05state\x18\x03 \x01(\x0e\x32 .raygo.v1.BundleReservationState\x12\x11\n\tgcs_epoch\x18\x04 \x01(\x03\x12\x0f\n\x07gpu_ids\x18\x05 \x03(\x05\x12\x14\n\x0c\x64\x65vice_uuids\x18\x06 \x03(\t\x12\x1e\n\x03mig\x18\x07 \x01(\x0b\x32\x11.raygo.v1.MIGStep\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"e\n\x07MIGStep\x12\x0b\n\x03gpu\x18\x01 \x01(\x05\x12\x12\n\nprofile_id\x18\x02 \x01(\x05\x12\r\n\x05start\x18\x03 \x01(\x05\x12\x12\n\nreuse_idle\x18\x04 \x01(\x08\x12\x16\n\x0e\x64\x65stroy_starts\x18\x05 \x03(\x05\"M\n\x1dPrepareBundleResourcesRequest\x12,\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"\xd3\x01\n\x0eResourceReport\x12M\n\x13resources_available\x18\x01 \x03(\x0b\x32\x30.raygo.v1.ResourceReport.ResourcesAvailableEntry\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12&\n\x08mig_gpus\x18\x03 \x03(\x0b\x32\x14.raygo.v1.MIGGPUInfo\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"x\n\x1bPrepareBundleResourcesReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\x12,\n\x07\x62undles\x18\x02 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"D\n\x1c\x43ommitBundleResourcesRequest\x12$\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"I\n\x1a\x43ommitBundleResourcesReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"D\n\x1c\x43\x61ncelResourceReserveRequest\x12$\n\x07\x62undles\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"I\n\x1a\x43\x61ncelResourceReserveReply\x12+\n\tresources\x18\x01 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"B\n\x1bReleaseUnusedBundlesRequest\x12#\n\x06in_use\x18\x01 \x03(\x0b\x32\x13.raygo.v1.BundleKey\"\xa2\x01\n\x19ReleaseUnusedBundlesReply\x12-\n\x08released\x18\x01 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\x12)\n\x04held\x18\x02 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\x12+\n\tresources\x18\x03 \x01(\x0b\x32\x18.raygo.v1.ResourceReport\"\x15\n\x13GetNodeStatsRequest\"v\n\x11GetNodeStatsReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\x12\x11\n\tgcs_epoch\x18\x02 \x01(\x03\x12,\n\x07\x62undles\x18\x03 \x03(\x0b\x32\x1b.raygo.v1.BundleReservation\"$\n\x12\x44rainRayletRequest\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x12\n\x10\x44rainRayletReply*g\n\x16\x42undleReservationState\x12\"\n\x1e\x42UNDLE_RESERVATION_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x42UNDLE_PREPARED\x10\x01\x12\x14\n\x10\x42UNDLE_COMMITTED\x10\x02\x32\xc5\x04\n\x12NodeManagerService\x12J\n\x0cGetNodeStats\x12\x1d.raygo.v1.GetNodeStatsRequest\x1a\x1b.raygo.v1.GetNodeStatsReply\x12G\n\x0b\x44rainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReply\x12h\n\x16PrepareBundleResources\x12\'.raygo.v1.PrepareBundleResourcesRequest\x1a%.raygo.v1.PrepareBundleResourcesReply\x12\x65\n\x15\x43ommitBundleResources\x12&.raygo.v1.CommitBundleResourcesRequest\x1a$.raygo.v1.CommitBundleResourcesReply\x12\x65\n\x15\x43\x61ncelResourceReserve\x12&.raygo.v1.CancelResourceReserveRequest\x1a$.raygo.v1.CancelResourceReserveReply\x12\x62\n\x14ReleaseUnusedBundles\x12%.raygo.v1.ReleaseUnusedBundlesRequest\x1a#.raygo.v1.ReleaseUnusedBundlesReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,42 +37,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BUNDLERESERVATION_RESOURCESENTRY']._serialized_options = b'8\001'
   _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._loaded_options = None
   _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._serialized_options = b'8\001'
-  _globals['_BUNDLERESERVATIONSTATE']._serialized_start=1498
-  _globals['_BUNDLERESERVATIONSTATE']._serialized_end=1601
+  _globals['_BUNDLERESERVATIONSTATE']._serialized_start=1673
+  _globals['_BUNDLERESERVATIONSTATE']._serialized_end=1776
   _globals['_BUNDLEKEY']._serialized_start=40
   _globals['_BUNDLEKEY']._serialized_end=121
   _globals['_BUNDLERESERVATION']._serialized_start=124
-  _globals['_BUNDLERESERVATION']._serialized_end=397
-  _globals['_BUNDLERESERVATION_RESOURCESENTRY']._serialized_start=349
-  _globals['_BUNDLERESERVATION_RESOURCESENTRY']._serialized_end=397
-  _globals['_PREPAREBUNDLERESOURCESREQUEST']._serialized_start=399
-  _globals['_PREPAREBUNDLERESOURCESREQUEST']._serialized_end=476
-  _globals['_RESOURCEREPORT']._serialized_start=479
-  _globals['_RESOURCEREPORT']._serialized_end=650
-  _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._serialized_start=593
-  _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._serialized_end=650
-  _globals['_PREPAREBUNDLERESOURCESREPLY']._serialized_start=652
-  _globals['_PREPAREBUNDLERESOURCESREPLY']._serialized_end=772
-  _globals['_COMMITBUNDLERESOURCESREQUEST']._serialized_start=774
-  _globals['_COMMITBUNDLERESOURCESREQUEST']._serialized_end=842
-  _globals['_COMMITBUNDLERESOURCESREPLY']._serialized_start=844
-  _globals['_COMMITBUNDLERESOURCESREPLY']._serialized_end=917
-  _globals['_CANCELRESOURCERESERVEREQUEST']._serialized_start=919
-  _globals['_CANCELRESOURCERESERVEREQUEST']._serialized_end=987
-  _globals['_CANCELRESOURCERESERVEREPLY']._serialized_start=989
-  _globals['_CANCELRESOURCERESERVEREPLY']._serialized_end=1062
-  _globals['_RELEASEUNUSEDBUNDLESREQUEST']._serialized_start=1064
-  _globals['_RELEASEUNUSEDBUNDLESREQUEST']._serialized_end=1130
-  _globals['_RELEASEUNUSEDBUNDLESREPLY']._serialized_start=1133
-  _globals['_RELEASEUNUSEDBUNDLESREPLY']._serialized_end=1295
-  _globals['_GETNODESTATSREQUEST']._serialized_start=1297
-  _globals['_GETNODESTATSREQUEST']._serialized_end=1318
-  _globals['_GETNODESTATSREPLY']._serialized_start=1320
-  _globals['_GETNODESTATSREPLY']._serialized_end=1438
-  _globals['_DRAINRAYLETREQUEST']._serialized_start=1440
-  _globals['_DRAINRAYLETREQUEST']._serialized_end=1476
-  _globals['_DRAINRAYLETREPLY']._serialized_start=1478
-  _globals['_DRAINRAYLETREPLY']._serialized_end=1496
-  _globals['_NODEMANAGERSERVICE']._serialized_start=1604
-  _globals['_NODEMANAGERSERVICE']._serialized_end=2185
+  _globals['_BUNDLERESERVATION']._serialized_end=429
+  _globals['_BUNDLERESERVATION_RESOURCESENTRY']._serialized_start=381
+  _globals['_BUNDLERESERVATION_RESOURCESENTRY']._serialized_end=429
+  _globals['_MIGSTEP']._serialized_start=431
+  _globals['_MIGSTEP']._serialized_end=532
+  _globals['_PREPAREBUNDLERESOURCESREQUEST']._serialized_start=534
+  _globals['_PREPAREBUNDLERESOURCESREQUEST']._serialized_end=611
+  _globals['_RESOURCEREPORT']._serialized_start=614
+  _globals['_RESOURCEREPORT']._serialized_end=825
+  _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._serialized_start=768
+  _globals['_RESOURCEREPORT_RESOURCESAVAILABLEENTRY']._serialized_end=825
+  _globals['_PREPAREBUNDLERESOURCESREPLY']._serialized_start=827
+  _globals['_PREPAREBUNDLERESOURCESREPLY']._serialized_end=947
+  _globals['_COMMITBUNDLERESOURCESREQUEST']._serialized_start=949
+  _globals['_COMMITBUNDLERESOURCESREQUEST']._serialized_end=1017
+  _globals['_COMMITBUNDLERESOURCESREPLY']._serialized_start=1019
+  _globals['_COMMITBUNDLERESOURCESREPLY']._serialized_end=1092
+  _globals['_CANCELRESOURCERESERVEREQUEST']._serialized_start=1094
+  _globals['_CANCELRESOURCERESERVEREQUEST']._serialized_end=1162
+  _globals['_CANCELRESOURCERESERVEREPLY']._serialized_start=1164
+  _globals['_CANCELRESOURCERESERVEREPLY']._serialized_end=1237
+  _globals['_RELEASEUNUSEDBUNDLESREQUEST']._serialized_start=1239
+  _globals['_RELEASEUNUSEDBUNDLESREQUEST']._serialized_end=1305
+  _globals['_RELEASEUNUSEDBUNDLESREPLY']._serialized_start=1308
+  _globals['_RELEASEUNUSEDBUNDLESREPLY']._serialized_end=1470
+  _globals['_GETNODESTATSREQUEST']._serialized_start=1472
+  _globals['_GETNODESTATSREQUEST']._serialized_end=1493
+  _globals['_GETNODESTATSREPLY']._serialized_start=1495
+  _globals['_GETNODESTATSREPLY']._serialized_end=1613
+  _globals['_DRAINRAYLETREQUEST']._serialized_start=1615
+  _globals['_DRAINRAYLETREQUEST']._serialized_end=1651
+  _globals['_DRAINRAYLETREPLY']._serialized_start=1653
+  _globals['_DRAINRAYLETREPLY']._serialized_end=1671
+  _globals['_NODEMANAGERSERVICE']._serialized_start=1779
+  _globals['_NODEMANAGERSERVICE']._serialized_end=2360
 # @@protoc_insertion_point(module_scope)

@@ -28,7 +28,7 @@ class BundleKey(_message.Message):
     def __init__(self, placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class BundleReservation(_message.Message):
-    __slots__ = ("key", "resources", "state", "gcs_epoch", "gpu_ids", "device_uuids")
+    __slots__ = ("key", "resources", "state", "gcs_epoch", "gpu_ids", "device_uuids", "mig")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -42,13 +42,29 @@ class BundleReservation(_message.Message):
     GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_UUIDS_FIELD_NUMBER: _ClassVar[int]
+    MIG_FIELD_NUMBER: _ClassVar[int]
     key: BundleKey
     resources: _containers.ScalarMap[str, float]
     state: BundleReservationState
     gcs_epoch: int
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
     device_uuids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, key: _Optional[_Union[BundleKey, _Mapping]] = ..., resources: _Optional[_Mapping[str, float]] = ..., state: _Optional[_Union[BundleReservationState, str]] = ..., gcs_epoch: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., device_uuids: _Optional[_Iterable[str]] = ...) -> None: ...
+    mig: MIGStep
+    def __init__(self, key: _Optional[_Union[BundleKey, _Mapping]] = ..., resources: _Optional[_Mapping[str, float]] = ..., state: _Optional[_Union[BundleReservationState, str]] = ..., gcs_epoch: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., device_uuids: _Optional[_Iterable[str]] = ..., mig: _Optional[_Union[MIGStep, _Mapping]] = ...) -> None: ...
+
+class MIGStep(_message.Message):
+    __slots__ = ("gpu", "profile_id", "start", "reuse_idle", "destroy_starts")
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_ID_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    REUSE_IDLE_FIELD_NUMBER: _ClassVar[int]
+    DESTROY_STARTS_FIELD_NUMBER: _ClassVar[int]
+    gpu: int
+    profile_id: int
+    start: int
+    reuse_idle: bool
+    destroy_starts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, gpu: _Optional[int] = ..., profile_id: _Optional[int] = ..., start: _Optional[int] = ..., reuse_idle: _Optional[bool] = ..., destroy_starts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PrepareBundleResourcesRequest(_message.Message):
     __slots__ = ("bundles",)
@@ -57,7 +73,7 @@ class PrepareBundleResourcesRequest(_message.Message):
     def __init__(self, bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ...) -> None: ...
 
 class ResourceReport(_message.Message):
-    __slots__ = ("resources_available", "version")
+    __slots__ = ("resources_available", "version", "mig_gpus")
     class ResourcesAvailableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,9 +83,11 @@ class ResourceReport(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     RESOURCES_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIG_GPUS_FIELD_NUMBER: _ClassVar[int]
     resources_available: _containers.ScalarMap[str, float]
     version: int
-    def __init__(self, resources_available: _Optional[_Mapping[str, float]] = ..., version: _Optional[int] = ...) -> None: ...
+    mig_gpus: _containers.RepeatedCompositeFieldContainer[_common_pb2.MIGGPUInfo]
+    def __init__(self, resources_available: _Optional[_Mapping[str, float]] = ..., version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ...) -> None: ...
 
 class PrepareBundleResourcesReply(_message.Message):
     __slots__ = ("resources", "bundles")
