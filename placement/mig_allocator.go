@@ -672,3 +672,17 @@ func (g *MIGGPU) setState(start int, want MIGInstanceState, change func([]MIGIns
 	g.Instances = change(slices.Clone(g.Instances), k)
 	return nil
 }
+
+// MIGCapacity is how many instances of profile an empty GPU of its model can hold: what
+// a node reports, per profile, as informational resources_total.
+func MIGCapacity(profile MIGProfile) int {
+	gpu := MIGGPU{Model: profile.Model}
+	count := 0
+	for {
+		step, err := PlanMIG([]MIGGPU{gpu}, profile.ResourceName(), MIGBestFit)
+		if err != nil || gpu.Apply(step) != nil {
+			return count
+		}
+		count++
+	}
+}

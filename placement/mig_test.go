@@ -498,3 +498,16 @@ func TestParseRequestChecksMIGResources(t *testing.T) {
 		}
 	}
 }
+
+func TestMIGCapacityOfAnEmptyGPU(t *testing.T) {
+	want := map[string]int{"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
+	for name, count := range want {
+		profile, ok := placement.MIGModelH100_80GB.Profile(name)
+		if !ok {
+			t.Fatalf("H100-80GB has no profile %s", name)
+		}
+		if got := placement.MIGCapacity(profile); got != count {
+			t.Errorf("MIGCapacity(H100 %s) = %d, want %d", name, got, count)
+		}
+	}
+}

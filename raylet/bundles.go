@@ -161,8 +161,10 @@ func (t *bundleTable) wholeGPUIndices() string {
 }
 
 // available is total minus every reservation.
+// MIG resources are left out: resources_total lists them for information, and the MIG
+// slot maps account for them.
 func (t *bundleTable) available() placement.ResourceSet {
-	avail := t.total.Clone()
+	avail := withoutMIG(t.total)
 	for _, r := range t.reserved {
 		for name, amount := range withoutMIG(r.resources) {
 			avail[name] -= amount

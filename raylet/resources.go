@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -31,6 +32,18 @@ func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
 	gpus := cfg.GPUs
 	if want, ok := cfg.Resources[ResourceGPU]; ok {
 		gpus = offeredGPUs(cfg.GPUs, int(want))
+	}
+	// MIG GPUs: per profile, how many an empty set of them could hold (informational;
+	// the slot maps in NodeInfo.mig_gpus are what the scheduler reads).
+	for _, g := range gpus {
+		if !slices.Contains(cfg.MIGGPUs, int(g.Index)) {
+			continue
+		}
+		if model, ok := placement.MIGModelOfDevice(g.Model); ok {
+			for _, profile := range model.Profiles() {
+				totals[profile.ResourceName()] += float64(placement.MIGCapacity(profile))
+			}
+		}
 	}
 	gpus = slices.DeleteFunc(slices.Clone(gpus), func(g *pb.GPUInfo) bool { return slices.Contains(cfg.MIGGPUs, int(g.Index)) })
 	totals[ResourceGPU] = float64(len(gpus))

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -144,12 +145,46 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	}
 	sort.Slice(names, func(i, j int) bool { return resourceOrder(names[i]) < resourceOrder(names[j]) })
 	for _, name := range names {
+		if placement.IsMIGResource(name) {
+			continue // shown below, from the slot maps
+		}
 		used := totals[name] - available[name]
 		if name == "memory" || strings.HasSuffix(name, "memory") {
 			fmt.Fprintf(w, " %s/%s %s\n", formatBytes(used), formatBytes(totals[name]), name)
 			continue
 		}
 		fmt.Fprintf(w, " %s/%s %s\n", formatAmount(used), formatAmount(totals[name]), name)
+	}
+	printMIGStatus(w, nodes)
+}
+
+// printMIGStatus sums the MIG slot maps of the alive nodes: instances held and idle, and
+// memory slices free.
+func printMIGStatus(w io.Writer, nodes []*pb.NodeInfo) {
+	gpus, held, idle, freeSlices := 0, 0, 0, 0
+	for _, n := range nodes {
+		if n.State != pb.NodeState_ALIVE {
+			continue
+		}
+		for _, g := range n.MigGpus {
+			gpus++
+			used := 0
+			model, _ := placement.MIGModelOfDevice(g.Model)
+			for _, in := range g.Instances {
+				if in.Held {
+					held++
+				} else {
+					idle++
+				}
+				if profile, ok := model.ProfileByID(int(in.ProfileId)); ok {
+					used += profile.MemorySlices
+				}
+			}
+			freeSlices += placement.MIGMemorySlices - used
+		}
+	}
+	if gpus > 0 {
+		fmt.Fprintf(w, " MIG: %d GPU(s) in MIG mode: %d instance(s) held, %d idle, %d memory slice(s) free\n", gpus, held, idle, freeSlices)
 	}
 }
 

@@ -27,6 +27,9 @@ func TestMIGSlicesAreCarvedReusedAndDestroyed(t *testing.T) {
 	if info.ResourcesTotal["GPU"] != 7 || len(info.Gpus) != 7 || len(info.MigGpus) != 1 || info.MigGpus[0].Index != 0 {
 		t.Fatalf("node with MIG on GPU 0: GPU %v, %d whole GPUs, MIG GPUs %v", info.ResourcesTotal["GPU"], len(info.Gpus), info.MigGpus)
 	}
+	if info.ResourcesTotal["nvidia.com/mig-1g.10gb"] != 7 || info.ResourcesTotal["nvidia.com/mig-3g.40gb"] != 2 {
+		t.Errorf("informational MIG totals: %v", info.ResourcesTotal)
+	}
 	nvmlState := func() []gpu.SimGPUInstance {
 		t.Helper()
 		state, err := gpu.ReadSimulatedMIGState(filepath.Join(node.SessionDir, "mig-"+node.NodeID+".json"))
@@ -65,6 +68,13 @@ func TestMIGSlicesAreCarvedReusedAndDestroyed(t *testing.T) {
 	if len(uuids) != 7 || len(nvmlState()) != 7 {
 		t.Fatalf("%d distinct MIG devices, %d GPU instances in NVML; want 7 and 7", len(uuids), len(nvmlState()))
 	}
+	harness.Eventually(t, 10*time.Second, "raygo status shows the MIG slot maps", func() error {
+		status, _, _ := c.Run("status")
+		if !strings.Contains(status, "MIG: 1 GPU(s) in MIG mode: 7 instance(s) held, 0 idle, 1 memory slice(s) free") {
+			return fmt.Errorf("status:\n%s", status)
+		}
+		return nil
+	})
 
 	eighth, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{slice}, sdk.Pack)
 	if err != nil {
