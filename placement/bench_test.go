@@ -2,10 +2,10 @@ package placement_test
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/benchgate"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/placement/placementsim"
 )
@@ -16,9 +16,7 @@ import (
 // exactly one line to stdout, "BENCH placement_decision_p99_us <value> us". It is not a
 // test and is skipped unless RAYGO_BENCH=1.
 func TestDecisionLatencyBench(t *testing.T) {
-	if os.Getenv("RAYGO_BENCH") != "1" {
-		t.Skip("benchmark: set RAYGO_BENCH=1 to run")
-	}
+	benchgate.Require(t)
 	result, err := placementsim.RunDecisionLatency(placementsim.DefaultLatencyConfig(), time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +115,7 @@ func busyGPUs(snapshot *placement.Snapshot) float64 {
 //
 // It is not a test and is skipped unless RAYGO_BENCH=1.
 func TestTopologyBench(t *testing.T) {
-	if os.Getenv("RAYGO_BENCH") != "1" {
-		t.Skip("benchmark: set RAYGO_BENCH=1 to run")
-	}
+	benchgate.Require(t)
 	dgxOnly := placementsim.DefaultTopologyBenchConfig()
 	dgxOnly.Fleet.PCIePerUnit = 0
 	for _, fleet := range []struct {

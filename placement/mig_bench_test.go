@@ -3,9 +3,9 @@ package placement_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/benchgate"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/placement/migsim"
 )
@@ -23,9 +23,7 @@ import (
 //
 // It is not a test and is skipped unless RAYGO_BENCH=1.
 func TestMIGAllocatorBench(t *testing.T) {
-	if os.Getenv("RAYGO_BENCH") != "1" {
-		t.Skip("benchmark: set RAYGO_BENCH=1 to run")
-	}
+	benchgate.Require(t)
 	result, err := migsim.Run(migsim.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)

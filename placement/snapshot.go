@@ -307,19 +307,7 @@ func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 	if err != nil {
 		return err
 	}
-	for node, gpus := range migAfter {
-		s.mig[node] = gpus
-	}
-	for _, node := range demand.nodes {
-		for column, amount := range demand.amounts[node] {
-			s.available[node*columns+column] -= amount
-		}
-		_, free := s.nodeGPUs(node)
-		for position, amount := range demand.gpus[node] {
-			free[position] -= amount
-		}
-		s.wholeFree[node] = wholeFreeMask(free)
-	}
+	s.apply(demand, migAfter, -1)
 	return nil
 }
 
@@ -355,20 +343,27 @@ func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 	if err != nil {
 		return err
 	}
+	s.apply(demand, migAfter, +1)
+	return nil
+}
+
+// apply takes a checked demand from the nodes (sign -1, Reserve) or gives it back (+1,
+// Release), and installs the MIG slot maps computed for it.
+func (s *Snapshot) apply(demand nodeDemand, migAfter map[int][]MIGGPU, sign Amount) {
 	for node, gpus := range migAfter {
 		s.mig[node] = gpus
 	}
+	columns := len(s.columnNames)
 	for _, node := range demand.nodes {
 		for column, amount := range demand.amounts[node] {
-			s.available[node*columns+column] += amount
+			s.available[node*columns+column] += sign * amount
 		}
 		_, free := s.nodeGPUs(node)
 		for position, amount := range demand.gpus[node] {
-			free[position] += amount
+			free[position] += sign * amount
 		}
 		s.wholeFree[node] = wholeFreeMask(free)
 	}
-	return nil
 }
 
 // nodeDemand is a plan's resources summed per node, in snapshot columns, and its GPU

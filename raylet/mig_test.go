@@ -22,8 +22,9 @@ const (
 	profile2g20gb = 14
 )
 
-// startMIGRaylet starts a GCS and a raylet on a simulated dgx-h100 with GPU 0 in MIG mode.
-func startMIGRaylet(t *testing.T, idleTimeout time.Duration) (*Raylet, nvml.Interface) {
+// simulatedMIGNode returns a simulated dgx-h100, its GPUs and a MIG manager on it
+// (closed at cleanup).
+func simulatedMIGNode(t *testing.T) (nvml.Interface, []*pb.GPUInfo, *gpu.MIGManager) {
 	t.Helper()
 	lib, _, err := gpu.Simulate("dgx-h100", gpu.SimOptions{Seed: "n1", SysfsDir: t.TempDir()})
 	if err != nil {
@@ -38,6 +39,17 @@ func startMIGRaylet(t *testing.T, idleTimeout time.Duration) (*Raylet, nvml.Inte
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = manager.Close() })
+	gpus := make([]*pb.GPUInfo, len(devices))
+	for i, d := range devices {
+		gpus[i] = &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, NvlinkIsland: -1, Rail: -1}
+	}
+	return lib, gpus, manager
+}
+
+// startMIGRaylet starts a GCS and a raylet on a simulated dgx-h100 with GPU 0 in MIG mode.
+func startMIGRaylet(t *testing.T, idleTimeout time.Duration) (*Raylet, nvml.Interface) {
+	t.Helper()
+	lib, gpus, manager := simulatedMIGNode(t)
 
 	gcfg := gcs.DefaultConfig()
 	gcfg.Port, gcfg.Store = 0, store.NewMemory()
@@ -49,9 +61,7 @@ func startMIGRaylet(t *testing.T, idleTimeout time.Duration) (*Raylet, nvml.Inte
 	cfg := DefaultConfig()
 	cfg.GCSAddress = g.Address()
 	cfg.HeartbeatInterval = 50 * time.Millisecond
-	for _, d := range devices {
-		cfg.GPUs = append(cfg.GPUs, &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model, MemoryBytes: d.MemoryBytes, NvlinkIsland: -1, Rail: -1})
-	}
+	cfg.GPUs = gpus
 	cfg.MIG, cfg.MIGGPUs, cfg.MIGIdleTimeout = manager, []int{0}, idleTimeout
 	r, err := Start(context.Background(), cfg)
 	if err != nil {
@@ -307,19 +317,7 @@ func TestMIGIdleInstancesAreDestroyedAfterTimeout(t *testing.T) {
 
 // A restarted raylet adopts the instances it finds as idle.
 func TestMIGAdoptsExistingInstancesAsIdle(t *testing.T) {
-	lib, _, err := gpu.Simulate("dgx-h100", gpu.SimOptions{Seed: "n1", SysfsDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	devices, err := gpu.Discover(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manager, err := gpu.NewMIGManager(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer manager.Close()
+	_, gpus, manager := simulatedMIGNode(t)
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)
 	}
@@ -328,10 +326,7 @@ func TestMIGAdoptsExistingInstancesAsIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.MIG, cfg.MIGGPUs = manager, []int{0}
-	for _, d := range devices {
-		cfg.GPUs = append(cfg.GPUs, &pb.GPUInfo{Index: int32(d.Index), Uuid: d.UUID, Model: d.Model})
-	}
+	cfg.MIG, cfg.MIGGPUs, cfg.GPUs = manager, []int{0}, gpus
 	table, err := newMIGTable(cfg, cfg.Logger)
 	if err != nil {
 		t.Fatal(err)

@@ -148,15 +148,6 @@ func (a *Agent) Join(addresses []string) (int, error) {
 	return n, nil
 }
 
-// Members returns the names of the members this agent believes alive.
-func (a *Agent) Members() []string {
-	var names []string
-	for _, m := range a.list.Members() {
-		names = append(names, m.Name)
-	}
-	return names
-}
-
 // Leave announces a clean departure (bounded by timeout) and stops the agent.
 func (a *Agent) Leave(timeout time.Duration) {
 	_ = a.list.Leave(timeout)

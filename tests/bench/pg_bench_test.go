@@ -5,27 +5,21 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/benchgate"
 	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
-
-func requireBench(t *testing.T) {
-	if os.Getenv("RAYGO_BENCH") != "1" {
-		t.Skip("benchmark: run with RAYGO_BENCH=1 (make bench)")
-	}
-}
 
 // Placement groups created, ready and removed per second, end to end through gRPC on a
 // head + 3 raylets started as processes (in-memory store). Ray's own microbenchmark
 // reports about 790 create+remove per second.
 func TestPGCreateReadyRemoveBench(t *testing.T) {
-	requireBench(t)
+	benchgate.Require(t)
 	c := harness.StartHead(t, "--num-cpus", "64", "--log-level", "warn")
 	for i := 0; i < 3; i++ {
 		c.AddNode("--num-cpus", "64", "--log-level", "warn")

@@ -178,9 +178,6 @@ func (n *Node) Kill() {
 	<-n.exited
 }
 
-// Exited is closed when the supervisor process has exited.
-func (n *Node) Exited() <-chan struct{} { return n.exited }
-
 // ReadRecord re-reads the node's record (the supervisor rewrites it when it restarts
 // the GCS).
 func (n *Node) ReadRecord(t testing.TB) Record {

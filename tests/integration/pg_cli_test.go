@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestCLIListsPlacementGroupsAndStatusShowsWhyTheyWait(t *testing.T) {
 	harness.Eventually(t, 10*time.Second, "huge is INFEASIBLE", func() error {
 		info, err := waiting.Table(ctx)
 		if err == nil && info.SchedulingState != "INFEASIBLE" {
-			err = errString2(info.SchedulingState)
+			err = fmt.Errorf("scheduling state %s", info.SchedulingState)
 		}
 		return err
 	})
@@ -81,7 +82,3 @@ func TestCLIListsPlacementGroupsAndStatusShowsWhyTheyWait(t *testing.T) {
 		t.Errorf("table output:\n%s", table)
 	}
 }
-
-type errString2 string
-
-func (e errString2) Error() string { return string(e) }
