@@ -44,6 +44,11 @@ var (
 	// ErrInvalidMIGAmount: a bundle asks for a MIG profile with an amount other than 1
 	// (CUDA uses only the first MIG device in CUDA_VISIBLE_DEVICES).
 	ErrInvalidMIGAmount = fmt.Errorf("%w: MIG amount not 1", ErrInvalidRequest)
+	// ErrFitsNoBundle: a task or actor asks for more than the bundle it names (or, with
+	// bundle index -1, than every bundle of its placement group) will ever hold.
+	ErrFitsNoBundle = fmt.Errorf("%w: request fits no bundle", ErrInvalidRequest)
+	// ErrBundleIndex: a task or actor names a bundle index its placement group lacks.
+	ErrBundleIndex = fmt.Errorf("%w: bundle index out of range", ErrInvalidRequest)
 
 	// ErrInvalidMIGState: a MIG GPU's slot map given to the allocator breaks the geometry
 	// (unknown model or profile, invalid start, overlapping instances, more than 7

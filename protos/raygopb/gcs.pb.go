@@ -1510,6 +1510,236 @@ func (x *GetAllJobInfoReply) GetJobs() []*JobInfo {
 	return nil
 }
 
+type HasExecutableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HasExecutableRequest) Reset() {
+	*x = HasExecutableRequest{}
+	mi := &file_gcs_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HasExecutableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HasExecutableRequest) ProtoMessage() {}
+
+func (x *HasExecutableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gcs_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HasExecutableRequest.ProtoReflect.Descriptor instead.
+func (*HasExecutableRequest) Descriptor() ([]byte, []int) {
+	return file_gcs_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *HasExecutableRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type HasExecutableReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HasExecutableReply) Reset() {
+	*x = HasExecutableReply{}
+	mi := &file_gcs_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HasExecutableReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HasExecutableReply) ProtoMessage() {}
+
+func (x *HasExecutableReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gcs_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HasExecutableReply.ProtoReflect.Descriptor instead.
+func (*HasExecutableReply) Descriptor() ([]byte, []int) {
+	return file_gcs_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *HasExecutableReply) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+type ExecutableChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hex SHA-256 of the whole executable (first chunk only).
+	Sha256 string `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// Size of the whole executable in bytes (first chunk only).
+	Size          int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecutableChunk) Reset() {
+	*x = ExecutableChunk{}
+	mi := &file_gcs_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecutableChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecutableChunk) ProtoMessage() {}
+
+func (x *ExecutableChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_gcs_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecutableChunk.ProtoReflect.Descriptor instead.
+func (*ExecutableChunk) Descriptor() ([]byte, []int) {
+	return file_gcs_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ExecutableChunk) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ExecutableChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ExecutableChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type UploadExecutableReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadExecutableReply) Reset() {
+	*x = UploadExecutableReply{}
+	mi := &file_gcs_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadExecutableReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadExecutableReply) ProtoMessage() {}
+
+func (x *UploadExecutableReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gcs_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadExecutableReply.ProtoReflect.Descriptor instead.
+func (*UploadExecutableReply) Descriptor() ([]byte, []int) {
+	return file_gcs_proto_rawDescGZIP(), []int{33}
+}
+
+type DownloadExecutableRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DownloadExecutableRequest) Reset() {
+	*x = DownloadExecutableRequest{}
+	mi := &file_gcs_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DownloadExecutableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DownloadExecutableRequest) ProtoMessage() {}
+
+func (x *DownloadExecutableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gcs_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DownloadExecutableRequest.ProtoReflect.Descriptor instead.
+func (*DownloadExecutableRequest) Descriptor() ([]byte, []int) {
+	return file_gcs_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DownloadExecutableRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 var File_gcs_proto protoreflect.FileDescriptor
 
 const file_gcs_proto_rawDesc = "" +
@@ -1605,7 +1835,18 @@ const file_gcs_proto_rawDesc = "" +
 	"\x14MarkJobFinishedReply\"\x16\n" +
 	"\x14GetAllJobInfoRequest\";\n" +
 	"\x12GetAllJobInfoReply\x12%\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x11.raygo.v1.JobInfoR\x04jobs2\xeb\x03\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x11.raygo.v1.JobInfoR\x04jobs\".\n" +
+	"\x14HasExecutableRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"*\n" +
+	"\x12HasExecutableReply\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\"Q\n" +
+	"\x0fExecutableChunk\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x17\n" +
+	"\x15UploadExecutableReply\"3\n" +
+	"\x19DownloadExecutableRequest\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha2562\xeb\x03\n" +
 	"\x0fNodeInfoService\x12P\n" +
 	"\x0eGetClusterInfo\x12\x1f.raygo.v1.GetClusterInfoRequest\x1a\x1d.raygo.v1.GetClusterInfoReply\x12J\n" +
 	"\fRegisterNode\x12\x1d.raygo.v1.RegisterNodeRequest\x1a\x1b.raygo.v1.RegisterNodeReply\x12S\n" +
@@ -1623,7 +1864,11 @@ const file_gcs_proto_rawDesc = "" +
 	"\x06AddJob\x12\x17.raygo.v1.AddJobRequest\x1a\x15.raygo.v1.AddJobReply\x12M\n" +
 	"\rRenewJobLease\x12\x1e.raygo.v1.RenewJobLeaseRequest\x1a\x1c.raygo.v1.RenewJobLeaseReply\x12S\n" +
 	"\x0fMarkJobFinished\x12 .raygo.v1.MarkJobFinishedRequest\x1a\x1e.raygo.v1.MarkJobFinishedReply\x12M\n" +
-	"\rGetAllJobInfo\x12\x1e.raygo.v1.GetAllJobInfoRequest\x1a\x1c.raygo.v1.GetAllJobInfoReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\rGetAllJobInfo\x12\x1e.raygo.v1.GetAllJobInfoRequest\x1a\x1c.raygo.v1.GetAllJobInfoReply2\x8c\x02\n" +
+	"\x11ExecutableService\x12M\n" +
+	"\rHasExecutable\x12\x1e.raygo.v1.HasExecutableRequest\x1a\x1c.raygo.v1.HasExecutableReply\x12P\n" +
+	"\x10UploadExecutable\x12\x19.raygo.v1.ExecutableChunk\x1a\x1f.raygo.v1.UploadExecutableReply(\x01\x12V\n" +
+	"\x12DownloadExecutable\x12#.raygo.v1.DownloadExecutableRequest\x1a\x19.raygo.v1.ExecutableChunk0\x01B3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_gcs_proto_rawDescOnce sync.Once
@@ -1637,51 +1882,56 @@ func file_gcs_proto_rawDescGZIP() []byte {
 	return file_gcs_proto_rawDescData
 }
 
-var file_gcs_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_gcs_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_gcs_proto_goTypes = []any{
-	(*GetClusterInfoRequest)(nil),  // 0: raygo.v1.GetClusterInfoRequest
-	(*GetClusterInfoReply)(nil),    // 1: raygo.v1.GetClusterInfoReply
-	(*RegisterNodeRequest)(nil),    // 2: raygo.v1.RegisterNodeRequest
-	(*RegisterNodeReply)(nil),      // 3: raygo.v1.RegisterNodeReply
-	(*ReportHeartbeatRequest)(nil), // 4: raygo.v1.ReportHeartbeatRequest
-	(*ReportHeartbeatReply)(nil),   // 5: raygo.v1.ReportHeartbeatReply
-	(*GetAllNodeInfoRequest)(nil),  // 6: raygo.v1.GetAllNodeInfoRequest
-	(*GetAllNodeInfoReply)(nil),    // 7: raygo.v1.GetAllNodeInfoReply
-	(*DrainNodeRequest)(nil),       // 8: raygo.v1.DrainNodeRequest
-	(*DrainNodeReply)(nil),         // 9: raygo.v1.DrainNodeReply
-	(*UnregisterNodeRequest)(nil),  // 10: raygo.v1.UnregisterNodeRequest
-	(*UnregisterNodeReply)(nil),    // 11: raygo.v1.UnregisterNodeReply
-	(*KVGetRequest)(nil),           // 12: raygo.v1.KVGetRequest
-	(*KVGetReply)(nil),             // 13: raygo.v1.KVGetReply
-	(*KVPutRequest)(nil),           // 14: raygo.v1.KVPutRequest
-	(*KVPutReply)(nil),             // 15: raygo.v1.KVPutReply
-	(*KVDelRequest)(nil),           // 16: raygo.v1.KVDelRequest
-	(*KVDelReply)(nil),             // 17: raygo.v1.KVDelReply
-	(*KVKeysRequest)(nil),          // 18: raygo.v1.KVKeysRequest
-	(*KVKeysReply)(nil),            // 19: raygo.v1.KVKeysReply
-	(*KVExistsRequest)(nil),        // 20: raygo.v1.KVExistsRequest
-	(*KVExistsReply)(nil),          // 21: raygo.v1.KVExistsReply
-	(*AddJobRequest)(nil),          // 22: raygo.v1.AddJobRequest
-	(*AddJobReply)(nil),            // 23: raygo.v1.AddJobReply
-	(*RenewJobLeaseRequest)(nil),   // 24: raygo.v1.RenewJobLeaseRequest
-	(*RenewJobLeaseReply)(nil),     // 25: raygo.v1.RenewJobLeaseReply
-	(*MarkJobFinishedRequest)(nil), // 26: raygo.v1.MarkJobFinishedRequest
-	(*MarkJobFinishedReply)(nil),   // 27: raygo.v1.MarkJobFinishedReply
-	(*GetAllJobInfoRequest)(nil),   // 28: raygo.v1.GetAllJobInfoRequest
-	(*GetAllJobInfoReply)(nil),     // 29: raygo.v1.GetAllJobInfoReply
-	nil,                            // 30: raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
-	(*NodeInfo)(nil),               // 31: raygo.v1.NodeInfo
-	(*MIGGPUInfo)(nil),             // 32: raygo.v1.MIGGPUInfo
-	(*JobInfo)(nil),                // 33: raygo.v1.JobInfo
+	(*GetClusterInfoRequest)(nil),     // 0: raygo.v1.GetClusterInfoRequest
+	(*GetClusterInfoReply)(nil),       // 1: raygo.v1.GetClusterInfoReply
+	(*RegisterNodeRequest)(nil),       // 2: raygo.v1.RegisterNodeRequest
+	(*RegisterNodeReply)(nil),         // 3: raygo.v1.RegisterNodeReply
+	(*ReportHeartbeatRequest)(nil),    // 4: raygo.v1.ReportHeartbeatRequest
+	(*ReportHeartbeatReply)(nil),      // 5: raygo.v1.ReportHeartbeatReply
+	(*GetAllNodeInfoRequest)(nil),     // 6: raygo.v1.GetAllNodeInfoRequest
+	(*GetAllNodeInfoReply)(nil),       // 7: raygo.v1.GetAllNodeInfoReply
+	(*DrainNodeRequest)(nil),          // 8: raygo.v1.DrainNodeRequest
+	(*DrainNodeReply)(nil),            // 9: raygo.v1.DrainNodeReply
+	(*UnregisterNodeRequest)(nil),     // 10: raygo.v1.UnregisterNodeRequest
+	(*UnregisterNodeReply)(nil),       // 11: raygo.v1.UnregisterNodeReply
+	(*KVGetRequest)(nil),              // 12: raygo.v1.KVGetRequest
+	(*KVGetReply)(nil),                // 13: raygo.v1.KVGetReply
+	(*KVPutRequest)(nil),              // 14: raygo.v1.KVPutRequest
+	(*KVPutReply)(nil),                // 15: raygo.v1.KVPutReply
+	(*KVDelRequest)(nil),              // 16: raygo.v1.KVDelRequest
+	(*KVDelReply)(nil),                // 17: raygo.v1.KVDelReply
+	(*KVKeysRequest)(nil),             // 18: raygo.v1.KVKeysRequest
+	(*KVKeysReply)(nil),               // 19: raygo.v1.KVKeysReply
+	(*KVExistsRequest)(nil),           // 20: raygo.v1.KVExistsRequest
+	(*KVExistsReply)(nil),             // 21: raygo.v1.KVExistsReply
+	(*AddJobRequest)(nil),             // 22: raygo.v1.AddJobRequest
+	(*AddJobReply)(nil),               // 23: raygo.v1.AddJobReply
+	(*RenewJobLeaseRequest)(nil),      // 24: raygo.v1.RenewJobLeaseRequest
+	(*RenewJobLeaseReply)(nil),        // 25: raygo.v1.RenewJobLeaseReply
+	(*MarkJobFinishedRequest)(nil),    // 26: raygo.v1.MarkJobFinishedRequest
+	(*MarkJobFinishedReply)(nil),      // 27: raygo.v1.MarkJobFinishedReply
+	(*GetAllJobInfoRequest)(nil),      // 28: raygo.v1.GetAllJobInfoRequest
+	(*GetAllJobInfoReply)(nil),        // 29: raygo.v1.GetAllJobInfoReply
+	(*HasExecutableRequest)(nil),      // 30: raygo.v1.HasExecutableRequest
+	(*HasExecutableReply)(nil),        // 31: raygo.v1.HasExecutableReply
+	(*ExecutableChunk)(nil),           // 32: raygo.v1.ExecutableChunk
+	(*UploadExecutableReply)(nil),     // 33: raygo.v1.UploadExecutableReply
+	(*DownloadExecutableRequest)(nil), // 34: raygo.v1.DownloadExecutableRequest
+	nil,                               // 35: raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
+	(*NodeInfo)(nil),                  // 36: raygo.v1.NodeInfo
+	(*MIGGPUInfo)(nil),                // 37: raygo.v1.MIGGPUInfo
+	(*JobInfo)(nil),                   // 38: raygo.v1.JobInfo
 }
 var file_gcs_proto_depIdxs = []int32{
-	31, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
-	30, // 1: raygo.v1.ReportHeartbeatRequest.resources_available:type_name -> raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
-	32, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
-	31, // 3: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
-	31, // 4: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
-	33, // 5: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
-	33, // 6: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
+	36, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
+	35, // 1: raygo.v1.ReportHeartbeatRequest.resources_available:type_name -> raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
+	37, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	36, // 3: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
+	36, // 4: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
+	38, // 5: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
+	38, // 6: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
 	0,  // 7: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
 	2,  // 8: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
 	4,  // 9: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
@@ -1697,23 +1947,29 @@ var file_gcs_proto_depIdxs = []int32{
 	24, // 19: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
 	26, // 20: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
 	28, // 21: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
-	1,  // 22: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
-	3,  // 23: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
-	5,  // 24: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
-	7,  // 25: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
-	9,  // 26: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
-	11, // 27: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
-	13, // 28: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
-	15, // 29: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
-	17, // 30: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
-	19, // 31: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
-	21, // 32: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
-	23, // 33: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
-	25, // 34: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
-	27, // 35: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
-	29, // 36: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
-	22, // [22:37] is the sub-list for method output_type
-	7,  // [7:22] is the sub-list for method input_type
+	30, // 22: raygo.v1.ExecutableService.HasExecutable:input_type -> raygo.v1.HasExecutableRequest
+	32, // 23: raygo.v1.ExecutableService.UploadExecutable:input_type -> raygo.v1.ExecutableChunk
+	34, // 24: raygo.v1.ExecutableService.DownloadExecutable:input_type -> raygo.v1.DownloadExecutableRequest
+	1,  // 25: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
+	3,  // 26: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
+	5,  // 27: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
+	7,  // 28: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
+	9,  // 29: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
+	11, // 30: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
+	13, // 31: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
+	15, // 32: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
+	17, // 33: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
+	19, // 34: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
+	21, // 35: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
+	23, // 36: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
+	25, // 37: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
+	27, // 38: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
+	29, // 39: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
+	31, // 40: raygo.v1.ExecutableService.HasExecutable:output_type -> raygo.v1.HasExecutableReply
+	33, // 41: raygo.v1.ExecutableService.UploadExecutable:output_type -> raygo.v1.UploadExecutableReply
+	32, // 42: raygo.v1.ExecutableService.DownloadExecutable:output_type -> raygo.v1.ExecutableChunk
+	25, // [25:43] is the sub-list for method output_type
+	7,  // [7:25] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -1731,9 +1987,9 @@ func file_gcs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gcs_proto_rawDesc), len(file_gcs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_gcs_proto_goTypes,
 		DependencyIndexes: file_gcs_proto_depIdxs,

@@ -807,3 +807,200 @@ var JobInfoService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "gcs.proto",
 }
+
+const (
+	ExecutableService_HasExecutable_FullMethodName      = "/raygo.v1.ExecutableService/HasExecutable"
+	ExecutableService_UploadExecutable_FullMethodName   = "/raygo.v1.ExecutableService/UploadExecutable"
+	ExecutableService_DownloadExecutable_FullMethodName = "/raygo.v1.ExecutableService/DownloadExecutable"
+)
+
+// ExecutableServiceClient is the client API for ExecutableService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ExecutableService keeps the programs workers run, content-addressed by SHA-256, as
+// Ray's working_dir upload: a driver uploads its own executable when it connects, and
+// raylets download it by hash and cache it. Executables are streamed in chunks of at
+// most 1 MiB.
+type ExecutableServiceClient interface {
+	// HasExecutable tells whether the GCS holds the executable (a driver skips the upload).
+	HasExecutable(ctx context.Context, in *HasExecutableRequest, opts ...grpc.CallOption) (*HasExecutableReply, error)
+	// UploadExecutable stores one executable. The first chunk carries sha256 and size;
+	// the GCS checks both against the bytes (InvalidArgument on a mismatch) before the
+	// executable becomes visible.
+	UploadExecutable(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ExecutableChunk, UploadExecutableReply], error)
+	// DownloadExecutable streams one executable; the first chunk carries sha256 and size.
+	// NotFound when the GCS does not hold it.
+	DownloadExecutable(ctx context.Context, in *DownloadExecutableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecutableChunk], error)
+}
+
+type executableServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewExecutableServiceClient(cc grpc.ClientConnInterface) ExecutableServiceClient {
+	return &executableServiceClient{cc}
+}
+
+func (c *executableServiceClient) HasExecutable(ctx context.Context, in *HasExecutableRequest, opts ...grpc.CallOption) (*HasExecutableReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HasExecutableReply)
+	err := c.cc.Invoke(ctx, ExecutableService_HasExecutable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *executableServiceClient) UploadExecutable(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ExecutableChunk, UploadExecutableReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ExecutableService_ServiceDesc.Streams[0], ExecutableService_UploadExecutable_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecutableChunk, UploadExecutableReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutableService_UploadExecutableClient = grpc.ClientStreamingClient[ExecutableChunk, UploadExecutableReply]
+
+func (c *executableServiceClient) DownloadExecutable(ctx context.Context, in *DownloadExecutableRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecutableChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ExecutableService_ServiceDesc.Streams[1], ExecutableService_DownloadExecutable_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DownloadExecutableRequest, ExecutableChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutableService_DownloadExecutableClient = grpc.ServerStreamingClient[ExecutableChunk]
+
+// ExecutableServiceServer is the server API for ExecutableService service.
+// All implementations must embed UnimplementedExecutableServiceServer
+// for forward compatibility.
+//
+// ExecutableService keeps the programs workers run, content-addressed by SHA-256, as
+// Ray's working_dir upload: a driver uploads its own executable when it connects, and
+// raylets download it by hash and cache it. Executables are streamed in chunks of at
+// most 1 MiB.
+type ExecutableServiceServer interface {
+	// HasExecutable tells whether the GCS holds the executable (a driver skips the upload).
+	HasExecutable(context.Context, *HasExecutableRequest) (*HasExecutableReply, error)
+	// UploadExecutable stores one executable. The first chunk carries sha256 and size;
+	// the GCS checks both against the bytes (InvalidArgument on a mismatch) before the
+	// executable becomes visible.
+	UploadExecutable(grpc.ClientStreamingServer[ExecutableChunk, UploadExecutableReply]) error
+	// DownloadExecutable streams one executable; the first chunk carries sha256 and size.
+	// NotFound when the GCS does not hold it.
+	DownloadExecutable(*DownloadExecutableRequest, grpc.ServerStreamingServer[ExecutableChunk]) error
+	mustEmbedUnimplementedExecutableServiceServer()
+}
+
+// UnimplementedExecutableServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedExecutableServiceServer struct{}
+
+func (UnimplementedExecutableServiceServer) HasExecutable(context.Context, *HasExecutableRequest) (*HasExecutableReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method HasExecutable not implemented")
+}
+func (UnimplementedExecutableServiceServer) UploadExecutable(grpc.ClientStreamingServer[ExecutableChunk, UploadExecutableReply]) error {
+	return status.Error(codes.Unimplemented, "method UploadExecutable not implemented")
+}
+func (UnimplementedExecutableServiceServer) DownloadExecutable(*DownloadExecutableRequest, grpc.ServerStreamingServer[ExecutableChunk]) error {
+	return status.Error(codes.Unimplemented, "method DownloadExecutable not implemented")
+}
+func (UnimplementedExecutableServiceServer) mustEmbedUnimplementedExecutableServiceServer() {}
+func (UnimplementedExecutableServiceServer) testEmbeddedByValue()                           {}
+
+// UnsafeExecutableServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ExecutableServiceServer will
+// result in compilation errors.
+type UnsafeExecutableServiceServer interface {
+	mustEmbedUnimplementedExecutableServiceServer()
+}
+
+func RegisterExecutableServiceServer(s grpc.ServiceRegistrar, srv ExecutableServiceServer) {
+	// If the following call panics, it indicates UnimplementedExecutableServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ExecutableService_ServiceDesc, srv)
+}
+
+func _ExecutableService_HasExecutable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HasExecutableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecutableServiceServer).HasExecutable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecutableService_HasExecutable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecutableServiceServer).HasExecutable(ctx, req.(*HasExecutableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ExecutableService_UploadExecutable_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ExecutableServiceServer).UploadExecutable(&grpc.GenericServerStream[ExecutableChunk, UploadExecutableReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutableService_UploadExecutableServer = grpc.ClientStreamingServer[ExecutableChunk, UploadExecutableReply]
+
+func _ExecutableService_DownloadExecutable_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DownloadExecutableRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ExecutableServiceServer).DownloadExecutable(m, &grpc.GenericServerStream[DownloadExecutableRequest, ExecutableChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ExecutableService_DownloadExecutableServer = grpc.ServerStreamingServer[ExecutableChunk]
+
+// ExecutableService_ServiceDesc is the grpc.ServiceDesc for ExecutableService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ExecutableService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "raygo.v1.ExecutableService",
+	HandlerType: (*ExecutableServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "HasExecutable",
+			Handler:    _ExecutableService_HasExecutable_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "UploadExecutable",
+			Handler:       _ExecutableService_UploadExecutable_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "DownloadExecutable",
+			Handler:       _ExecutableService_DownloadExecutable_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "gcs.proto",
+}

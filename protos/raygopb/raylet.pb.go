@@ -923,6 +923,765 @@ func (*DrainRayletReply) Descriptor() ([]byte, []int) {
 	return file_raylet_proto_rawDescGZIP(), []int{15}
 }
 
+type RequestWorkerLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// SHA-256 (hex) of the executable to run (ExecutableService on the GCS).
+	ExecutableSha256 string             `protobuf:"bytes,2,opt,name=executable_sha256,json=executableSha256,proto3" json:"executable_sha256,omitempty"`
+	Resources        map[string]float64 `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Lease from a bundle of this placement group held on this node; bundle_index -1 means
+	// any of the group's bundles here with room.
+	PlacementGroupId string `protobuf:"bytes,4,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	BundleIndex      int32  `protobuf:"varint,5,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
+	// Set for an actor's worker: it is dedicated to the actor and never returned to the
+	// idle pool; a detached actor's worker survives KillJobWorkers.
+	ActorId  string `protobuf:"bytes,6,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	Detached bool   `protobuf:"varint,7,opt,name=detached,proto3" json:"detached,omitempty"`
+	// Wait for room instead of failing with ResourceExhausted.
+	Queue         bool `protobuf:"varint,8,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestWorkerLeaseRequest) Reset() {
+	*x = RequestWorkerLeaseRequest{}
+	mi := &file_raylet_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestWorkerLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestWorkerLeaseRequest) ProtoMessage() {}
+
+func (x *RequestWorkerLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestWorkerLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RequestWorkerLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RequestWorkerLeaseRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *RequestWorkerLeaseRequest) GetExecutableSha256() string {
+	if x != nil {
+		return x.ExecutableSha256
+	}
+	return ""
+}
+
+func (x *RequestWorkerLeaseRequest) GetResources() map[string]float64 {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *RequestWorkerLeaseRequest) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *RequestWorkerLeaseRequest) GetBundleIndex() int32 {
+	if x != nil {
+		return x.BundleIndex
+	}
+	return 0
+}
+
+func (x *RequestWorkerLeaseRequest) GetActorId() string {
+	if x != nil {
+		return x.ActorId
+	}
+	return ""
+}
+
+func (x *RequestWorkerLeaseRequest) GetDetached() bool {
+	if x != nil {
+		return x.Detached
+	}
+	return false
+}
+
+func (x *RequestWorkerLeaseRequest) GetQueue() bool {
+	if x != nil {
+		return x.Queue
+	}
+	return false
+}
+
+type RequestWorkerLeaseReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Worker        *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	Resources     *ResourceReport        `protobuf:"bytes,2,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestWorkerLeaseReply) Reset() {
+	*x = RequestWorkerLeaseReply{}
+	mi := &file_raylet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestWorkerLeaseReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestWorkerLeaseReply) ProtoMessage() {}
+
+func (x *RequestWorkerLeaseReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestWorkerLeaseReply.ProtoReflect.Descriptor instead.
+func (*RequestWorkerLeaseReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RequestWorkerLeaseReply) GetWorker() *WorkerInfo {
+	if x != nil {
+		return x.Worker
+	}
+	return nil
+}
+
+func (x *RequestWorkerLeaseReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// WorkerInfo is one worker process of a raylet.
+type WorkerInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// host:port of its CoreWorkerService.
+	Address          string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Pid              int64  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	NodeId           string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	JobId            string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ExecutableSha256 string `protobuf:"bytes,6,opt,name=executable_sha256,json=executableSha256,proto3" json:"executable_sha256,omitempty"`
+	// Empty when idle.
+	ActorId          string             `protobuf:"bytes,7,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	Leased           bool               `protobuf:"varint,8,opt,name=leased,proto3" json:"leased,omitempty"`
+	Resources        map[string]float64 `protobuf:"bytes,9,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	PlacementGroupId string             `protobuf:"bytes,10,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	// The bundle it holds resources from (-1 when leased from the node).
+	BundleIndex        int32   `protobuf:"varint,11,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
+	GpuIds             []int32 `protobuf:"varint,12,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
+	CudaVisibleDevices string  `protobuf:"bytes,13,opt,name=cuda_visible_devices,json=cudaVisibleDevices,proto3" json:"cuda_visible_devices,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WorkerInfo) Reset() {
+	*x = WorkerInfo{}
+	mi := &file_raylet_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerInfo) ProtoMessage() {}
+
+func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
+func (*WorkerInfo) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WorkerInfo) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetExecutableSha256() string {
+	if x != nil {
+		return x.ExecutableSha256
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetActorId() string {
+	if x != nil {
+		return x.ActorId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetLeased() bool {
+	if x != nil {
+		return x.Leased
+	}
+	return false
+}
+
+func (x *WorkerInfo) GetResources() map[string]float64 {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *WorkerInfo) GetBundleIndex() int32 {
+	if x != nil {
+		return x.BundleIndex
+	}
+	return 0
+}
+
+func (x *WorkerInfo) GetGpuIds() []int32 {
+	if x != nil {
+		return x.GpuIds
+	}
+	return nil
+}
+
+func (x *WorkerInfo) GetCudaVisibleDevices() string {
+	if x != nil {
+		return x.CudaVisibleDevices
+	}
+	return ""
+}
+
+type ReturnWorkerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Disconnect    bool                   `protobuf:"varint,2,opt,name=disconnect,proto3" json:"disconnect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnWorkerRequest) Reset() {
+	*x = ReturnWorkerRequest{}
+	mi := &file_raylet_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnWorkerRequest) ProtoMessage() {}
+
+func (x *ReturnWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnWorkerRequest.ProtoReflect.Descriptor instead.
+func (*ReturnWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReturnWorkerRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *ReturnWorkerRequest) GetDisconnect() bool {
+	if x != nil {
+		return x.Disconnect
+	}
+	return false
+}
+
+type ReturnWorkerReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnWorkerReply) Reset() {
+	*x = ReturnWorkerReply{}
+	mi := &file_raylet_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnWorkerReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnWorkerReply) ProtoMessage() {}
+
+func (x *ReturnWorkerReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnWorkerReply.ProtoReflect.Descriptor instead.
+func (*ReturnWorkerReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReturnWorkerReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type KillWorkerRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// Recorded as the exit detail of the worker ("killed: <reason>").
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillWorkerRequest) Reset() {
+	*x = KillWorkerRequest{}
+	mi := &file_raylet_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillWorkerRequest) ProtoMessage() {}
+
+func (x *KillWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillWorkerRequest.ProtoReflect.Descriptor instead.
+func (*KillWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *KillWorkerRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *KillWorkerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type KillWorkerReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resources     *ResourceReport        `protobuf:"bytes,1,opt,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillWorkerReply) Reset() {
+	*x = KillWorkerReply{}
+	mi := &file_raylet_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillWorkerReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillWorkerReply) ProtoMessage() {}
+
+func (x *KillWorkerReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillWorkerReply.ProtoReflect.Descriptor instead.
+func (*KillWorkerReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *KillWorkerReply) GetResources() *ResourceReport {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type KillJobWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillJobWorkersRequest) Reset() {
+	*x = KillJobWorkersRequest{}
+	mi := &file_raylet_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillJobWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillJobWorkersRequest) ProtoMessage() {}
+
+func (x *KillJobWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillJobWorkersRequest.ProtoReflect.Descriptor instead.
+func (*KillJobWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *KillJobWorkersRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type KillJobWorkersReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Killed        int32                  `protobuf:"varint,1,opt,name=killed,proto3" json:"killed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KillJobWorkersReply) Reset() {
+	*x = KillJobWorkersReply{}
+	mi := &file_raylet_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KillJobWorkersReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KillJobWorkersReply) ProtoMessage() {}
+
+func (x *KillJobWorkersReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KillJobWorkersReply.ProtoReflect.Descriptor instead.
+func (*KillJobWorkersReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *KillJobWorkersReply) GetKilled() int32 {
+	if x != nil {
+		return x.Killed
+	}
+	return 0
+}
+
+type RegisterWorkerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Pid           int64                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterWorkerRequest) Reset() {
+	*x = RegisterWorkerRequest{}
+	mi := &file_raylet_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterWorkerRequest) ProtoMessage() {}
+
+func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
+func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RegisterWorkerRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *RegisterWorkerRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RegisterWorkerRequest) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+type RegisterWorkerReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterWorkerReply) Reset() {
+	*x = RegisterWorkerReply{}
+	mi := &file_raylet_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterWorkerReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterWorkerReply) ProtoMessage() {}
+
+func (x *RegisterWorkerReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterWorkerReply.ProtoReflect.Descriptor instead.
+func (*RegisterWorkerReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{26}
+}
+
+type GetWorkersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkersRequest) Reset() {
+	*x = GetWorkersRequest{}
+	mi := &file_raylet_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkersRequest) ProtoMessage() {}
+
+func (x *GetWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkersRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{27}
+}
+
+type GetWorkersReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workers       []*WorkerInfo          `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkersReply) Reset() {
+	*x = GetWorkersReply{}
+	mi := &file_raylet_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkersReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkersReply) ProtoMessage() {}
+
+func (x *GetWorkersReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkersReply.ProtoReflect.Descriptor instead.
+func (*GetWorkersReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *GetWorkersReply) GetWorkers() []*WorkerInfo {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
 var File_raylet_proto protoreflect.FileDescriptor
 
 const file_raylet_proto_rawDesc = "" +
@@ -986,18 +1745,84 @@ const file_raylet_proto_rawDesc = "" +
 	"\abundles\x18\x03 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\",\n" +
 	"\x12DrainRayletRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10DrainRayletReply*g\n" +
+	"\x10DrainRayletReply\"\x8d\x03\n" +
+	"\x19RequestWorkerLeaseRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
+	"\x11executable_sha256\x18\x02 \x01(\tR\x10executableSha256\x12P\n" +
+	"\tresources\x18\x03 \x03(\v22.raygo.v1.RequestWorkerLeaseRequest.ResourcesEntryR\tresources\x12,\n" +
+	"\x12placement_group_id\x18\x04 \x01(\tR\x10placementGroupId\x12!\n" +
+	"\fbundle_index\x18\x05 \x01(\x05R\vbundleIndex\x12\x19\n" +
+	"\bactor_id\x18\x06 \x01(\tR\aactorId\x12\x1a\n" +
+	"\bdetached\x18\a \x01(\bR\bdetached\x12\x14\n" +
+	"\x05queue\x18\b \x01(\bR\x05queue\x1a<\n" +
+	"\x0eResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x7f\n" +
+	"\x17RequestWorkerLeaseReply\x12,\n" +
+	"\x06worker\x18\x01 \x01(\v2\x14.raygo.v1.WorkerInfoR\x06worker\x126\n" +
+	"\tresources\x18\x02 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"\x82\x04\n" +
+	"\n" +
+	"WorkerInfo\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x03R\x03pid\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12+\n" +
+	"\x11executable_sha256\x18\x06 \x01(\tR\x10executableSha256\x12\x19\n" +
+	"\bactor_id\x18\a \x01(\tR\aactorId\x12\x16\n" +
+	"\x06leased\x18\b \x01(\bR\x06leased\x12A\n" +
+	"\tresources\x18\t \x03(\v2#.raygo.v1.WorkerInfo.ResourcesEntryR\tresources\x12,\n" +
+	"\x12placement_group_id\x18\n" +
+	" \x01(\tR\x10placementGroupId\x12!\n" +
+	"\fbundle_index\x18\v \x01(\x05R\vbundleIndex\x12\x17\n" +
+	"\agpu_ids\x18\f \x03(\x05R\x06gpuIds\x120\n" +
+	"\x14cuda_visible_devices\x18\r \x01(\tR\x12cudaVisibleDevices\x1a<\n" +
+	"\x0eResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"R\n" +
+	"\x13ReturnWorkerRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1e\n" +
+	"\n" +
+	"disconnect\x18\x02 \x01(\bR\n" +
+	"disconnect\"K\n" +
+	"\x11ReturnWorkerReply\x126\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"H\n" +
+	"\x11KillWorkerRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"I\n" +
+	"\x0fKillWorkerReply\x126\n" +
+	"\tresources\x18\x01 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\".\n" +
+	"\x15KillJobWorkersRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"-\n" +
+	"\x13KillJobWorkersReply\x12\x16\n" +
+	"\x06killed\x18\x01 \x01(\x05R\x06killed\"`\n" +
+	"\x15RegisterWorkerRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
+	"\x03pid\x18\x03 \x01(\x03R\x03pid\"\x15\n" +
+	"\x13RegisterWorkerReply\"\x13\n" +
+	"\x11GetWorkersRequest\"A\n" +
+	"\x0fGetWorkersReply\x12.\n" +
+	"\aworkers\x18\x01 \x03(\v2\x14.raygo.v1.WorkerInfoR\aworkers*g\n" +
 	"\x16BundleReservationState\x12\"\n" +
 	"\x1eBUNDLE_RESERVATION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fBUNDLE_PREPARED\x10\x01\x12\x14\n" +
-	"\x10BUNDLE_COMMITTED\x10\x022\xc5\x04\n" +
+	"\x10BUNDLE_COMMITTED\x10\x022\x9f\b\n" +
 	"\x12NodeManagerService\x12J\n" +
 	"\fGetNodeStats\x12\x1d.raygo.v1.GetNodeStatsRequest\x1a\x1b.raygo.v1.GetNodeStatsReply\x12G\n" +
 	"\vDrainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReply\x12h\n" +
 	"\x16PrepareBundleResources\x12'.raygo.v1.PrepareBundleResourcesRequest\x1a%.raygo.v1.PrepareBundleResourcesReply\x12e\n" +
 	"\x15CommitBundleResources\x12&.raygo.v1.CommitBundleResourcesRequest\x1a$.raygo.v1.CommitBundleResourcesReply\x12e\n" +
 	"\x15CancelResourceReserve\x12&.raygo.v1.CancelResourceReserveRequest\x1a$.raygo.v1.CancelResourceReserveReply\x12b\n" +
-	"\x14ReleaseUnusedBundles\x12%.raygo.v1.ReleaseUnusedBundlesRequest\x1a#.raygo.v1.ReleaseUnusedBundlesReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\x14ReleaseUnusedBundles\x12%.raygo.v1.ReleaseUnusedBundlesRequest\x1a#.raygo.v1.ReleaseUnusedBundlesReply\x12\\\n" +
+	"\x12RequestWorkerLease\x12#.raygo.v1.RequestWorkerLeaseRequest\x1a!.raygo.v1.RequestWorkerLeaseReply\x12J\n" +
+	"\fReturnWorker\x12\x1d.raygo.v1.ReturnWorkerRequest\x1a\x1b.raygo.v1.ReturnWorkerReply\x12D\n" +
+	"\n" +
+	"KillWorker\x12\x1b.raygo.v1.KillWorkerRequest\x1a\x19.raygo.v1.KillWorkerReply\x12P\n" +
+	"\x0eKillJobWorkers\x12\x1f.raygo.v1.KillJobWorkersRequest\x1a\x1d.raygo.v1.KillJobWorkersReply\x12P\n" +
+	"\x0eRegisterWorker\x12\x1f.raygo.v1.RegisterWorkerRequest\x1a\x1d.raygo.v1.RegisterWorkerReply\x12D\n" +
+	"\n" +
+	"GetWorkers\x12\x1b.raygo.v1.GetWorkersRequest\x1a\x19.raygo.v1.GetWorkersReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_raylet_proto_rawDescOnce sync.Once
@@ -1012,7 +1837,7 @@ func file_raylet_proto_rawDescGZIP() []byte {
 }
 
 var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_raylet_proto_goTypes = []any{
 	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
 	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
@@ -1031,19 +1856,34 @@ var file_raylet_proto_goTypes = []any{
 	(*GetNodeStatsReply)(nil),             // 14: raygo.v1.GetNodeStatsReply
 	(*DrainRayletRequest)(nil),            // 15: raygo.v1.DrainRayletRequest
 	(*DrainRayletReply)(nil),              // 16: raygo.v1.DrainRayletReply
-	nil,                                   // 17: raygo.v1.BundleReservation.ResourcesEntry
-	nil,                                   // 18: raygo.v1.ResourceReport.ResourcesAvailableEntry
-	(*MIGGPUInfo)(nil),                    // 19: raygo.v1.MIGGPUInfo
-	(*NodeInfo)(nil),                      // 20: raygo.v1.NodeInfo
+	(*RequestWorkerLeaseRequest)(nil),     // 17: raygo.v1.RequestWorkerLeaseRequest
+	(*RequestWorkerLeaseReply)(nil),       // 18: raygo.v1.RequestWorkerLeaseReply
+	(*WorkerInfo)(nil),                    // 19: raygo.v1.WorkerInfo
+	(*ReturnWorkerRequest)(nil),           // 20: raygo.v1.ReturnWorkerRequest
+	(*ReturnWorkerReply)(nil),             // 21: raygo.v1.ReturnWorkerReply
+	(*KillWorkerRequest)(nil),             // 22: raygo.v1.KillWorkerRequest
+	(*KillWorkerReply)(nil),               // 23: raygo.v1.KillWorkerReply
+	(*KillJobWorkersRequest)(nil),         // 24: raygo.v1.KillJobWorkersRequest
+	(*KillJobWorkersReply)(nil),           // 25: raygo.v1.KillJobWorkersReply
+	(*RegisterWorkerRequest)(nil),         // 26: raygo.v1.RegisterWorkerRequest
+	(*RegisterWorkerReply)(nil),           // 27: raygo.v1.RegisterWorkerReply
+	(*GetWorkersRequest)(nil),             // 28: raygo.v1.GetWorkersRequest
+	(*GetWorkersReply)(nil),               // 29: raygo.v1.GetWorkersReply
+	nil,                                   // 30: raygo.v1.BundleReservation.ResourcesEntry
+	nil,                                   // 31: raygo.v1.ResourceReport.ResourcesAvailableEntry
+	nil,                                   // 32: raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	nil,                                   // 33: raygo.v1.WorkerInfo.ResourcesEntry
+	(*MIGGPUInfo)(nil),                    // 34: raygo.v1.MIGGPUInfo
+	(*NodeInfo)(nil),                      // 35: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
 	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
-	17, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	30, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
 	3,  // 3: raygo.v1.BundleReservation.mig:type_name -> raygo.v1.MIGStep
 	2,  // 4: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	18, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
-	19, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	31, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	34, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	5,  // 7: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
 	2,  // 8: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
 	1,  // 9: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
@@ -1054,25 +1894,44 @@ var file_raylet_proto_depIdxs = []int32{
 	2,  // 14: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
 	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
 	5,  // 16: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	20, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	35, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
 	2,  // 18: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	13, // 19: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	15, // 20: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	4,  // 21: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	7,  // 22: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	9,  // 23: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	11, // 24: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	14, // 25: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	16, // 26: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	6,  // 27: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	8,  // 28: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	10, // 29: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	12, // 30: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	32, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	19, // 20: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
+	5,  // 21: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
+	33, // 22: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
+	5,  // 23: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	5,  // 24: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	19, // 25: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
+	13, // 26: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	15, // 27: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	4,  // 28: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	7,  // 29: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	9,  // 30: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	11, // 31: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	17, // 32: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
+	20, // 33: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
+	22, // 34: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
+	24, // 35: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
+	26, // 36: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
+	28, // 37: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
+	14, // 38: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	16, // 39: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	6,  // 40: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	8,  // 41: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	10, // 42: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	12, // 43: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	18, // 44: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
+	21, // 45: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
+	23, // 46: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
+	25, // 47: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
+	27, // 48: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
+	29, // 49: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
+	38, // [38:50] is the sub-list for method output_type
+	26, // [26:38] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
@@ -1087,7 +1946,7 @@ func file_raylet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,12 @@ const (
 	NodeManagerService_CommitBundleResources_FullMethodName  = "/raygo.v1.NodeManagerService/CommitBundleResources"
 	NodeManagerService_CancelResourceReserve_FullMethodName  = "/raygo.v1.NodeManagerService/CancelResourceReserve"
 	NodeManagerService_ReleaseUnusedBundles_FullMethodName   = "/raygo.v1.NodeManagerService/ReleaseUnusedBundles"
+	NodeManagerService_RequestWorkerLease_FullMethodName     = "/raygo.v1.NodeManagerService/RequestWorkerLease"
+	NodeManagerService_ReturnWorker_FullMethodName           = "/raygo.v1.NodeManagerService/ReturnWorker"
+	NodeManagerService_KillWorker_FullMethodName             = "/raygo.v1.NodeManagerService/KillWorker"
+	NodeManagerService_KillJobWorkers_FullMethodName         = "/raygo.v1.NodeManagerService/KillJobWorkers"
+	NodeManagerService_RegisterWorker_FullMethodName         = "/raygo.v1.NodeManagerService/RegisterWorker"
+	NodeManagerService_GetWorkers_FullMethodName             = "/raygo.v1.NodeManagerService/GetWorkers"
 )
 
 // NodeManagerServiceClient is the client API for NodeManagerService service.
@@ -51,6 +57,32 @@ type NodeManagerServiceClient interface {
 	// ReleaseUnusedBundles releases every bundle reserved by an older GCS epoch that is not
 	// in in_use, and reports what the raylet holds. A restarted GCS calls it.
 	ReleaseUnusedBundles(ctx context.Context, in *ReleaseUnusedBundlesRequest, opts ...grpc.CallOption) (*ReleaseUnusedBundlesReply, error)
+	// Worker leases (Ray's worker pool). Drivers call these for tasks, the GCS for actors;
+	// neither carries a GCS epoch unless the GCS sends it.
+	//
+	// RequestWorkerLease reserves resources — from the node, or from a committed bundle of
+	// the named placement group on this node — picks the GPUs (inside the bundle's GPUs),
+	// and hands out an idle worker started with the same executable, job and
+	// CUDA_VISIBLE_DEVICES, or starts one (fetching the executable from the GCS by hash
+	// on first use and caching it). It blocks while the worker starts. Errors:
+	// InvalidArgument when the request can never fit (the node's totals, or the bundle's
+	// resources: the bundle is named); FailedPrecondition when the bundle is not held here
+	// or the node is draining; ResourceExhausted when it does not fit now and queue is false
+	// (with queue it waits for room until the call's deadline).
+	RequestWorkerLease(ctx context.Context, in *RequestWorkerLeaseRequest, opts ...grpc.CallOption) (*RequestWorkerLeaseReply, error)
+	// ReturnWorker ends a task lease: the resources are released and the worker goes back
+	// to the idle pool (or is killed, with disconnect). Unknown workers are a no-op.
+	ReturnWorker(ctx context.Context, in *ReturnWorkerRequest, opts ...grpc.CallOption) (*ReturnWorkerReply, error)
+	// KillWorker kills a leased worker (SIGKILL) and releases its lease. Unknown workers
+	// are a no-op.
+	KillWorker(ctx context.Context, in *KillWorkerRequest, opts ...grpc.CallOption) (*KillWorkerReply, error)
+	// KillJobWorkers kills every worker leased to the job except those of detached actors
+	// (the GCS calls it when a job ends), and its idle workers.
+	KillJobWorkers(ctx context.Context, in *KillJobWorkersRequest, opts ...grpc.CallOption) (*KillJobWorkersReply, error)
+	// RegisterWorker: a worker process the raylet started announces its gRPC address.
+	RegisterWorker(ctx context.Context, in *RegisterWorkerRequest, opts ...grpc.CallOption) (*RegisterWorkerReply, error)
+	// GetWorkers lists the raylet's workers (leased and idle), for tests and `raygo status`.
+	GetWorkers(ctx context.Context, in *GetWorkersRequest, opts ...grpc.CallOption) (*GetWorkersReply, error)
 }
 
 type nodeManagerServiceClient struct {
@@ -121,6 +153,66 @@ func (c *nodeManagerServiceClient) ReleaseUnusedBundles(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) RequestWorkerLease(ctx context.Context, in *RequestWorkerLeaseRequest, opts ...grpc.CallOption) (*RequestWorkerLeaseReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RequestWorkerLeaseReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_RequestWorkerLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) ReturnWorker(ctx context.Context, in *ReturnWorkerRequest, opts ...grpc.CallOption) (*ReturnWorkerReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReturnWorkerReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_ReturnWorker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) KillWorker(ctx context.Context, in *KillWorkerRequest, opts ...grpc.CallOption) (*KillWorkerReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillWorkerReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_KillWorker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) KillJobWorkers(ctx context.Context, in *KillJobWorkersRequest, opts ...grpc.CallOption) (*KillJobWorkersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KillJobWorkersReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_KillJobWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) RegisterWorker(ctx context.Context, in *RegisterWorkerRequest, opts ...grpc.CallOption) (*RegisterWorkerReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterWorkerReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_RegisterWorker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeManagerServiceClient) GetWorkers(ctx context.Context, in *GetWorkersRequest, opts ...grpc.CallOption) (*GetWorkersReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetWorkersReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_GetWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeManagerServiceServer is the server API for NodeManagerService service.
 // All implementations must embed UnimplementedNodeManagerServiceServer
 // for forward compatibility.
@@ -145,6 +237,32 @@ type NodeManagerServiceServer interface {
 	// ReleaseUnusedBundles releases every bundle reserved by an older GCS epoch that is not
 	// in in_use, and reports what the raylet holds. A restarted GCS calls it.
 	ReleaseUnusedBundles(context.Context, *ReleaseUnusedBundlesRequest) (*ReleaseUnusedBundlesReply, error)
+	// Worker leases (Ray's worker pool). Drivers call these for tasks, the GCS for actors;
+	// neither carries a GCS epoch unless the GCS sends it.
+	//
+	// RequestWorkerLease reserves resources — from the node, or from a committed bundle of
+	// the named placement group on this node — picks the GPUs (inside the bundle's GPUs),
+	// and hands out an idle worker started with the same executable, job and
+	// CUDA_VISIBLE_DEVICES, or starts one (fetching the executable from the GCS by hash
+	// on first use and caching it). It blocks while the worker starts. Errors:
+	// InvalidArgument when the request can never fit (the node's totals, or the bundle's
+	// resources: the bundle is named); FailedPrecondition when the bundle is not held here
+	// or the node is draining; ResourceExhausted when it does not fit now and queue is false
+	// (with queue it waits for room until the call's deadline).
+	RequestWorkerLease(context.Context, *RequestWorkerLeaseRequest) (*RequestWorkerLeaseReply, error)
+	// ReturnWorker ends a task lease: the resources are released and the worker goes back
+	// to the idle pool (or is killed, with disconnect). Unknown workers are a no-op.
+	ReturnWorker(context.Context, *ReturnWorkerRequest) (*ReturnWorkerReply, error)
+	// KillWorker kills a leased worker (SIGKILL) and releases its lease. Unknown workers
+	// are a no-op.
+	KillWorker(context.Context, *KillWorkerRequest) (*KillWorkerReply, error)
+	// KillJobWorkers kills every worker leased to the job except those of detached actors
+	// (the GCS calls it when a job ends), and its idle workers.
+	KillJobWorkers(context.Context, *KillJobWorkersRequest) (*KillJobWorkersReply, error)
+	// RegisterWorker: a worker process the raylet started announces its gRPC address.
+	RegisterWorker(context.Context, *RegisterWorkerRequest) (*RegisterWorkerReply, error)
+	// GetWorkers lists the raylet's workers (leased and idle), for tests and `raygo status`.
+	GetWorkers(context.Context, *GetWorkersRequest) (*GetWorkersReply, error)
 	mustEmbedUnimplementedNodeManagerServiceServer()
 }
 
@@ -172,6 +290,24 @@ func (UnimplementedNodeManagerServiceServer) CancelResourceReserve(context.Conte
 }
 func (UnimplementedNodeManagerServiceServer) ReleaseUnusedBundles(context.Context, *ReleaseUnusedBundlesRequest) (*ReleaseUnusedBundlesReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseUnusedBundles not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) RequestWorkerLease(context.Context, *RequestWorkerLeaseRequest) (*RequestWorkerLeaseReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestWorkerLease not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) ReturnWorker(context.Context, *ReturnWorkerRequest) (*ReturnWorkerReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReturnWorker not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) KillWorker(context.Context, *KillWorkerRequest) (*KillWorkerReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillWorker not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) KillJobWorkers(context.Context, *KillJobWorkersRequest) (*KillJobWorkersReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method KillJobWorkers not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) RegisterWorker(context.Context, *RegisterWorkerRequest) (*RegisterWorkerReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterWorker not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) GetWorkers(context.Context, *GetWorkersRequest) (*GetWorkersReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetWorkers not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) mustEmbedUnimplementedNodeManagerServiceServer() {}
 func (UnimplementedNodeManagerServiceServer) testEmbeddedByValue()                            {}
@@ -302,6 +438,114 @@ func _NodeManagerService_ReleaseUnusedBundles_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeManagerService_RequestWorkerLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RequestWorkerLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).RequestWorkerLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_RequestWorkerLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).RequestWorkerLease(ctx, req.(*RequestWorkerLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_ReturnWorker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReturnWorkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).ReturnWorker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_ReturnWorker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).ReturnWorker(ctx, req.(*ReturnWorkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_KillWorker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillWorkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).KillWorker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_KillWorker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).KillWorker(ctx, req.(*KillWorkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_KillJobWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KillJobWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).KillJobWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_KillJobWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).KillJobWorkers(ctx, req.(*KillJobWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_RegisterWorker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterWorkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).RegisterWorker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_RegisterWorker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).RegisterWorker(ctx, req.(*RegisterWorkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeManagerService_GetWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).GetWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_GetWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).GetWorkers(ctx, req.(*GetWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeManagerService_ServiceDesc is the grpc.ServiceDesc for NodeManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -332,6 +576,30 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseUnusedBundles",
 			Handler:    _NodeManagerService_ReleaseUnusedBundles_Handler,
+		},
+		{
+			MethodName: "RequestWorkerLease",
+			Handler:    _NodeManagerService_RequestWorkerLease_Handler,
+		},
+		{
+			MethodName: "ReturnWorker",
+			Handler:    _NodeManagerService_ReturnWorker_Handler,
+		},
+		{
+			MethodName: "KillWorker",
+			Handler:    _NodeManagerService_KillWorker_Handler,
+		},
+		{
+			MethodName: "KillJobWorkers",
+			Handler:    _NodeManagerService_KillJobWorkers_Handler,
+		},
+		{
+			MethodName: "RegisterWorker",
+			Handler:    _NodeManagerService_RegisterWorker_Handler,
+		},
+		{
+			MethodName: "GetWorkers",
+			Handler:    _NodeManagerService_GetWorkers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -772,3 +772,179 @@ class JobInfoService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ExecutableServiceStub:
+    """ExecutableService keeps the programs workers run, content-addressed by SHA-256, as
+    Ray's working_dir upload: a driver uploads its own executable when it connects, and
+    raylets download it by hash and cache it. Executables are streamed in chunks of at
+    most 1 MiB.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.HasExecutable = channel.unary_unary(
+                '/raygo.v1.ExecutableService/HasExecutable',
+                request_serializer=gcs__pb2.HasExecutableRequest.SerializeToString,
+                response_deserializer=gcs__pb2.HasExecutableReply.FromString,
+                _registered_method=True)
+        self.UploadExecutable = channel.stream_unary(
+                '/raygo.v1.ExecutableService/UploadExecutable',
+                request_serializer=gcs__pb2.ExecutableChunk.SerializeToString,
+                response_deserializer=gcs__pb2.UploadExecutableReply.FromString,
+                _registered_method=True)
+        self.DownloadExecutable = channel.unary_stream(
+                '/raygo.v1.ExecutableService/DownloadExecutable',
+                request_serializer=gcs__pb2.DownloadExecutableRequest.SerializeToString,
+                response_deserializer=gcs__pb2.ExecutableChunk.FromString,
+                _registered_method=True)
+
+
+class ExecutableServiceServicer:
+    """ExecutableService keeps the programs workers run, content-addressed by SHA-256, as
+    Ray's working_dir upload: a driver uploads its own executable when it connects, and
+    raylets download it by hash and cache it. Executables are streamed in chunks of at
+    most 1 MiB.
+    """
+
+    def HasExecutable(self, request, context):
+        """HasExecutable tells whether the GCS holds the executable (a driver skips the upload).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadExecutable(self, request_iterator, context):
+        """UploadExecutable stores one executable. The first chunk carries sha256 and size;
+        the GCS checks both against the bytes (InvalidArgument on a mismatch) before the
+        executable becomes visible.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DownloadExecutable(self, request, context):
+        """DownloadExecutable streams one executable; the first chunk carries sha256 and size.
+        NotFound when the GCS does not hold it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ExecutableServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'HasExecutable': grpc.unary_unary_rpc_method_handler(
+                    servicer.HasExecutable,
+                    request_deserializer=gcs__pb2.HasExecutableRequest.FromString,
+                    response_serializer=gcs__pb2.HasExecutableReply.SerializeToString,
+            ),
+            'UploadExecutable': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadExecutable,
+                    request_deserializer=gcs__pb2.ExecutableChunk.FromString,
+                    response_serializer=gcs__pb2.UploadExecutableReply.SerializeToString,
+            ),
+            'DownloadExecutable': grpc.unary_stream_rpc_method_handler(
+                    servicer.DownloadExecutable,
+                    request_deserializer=gcs__pb2.DownloadExecutableRequest.FromString,
+                    response_serializer=gcs__pb2.ExecutableChunk.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'raygo.v1.ExecutableService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('raygo.v1.ExecutableService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ExecutableService:
+    """ExecutableService keeps the programs workers run, content-addressed by SHA-256, as
+    Ray's working_dir upload: a driver uploads its own executable when it connects, and
+    raylets download it by hash and cache it. Executables are streamed in chunks of at
+    most 1 MiB.
+    """
+
+    @staticmethod
+    def HasExecutable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.ExecutableService/HasExecutable',
+            gcs__pb2.HasExecutableRequest.SerializeToString,
+            gcs__pb2.HasExecutableReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadExecutable(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/raygo.v1.ExecutableService/UploadExecutable',
+            gcs__pb2.ExecutableChunk.SerializeToString,
+            gcs__pb2.UploadExecutableReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DownloadExecutable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/raygo.v1.ExecutableService/DownloadExecutable',
+            gcs__pb2.DownloadExecutableRequest.SerializeToString,
+            gcs__pb2.ExecutableChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

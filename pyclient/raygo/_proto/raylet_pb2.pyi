@@ -160,3 +160,139 @@ class DrainRayletRequest(_message.Message):
 class DrainRayletReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class RequestWorkerLeaseRequest(_message.Message):
+    __slots__ = ("job_id", "executable_sha256", "resources", "placement_group_id", "bundle_index", "actor_id", "detached", "queue")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    DETACHED_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    executable_sha256: str
+    resources: _containers.ScalarMap[str, float]
+    placement_group_id: str
+    bundle_index: int
+    actor_id: str
+    detached: bool
+    queue: bool
+    def __init__(self, job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., actor_id: _Optional[str] = ..., detached: _Optional[bool] = ..., queue: _Optional[bool] = ...) -> None: ...
+
+class RequestWorkerLeaseReply(_message.Message):
+    __slots__ = ("worker", "resources")
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    worker: WorkerInfo
+    resources: ResourceReport
+    def __init__(self, worker: _Optional[_Union[WorkerInfo, _Mapping]] = ..., resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("worker_id", "address", "pid", "node_id", "job_id", "executable_sha256", "actor_id", "leased", "resources", "placement_group_id", "bundle_index", "gpu_ids", "cuda_visible_devices")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    GPU_IDS_FIELD_NUMBER: _ClassVar[int]
+    CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    address: str
+    pid: int
+    node_id: str
+    job_id: str
+    executable_sha256: str
+    actor_id: str
+    leased: bool
+    resources: _containers.ScalarMap[str, float]
+    placement_group_id: str
+    bundle_index: int
+    gpu_ids: _containers.RepeatedScalarFieldContainer[int]
+    cuda_visible_devices: str
+    def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., node_id: _Optional[str] = ..., job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., actor_id: _Optional[str] = ..., leased: _Optional[bool] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ...) -> None: ...
+
+class ReturnWorkerRequest(_message.Message):
+    __slots__ = ("worker_id", "disconnect")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DISCONNECT_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    disconnect: bool
+    def __init__(self, worker_id: _Optional[str] = ..., disconnect: _Optional[bool] = ...) -> None: ...
+
+class ReturnWorkerReply(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: ResourceReport
+    def __init__(self, resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class KillWorkerRequest(_message.Message):
+    __slots__ = ("worker_id", "reason")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    reason: str
+    def __init__(self, worker_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class KillWorkerReply(_message.Message):
+    __slots__ = ("resources",)
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    resources: ResourceReport
+    def __init__(self, resources: _Optional[_Union[ResourceReport, _Mapping]] = ...) -> None: ...
+
+class KillJobWorkersRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class KillJobWorkersReply(_message.Message):
+    __slots__ = ("killed",)
+    KILLED_FIELD_NUMBER: _ClassVar[int]
+    killed: int
+    def __init__(self, killed: _Optional[int] = ...) -> None: ...
+
+class RegisterWorkerRequest(_message.Message):
+    __slots__ = ("worker_id", "address", "pid")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    address: str
+    pid: int
+    def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class RegisterWorkerReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetWorkersReply(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...

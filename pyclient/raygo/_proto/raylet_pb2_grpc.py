@@ -67,6 +67,36 @@ class NodeManagerServiceStub:
                 request_serializer=raylet__pb2.ReleaseUnusedBundlesRequest.SerializeToString,
                 response_deserializer=raylet__pb2.ReleaseUnusedBundlesReply.FromString,
                 _registered_method=True)
+        self.RequestWorkerLease = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/RequestWorkerLease',
+                request_serializer=raylet__pb2.RequestWorkerLeaseRequest.SerializeToString,
+                response_deserializer=raylet__pb2.RequestWorkerLeaseReply.FromString,
+                _registered_method=True)
+        self.ReturnWorker = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/ReturnWorker',
+                request_serializer=raylet__pb2.ReturnWorkerRequest.SerializeToString,
+                response_deserializer=raylet__pb2.ReturnWorkerReply.FromString,
+                _registered_method=True)
+        self.KillWorker = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/KillWorker',
+                request_serializer=raylet__pb2.KillWorkerRequest.SerializeToString,
+                response_deserializer=raylet__pb2.KillWorkerReply.FromString,
+                _registered_method=True)
+        self.KillJobWorkers = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/KillJobWorkers',
+                request_serializer=raylet__pb2.KillJobWorkersRequest.SerializeToString,
+                response_deserializer=raylet__pb2.KillJobWorkersReply.FromString,
+                _registered_method=True)
+        self.RegisterWorker = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/RegisterWorker',
+                request_serializer=raylet__pb2.RegisterWorkerRequest.SerializeToString,
+                response_deserializer=raylet__pb2.RegisterWorkerReply.FromString,
+                _registered_method=True)
+        self.GetWorkers = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/GetWorkers',
+                request_serializer=raylet__pb2.GetWorkersRequest.SerializeToString,
+                response_deserializer=raylet__pb2.GetWorkersReply.FromString,
+                _registered_method=True)
 
 
 class NodeManagerServiceServicer:
@@ -121,6 +151,62 @@ class NodeManagerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RequestWorkerLease(self, request, context):
+        """Worker leases (Ray's worker pool). Drivers call these for tasks, the GCS for actors;
+        neither carries a GCS epoch unless the GCS sends it.
+
+        RequestWorkerLease reserves resources — from the node, or from a committed bundle of
+        the named placement group on this node — picks the GPUs (inside the bundle's GPUs),
+        and hands out an idle worker started with the same executable, job and
+        CUDA_VISIBLE_DEVICES, or starts one (fetching the executable from the GCS by hash
+        on first use and caching it). It blocks while the worker starts. Errors:
+        InvalidArgument when the request can never fit (the node's totals, or the bundle's
+        resources: the bundle is named); FailedPrecondition when the bundle is not held here
+        or the node is draining; ResourceExhausted when it does not fit now and queue is false
+        (with queue it waits for room until the call's deadline).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReturnWorker(self, request, context):
+        """ReturnWorker ends a task lease: the resources are released and the worker goes back
+        to the idle pool (or is killed, with disconnect). Unknown workers are a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillWorker(self, request, context):
+        """KillWorker kills a leased worker (SIGKILL) and releases its lease. Unknown workers
+        are a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def KillJobWorkers(self, request, context):
+        """KillJobWorkers kills every worker leased to the job except those of detached actors
+        (the GCS calls it when a job ends), and its idle workers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RegisterWorker(self, request, context):
+        """RegisterWorker: a worker process the raylet started announces its gRPC address.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetWorkers(self, request, context):
+        """GetWorkers lists the raylet's workers (leased and idle), for tests and `raygo status`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeManagerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +239,36 @@ def add_NodeManagerServiceServicer_to_server(servicer, server):
                     servicer.ReleaseUnusedBundles,
                     request_deserializer=raylet__pb2.ReleaseUnusedBundlesRequest.FromString,
                     response_serializer=raylet__pb2.ReleaseUnusedBundlesReply.SerializeToString,
+            ),
+            'RequestWorkerLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequestWorkerLease,
+                    request_deserializer=raylet__pb2.RequestWorkerLeaseRequest.FromString,
+                    response_serializer=raylet__pb2.RequestWorkerLeaseReply.SerializeToString,
+            ),
+            'ReturnWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReturnWorker,
+                    request_deserializer=raylet__pb2.ReturnWorkerRequest.FromString,
+                    response_serializer=raylet__pb2.ReturnWorkerReply.SerializeToString,
+            ),
+            'KillWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillWorker,
+                    request_deserializer=raylet__pb2.KillWorkerRequest.FromString,
+                    response_serializer=raylet__pb2.KillWorkerReply.SerializeToString,
+            ),
+            'KillJobWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.KillJobWorkers,
+                    request_deserializer=raylet__pb2.KillJobWorkersRequest.FromString,
+                    response_serializer=raylet__pb2.KillJobWorkersReply.SerializeToString,
+            ),
+            'RegisterWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterWorker,
+                    request_deserializer=raylet__pb2.RegisterWorkerRequest.FromString,
+                    response_serializer=raylet__pb2.RegisterWorkerReply.SerializeToString,
+            ),
+            'GetWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetWorkers,
+                    request_deserializer=raylet__pb2.GetWorkersRequest.FromString,
+                    response_serializer=raylet__pb2.GetWorkersReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -320,6 +436,168 @@ class NodeManagerService:
             '/raygo.v1.NodeManagerService/ReleaseUnusedBundles',
             raylet__pb2.ReleaseUnusedBundlesRequest.SerializeToString,
             raylet__pb2.ReleaseUnusedBundlesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequestWorkerLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/RequestWorkerLease',
+            raylet__pb2.RequestWorkerLeaseRequest.SerializeToString,
+            raylet__pb2.RequestWorkerLeaseReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReturnWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/ReturnWorker',
+            raylet__pb2.ReturnWorkerRequest.SerializeToString,
+            raylet__pb2.ReturnWorkerReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/KillWorker',
+            raylet__pb2.KillWorkerRequest.SerializeToString,
+            raylet__pb2.KillWorkerReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KillJobWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/KillJobWorkers',
+            raylet__pb2.KillJobWorkersRequest.SerializeToString,
+            raylet__pb2.KillJobWorkersReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/RegisterWorker',
+            raylet__pb2.RegisterWorkerRequest.SerializeToString,
+            raylet__pb2.RegisterWorkerReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/GetWorkers',
+            raylet__pb2.GetWorkersRequest.SerializeToString,
+            raylet__pb2.GetWorkersReply.FromString,
             options,
             channel_credentials,
             insecure,
