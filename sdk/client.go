@@ -51,14 +51,32 @@ type Client struct {
 	nodes     pb.NodeInfoServiceClient
 	jobs      pb.JobInfoServiceClient
 	pgs       pb.PlacementGroupServiceClient
-	jobID     string
+	actors    pb.ActorInfoServiceClient
+	// executables uploads this program for its workers; executable is its hash, empty
+	// when the program registers no task or actor (it then starts no workers).
+	executables pb.ExecutableServiceClient
+	executable  string
+	jobID       string
+
+	// tasks submits tasks over worker leases; raylets and workers are the
+	// connections it keeps to raylets and to leased workers, by address.
+	tasks   *taskSubmitter
+	connsMu sync.Mutex
+	conns   map[string]*grpc.ClientConn
 
 	stopRenewal chan struct{}
 	closeOnce   sync.Once
 }
 
 // Connect reaches the GCS, registers a job and keeps its lease renewed until Close.
+// When the program registered tasks or actors, it uploads the program's executable so
+// raylets can start it as workers (once per content: an executable the GCS already
+// holds is not sent again).
+//
+// In a worker process (started by a raylet) Connect never returns: it serves the
+// registered tasks and actors until the raylet ends the process (see ServeIfWorker).
 func Connect(ctx context.Context, opts Options) (*Client, error) {
+	ServeIfWorker()
 	address := opts.Address
 	if address == "" || address == "auto" {
 		address = os.Getenv("RAYGO_ADDRESS")
@@ -76,8 +94,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c := &Client{
 		address: address, conn: conn, stopRenewal: make(chan struct{}),
 		nodes: pb.NewNodeInfoServiceClient(conn), jobs: pb.NewJobInfoServiceClient(conn),
-		pgs: pb.NewPlacementGroupServiceClient(conn),
+		pgs: pb.NewPlacementGroupServiceClient(conn), actors: pb.NewActorInfoServiceClient(conn),
+		executables: pb.NewExecutableServiceClient(conn), conns: map[string]*grpc.ClientConn{},
 	}
+	c.tasks = newTaskSubmitter(c)
 	entrypoint := opts.Entrypoint
 	if entrypoint == "" && len(os.Args) > 0 {
 		entrypoint = os.Args[0]
@@ -89,6 +109,13 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	}
 	c.jobID = reply.Job.JobId
 	c.namespace = reply.Job.Namespace
+	if hasRegistrations() {
+		if c.executable, err = c.uploadExecutable(ctx); err != nil {
+			_, _ = c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: c.jobID})
+			_ = conn.Close()
+			return nil, err
+		}
+	}
 	go c.renewLease(time.Duration(reply.LeaseTimeoutMs) * time.Millisecond / 3)
 	return c, nil
 }
@@ -126,14 +153,58 @@ func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		close(c.stopRenewal)
+		c.tasks.close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, e := c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: c.jobID}); e != nil {
 			err = c.wrap("close", e)
 		}
 		_ = c.conn.Close()
+		c.connsMu.Lock()
+		for _, conn := range c.conns {
+			_ = conn.Close()
+		}
+		c.conns = nil
+		c.connsMu.Unlock()
 	})
 	return err
+}
+
+// connTo returns the client's connection to a raylet or worker at address.
+func (c *Client) connTo(address string) (*grpc.ClientConn, error) {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	if c.conns == nil {
+		return nil, fmt.Errorf("%w: client closed", ErrUnavailable)
+	}
+	if conn, ok := c.conns[address]; ok {
+		return conn, nil
+	}
+	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{})
+	if err != nil {
+		return nil, err
+	}
+	c.conns[address] = conn
+	return conn, nil
+}
+
+// forgetConn closes the connection to a worker that died.
+func (c *Client) forgetConn(address string) {
+	c.connsMu.Lock()
+	defer c.connsMu.Unlock()
+	if conn, ok := c.conns[address]; ok {
+		_ = conn.Close()
+		delete(c.conns, address)
+	}
+}
+
+// requireExecutable fails when the program registered nothing, so workers could not
+// run what the caller asks.
+func (c *Client) requireExecutable(what string) error {
+	if c.executable == "" {
+		return fmt.Errorf("%w: %s: this program registered no task or actor before Connect (sdk.RegisterTask, sdk.RegisterActor), so no worker can run it", ErrInvalidArgument, what)
+	}
+	return nil
 }
 
 // wrap turns a gRPC error into one of the package's errors, keeping the server's message.
@@ -147,6 +218,8 @@ func (c *Client) wrap(op string, err error) error {
 		return fmt.Errorf("%s: %w: %s", op, ErrInvalidArgument, s.Message())
 	case codes.NotFound:
 		return fmt.Errorf("%s: %w: %s", op, ErrNotFound, s.Message())
+	case codes.AlreadyExists:
+		return fmt.Errorf("%s: %w: %s", op, ErrAlreadyExists, s.Message())
 	case codes.Unavailable:
 		return fmt.Errorf("%s: %w at %s: %s", op, ErrUnavailable, c.address, s.Message())
 	case codes.DeadlineExceeded:

@@ -1,0 +1,318 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// Actor is a handle on an actor. Calls made through one handle run in the order they
+// were made; the handle sends the next call when the previous one finished. Its
+// methods are safe for concurrent use.
+type Actor struct {
+	c         *Client
+	ID        string
+	Name      string
+	ClassName string
+	typ       *actorType
+
+	mu      sync.Mutex
+	queue   []*actorCall
+	sending bool
+	// The incarnation calls go to: its worker address and restart count.
+	address     string
+	numRestarts int64
+}
+
+type actorCall struct {
+	ctx     context.Context
+	ref     *ObjectRef
+	method  string
+	args    [][]byte
+	refArgs map[int]*ObjectRef
+	retries int64
+}
+
+// ActorInfo is one row of the actor table (Ray's state API fields).
+type ActorInfo struct {
+	ID        string
+	ClassName string
+	Name      string
+	Namespace string
+	JobID     string
+	// State is PENDING_CREATION, ALIVE, RESTARTING or DEAD.
+	State string
+	// Where the current worker runs (empty while it has none).
+	NodeID   string
+	PID      int
+	WorkerID string
+	Address  string
+	// The bundle it holds resources from ("" and -1 outside placement groups).
+	PlacementGroupID string
+	BundleIndex      int
+	// GPUIDs and CUDAVisibleDevices are its worker's GPUs.
+	GPUIDs             []int
+	CUDAVisibleDevices string
+	Resources          map[string]float64
+	IsDetached         bool
+	NumRestarts        int
+	MaxRestarts        int
+	// DeathCause says why it is DEAD; PendingReason why it is not ALIVE yet.
+	DeathCause    string
+	PendingReason string
+}
+
+func actorInfoFromProto(p *pb.ActorInfo) *ActorInfo {
+	info := &ActorInfo{
+		ID: p.ActorId, ClassName: p.ClassName, Name: p.Name, Namespace: p.Namespace, JobID: p.JobId,
+		State: strings.TrimPrefix(p.State.String(), "ACTOR_"), NodeID: p.NodeId, PID: int(p.Pid), WorkerID: p.WorkerId,
+		Address: p.Address, PlacementGroupID: p.PlacementGroupId, BundleIndex: int(p.BundleIndex),
+		CUDAVisibleDevices: p.CudaVisibleDevices, Resources: p.RequiredResources, IsDetached: p.IsDetached,
+		NumRestarts: int(p.NumRestarts), MaxRestarts: int(p.MaxRestarts), DeathCause: p.DeathCause, PendingReason: p.PendingReason,
+	}
+	for _, id := range p.GpuIds {
+		info.GPUIDs = append(info.GPUIDs, int(id))
+	}
+	return info
+}
+
+// CreateActor starts an actor of a registered type (Ray's Actor.remote): the GCS finds
+// it a worker — inside a placement-group bundle with InPlacementGroup — and runs its
+// constructor there with args. It returns once the GCS accepted the actor; calls made
+// before it is ALIVE wait for it. Bad input fails here with ErrInvalidArgument naming
+// the field (a request larger than its bundle names the bundle); a live actor with the
+// same name fails with ErrAlreadyExists.
+func (c *Client) CreateActor(ctx context.Context, className string, args []any, opts ...Option) (*Actor, error) {
+	o := newCallOptions(opts)
+	at, err := lookupActor(className)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := at.constructor.encodeArgs(fmt.Sprintf("actor %q constructor", className), args)
+	if err != nil {
+		return nil, err
+	}
+	if len(refArgs(args)) > 0 {
+		return nil, fmt.Errorf("%w: actor %q: pass values, not ObjectRefs, to a constructor (Get them first)", ErrInvalidArgument, className)
+	}
+	if err := c.requireExecutable(fmt.Sprintf("actor %q", className)); err != nil {
+		return nil, err
+	}
+	resources, err := o.resourcesFor(0)
+	if err != nil {
+		return nil, fmt.Errorf("actor %q: %w", className, err)
+	}
+	strategy := o.strategy
+	if strategy == nil {
+		strategy = &pb.SchedulingStrategy{Kind: "DEFAULT", BundleIndex: -1}
+	}
+	namespace := o.namespace
+	if namespace == "" {
+		namespace = c.namespace
+	}
+	reply, err := c.actors.CreateActor(ctx, &pb.CreateActorRequest{
+		JobId: c.jobID, ClassName: className, Name: o.name, Namespace: namespace, RequiredResources: resources,
+		SchedulingStrategy: strategy, IsDetached: o.detached, MaxRestarts: o.maxRestarts, MaxTaskRetries: o.maxTaskRetries,
+		ExecutableSha256: c.executable, ConstructorArgs: encoded,
+	})
+	if err != nil {
+		return nil, c.wrap(fmt.Sprintf("create actor %q", className), err)
+	}
+	return c.actorHandle(reply.Actor, at), nil
+}
+
+func (c *Client) actorHandle(p *pb.ActorInfo, at *actorType) *Actor {
+	return &Actor{c: c, ID: p.ActorId, Name: p.Name, ClassName: p.ClassName, typ: at, numRestarts: p.NumRestarts, address: aliveAddress(p)}
+}
+
+func aliveAddress(p *pb.ActorInfo) string {
+	if p.State == pb.ActorState_ACTOR_ALIVE {
+		return p.Address
+	}
+	return ""
+}
+
+// GetActor finds a live named actor (Ray's ray.get_actor) in the client's namespace,
+// or in the one ActorNamespace gives. Its type must be registered in this program.
+func (c *Client) GetActor(ctx context.Context, name string, opts ...Option) (*Actor, error) {
+	namespace := newCallOptions(opts).namespace
+	if namespace == "" {
+		namespace = c.namespace
+	}
+	reply, err := c.actors.GetNamedActorInfo(ctx, &pb.GetNamedActorInfoRequest{Name: name, Namespace: namespace})
+	if err != nil {
+		return nil, c.wrap(fmt.Sprintf("get actor %q in namespace %q", name, namespace), err)
+	}
+	at, err := lookupActor(reply.Actor.ClassName)
+	if err != nil {
+		return nil, err
+	}
+	return c.actorHandle(reply.Actor, at), nil
+}
+
+// ListActors returns the actor table: live actors and recently DEAD ones.
+func (c *Client) ListActors(ctx context.Context) ([]*ActorInfo, error) {
+	reply, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
+	if err != nil {
+		return nil, c.wrap("list actors", err)
+	}
+	out := make([]*ActorInfo, len(reply.Actors))
+	for i, a := range reply.Actors {
+		out[i] = actorInfoFromProto(a)
+	}
+	return out, nil
+}
+
+// Info returns the actor's row of the actor table.
+func (a *Actor) Info(ctx context.Context) (*ActorInfo, error) {
+	reply, err := a.c.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: a.ID})
+	if err != nil {
+		return nil, a.c.wrap("actor "+a.ID, err)
+	}
+	return actorInfoFromProto(reply.Actor), nil
+}
+
+// Ready blocks until the actor is ALIVE and returns its row; it fails with
+// ErrActorDied (and the death cause) when the actor is DEAD.
+func (a *Actor) Ready(ctx context.Context) (*ActorInfo, error) {
+	p, err := a.waitAlive(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	return actorInfoFromProto(p), nil
+}
+
+// waitAlive waits for an ALIVE incarnation with at least minRestarts restarts.
+func (a *Actor) waitAlive(ctx context.Context, minRestarts int64) (*pb.ActorInfo, error) {
+	reply, err := a.c.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: a.ID, WaitAlive: true, MinNumRestarts: minRestarts})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("actor %s (%s) not alive: %w", a.ID, a.ClassName, ctx.Err())
+		}
+		return nil, a.c.wrap("actor "+a.ID, err)
+	}
+	if reply.Actor.State == pb.ActorState_ACTOR_DEAD {
+		return nil, fmt.Errorf("actor %s (%s): %w: %s", a.ID, a.ClassName, ErrActorDied, reply.Actor.DeathCause)
+	}
+	return reply.Actor, nil
+}
+
+// Kill kills the actor's worker (Ray's ray.kill). With noRestart it becomes DEAD;
+// otherwise it restarts if it has restarts left.
+func (a *Actor) Kill(ctx context.Context, noRestart bool) error {
+	if _, err := a.c.actors.KillActor(ctx, &pb.KillActorRequest{ActorId: a.ID, NoRestart: noRestart}); err != nil {
+		return a.c.wrap("kill actor "+a.ID, err)
+	}
+	return nil
+}
+
+// Call calls a method of the actor (Ray's actor.method.remote) and returns a ref to its
+// result. The method and argument types are checked here. Calls through one handle run
+// in order. When the actor's worker dies during a call, the call is sent again to the
+// restarted actor up to WithMaxTaskRetries times, else it fails with ErrActorDied; calls
+// to a DEAD actor fail with ErrActorDied and its death cause.
+func (a *Actor) Call(ctx context.Context, method string, args ...any) (*ObjectRef, error) {
+	m, err := a.typ.method(method)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := m.encodeArgs(fmt.Sprintf("%s.%s", a.ClassName, method), args)
+	if err != nil {
+		return nil, err
+	}
+	call := &actorCall{ctx: ctx, ref: newObjectRef(newTaskID()), method: method, args: encoded, refArgs: refArgs(args)}
+	a.mu.Lock()
+	a.queue = append(a.queue, call)
+	if !a.sending {
+		a.sending = true
+		go a.send()
+	}
+	a.mu.Unlock()
+	return call.ref, nil
+}
+
+// send delivers the handle's calls one after the other, in order.
+func (a *Actor) send() {
+	for {
+		a.mu.Lock()
+		if len(a.queue) == 0 {
+			a.sending = false
+			a.mu.Unlock()
+			return
+		}
+		call := a.queue[0]
+		a.queue = a.queue[1:]
+		a.mu.Unlock()
+		value, where, err := a.deliver(call)
+		call.ref.complete(value, err, where)
+	}
+}
+
+// deliver sends one call to the actor's current incarnation, following restarts.
+func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
+	function := a.ClassName + "." + call.method
+	args, err := resolveArgs(call.ctx, call.args, call.refArgs)
+	if err != nil {
+		return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
+	}
+	for {
+		a.mu.Lock()
+		address, restarts := a.address, a.numRestarts
+		a.mu.Unlock()
+		if address == "" {
+			alive, err := a.waitAlive(call.ctx, restarts)
+			if err != nil {
+				return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
+			}
+			a.mu.Lock()
+			a.address, a.numRestarts = alive.Address, alive.NumRestarts
+			a.mu.Unlock()
+			address, restarts = alive.Address, alive.NumRestarts
+		}
+		conn, err := a.c.connTo(address)
+		if err != nil {
+			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
+		}
+		reply, err := pb.NewCoreWorkerServiceClient(conn).PushTask(call.ctx, &pb.PushTaskRequest{
+			TaskId: call.ref.id, FunctionName: call.method, ActorId: a.ID, Args: args, Attempt: int32(call.retries),
+		})
+		if err == nil {
+			return firstReturn(reply), Placement{WorkerID: reply.WorkerId, PID: int(reply.Pid)}, taskError(function, reply.Error)
+		}
+		if call.ctx.Err() != nil {
+			return nil, Placement{}, fmt.Errorf("%s abandoned: %w", function, call.ctx.Err())
+		}
+		if code := status.Code(err); code != codes.Unavailable && code != codes.FailedPrecondition && code != codes.Canceled {
+			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
+		}
+		// This incarnation is gone: the next call waits for a newer one.
+		a.c.forgetConn(address)
+		a.mu.Lock()
+		if a.address == address {
+			a.address, a.numRestarts = "", restarts+1
+		}
+		a.mu.Unlock()
+		current, infoErr := a.c.actors.GetActorInfo(call.ctx, &pb.GetActorInfoRequest{ActorId: a.ID})
+		if infoErr != nil {
+			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call: %v", function, a.ID, ErrActorDied, a.c.wrap("actor "+a.ID, infoErr))
+		}
+		if current.Actor.State == pb.ActorState_ACTOR_DEAD {
+			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, current.Actor.DeathCause)
+		}
+		call.retries++
+		if limit := current.Actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
+			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call (max_task_retries=%d): %s",
+				function, a.ID, ErrActorDied, limit, status.Convert(err).Message())
+		}
+	}
+}
+
+// ErrAlreadyExists: a live actor already has that name in the namespace.
+var ErrAlreadyExists = errors.New("already exists")

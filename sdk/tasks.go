@@ -1,0 +1,526 @@
+package sdk
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/placement"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// Tasks run as Ray's do: the driver leases a worker from a raylet for a resource shape
+// (its "scheduling key"), pushes tasks to it one at a time while tasks of that shape
+// wait, and returns the worker when none is left. The raylet holds the lease's
+// resources — from the node, or from a placement-group bundle — for that time.
+
+const (
+	// maxLeaseRequestsPerKey bounds the lease requests in flight for one scheduling key.
+	maxLeaseRequestsPerKey = 8
+	// leaseTimeout bounds one lease request: a first worker on a node may have to fetch
+	// the executable from the GCS and start.
+	leaseTimeout = 2 * time.Minute
+	// nodeCacheAge is how long the node table read from the GCS is reused.
+	nodeCacheAge = time.Second
+)
+
+// Submit runs a registered task function on the cluster and returns a ref to its
+// result (Ray's f.remote). The function and the arguments are checked here (a name or
+// type mismatch fails now, naming the argument), and so is a placement-group request
+// that fits no bundle. The task itself fails through Get: with the function's error
+// (*TaskError, not retried), or with ErrTaskFailed once its worker died more often than
+// WithMaxRetries allows. ctx bounds the task: when it ends, the task is abandoned.
+//
+//	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.WithCPUs(1))
+//	var out int
+//	err = sdk.Get(ctx, ref, &out)
+func (c *Client) Submit(ctx context.Context, function string, args []any, opts ...Option) (*ObjectRef, error) {
+	o := newCallOptions(opts)
+	if len(o.actorOnly) > 0 {
+		return nil, fmt.Errorf("%w: task %q: %s applies to actors only", ErrInvalidArgument, function, strings.Join(o.actorOnly, ", "))
+	}
+	if o.maxRetries < -1 {
+		return nil, fmt.Errorf("%w: task %q: WithMaxRetries(%d): must be >= -1", ErrInvalidArgument, function, o.maxRetries)
+	}
+	f, err := lookupTask(function)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := f.encodeArgs(fmt.Sprintf("task %q", function), args)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.requireExecutable(fmt.Sprintf("task %q", function)); err != nil {
+		return nil, err
+	}
+	resources, err := o.resourcesFor(DefaultTaskCPUs)
+	if err != nil {
+		return nil, fmt.Errorf("task %q: %w", function, err)
+	}
+	strategy := o.strategy
+	if strategy == nil {
+		strategy = &pb.SchedulingStrategy{Kind: "DEFAULT"}
+	}
+	if strategy.Kind == "PLACEMENT_GROUP" {
+		if err := c.checkFitsPlacementGroup(ctx, strategy, resources); err != nil {
+			return nil, fmt.Errorf("task %q: %w", function, err)
+		}
+	}
+	t := &pendingTask{
+		ctx: ctx, ref: newObjectRef(newTaskID()), function: function, args: encoded, refArgs: refArgs(args), maxRetries: o.maxRetries,
+	}
+	c.tasks.submit(t, resources, strategy)
+	return t.ref, nil
+}
+
+// Args is sugar for the argument list of Submit and CreateActor.
+func Args(args ...any) []any { return args }
+
+func refArgs(args []any) map[int]*ObjectRef {
+	var refs map[int]*ObjectRef
+	for i, arg := range args {
+		if ref, ok := arg.(*ObjectRef); ok {
+			if refs == nil {
+				refs = map[int]*ObjectRef{}
+			}
+			refs[i] = ref
+		}
+	}
+	return refs
+}
+
+// resolveArgs waits for the refs among a call's arguments and puts their values in.
+func resolveArgs(ctx context.Context, args [][]byte, refs map[int]*ObjectRef) ([][]byte, error) {
+	if len(refs) == 0 {
+		return args, nil
+	}
+	out := append([][]byte(nil), args...)
+	for i, ref := range refs {
+		if err := ref.wait(ctx); err != nil {
+			return nil, err
+		}
+		if ref.err != nil {
+			return nil, fmt.Errorf("args[%d] is object %s, which failed: %w", i, ref.id, ref.err)
+		}
+		out[i] = ref.value
+	}
+	return out, nil
+}
+
+func newTaskID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// checkFitsPlacementGroup rejects a request that fits no bundle it could use, naming
+// the bundle, before anything waits for room that will never come.
+func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.SchedulingStrategy, resources map[string]float64) error {
+	reply, err := c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: strategy.PlacementGroupId})
+	if err != nil {
+		return c.wrap("placement group "+strategy.PlacementGroupId, err)
+	}
+	if reply.PlacementGroup == nil || reply.PlacementGroup.State == pb.PlacementGroupState_REMOVED {
+		return fmt.Errorf("placement group %s: %w", strategy.PlacementGroupId, ErrRemoved)
+	}
+	bundles := make([]placement.ResourceSet, len(reply.PlacementGroup.Bundles))
+	for i, b := range reply.PlacementGroup.Bundles {
+		if bundles[i], err = placement.ResourceSetFromFloat(b.UnitResources); err != nil {
+			return err
+		}
+	}
+	request, err := placement.ResourceSetFromFloat(resources)
+	if err != nil {
+		return err
+	}
+	if err := placement.CheckFitsBundle(strategy.PlacementGroupId, bundles, int(strategy.BundleIndex), request); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+type pendingTask struct {
+	ctx        context.Context
+	ref        *ObjectRef
+	function   string
+	args       [][]byte
+	refArgs    map[int]*ObjectRef
+	attempt    int
+	maxRetries int
+}
+
+// schedulingQueue holds the tasks of one scheduling key (resources and strategy).
+type schedulingQueue struct {
+	key        string
+	resources  map[string]float64
+	strategy   *pb.SchedulingStrategy
+	pending    []*pendingTask
+	leases     int // workers leased and running this queue's tasks
+	requesting int // lease requests in flight
+}
+
+type taskSubmitter struct {
+	c      *Client
+	ctx    context.Context // ends with the client
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	queues map[string]*schedulingQueue
+	// spread rotates the first node tried, so leases spread over the nodes.
+	spread int
+
+	nodesMu sync.Mutex
+	nodes   []*pb.NodeInfo
+	nodesAt time.Time
+}
+
+func newTaskSubmitter(c *Client) *taskSubmitter {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &taskSubmitter{c: c, ctx: ctx, cancel: cancel, queues: map[string]*schedulingQueue{}}
+}
+
+func (s *taskSubmitter) close() { s.cancel() }
+
+func schedulingKey(resources map[string]float64, strategy *pb.SchedulingStrategy) string {
+	names := make([]string, 0, len(resources))
+	for name := range resources {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "%s=%g;", name, resources[name])
+	}
+	fmt.Fprintf(&b, "|%s|%s|%d|%s|%t", strategy.Kind, strategy.PlacementGroupId, strategy.BundleIndex, strategy.NodeId, strategy.Soft)
+	return b.String()
+}
+
+// submit queues a task once the refs among its arguments are ready.
+func (s *taskSubmitter) submit(t *pendingTask, resources map[string]float64, strategy *pb.SchedulingStrategy) {
+	key := schedulingKey(resources, strategy)
+	enqueue := func() {
+		s.mu.Lock()
+		q, ok := s.queues[key]
+		if !ok {
+			q = &schedulingQueue{key: key, resources: resources, strategy: strategy}
+			s.queues[key] = q
+		}
+		q.pending = append(q.pending, t)
+		s.requestLeasesLocked(q)
+		s.mu.Unlock()
+	}
+	if len(t.refArgs) == 0 {
+		enqueue()
+		return
+	}
+	go func() {
+		args, err := resolveArgs(t.ctx, t.args, t.refArgs)
+		if err != nil {
+			t.ref.complete(nil, fmt.Errorf("task %s: %w", t.function, err), Placement{})
+			return
+		}
+		t.args, t.refArgs = args, nil
+		enqueue()
+	}()
+}
+
+// requestLeasesLocked asks for more workers while tasks wait for one.
+func (s *taskSubmitter) requestLeasesLocked(q *schedulingQueue) {
+	for q.requesting < len(q.pending) && q.requesting < maxLeaseRequestsPerKey {
+		q.requesting++
+		go s.lease(q)
+	}
+}
+
+// popLocked takes the next task that is still wanted; tasks whose ctx ended fail.
+func (q *schedulingQueue) popLocked() *pendingTask {
+	for len(q.pending) > 0 {
+		t := q.pending[0]
+		q.pending = q.pending[1:]
+		if err := t.ctx.Err(); err != nil {
+			t.ref.complete(nil, fmt.Errorf("task %s abandoned: %w", t.function, err), Placement{})
+			continue
+		}
+		return t
+	}
+	return nil
+}
+
+// lease gets one worker for q and runs q's tasks on it.
+func (s *taskSubmitter) lease(q *schedulingQueue) {
+	backoff := rpcutil.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	for {
+		s.mu.Lock()
+		if len(q.pending) == 0 || s.ctx.Err() != nil {
+			q.requesting--
+			s.mu.Unlock()
+			return
+		}
+		waitForRoom := q.leases == 0
+		s.mu.Unlock()
+
+		worker, raylet, err := s.requestWorker(q, waitForRoom)
+		switch {
+		case err == nil:
+			s.mu.Lock()
+			q.requesting--
+			q.leases++
+			s.mu.Unlock()
+			s.runLease(q, worker, raylet)
+			return
+		case status.Code(err) == codes.InvalidArgument || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrRemoved):
+			// It will never fit: fail what waits, as the GCS would reject it.
+			s.mu.Lock()
+			q.requesting--
+			failed := q.pending
+			q.pending = nil
+			s.mu.Unlock()
+			for _, t := range failed {
+				t.ref.complete(nil, fmt.Errorf("task %s: %w", t.function, err), Placement{})
+			}
+			return
+		case status.Code(err) == codes.ResourceExhausted && !waitForRoom:
+			// The workers already leased for this key will run what waits.
+			s.mu.Lock()
+			q.requesting--
+			s.mu.Unlock()
+			return
+		}
+		select {
+		case <-s.ctx.Done():
+		case <-time.After(backoff.Next()):
+		}
+	}
+}
+
+// candidateRaylets lists the raylet addresses to ask for a lease, best first.
+func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
+	st := q.strategy
+	if st.Kind == "PLACEMENT_GROUP" {
+		ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
+		defer cancel()
+		reply, err := s.c.pgs.WaitPlacementGroupUntilReady(ctx, &pb.WaitPlacementGroupUntilReadyRequest{PlacementGroupId: st.PlacementGroupId})
+		if status.Code(err) == codes.FailedPrecondition {
+			return nil, fmt.Errorf("placement group %s: %w", st.PlacementGroupId, ErrRemoved)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, b := range reply.PlacementGroup.Bundles {
+			if (st.BundleIndex < 0 || b.BundleIndex == st.BundleIndex) && b.NodeAddress != "" && !containsString(out, b.NodeAddress) {
+				out = append(out, b.NodeAddress)
+			}
+		}
+		return out, nil
+	}
+	nodes, err := s.aliveNodes()
+	if err != nil {
+		return nil, err
+	}
+	want, err := placement.ResourceSetFromFloat(q.resources)
+	if err != nil {
+		return nil, err
+	}
+	var fitsNow, fitsLater []string
+	var affinity string
+	for _, n := range nodes {
+		if n.IsDraining {
+			continue
+		}
+		total, errTotal := placement.ResourceSetFromFloat(n.ResourcesTotal)
+		avail, errAvail := placement.ResourceSetFromFloat(n.ResourcesAvailable)
+		if errTotal != nil || errAvail != nil || !want.IsSubsetOf(total) {
+			continue
+		}
+		if st.Kind == "NODE_AFFINITY" && n.NodeId == st.NodeId {
+			affinity = n.RayletAddress
+			continue
+		}
+		if want.IsSubsetOf(avail) {
+			fitsNow = append(fitsNow, n.RayletAddress)
+		} else {
+			fitsLater = append(fitsLater, n.RayletAddress)
+		}
+	}
+	if st.Kind == "NODE_AFFINITY" {
+		if affinity == "" && !st.Soft {
+			return nil, fmt.Errorf("node %s is not alive or cannot ever hold %v", st.NodeId, q.resources)
+		}
+		if !st.Soft {
+			return []string{affinity}, nil
+		}
+	}
+	// Rotate the start so concurrent leases (and SPREAD) go to different nodes.
+	s.mu.Lock()
+	s.spread++
+	shift := s.spread
+	s.mu.Unlock()
+	out := append(rotate(fitsNow, shift), rotate(fitsLater, shift)...)
+	if affinity != "" {
+		out = append([]string{affinity}, out...)
+	}
+	return out, nil
+}
+
+func rotate(list []string, by int) []string {
+	if len(list) == 0 {
+		return nil
+	}
+	by %= len(list)
+	return append(append([]string(nil), list[by:]...), list[:by]...)
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// aliveNodes returns the GCS's node table, read at most once per nodeCacheAge.
+func (s *taskSubmitter) aliveNodes() ([]*pb.NodeInfo, error) {
+	s.nodesMu.Lock()
+	defer s.nodesMu.Unlock()
+	if s.nodes != nil && time.Since(s.nodesAt) < nodeCacheAge {
+		return s.nodes, nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	reply, err := s.c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{AliveOnly: true})
+	if err != nil {
+		return nil, s.c.wrap("list nodes", err)
+	}
+	s.nodes, s.nodesAt = reply.Nodes, time.Now()
+	return s.nodes, nil
+}
+
+func (s *taskSubmitter) forgetNodes() {
+	s.nodesMu.Lock()
+	s.nodes = nil
+	s.nodesMu.Unlock()
+}
+
+// requestWorker asks the candidate raylets for a worker in turn. With waitForRoom the
+// last one asked queues the request until room frees up (bounded by leaseTimeout).
+func (s *taskSubmitter) requestWorker(q *schedulingQueue, waitForRoom bool) (*pb.WorkerInfo, pb.NodeManagerServiceClient, error) {
+	raylets, err := s.candidateRaylets(q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(raylets) == 0 {
+		return nil, nil, status.Errorf(codes.Unavailable, "no alive node can ever hold %v (waiting for one to join)", q.resources)
+	}
+	req := &pb.RequestWorkerLeaseRequest{
+		JobId: s.c.jobID, ExecutableSha256: s.c.executable, Resources: q.resources,
+		PlacementGroupId: q.strategy.PlacementGroupId, BundleIndex: q.strategy.BundleIndex,
+	}
+	if q.strategy.Kind != "PLACEMENT_GROUP" {
+		req.BundleIndex = -1
+	}
+	var lastErr error
+	for i, address := range raylets {
+		conn, err := s.c.connTo(address)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		raylet := pb.NewNodeManagerServiceClient(conn)
+		req.Queue = waitForRoom && i == len(raylets)-1
+		ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
+		reply, err := raylet.RequestWorkerLease(ctx, req)
+		cancel()
+		if err == nil {
+			return reply.Worker, raylet, nil
+		}
+		lastErr = err
+		switch status.Code(err) {
+		case codes.InvalidArgument:
+			return nil, nil, err
+		case codes.Unavailable, codes.FailedPrecondition:
+			// A dead or draining node, or a bundle that moved: read the tables again.
+			s.forgetNodes()
+		}
+	}
+	return nil, nil, lastErr
+}
+
+// runLease pushes q's tasks to one leased worker until none waits, then returns it.
+func (s *taskSubmitter) runLease(q *schedulingQueue, worker *pb.WorkerInfo, raylet pb.NodeManagerServiceClient) {
+	disconnect := false
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = raylet.ReturnWorker(ctx, &pb.ReturnWorkerRequest{WorkerId: worker.WorkerId, Disconnect: disconnect})
+		cancel()
+		if disconnect {
+			s.c.forgetConn(worker.Address)
+		}
+		s.mu.Lock()
+		q.leases--
+		// Tasks queued meanwhile (or put back after a failure) need a worker.
+		s.requestLeasesLocked(q)
+		s.mu.Unlock()
+	}()
+	conn, err := s.c.connTo(worker.Address)
+	if err != nil {
+		disconnect = true
+		return
+	}
+	client := pb.NewCoreWorkerServiceClient(conn)
+	where := Placement{NodeID: worker.NodeId, WorkerID: worker.WorkerId, PID: int(worker.Pid)}
+	for {
+		s.mu.Lock()
+		t := q.popLocked()
+		s.mu.Unlock()
+		if t == nil {
+			return
+		}
+		reply, err := client.PushTask(t.ctx, &pb.PushTaskRequest{TaskId: t.ref.id, FunctionName: t.function, Args: t.args, Attempt: int32(t.attempt)})
+		if err == nil {
+			t.ref.complete(firstReturn(reply), taskError(t.function, reply.Error), where)
+			continue
+		}
+		// The worker is gone or in an unknown state: never reuse it.
+		disconnect = true
+		if t.ctx.Err() != nil {
+			t.ref.complete(nil, fmt.Errorf("task %s abandoned: %w", t.function, t.ctx.Err()), where)
+			return
+		}
+		t.attempt++
+		if t.maxRetries >= 0 && t.attempt > t.maxRetries {
+			t.ref.complete(nil, fmt.Errorf("task %s: %w: its worker %s (pid %d on node %s) died %d times (max_retries=%d): %v",
+				t.function, ErrTaskFailed, worker.WorkerId, worker.Pid, worker.NodeId, t.attempt, t.maxRetries, status.Convert(err).Message()), where)
+			return
+		}
+		s.mu.Lock()
+		q.pending = append([]*pendingTask{t}, q.pending...)
+		s.mu.Unlock()
+		return
+	}
+}
+
+func firstReturn(reply *pb.PushTaskReply) []byte {
+	if len(reply.Returns) == 0 {
+		return nil
+	}
+	return reply.Returns[0]
+}
+
+func taskError(function string, e *pb.TaskError) error {
+	if e == nil {
+		return nil
+	}
+	return &TaskError{Function: function, Type: e.Type, Message: e.Message}
+}
