@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -20,21 +21,11 @@ const executableChunkBytes = 1 << 20
 // detached actors keep running after the driver (and a `go run` temporary binary) is
 // gone. An executable the GCS already holds is not sent again.
 func (c *Client) uploadExecutable(ctx context.Context) (string, error) {
-	path, err := os.Executable()
+	self, err := hashExecutable()
 	if err != nil {
-		return "", fmt.Errorf("find this program's executable: %w", err)
+		return "", err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("open this program's executable: %w", err)
-	}
-	defer f.Close()
-	hash := sha256.New()
-	size, err := io.Copy(hash, f)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	sum := hex.EncodeToString(hash.Sum(nil))
+	sum, size := self.sha256, self.size
 	has, err := c.executables.HasExecutable(ctx, &pb.HasExecutableRequest{Sha256: sum})
 	if err != nil {
 		return "", c.wrap("upload executable", err)
@@ -42,9 +33,11 @@ func (c *Client) uploadExecutable(ctx context.Context) (string, error) {
 	if has.Found {
 		return sum, nil
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
+	f, err := os.Open(self.path)
+	if err != nil {
+		return "", fmt.Errorf("open this program's executable: %w", err)
 	}
+	defer f.Close()
 	stream, err := c.executables.UploadExecutable(ctx)
 	if err != nil {
 		return "", c.wrap("upload executable", err)
@@ -70,11 +63,48 @@ func (c *Client) uploadExecutable(ctx context.Context) (string, error) {
 			break
 		}
 		if readErr != nil {
-			return "", fmt.Errorf("read %s: %w", path, readErr)
+			return "", fmt.Errorf("read %s: %w", self.path, readErr)
 		}
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {
 		return "", c.wrap("upload executable", err)
 	}
 	return sum, nil
+}
+
+type executableHash struct {
+	path, sha256 string
+	size         int64
+}
+
+var (
+	hashOnce   sync.Once
+	selfHash   executableHash
+	selfHashed error
+)
+
+// hashExecutable hashes this program's executable once per process: every Connect
+// of the process uploads the same file.
+func hashExecutable() (executableHash, error) {
+	hashOnce.Do(func() {
+		path, err := os.Executable()
+		if err != nil {
+			selfHashed = fmt.Errorf("find this program's executable: %w", err)
+			return
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			selfHashed = fmt.Errorf("open this program's executable: %w", err)
+			return
+		}
+		defer f.Close()
+		hash := sha256.New()
+		size, err := io.Copy(hash, f)
+		if err != nil {
+			selfHashed = fmt.Errorf("read %s: %w", path, err)
+			return
+		}
+		selfHash = executableHash{path: path, sha256: hex.EncodeToString(hash.Sum(nil)), size: size}
+	})
+	return selfHash, selfHashed
 }
