@@ -32,6 +32,9 @@ type reservation struct {
 	gpuIDs []int32
 	// mig is the MIG instance a MIG bundle holds; nil for other bundles.
 	mig *migHold
+	// leases are the worker leases taken from this bundle, by lease id: they share the
+	// bundle's resources, not the node's, and go with the bundle when it is released.
+	leases map[string]*workerLease
 }
 
 // bundleTable is the raylet's accounting of placement-group bundles: prepared and
@@ -47,10 +50,17 @@ type bundleTable struct {
 	// mig accounts for the GPUs in MIG mode; nil when the node has none. MIG resources
 	// ("nvidia.com/mig-…") are accounted there by slot, not in total.
 	mig *migTable
+	// nodeLeases are the worker leases taken from the node rather than from a bundle, by
+	// lease id. They reduce what is available exactly as a bundle does, so heartbeats and
+	// prepares see them, but they are no bundles: the GCS never lists or releases them.
+	nodeLeases map[string]*workerLease
 }
 
 func newBundleTable(total placement.ResourceSet, gpus []*pb.GPUInfo) *bundleTable {
-	return &bundleTable{total: total, gpus: gpus, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{}}
+	return &bundleTable{
+		total: total, gpus: gpus, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{},
+		nodeLeases: map[string]*workerLease{},
+	}
 }
 
 // gpuFree is the free share of each whole GPU (placement.AmountScale = a whole GPU), by
@@ -68,6 +78,13 @@ func (t *bundleTable) gpuFree(skip map[bundleID]bool) []placement.Amount {
 		for i, gpu := range r.gpuIDs {
 			if position := t.gpuPosition(gpu); position >= 0 {
 				free[position] -= share[i]
+			}
+		}
+	}
+	for _, l := range t.nodeLeases {
+		for i, share := range l.gpuShares {
+			if position := t.gpuPosition(l.gpuIDs[i]); position >= 0 {
+				free[position] -= share
 			}
 		}
 	}
@@ -124,28 +141,49 @@ func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested
 		}
 		return requested, nil
 	}
+	chosen, _, err := pickGPUs(amount, t.wholeGPUIDs(), free)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: %v", id, err)
+	}
+	return chosen, nil
+}
+
+// pickGPUs takes amount of GPU from free, where free[i] is what is left of GPU ids[i]:
+// the lowest free whole GPUs and, for a remainder, the fullest GPU that still has room
+// (best fit keeps whole GPUs free). It returns the GPUs and the share taken of each.
+func pickGPUs(amount placement.Amount, ids []int32, free []placement.Amount) ([]int32, []placement.Amount, error) {
+	shares := gpuShares(amount)
 	var chosen []int32
 	for _, share := range shares {
 		best := -1
-		for gpu, left := range free {
+		for i, left := range free {
 			if left < share {
 				continue
 			}
 			if share == placement.AmountScale {
-				best = gpu
+				best = i
 				break
 			}
 			if best < 0 || left < free[best] {
-				best = gpu
+				best = i
 			}
 		}
 		if best < 0 {
-			return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: no GPU has %s free", id, share)
+			return nil, nil, fmt.Errorf("no GPU has %s free", share)
 		}
 		free[best] -= share
-		chosen = append(chosen, t.gpus[best].GetIndex())
+		chosen = append(chosen, ids[best])
 	}
-	return chosen, nil
+	return chosen, shares, nil
+}
+
+// wholeGPUIDs are the NVML indices of the whole GPUs, by position in t.gpus.
+func (t *bundleTable) wholeGPUIDs() []int32 {
+	ids := make([]int32, len(t.gpus))
+	for i, g := range t.gpus {
+		ids[i] = g.GetIndex()
+	}
+	return ids
 }
 
 // wholeGPUIndices lists the NVML indices of the whole GPUs, for messages.
@@ -160,13 +198,18 @@ func (t *bundleTable) wholeGPUIndices() string {
 	return "GPUs " + strings.Join(indices, ", ")
 }
 
-// available is total minus every reservation.
-// MIG resources are left out: resources_total lists them for information, and the MIG
-// slot maps account for them.
+// available is total minus every reservation and every worker lease taken from the
+// node. MIG resources are left out: resources_total lists them for information, and the
+// MIG slot maps account for them.
 func (t *bundleTable) available() placement.ResourceSet {
 	avail := withoutMIG(t.total)
 	for _, r := range t.reserved {
 		for name, amount := range withoutMIG(r.resources) {
+			avail[name] -= amount
+		}
+	}
+	for _, l := range t.nodeLeases {
+		for name, amount := range withoutMIG(l.resources) {
 			avail[name] -= amount
 		}
 	}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -74,7 +77,21 @@ type Config struct {
 	// MIGRepartitionLimit caps the destroy and carve operations per MIG GPU per minute;
 	// a prepare that needs more fails. Default 60.
 	MIGRepartitionLimit int
-	Logger              zerolog.Logger
+	// ExecutableCacheDir is where worker executables downloaded from the GCS are kept,
+	// one file per SHA-256. Raylets on one machine may share it (files appear by atomic
+	// rename). Default: <os.TempDir()>/raygo-executables-<uid>.
+	ExecutableCacheDir string
+	// WorkerLogDir, when set, receives each worker's stdout and stderr as
+	// worker-<id>.out and worker-<id>.err; empty (the default) means workers write to the
+	// raylet's own stdout and stderr.
+	WorkerLogDir string
+	// WorkerStartTimeout is how long a new worker has to call RegisterWorker before the
+	// raylet kills it and fails the lease. Default 60 s.
+	WorkerStartTimeout time.Duration
+	// IdleWorkerTimeout is how long a returned worker waits in the idle pool for another
+	// lease before the raylet kills it. Default 60 s.
+	IdleWorkerTimeout time.Duration
+	Logger            zerolog.Logger
 }
 
 // DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at
@@ -88,6 +105,9 @@ func DefaultConfig() Config {
 		Membership:          membership.DefaultConfig(),
 		MIGIdleTimeout:      5 * time.Minute,
 		MIGRepartitionLimit: 60,
+		ExecutableCacheDir:  filepath.Join(os.TempDir(), "raygo-executables-"+strconv.Itoa(os.Getuid())),
+		WorkerStartTimeout:  60 * time.Second,
+		IdleWorkerTimeout:   60 * time.Second,
 		Logger:              zerolog.Nop(),
 	}
 }
@@ -120,7 +140,24 @@ func (c Config) Validate() error {
 	if c.ReconnectBackoffMax <= 0 {
 		return errors.New("raylet config: ReconnectBackoffMax must be positive")
 	}
+	if err := c.validateWorkers(); err != nil {
+		return err
+	}
 	return c.validateMIG()
+}
+
+// validateWorkers checks the worker-pool fields.
+func (c Config) validateWorkers() error {
+	if c.ExecutableCacheDir == "" {
+		return errors.New("raylet config: ExecutableCacheDir must be set")
+	}
+	if c.WorkerStartTimeout <= 0 {
+		return errors.New("raylet config: WorkerStartTimeout must be positive")
+	}
+	if c.IdleWorkerTimeout <= 0 {
+		return errors.New("raylet config: IdleWorkerTimeout must be positive")
+	}
+	return nil
 }
 
 // validateMIG checks the MIG fields; they matter only when MIGGPUs names a GPU.

@@ -2,4 +2,9 @@
 // registration alive (reconnecting with backoff across GCS restarts), gossips through
 // memberlist so the GCS learns of its death, reports its resources and labels, and
 // serves the NodeManagerService that the GCS calls with its epoch for fencing.
+//
+// It also runs the node's worker pool (Ray's): worker leases take resources from the
+// node or from a committed placement-group bundle (leases.go), worker processes run
+// executables fetched from the GCS by hash and cached on disk (executables.go), and
+// each worker is watched until it exits (workers.go).
 package raylet

@@ -45,8 +45,19 @@ type Raylet struct {
 	draining  bool
 	bundles   *bundleTable
 	gcsGossip string // the GCS memberlist address we last joined
-	// resourcesVersion grows with every change of the bundle reservations.
+	// resourcesVersion grows with every change of the bundle reservations and worker
+	// leases.
 	resourcesVersion int64
+	// workers is the worker pool by worker id: starting, leased and idle workers.
+	workers map[string]*worker
+	// roomFreed is closed (and replaced) whenever resources may have been freed, waking
+	// the lease requests that queue for room.
+	roomFreed chan struct{}
+
+	executables *executableCache
+	actors      pb.ActorInfoServiceClient
+	// stopDownloads ends the executable downloads in flight at Stop.
+	stopDownloads context.CancelFunc
 
 	stop     chan struct{}
 	done     chan error
@@ -65,7 +76,10 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if cfg.NodeName == "" {
 		cfg.NodeName = cfg.NodeIP
 	}
-	r := &Raylet{cfg: cfg, log: cfg.Logger.With().Str("node_id", cfg.NodeID).Logger(), stop: make(chan struct{}), done: make(chan error, 1)}
+	r := &Raylet{
+		cfg: cfg, log: cfg.Logger.With().Str("node_id", cfg.NodeID).Logger(), stop: make(chan struct{}), done: make(chan error, 1),
+		workers: map[string]*worker{}, roomFreed: make(chan struct{}),
+	}
 	defer func() {
 		if err != nil {
 			r.closeAll()
@@ -104,10 +118,15 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	r.nodes = pb.NewNodeInfoServiceClient(r.gcsConn)
+	r.actors = pb.NewActorInfoServiceClient(r.gcsConn)
+	var downloads context.Context
+	downloads, r.stopDownloads = context.WithCancel(context.Background())
+	r.executables = newExecutableCache(downloads, cfg.ExecutableCacheDir, gcsExecutables{pb.NewExecutableServiceClient(r.gcsConn)})
 	if err := r.register(ctx); err != nil {
 		return nil, err
 	}
 	go r.heartbeatLoop()
+	go r.idleWorkerLoop()
 	if r.bundles.mig != nil {
 		go r.idleMIGLoop()
 	}
@@ -287,10 +306,12 @@ func (r *Raylet) Wait(ctx context.Context) error {
 	}
 }
 
-// Stop unregisters from the GCS (best effort, bounded), leaves memberlist and stops.
+// Stop kills every worker, unregisters from the GCS (best effort, bounded), leaves
+// memberlist and stops.
 func (r *Raylet) Stop() {
 	r.stopOnce.Do(func() {
 		close(r.stop)
+		r.stopWorkers()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if _, err := r.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: r.cfg.NodeID}); err != nil {
@@ -303,6 +324,9 @@ func (r *Raylet) Stop() {
 }
 
 func (r *Raylet) closeAll() {
+	if r.stopDownloads != nil {
+		r.stopDownloads()
+	}
 	if r.grpc != nil {
 		r.grpc.Stop()
 	}
@@ -339,6 +363,7 @@ func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayle
 	r := s.raylet
 	r.mu.Lock()
 	r.draining = true
+	r.resourcesChangedLocked() // queued lease requests fail at once
 	r.mu.Unlock()
 	r.log.Info().Str("reason", req.Reason).Msg("draining: taking no new work")
 	return &pb.DrainRayletReply{}, nil
@@ -358,7 +383,7 @@ func (r *Raylet) changeBundles(change func() error) (*pb.ResourceReport, error) 
 	defer r.mu.Unlock()
 	err := change()
 	if r.bundles.mig.takeChanged() || err == nil {
-		r.resourcesVersion++
+		r.resourcesChangedLocked()
 	}
 	if err != nil {
 		return nil, err
@@ -393,6 +418,7 @@ func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb
 		if err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining); err != nil {
 			return err
 		}
+		r.killOrphanedWorkersLocked("placement group bundle rescheduled") // a newer generation replaced a held one
 		for _, b := range req.Bundles {
 			made = append(made, r.bundles.describeBundle(b.Key))
 		}
@@ -416,7 +442,11 @@ func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.
 
 func (s *nodeManagerService) CancelResourceReserve(ctx context.Context, req *pb.CancelResourceReserveRequest) (*pb.CancelResourceReserveReply, error) {
 	r := s.raylet
-	report, _ := r.changeBundles(func() error { r.bundles.cancel(req.Bundles); return nil })
+	report, _ := r.changeBundles(func() error {
+		r.bundles.cancel(req.Bundles)
+		r.killOrphanedWorkersLocked("placement group removed")
+		return nil
+	})
 	return &pb.CancelResourceReserveReply{Resources: report}, nil
 }
 
@@ -425,6 +455,7 @@ func (s *nodeManagerService) ReleaseUnusedBundles(ctx context.Context, req *pb.R
 	var released, held []*pb.BundleReservation
 	report, _ := r.changeBundles(func() error {
 		released, held = r.bundles.releaseUnused(req.InUse, r.epoch)
+		r.killOrphanedWorkersLocked("placement group bundle released by the GCS")
 		return nil
 	})
 	for _, b := range released {

@@ -184,6 +184,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	nodeName := fs.String("node-name", "", "node name (default: the node IP)")
 	head := fs.Bool("head", false, "this raylet is the head node's")
 	gpuSimDir := fs.String("gpu-sim-dir", os.TempDir(), "with --gpu-sim: where the simulated PCI tree (sysfs) is written")
+	workerLogDir := fs.String("worker-log-dir", "", "where worker processes write worker-<id>.out and .err (default: the raylet's own output)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -204,6 +205,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.NodeID, cfg.NodeIP, cfg.Port, cfg.GossipPort = *nodeID, *ip, *port, *gossipPort
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
 	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
+	cfg.WorkerLogDir = *workerLogDir
 	if cfg.NodeID == "" {
 		cfg.NodeID = raylet.NewNodeID() // simulated GPU UUIDs derive from it
 	}

@@ -195,7 +195,7 @@ func (s *supervisor) startRaylet(ctx context.Context) error {
 		"--resources", o.resources.resources, "--num-cpus", o.resources.numCPUs, "--num-gpus", o.resources.numGPUs,
 		"--labels", o.resources.labels, "--node-name", o.nodeName,
 		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
-		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String()}
+		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String(), "--worker-log-dir", s.logDir}
 	if o.head {
 		args = append(args, "--head")
 	}

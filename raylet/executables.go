@@ -1,0 +1,214 @@
+package raylet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// downloadTimeout bounds one executable download, so a stalled GCS stream cannot hold
+// every lease that waits for the same executable forever.
+const downloadTimeout = 10 * time.Minute
+
+// executableSource streams executables by SHA-256 (hex). Implementations must be safe
+// for concurrent use; they need not verify the bytes: the cache does.
+type executableSource interface {
+	// fetch writes the executable's bytes to w and returns the size the source announced.
+	// A source that does not hold the executable returns a NotFound status.
+	fetch(ctx context.Context, sha256 string, w io.Writer) (size int64, err error)
+}
+
+// gcsExecutables is the GCS's ExecutableService, over the raylet's GCS connection.
+type gcsExecutables struct {
+	client pb.ExecutableServiceClient
+}
+
+var _ executableSource = gcsExecutables{}
+
+func (g gcsExecutables) fetch(ctx context.Context, sum string, w io.Writer) (int64, error) {
+	stream, err := g.client.DownloadExecutable(ctx, &pb.DownloadExecutableRequest{Sha256: sum})
+	if err != nil {
+		return 0, err
+	}
+	return readChunks(stream, sum, w)
+}
+
+// readChunks copies a download stream to w. The first chunk names the hash and the size;
+// a stream longer than announced is cut off at once rather than filling the disk.
+func readChunks(stream grpc.ServerStreamingClient[pb.ExecutableChunk], sum string, w io.Writer) (int64, error) {
+	size, written := int64(-1), int64(0)
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			if size < 0 {
+				return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent no chunk", sum)
+			}
+			return size, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if size < 0 {
+			if chunk.Sha256 != sum {
+				return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent executable %q", sum, chunk.Sha256)
+			}
+			size = chunk.Size
+		}
+		if written += int64(len(chunk.Data)); written > size {
+			return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent more than the %d bytes it announced", sum, size)
+		}
+		if _, err := w.Write(chunk.Data); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// executableCache keeps executables on local disk as <dir>/<sha256>, downloading each
+// once. Raylets on one machine may share dir: a file appears there only complete and
+// verified, by atomic rename. Safe for concurrent use.
+type executableCache struct {
+	dir    string
+	source executableSource
+	// ctx ends with the raylet: a download outlives the lease request that started it
+	// (others may wait for it), not the raylet.
+	ctx context.Context
+
+	mu       sync.Mutex
+	inflight map[string]*download
+}
+
+// download is one executable being fetched; done closes when err is set.
+type download struct {
+	done chan struct{}
+	err  error
+}
+
+func newExecutableCache(ctx context.Context, dir string, source executableSource) *executableCache {
+	return &executableCache{dir: dir, source: source, ctx: ctx, inflight: map[string]*download{}}
+}
+
+// path returns the local path of the executable, downloading it first if needed.
+// Concurrent calls for one hash share one download.
+func (c *executableCache) path(ctx context.Context, sum string) (string, error) {
+	if err := checkSHA256(sum); err != nil {
+		return "", err
+	}
+	final := filepath.Join(c.dir, sum)
+	if isRegularFile(final) {
+		return final, nil
+	}
+	c.mu.Lock()
+	d := c.inflight[sum]
+	if d == nil {
+		d = &download{done: make(chan struct{})}
+		c.inflight[sum] = d
+		go c.run(sum, d)
+	}
+	c.mu.Unlock()
+	select {
+	case <-d.done:
+		if d.err != nil {
+			return "", d.err
+		}
+		return final, nil
+	case <-ctx.Done():
+		return "", status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+func (c *executableCache) run(sum string, d *download) {
+	d.err = c.download(sum)
+	c.mu.Lock()
+	delete(c.inflight, sum)
+	c.mu.Unlock()
+	close(d.done)
+}
+
+// download fetches one executable into a temporary file beside its final name, checks
+// its size and hash, and renames it into place.
+func (c *executableCache) download(sum string) error {
+	final := filepath.Join(c.dir, sum)
+	if isRegularFile(final) { // another download (or raylet) finished in the meantime
+		return nil
+	}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return status.Errorf(codes.Internal, "executable cache: %v", err)
+	}
+	tmp, err := os.CreateTemp(c.dir, sum+".download-*")
+	if err != nil {
+		return status.Errorf(codes.Internal, "executable cache: %v", err)
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	ctx, cancel := context.WithTimeout(c.ctx, downloadTimeout)
+	defer cancel()
+	hash := sha256.New()
+	count := &byteCounter{}
+	size, err := c.source.fetch(ctx, sum, io.MultiWriter(tmp, hash, count))
+	if closeErr := tmp.Close(); err == nil && closeErr != nil {
+		err = status.Errorf(codes.Internal, "executable cache: %v", closeErr)
+	}
+	if err != nil {
+		return downloadError(sum, err)
+	}
+	if got := hex.EncodeToString(hash.Sum(nil)); count.n != size || got != sum {
+		return status.Errorf(codes.DataLoss, "executable %s: downloaded %d bytes (announced %d) with SHA-256 %s; refused", sum, count.n, size, got)
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return status.Errorf(codes.Internal, "executable cache: %v", err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return status.Errorf(codes.Internal, "executable cache: %v", err)
+	}
+	return nil
+}
+
+// downloadError keeps the GCS's NotFound (the driver must upload first) and turns
+// anything else into Unavailable: a retry may succeed.
+func downloadError(sum string, err error) error {
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.NotFound:
+			return status.Errorf(codes.NotFound, "executable_sha256 %s: the GCS does not hold it (a driver uploads its executable when it connects)", sum)
+		case codes.Internal, codes.DataLoss:
+			return err
+		}
+	}
+	return status.Errorf(codes.Unavailable, "download executable %s from the GCS: %v", sum, err)
+}
+
+// checkSHA256 accepts 64 lowercase hex characters, so a hash is also a safe file name.
+func checkSHA256(sum string) error {
+	if len(sum) != 2*sha256.Size {
+		return status.Errorf(codes.InvalidArgument, "executable_sha256: want %d hex characters (SHA-256), got %q", 2*sha256.Size, sum)
+	}
+	for _, c := range sum {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return status.Errorf(codes.InvalidArgument, "executable_sha256: want lowercase hex, got %q", sum)
+		}
+	}
+	return nil
+}
+
+func isRegularFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
+}
+
+type byteCounter struct{ n int64 }
+
+func (b *byteCounter) Write(p []byte) (int, error) {
+	b.n += int64(len(p))
+	return len(p), nil
+}

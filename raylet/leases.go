@@ -1,0 +1,230 @@
+package raylet
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// workerLease is what one leased worker takes: resources from the node, or from a
+// committed bundle held here. Like the bundle table, it is guarded by the raylet's mutex.
+type workerLease struct {
+	id        string
+	resources placement.ResourceSet
+	// holder is the bundle reservation the lease takes from, bundle its name; holder is
+	// nil for a lease taken from the node.
+	holder *reservation
+	bundle bundleID
+	// gpuIDs are the NVML indices of the GPUs the lease uses; gpuShares[i] is how much of
+	// gpuIDs[i] it takes. A MIG lease names its slice's parent GPU and takes no share:
+	// the slice is the bundle's alone.
+	gpuIDs    []int32
+	gpuShares []placement.Amount
+	// cudaVisibleDevices is the worker's CUDA_VISIBLE_DEVICES: the GPU indices, or the
+	// MIG device UUID of the bundle's slice; empty without GPUs.
+	cudaVisibleDevices string
+}
+
+// bundleIndex is the bundle the lease takes from, -1 for the node.
+func (l *workerLease) bundleIndex() int32 {
+	if l.holder == nil {
+		return -1
+	}
+	return l.bundle.index
+}
+
+// leaseFromNode takes a lease's resources from the node, GPUs as a bundle gets them.
+// Errors: InvalidArgument when the node's totals can never hold the request,
+// ResourceExhausted when it does not fit now.
+func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request placement.ResourceSet) (*workerLease, error) {
+	for _, name := range request.Names() {
+		if placement.IsMIGResource(name) && request[name] > 0 {
+			return nil, status.Errorf(codes.InvalidArgument,
+				"resources[%q]: a MIG slice is leased from a placement-group bundle that holds one (set placement_group_id)", name)
+		}
+	}
+	if !request.IsSubsetOf(t.total) {
+		return nil, status.Errorf(codes.InvalidArgument, "resources: the request asks %s; node %s has only %s in total",
+			request, nodeID, shortfall(request, t.total))
+	}
+	if avail := t.available(); !request.IsSubsetOf(avail) {
+		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s; available now %s",
+			nodeID, request, shortfall(request, avail))
+	}
+	gpus, shares, err := pickGPUs(request[ResourceGPU], t.wholeGPUIDs(), t.gpuFree(nil))
+	if err != nil {
+		// Enough GPU in sum, but spread as fractions over several GPUs.
+		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s GPU: %v", nodeID, request[ResourceGPU], err)
+	}
+	lease := &workerLease{id: leaseID, resources: request, gpuIDs: gpus, gpuShares: shares, cudaVisibleDevices: joinGPUIDs(gpus)}
+	t.nodeLeases[leaseID] = lease
+	return lease, nil
+}
+
+// leaseFromBundle takes a lease's resources from a committed bundle of the group held
+// here: bundle index, or with placement.AnyBundle the first one (by index) with room now.
+// Errors: FailedPrecondition when no such committed bundle is held here (the cheapest
+// check, and the one a caller acts on first), InvalidArgument naming the bundle when the
+// held bundles can never hold the request, ResourceExhausted when the bundle's other
+// leases leave no room now.
+func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, index int32, request placement.ResourceSet) (*workerLease, error) {
+	candidates, err := t.committedBundles(nodeID, placementGroupID, index)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkFitsHeldBundles(placementGroupID, index, request); err != nil {
+		return nil, err
+	}
+	for _, id := range candidates {
+		if lease := t.takeFromBundle(id, t.reserved[id], leaseID, request); lease != nil {
+			return lease, nil
+		}
+	}
+	if index == placement.AnyBundle {
+		return nil, status.Errorf(codes.ResourceExhausted, "placement group %s: no bundle on node %s has room now for %s", placementGroupID, nodeID, request)
+	}
+	return nil, status.Errorf(codes.ResourceExhausted, "placement group %s bundle %d: its other leases leave no room now for %s", placementGroupID, index, request)
+}
+
+// committedBundles lists the bundles a lease may take from, or says why there are none.
+func (t *bundleTable) committedBundles(nodeID, placementGroupID string, index int32) ([]bundleID, error) {
+	if index != placement.AnyBundle {
+		id := bundleID{placementGroupID, index}
+		held := t.reserved[id]
+		if held == nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d is not held on node %s", placementGroupID, index, nodeID)
+		}
+		if !held.committed {
+			return nil, status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d is prepared but not committed on node %s", placementGroupID, index, nodeID)
+		}
+		return []bundleID{id}, nil
+	}
+	var ids []bundleID
+	for _, id := range t.sortedIDs() {
+		if id.placementGroupID == placementGroupID && t.reserved[id].committed {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "placement group %s has no committed bundle on node %s", placementGroupID, nodeID)
+	}
+	return ids, nil
+}
+
+// checkFitsHeldBundles refuses a request that the group's committed bundles held here can
+// never hold. Bundles held elsewhere count as empty: this raylet cannot lease from them.
+func (t *bundleTable) checkFitsHeldBundles(placementGroupID string, index int32, request placement.ResourceSet) error {
+	var held []placement.ResourceSet
+	for id, r := range t.reserved {
+		if id.placementGroupID != placementGroupID || !r.committed || id.index < 0 {
+			continue
+		}
+		for int(id.index) >= len(held) {
+			held = append(held, placement.ResourceSet{})
+		}
+		held[id.index] = r.resources
+	}
+	err := placement.CheckFitsBundle(placementGroupID, held, int(index), request)
+	if err == nil {
+		return nil
+	}
+	var fieldErr *placement.FieldError
+	if errors.As(err, &fieldErr) {
+		fieldErr.Field = "bundle_index" // the name of the field in RequestWorkerLeaseRequest
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// takeFromBundle leases request from what the bundle's other leases leave, or returns nil.
+func (t *bundleTable) takeFromBundle(id bundleID, r *reservation, leaseID string, request placement.ResourceSet) *workerLease {
+	used := placement.ResourceSet{}
+	gpuUsed := map[int32]placement.Amount{}
+	for _, other := range r.leases {
+		used = used.Add(other.resources)
+		for i, share := range other.gpuShares {
+			gpuUsed[other.gpuIDs[i]] += share
+		}
+	}
+	if !request.Add(used).IsSubsetOf(r.resources) {
+		return nil
+	}
+	lease := &workerLease{id: leaseID, resources: request, holder: r, bundle: id}
+	switch {
+	case r.mig != nil:
+		// The bundle holds one slice: a lease that asks for it gets it whole (the fit
+		// check above keeps a second lease off it).
+		if asksMIG(request) {
+			lease.gpuIDs = []int32{int32(r.mig.gpu)}
+			lease.cudaVisibleDevices = r.mig.deviceUUID
+		}
+	default:
+		capacity := gpuShares(r.resources[ResourceGPU])
+		free := make([]placement.Amount, min(len(capacity), len(r.gpuIDs)))
+		for i := range free {
+			free[i] = capacity[i] - gpuUsed[r.gpuIDs[i]]
+		}
+		gpus, shares, err := pickGPUs(request[ResourceGPU], r.gpuIDs[:len(free)], free)
+		if err != nil {
+			return nil
+		}
+		lease.gpuIDs, lease.gpuShares, lease.cudaVisibleDevices = gpus, shares, joinGPUIDs(gpus)
+	}
+	if r.leases == nil {
+		r.leases = map[string]*workerLease{}
+	}
+	r.leases[leaseID] = lease
+	return lease
+}
+
+// releaseLease gives a lease's resources back to the node or its bundle. Releasing twice,
+// or after the bundle itself was released, is harmless.
+func (t *bundleTable) releaseLease(lease *workerLease) {
+	if lease.holder != nil {
+		delete(lease.holder.leases, lease.id)
+		return
+	}
+	delete(t.nodeLeases, lease.id)
+}
+
+// orphaned tells whether the bundle a lease took from is no longer held (cancelled,
+// released, or replaced by a newer generation).
+func (t *bundleTable) orphaned(lease *workerLease) bool {
+	return lease.holder != nil && t.reserved[lease.bundle] != lease.holder
+}
+
+func asksMIG(request placement.ResourceSet) bool {
+	for name, amount := range request {
+		if placement.IsMIGResource(name) && amount > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// joinGPUIDs is CUDA_VISIBLE_DEVICES for whole GPUs: "0,3" (with CUDA_DEVICE_ORDER=
+// PCI_BUS_ID, CUDA numbers GPUs as NVML does).
+func joinGPUIDs(ids []int32) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
+}
+
+// validateLeaseResources converts a lease request's resources; amounts of GPU above one
+// must be whole, as Ray's.
+func validateLeaseResources(resources map[string]float64) (placement.ResourceSet, error) {
+	set, err := placement.ResourceSetFromFloat(resources)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "resources%v", err)
+	}
+	if gpu := set[ResourceGPU]; gpu > placement.AmountScale && gpu%placement.AmountScale != 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "resources[%q]: amounts above 1 must be whole, got %s", ResourceGPU, gpu)
+	}
+	return set, nil
+}

@@ -1,0 +1,107 @@
+package raylet
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/raygo-dev/raygo/placement"
+)
+
+func resourceSet(t *testing.T, amounts map[string]float64) placement.ResourceSet {
+	t.Helper()
+	set, err := placement.ResourceSetFromFloat(amounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// A lease that asks for a MIG bundle's slice gets the slice's device UUID and its parent
+// GPU; the slice goes to one lease at a time.
+func TestMIGBundleLease(t *testing.T) {
+	table := newTable(t, map[string]float64{"CPU": 8})
+	const mig = "nvidia.com/mig-1g.10gb"
+	id := bundleID{"pg", 0}
+	table.reserved[id] = &reservation{
+		generation: 1, committed: true, resources: resourceSet(t, map[string]float64{"CPU": 2, mig: 1}),
+		gpuIDs: []int32{5}, mig: &migHold{gpu: 5, profileID: 19, start: 2, deviceUUID: "MIG-test-uuid"},
+	}
+	lease, err := table.leaseFromBundle("n", "l1", "pg", 0, resourceSet(t, map[string]float64{"CPU": 1, mig: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.cudaVisibleDevices != "MIG-test-uuid" || len(lease.gpuIDs) != 1 || lease.gpuIDs[0] != 5 {
+		t.Fatalf("MIG lease: CUDA_VISIBLE_DEVICES %q, GPUs %v; want the slice's UUID on GPU 5", lease.cudaVisibleDevices, lease.gpuIDs)
+	}
+	_, err = table.leaseFromBundle("n", "l2", "pg", 0, resourceSet(t, map[string]float64{mig: 1}))
+	wantCode(t, err, codes.ResourceExhausted)
+	cpuOnly, err := table.leaseFromBundle("n", "l3", "pg", 0, resourceSet(t, map[string]float64{"CPU": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpuOnly.cudaVisibleDevices != "" || cpuOnly.gpuIDs != nil {
+		t.Fatalf("CPU-only lease of a MIG bundle got %q %v", cpuOnly.cudaVisibleDevices, cpuOnly.gpuIDs)
+	}
+	table.releaseLease(lease)
+	if _, err := table.leaseFromBundle("n", "l4", "pg", 0, resourceSet(t, map[string]float64{mig: 1})); err != nil {
+		t.Fatalf("the slice after its lease was released: %v", err)
+	}
+	_, err = table.leaseFromNode("n", "l5", resourceSet(t, map[string]float64{mig: 1}))
+	wantCode(t, err, codes.InvalidArgument, mig, "placement_group_id")
+}
+
+// Leases inside a bundle with two GPUs and a fraction share them like the node's GPUs:
+// whole GPUs lowest first, fractions best fit.
+func TestBundleLeaseGPUShares(t *testing.T) {
+	table := newTable(t, map[string]float64{"CPU": 8, "GPU": 4})
+	id := bundleID{"pg", 0}
+	table.reserved[id] = &reservation{generation: 1, committed: true, resources: resourceSet(t, map[string]float64{"GPU": 2}), gpuIDs: []int32{1, 3}}
+	take := func(leaseID string, gpu float64) *workerLease {
+		t.Helper()
+		lease, err := table.leaseFromBundle("n", leaseID, "pg", 0, resourceSet(t, map[string]float64{"GPU": gpu}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lease
+	}
+	quarter := take("a", 0.25)
+	whole := take("b", 1)
+	another := take("c", 0.5)
+	if quarter.cudaVisibleDevices != "1" || whole.cudaVisibleDevices != "3" || another.cudaVisibleDevices != "1" {
+		t.Fatalf("GPUs %q %q %q, want 1 (best fit), 3 (the whole free one), 1 (best fit)",
+			quarter.cudaVisibleDevices, whole.cudaVisibleDevices, another.cudaVisibleDevices)
+	}
+	_, err := table.leaseFromBundle("n", "d", "pg", 0, resourceSet(t, map[string]float64{"GPU": 0.5}))
+	wantCode(t, err, codes.ResourceExhausted)
+	// The node's accounting is the bundle's, whatever its leases take.
+	if got := table.available()["GPU"]; got != 2*placement.AmountScale {
+		t.Fatalf("node GPU available %s, want 2", got)
+	}
+	delete(table.reserved, id)
+	if !table.orphaned(quarter) {
+		t.Fatal("a lease of a released bundle is not orphaned")
+	}
+}
+
+func TestWorkerConfigValidation(t *testing.T) {
+	for _, c := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) { c.ExecutableCacheDir = "" }, "raylet config: ExecutableCacheDir must be set"},
+		{func(c *Config) { c.WorkerStartTimeout = 0 }, "raylet config: WorkerStartTimeout must be positive"},
+		{func(c *Config) { c.IdleWorkerTimeout = -time.Second }, "raylet config: IdleWorkerTimeout must be positive"},
+	} {
+		cfg := DefaultConfig()
+		c.change(&cfg)
+		if err := cfg.Validate(); err == nil || err.Error() != c.want {
+			t.Errorf("Validate() = %v, want %q", err, c.want)
+		}
+	}
+	if cfg := DefaultConfig(); !strings.Contains(cfg.ExecutableCacheDir, "raygo-executables-") || cfg.WorkerStartTimeout != time.Minute || cfg.IdleWorkerTimeout != time.Minute {
+		t.Errorf("defaults %q %v %v", cfg.ExecutableCacheDir, cfg.WorkerStartTimeout, cfg.IdleWorkerTimeout)
+	}
+}

@@ -1,0 +1,633 @@
+package raylet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/placement"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// workerState is where a worker is in its life; a killed or exited worker is no longer
+// in the pool at all.
+type workerState int
+
+const (
+	// workerStarting: the process runs but has not called RegisterWorker; it holds the
+	// lease it was started for, which is not handed out yet.
+	workerStarting workerState = iota
+	workerLeased
+	workerIdle
+)
+
+// workerKey is what must match for an idle worker to serve a lease: the environment
+// it was started with, so what a worker reads from its environment (its GPUs, its
+// resources, its bundle) always describes the lease it serves.
+type workerKey struct {
+	jobID, executableSHA256, cudaVisibleDevices string
+	// leaseEnv is the rest of the lease's environment: RAYGO_RESOURCES and the bundle.
+	leaseEnv string
+}
+
+// newWorkerKey is the key of a worker started for req and lease.
+func newWorkerKey(req *pb.RequestWorkerLeaseRequest, lease *workerLease) workerKey {
+	env := lease.resources.String()
+	if lease.holder != nil {
+		env += " " + lease.bundle.String()
+	}
+	return workerKey{jobID: req.JobId, executableSHA256: req.ExecutableSha256, cudaVisibleDevices: lease.cudaVisibleDevices, leaseEnv: env}
+}
+
+// worker is one worker process the raylet started. The fields after the channels are
+// guarded by the raylet's mutex.
+type worker struct {
+	id         string
+	key        workerKey
+	cmd        *exec.Cmd
+	stderrPath string        // "" when stderr goes to the raylet's own
+	registered chan struct{} // closed by RegisterWorker
+	exited     chan struct{} // closed by the death watch once exitDetail is set
+
+	process    *os.Process // nil until the process started
+	address    string      // set by RegisterWorker
+	state      workerState
+	lease      *workerLease // nil when idle
+	actorID    string
+	detached   bool
+	idleSince  time.Time
+	killReason string // set when the raylet killed it on purpose
+	exitDetail string
+}
+
+// workerIDBytes is the size of a worker id, as Ray's WorkerID.
+const workerIDBytes = 28
+
+func newWorkerID() string {
+	b := make([]byte, workerIDBytes)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// stderrTailBytes is how much of a failed worker's stderr an error message quotes.
+const stderrTailBytes = 2048
+
+// validateLeaseRequest checks a lease request, cheapest checks first, and returns its
+// resources.
+func validateLeaseRequest(req *pb.RequestWorkerLeaseRequest) (placement.ResourceSet, error) {
+	if req.JobId == "" {
+		return nil, status.Error(codes.InvalidArgument, "job_id: required")
+	}
+	if err := checkSHA256(req.ExecutableSha256); err != nil {
+		return nil, err
+	}
+	if req.PlacementGroupId != "" && req.BundleIndex < placement.AnyBundle {
+		return nil, status.Errorf(codes.InvalidArgument, "bundle_index: %d; want a bundle index, or -1 for any bundle of the group here", req.BundleIndex)
+	}
+	return validateLeaseResources(req.Resources)
+}
+
+// reserveLease takes the lease's resources, waiting for room when the request queues.
+func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest, request placement.ResourceSet) (*workerLease, error) {
+	leaseID := newWorkerID()
+	for {
+		r.mu.Lock()
+		lease, err := r.reserveLeaseLocked(leaseID, req, request)
+		room := r.roomFreed
+		r.mu.Unlock()
+		if err == nil || status.Code(err) != codes.ResourceExhausted || !req.Queue {
+			return lease, err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(), "waited for room until the call ended: %s", status.Convert(err).Message())
+		case <-r.stop:
+			return nil, status.Errorf(codes.Unavailable, "node %s: the raylet is stopping", r.cfg.NodeID)
+		}
+	}
+}
+
+func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRequest, request placement.ResourceSet) (*workerLease, error) {
+	if r.draining {
+		return nil, status.Errorf(codes.FailedPrecondition, "node %s is draining and takes no new worker leases", r.cfg.NodeID)
+	}
+	var lease *workerLease
+	var err error
+	if req.PlacementGroupId != "" {
+		lease, err = r.bundles.leaseFromBundle(r.cfg.NodeID, leaseID, req.PlacementGroupId, req.BundleIndex, request)
+	} else {
+		lease, err = r.bundles.leaseFromNode(r.cfg.NodeID, leaseID, request)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.resourcesVersion++
+	return lease, nil
+}
+
+// releaseLease gives back a lease no worker holds yet.
+func (r *Raylet) releaseLease(lease *workerLease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.bundles.releaseLease(lease)
+	r.resourcesChangedLocked()
+}
+
+// resourcesChangedLocked bumps the report version and wakes the lease requests that
+// wait for room. Callers hold mu.
+func (r *Raylet) resourcesChangedLocked() {
+	r.resourcesVersion++
+	close(r.roomFreed)
+	r.roomFreed = make(chan struct{})
+}
+
+// leaseWorker hands the lease to an idle worker with the same environment, or starts
+// one and waits until it registers. On failure the lease is released.
+func (r *Raylet) leaseWorker(ctx context.Context, req *pb.RequestWorkerLeaseRequest, lease *workerLease) (*worker, error) {
+	key := newWorkerKey(req, lease)
+	r.mu.Lock()
+	if err := r.checkNotOrphanedLocked(lease); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	if w := r.idleWorkerLocked(key); w != nil {
+		w.state, w.lease, w.actorID, w.detached = workerLeased, lease, req.ActorId, req.Detached
+		r.mu.Unlock()
+		return w, nil
+	}
+	r.mu.Unlock()
+	path, err := r.executables.path(ctx, req.ExecutableSha256)
+	if err != nil {
+		r.releaseLease(lease)
+		return nil, err
+	}
+	w, err := r.startWorker(path, key, req, lease)
+	if err != nil {
+		return nil, err
+	}
+	return r.awaitRegistration(ctx, w)
+}
+
+// checkNotOrphanedLocked refuses a lease whose bundle was released while the request
+// was waiting, and releases it.
+func (r *Raylet) checkNotOrphanedLocked(lease *workerLease) error {
+	if !r.bundles.orphaned(lease) {
+		return nil
+	}
+	r.bundles.releaseLease(lease)
+	r.resourcesChangedLocked()
+	return status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d was released while the lease was being granted",
+		lease.bundle.placementGroupID, lease.bundle.index)
+}
+
+// idleWorkerLocked picks the idle worker of that key that went idle last: the others
+// then reach IdleWorkerTimeout and the pool shrinks to what the load needs.
+func (r *Raylet) idleWorkerLocked(key workerKey) *worker {
+	var best *worker
+	for _, w := range r.workers {
+		if w.state == workerIdle && w.key == key && (best == nil || w.idleSince.After(best.idleSince)) {
+			best = w
+		}
+	}
+	return best
+}
+
+// startWorker starts the executable as a new worker holding lease. The worker joins the
+// pool before its process starts, so a fast RegisterWorker always finds it; from then on
+// the worker owns the lease, and killing it releases the lease.
+func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLeaseRequest, lease *workerLease) (*worker, error) {
+	w := &worker{
+		id: newWorkerID(), key: key, registered: make(chan struct{}), exited: make(chan struct{}),
+		state: workerStarting, lease: lease, actorID: req.ActorId, detached: req.Detached,
+	}
+	w.cmd = exec.Command(path)
+	w.cmd.Env = r.workerEnv(w.id, req.JobId, lease)
+	// Workers die with their raylet, as Ray's. (Pdeathsig follows the thread that
+	// started the child; the Go runtime does not end threads of goroutines that never
+	// locked them.)
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	closeLogs, err := r.attachWorkerLogs(w)
+	if err != nil {
+		r.releaseLease(lease)
+		return nil, err
+	}
+	defer closeLogs()
+
+	r.mu.Lock()
+	// The bundle may have gone while the executable downloaded; the kill of its
+	// workers could not see this one yet.
+	if err := r.checkNotOrphanedLocked(lease); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.workers[w.id] = w
+	r.mu.Unlock()
+	if err := w.cmd.Start(); err != nil {
+		r.mu.Lock()
+		delete(r.workers, w.id)
+		r.bundles.releaseLease(lease)
+		r.resourcesChangedLocked()
+		r.mu.Unlock()
+		return nil, status.Errorf(codes.Internal, "start worker %s (%s): %v", w.id, path, err)
+	}
+	r.mu.Lock()
+	w.process = w.cmd.Process
+	if w.killReason != "" { // killed while starting (job ended, bundle released)
+		_ = w.process.Kill()
+	}
+	r.mu.Unlock()
+	go r.watchWorker(w)
+	r.log.Info().Str("worker_id", w.id).Int("pid", w.process.Pid).Str("job_id", req.JobId).Str("actor_id", req.ActorId).
+		Str("cuda_visible_devices", lease.cudaVisibleDevices).Msg("worker started")
+	return w, nil
+}
+
+// workerEnv is the raylet's environment without its RAYGO_* and CUDA_* variables, plus
+// the worker contract of protos/worker.proto.
+func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "RAYGO_") || strings.HasPrefix(kv, "CUDA_")
+	})
+	resources, _ := json.Marshal(lease.resources.ToFloat()) // a map of floats always marshals
+	env = append(env,
+		"RAYGO_WORKER_ID="+workerID,
+		"RAYGO_NODE_ID="+r.cfg.NodeID,
+		"RAYGO_JOB_ID="+jobID,
+		"RAYGO_RAYLET_ADDRESS="+r.Address(),
+		"RAYGO_GCS_ADDRESS="+r.cfg.GCSAddress,
+		"RAYGO_NODE_IP="+r.cfg.NodeIP,
+		"RAYGO_RESOURCES="+string(resources),
+	)
+	if lease.holder != nil {
+		env = append(env,
+			"RAYGO_PLACEMENT_GROUP_ID="+lease.bundle.placementGroupID,
+			"RAYGO_BUNDLE_INDEX="+strconv.Itoa(int(lease.bundle.index)))
+	}
+	return append(env, "CUDA_VISIBLE_DEVICES="+lease.cudaVisibleDevices, "CUDA_DEVICE_ORDER=PCI_BUS_ID")
+}
+
+// attachWorkerLogs points the worker's stdout and stderr at its log files in
+// WorkerLogDir, or at the raylet's own. The returned func closes the raylet's copies
+// once the child has them.
+func (r *Raylet) attachWorkerLogs(w *worker) (func(), error) {
+	if r.cfg.WorkerLogDir == "" {
+		w.cmd.Stdout, w.cmd.Stderr = os.Stdout, os.Stderr
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(r.cfg.WorkerLogDir, 0o755); err != nil {
+		return nil, status.Errorf(codes.Internal, "worker log directory: %v", err)
+	}
+	open := func(suffix string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(r.cfg.WorkerLogDir, "worker-"+w.id+suffix), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	}
+	stdout, err := open(".out")
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "worker %s log: %v", w.id, err)
+	}
+	stderr, err := open(".err")
+	if err != nil {
+		_ = stdout.Close()
+		return nil, status.Errorf(codes.Internal, "worker %s log: %v", w.id, err)
+	}
+	w.cmd.Stdout, w.cmd.Stderr, w.stderrPath = stdout, stderr, stderr.Name()
+	return func() { _ = stdout.Close(); _ = stderr.Close() }, nil
+}
+
+// awaitRegistration waits for the worker's RegisterWorker and hands it the lease it was
+// started for. A worker that exits, does not register within WorkerStartTimeout, or
+// outlives the request that started it fails the lease (and is killed).
+func (r *Raylet) awaitRegistration(ctx context.Context, w *worker) (*worker, error) {
+	timer := time.NewTimer(r.cfg.WorkerStartTimeout)
+	defer timer.Stop()
+	select {
+	case <-w.registered:
+		r.mu.Lock()
+		alive := r.workers[w.id] == w
+		if alive {
+			w.state = workerLeased
+		}
+		r.mu.Unlock()
+		if alive {
+			return w, nil
+		}
+		<-w.exited
+		return nil, r.exitedBeforeLease(w)
+	case <-w.exited:
+		return nil, r.exitedBeforeLease(w)
+	case <-timer.C:
+		r.killWorker(w, "did not register in time")
+		return nil, status.Errorf(codes.Unavailable, "worker %s did not call RegisterWorker within %s; killed it%s",
+			w.id, r.cfg.WorkerStartTimeout, stderrTail(w.stderrPath))
+	case <-ctx.Done():
+		r.killWorker(w, "the lease request ended before the worker registered")
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// exitedBeforeLease is the error for a worker gone before its lease was handed out:
+// killed on purpose (Aborted), or crashed, most likely a bad executable (Internal).
+func (r *Raylet) exitedBeforeLease(w *worker) error {
+	if strings.HasPrefix(w.exitDetail, "killed: ") {
+		return status.Errorf(codes.Aborted, "worker %s was %s before its lease was granted", w.id, w.exitDetail)
+	}
+	return status.Errorf(codes.Internal, "worker %s exited before registering: %s%s", w.id, w.exitDetail, stderrTail(w.stderrPath))
+}
+
+// stderrTail quotes the end of a worker's stderr file for an error message.
+func stderrTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > stderrTailBytes {
+		_, _ = f.Seek(-stderrTailBytes, io.SeekEnd)
+	}
+	tail, _ := io.ReadAll(f)
+	if text := strings.TrimSpace(string(tail)); text != "" {
+		return "; stderr: " + text
+	}
+	return ""
+}
+
+func (r *Raylet) killWorker(w *worker, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.killWorkerLocked(w, reason)
+}
+
+// killWorkerLocked SIGKILLs a worker, releases its lease at once and drops it from the
+// pool; its death watch then reports the exit as intentional ("killed: reason"). The
+// state is left as it was, so the watch knows whether a lease holder died.
+func (r *Raylet) killWorkerLocked(w *worker, reason string) {
+	if w.killReason == "" {
+		w.killReason = reason
+	}
+	r.releaseWorkerLeaseLocked(w)
+	if r.workers[w.id] == w {
+		delete(r.workers, w.id)
+	}
+	if w.process != nil {
+		_ = w.process.Kill()
+	}
+}
+
+func (r *Raylet) releaseWorkerLeaseLocked(w *worker) {
+	if w.lease == nil {
+		return
+	}
+	r.bundles.releaseLease(w.lease)
+	w.lease = nil
+	r.resourcesChangedLocked()
+}
+
+// watchWorker waits for the worker process to exit, for whatever reason, then releases
+// its lease, drops it from the pool and, if a lease holder died, tells the GCS (which
+// restarts or buries the actor it ran).
+func (r *Raylet) watchWorker(w *worker) {
+	err := w.cmd.Wait()
+	detail := fmt.Sprint(err)
+	if w.cmd.ProcessState != nil {
+		detail = w.cmd.ProcessState.String() // "exit status 2", "signal: killed"
+	}
+	r.mu.Lock()
+	intentional := w.killReason != ""
+	if intentional {
+		detail = "killed: " + w.killReason
+	}
+	leased := w.state == workerLeased
+	r.releaseWorkerLeaseLocked(w)
+	if r.workers[w.id] == w {
+		delete(r.workers, w.id)
+	}
+	w.exitDetail = detail
+	actorID := w.actorID
+	r.mu.Unlock()
+	close(w.exited)
+
+	r.log.Info().Str("worker_id", w.id).Int("pid", w.process.Pid).Str("job_id", w.key.jobID).Str("actor_id", actorID).
+		Str("exit_detail", detail).Bool("intentional", intentional).Msg("worker exited")
+	if leased {
+		r.reportWorkerFailure(&pb.ReportWorkerFailureRequest{
+			NodeId: r.cfg.NodeID, WorkerId: w.id, ActorId: actorID, ExitDetail: detail, Intentional: intentional,
+		})
+	}
+}
+
+// reportWorkerFailure tells the GCS, best effort: a GCS that misses it learns of the
+// actor's death when the node dies or the owner notices.
+func (r *Raylet) reportWorkerFailure(req *pb.ReportWorkerFailureRequest) {
+	select {
+	case <-r.stop: // the GCS learns of the whole node's end instead
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := r.actors.ReportWorkerFailure(ctx, req); err != nil {
+		r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("could not report a worker failure to the GCS")
+	}
+}
+
+// idleWorkerLoop kills workers idle for IdleWorkerTimeout, checking a few times per
+// timeout (at most every 5 s, at least every 10 ms), until Stop.
+func (r *Raylet) idleWorkerLoop() {
+	every := min(max(r.cfg.IdleWorkerTimeout/4, 10*time.Millisecond), 5*time.Second)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-ticker.C:
+			r.mu.Lock()
+			for _, w := range r.workers {
+				if w.state == workerIdle && now.Sub(w.idleSince) >= r.cfg.IdleWorkerTimeout {
+					r.killWorkerLocked(w, "idle for "+r.cfg.IdleWorkerTimeout.String())
+				}
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// killOrphanedWorkersLocked kills the workers leased from bundles no longer held. Bundle
+// changes call it under mu, so no lease outlives its bundle.
+func (r *Raylet) killOrphanedWorkersLocked(reason string) {
+	for _, w := range r.workers {
+		if w.lease != nil && r.bundles.orphaned(w.lease) {
+			r.killWorkerLocked(w, reason)
+		}
+	}
+}
+
+// stopWorkers kills every worker and waits (bounded) for them to exit.
+func (r *Raylet) stopWorkers() {
+	r.mu.Lock()
+	var exits []chan struct{}
+	for _, w := range r.workers {
+		r.killWorkerLocked(w, "raylet stopped")
+		if w.process != nil { // a worker still starting is killed once it started
+			exits = append(exits, w.exited)
+		}
+	}
+	r.mu.Unlock()
+	deadline := time.After(5 * time.Second)
+	for _, exited := range exits {
+		select {
+		case <-exited:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// describeWorkerLocked is a worker as WorkerInfo.
+func (r *Raylet) describeWorkerLocked(w *worker) *pb.WorkerInfo {
+	info := &pb.WorkerInfo{
+		WorkerId: w.id, Address: w.address, NodeId: r.cfg.NodeID, JobId: w.key.jobID, ExecutableSha256: w.key.executableSHA256,
+		Leased: w.state == workerLeased, BundleIndex: -1, CudaVisibleDevices: w.key.cudaVisibleDevices,
+	}
+	if w.process != nil {
+		info.Pid = int64(w.process.Pid)
+	}
+	if l := w.lease; l != nil {
+		info.ActorId = w.actorID
+		info.Resources = l.resources.ToFloat()
+		info.BundleIndex = l.bundleIndex()
+		info.GpuIds = l.gpuIDs
+		if l.holder != nil {
+			info.PlacementGroupId = l.bundle.placementGroupID
+		}
+	}
+	return info
+}
+
+func (s *nodeManagerService) RequestWorkerLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*pb.RequestWorkerLeaseReply, error) {
+	r := s.raylet
+	request, err := validateLeaseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := r.reserveLease(ctx, req, request)
+	if err != nil {
+		return nil, err
+	}
+	w, err := r.leaseWorker(ctx, req, lease)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &pb.RequestWorkerLeaseReply{Worker: r.describeWorkerLocked(w), Resources: r.resourceReportLocked()}, nil
+}
+
+func (s *nodeManagerService) ReturnWorker(ctx context.Context, req *pb.ReturnWorkerRequest) (*pb.ReturnWorkerReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[req.WorkerId]; w != nil && (w.state == workerLeased || w.state == workerIdle && req.Disconnect) {
+		r.returnWorkerLocked(w, req.Disconnect)
+	}
+	return &pb.ReturnWorkerReply{Resources: r.resourceReportLocked()}, nil
+}
+
+// returnWorkerLocked ends a worker's lease. The worker goes idle for reuse unless the
+// caller disconnects it or it ran an actor (an actor's worker is never reused). Its end
+// is no failure: the caller returned it, so nothing is reported to the GCS.
+func (r *Raylet) returnWorkerLocked(w *worker, disconnect bool) {
+	wasActor := w.actorID != ""
+	r.releaseWorkerLeaseLocked(w)
+	w.state, w.actorID, w.detached, w.idleSince = workerIdle, "", false, time.Now()
+	switch {
+	case disconnect:
+		r.killWorkerLocked(w, "returned with disconnect")
+	case wasActor:
+		r.killWorkerLocked(w, "actor worker returned")
+	}
+}
+
+func (s *nodeManagerService) KillWorker(ctx context.Context, req *pb.KillWorkerRequest) (*pb.KillWorkerReply, error) {
+	r := s.raylet
+	reason := req.Reason
+	if reason == "" {
+		reason = "KillWorker"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[req.WorkerId]; w != nil {
+		r.killWorkerLocked(w, reason)
+	}
+	return &pb.KillWorkerReply{Resources: r.resourceReportLocked()}, nil
+}
+
+func (s *nodeManagerService) KillJobWorkers(ctx context.Context, req *pb.KillJobWorkersRequest) (*pb.KillJobWorkersReply, error) {
+	r := s.raylet
+	if req.JobId == "" {
+		return nil, status.Error(codes.InvalidArgument, "job_id: required")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	killed := int32(0)
+	for _, w := range r.workers {
+		if w.key.jobID == req.JobId && !w.detached {
+			r.killWorkerLocked(w, "job "+req.JobId+" finished")
+			killed++
+		}
+	}
+	return &pb.KillJobWorkersReply{Killed: killed}, nil
+}
+
+func (s *nodeManagerService) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequest) (*pb.RegisterWorkerReply, error) {
+	r := s.raylet
+	if req.Address == "" {
+		return nil, status.Error(codes.InvalidArgument, "address: required")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[req.WorkerId]
+	if w == nil {
+		return nil, status.Errorf(codes.NotFound, "worker %s: not a live worker of node %s", req.WorkerId, r.cfg.NodeID)
+	}
+	switch w.address {
+	case "":
+		w.address = req.Address
+		close(w.registered)
+	case req.Address: // a retried registration
+	default:
+		return nil, status.Errorf(codes.FailedPrecondition, "worker %s registered already with address %s", req.WorkerId, w.address)
+	}
+	return &pb.RegisterWorkerReply{}, nil
+}
+
+func (s *nodeManagerService) GetWorkers(ctx context.Context, _ *pb.GetWorkersRequest) (*pb.GetWorkersReply, error) {
+	r := s.raylet
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reply := &pb.GetWorkersReply{}
+	for _, w := range r.workers {
+		if w.state != workerStarting {
+			reply.Workers = append(reply.Workers, r.describeWorkerLocked(w))
+		}
+	}
+	slices.SortFunc(reply.Workers, func(a, b *pb.WorkerInfo) int { return strings.Compare(a.WorkerId, b.WorkerId) })
+	return reply, nil
+}
