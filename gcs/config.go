@@ -31,6 +31,15 @@ type Config struct {
 	// JobLeaseTimeout is how long a driver may go without renewing its job lease before
 	// the job is dead. Default 30 s.
 	JobLeaseTimeout time.Duration
+	// MaxExecutableBytes is the largest worker executable UploadExecutable accepts, in
+	// bytes. Default 1 GiB.
+	MaxExecutableBytes int64
+	// DeadActorRetention is how long a DEAD actor stays listed after its death (Ray keeps
+	// dead actors for its state API). Default 1 h.
+	DeadActorRetention time.Duration
+	// MaxDeadActors is how many DEAD actors stay listed at most; the oldest deaths are
+	// forgotten first. Default 1000.
+	MaxDeadActors int
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
 	// TestHookAfterPrepare, when set, runs after a group is persisted PREPARED and before
@@ -45,13 +54,16 @@ type Config struct {
 // Store must still be set.
 func DefaultConfig() Config {
 	return Config{
-		NodeIP:          "127.0.0.1",
-		Port:            DefaultPort,
-		ReconnectGrace:  30 * time.Second,
-		JobLeaseTimeout: 30 * time.Second,
-		Membership:      membership.DefaultConfig(),
-		Now:             time.Now,
-		Logger:          zerolog.Nop(),
+		NodeIP:             "127.0.0.1",
+		Port:               DefaultPort,
+		ReconnectGrace:     30 * time.Second,
+		JobLeaseTimeout:    30 * time.Second,
+		MaxExecutableBytes: 1 << 30,
+		DeadActorRetention: time.Hour,
+		MaxDeadActors:      1000,
+		Membership:         membership.DefaultConfig(),
+		Now:                time.Now,
+		Logger:             zerolog.Nop(),
 	}
 }
 
@@ -74,6 +86,15 @@ func (c Config) Validate() error {
 	}
 	if c.JobLeaseTimeout <= 0 {
 		return fmt.Errorf("gcs config: JobLeaseTimeout %s must be positive", c.JobLeaseTimeout)
+	}
+	if c.MaxExecutableBytes <= 0 {
+		return fmt.Errorf("gcs config: MaxExecutableBytes %d must be positive", c.MaxExecutableBytes)
+	}
+	if c.DeadActorRetention <= 0 {
+		return fmt.Errorf("gcs config: DeadActorRetention %s must be positive", c.DeadActorRetention)
+	}
+	if c.MaxDeadActors < 0 {
+		return fmt.Errorf("gcs config: MaxDeadActors %d must not be negative", c.MaxDeadActors)
 	}
 	if c.Now == nil {
 		return errors.New("gcs config: Now is required")

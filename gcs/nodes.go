@@ -155,6 +155,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	m.mu.Unlock()
 	m.server.log.Warn().Str("node_id", nodeID).Str("reason", reason).Msg("node marked DEAD")
 	m.server.pgs.onNodeDead(nodeID)
+	m.server.actors.onNodeDead(nodeID)
 	if err := m.persist(context.Background(), row); err != nil {
 		m.server.log.Error().Err(err).Str("node_id", nodeID).Msg("could not persist node death")
 	}
@@ -221,7 +222,9 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	m.server.log.Info().Str("node_id", node.NodeId).Str("raylet_address", node.RayletAddress).
 		Str("node_name", node.NodeName).Bool("is_head_node", node.IsHeadNode).Msg("node registered")
 	go m.server.pgs.onNodeConnected(row)
+	go m.server.actors.onNodeConnected(row)
 	m.server.pgs.retryAllNow()
+	m.server.actors.retryAllNow()
 	seeds := append([]string{m.server.gossip.Address()}, m.gossipSeeds()...)
 	return &pb.RegisterNodeReply{GcsEpoch: m.server.epoch, GossipSeeds: seeds}, nil
 }
@@ -249,6 +252,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	if reconnected != nil {
 		m.server.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
 		go m.server.pgs.onNodeConnected(reconnected)
+		go m.server.actors.onNodeConnected(reconnected)
 	}
 	return &pb.ReportHeartbeatReply{GcsEpoch: m.server.epoch, GcsGossipAddress: m.server.gossip.Address()}, nil
 }
@@ -384,6 +388,9 @@ func (m *nodeManager) rayletAddress(nodeID string) string {
 func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.ResourceReport) {
 	if report.Version < m.resourceVersions[node.NodeId] {
 		return
+	}
+	if report.Version > m.resourceVersions[node.NodeId] && m.server.actors != nil {
+		m.server.actors.retryAllNow() // lock-free: pending actors may fit now
 	}
 	m.resourceVersions[node.NodeId] = report.Version
 	node.ResourcesAvailable = report.ResourcesAvailable

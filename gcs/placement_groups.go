@@ -446,8 +446,21 @@ func (m *pgManager) remove(id string) {
 	e.notify()
 	m.mu.Unlock()
 	m.server.log.Info().Str("pg_id", id).Msg("placement group removed")
+	// Its actors die first, so the raylet's reports of the workers that the cancel kills
+	// are ignored.
+	m.server.actors.onPlacementGroupRemoved(id)
 	m.cancelAll(byNode)
 	m.retryAllNow()
+}
+
+// info returns a copy of a group's row, or nil for an unknown group.
+func (m *pgManager) info(id string) *pb.PlacementGroupInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.groups[id]; e != nil {
+		return proto.Clone(e.info).(*pb.PlacementGroupInfo)
+	}
+	return nil
 }
 
 // GetPlacementGroup implements pb.PlacementGroupServiceServer.
@@ -965,6 +978,9 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) {
 	e.info.PendingReason, e.info.NodeRejections = "", nil
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
+	if e.info.State == pb.PlacementGroupState_CREATED {
+		m.server.actors.retryAllNow() // actors waiting for its bundles
+	}
 }
 
 // requeuePlan undoes a plan whose prepare or commit failed (or whose group was removed

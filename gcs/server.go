@@ -39,6 +39,9 @@ type Server struct {
 	jobs  *jobManager
 	kv    *kvService
 	pgs   *pgManager
+	// actors and executables: the actor manager and the worker executables it starts.
+	actors      *actorManager
+	executables *executableService
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -70,7 +73,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.jobs = newJobManager(s)
 	s.kv = &kvService{store: cfg.Store}
 	s.pgs = newPGManager(s)
-	s.jobs.onJobDead = append(s.jobs.onJobDead, s.pgs.onJobDead)
+	s.executables = &executableService{store: cfg.Store, maxBytes: cfg.MaxExecutableBytes}
+	s.actors = newActorManager(s)
+	// Actors first: a finished job's actors die as "the job that owns it finished",
+	// not as members of the groups removed with it.
+	s.jobs.onJobDead = append(s.jobs.onJobDead, s.actors.onJobDead, s.pgs.onJobDead)
 	reloaded, err := s.nodes.load(ctx)
 	if err != nil {
 		return nil, err
@@ -80,6 +87,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	preparedGroups, err := s.pgs.load(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.actors.load(ctx); err != nil {
 		return nil, err
 	}
 
@@ -104,6 +114,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
 	pb.RegisterPlacementGroupServiceServer(s.grpc, s.pgs)
+	pb.RegisterActorInfoServiceServer(s.grpc, s.actors)
+	pb.RegisterExecutableServiceServer(s.grpc, s.executables)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -113,6 +125,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	go s.jobs.reapLoop(s.stopped)
 	go s.pgs.recoverPrepared(preparedGroups)
 	go s.pgs.loop(s.stopped)
+	go s.actors.loop(s.stopped)
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil
@@ -172,6 +185,9 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeAll() {
+	if s.actors != nil {
+		s.actors.close()
+	}
 	if s.nodes != nil {
 		s.nodes.close()
 	}

@@ -220,11 +220,14 @@ func TestRegisterValidatesAndDeadNodesCannotReturn(t *testing.T) {
 
 func TestConfigValidateNamesTheField(t *testing.T) {
 	cases := map[string]func(*Config){
-		"NodeIP":          func(c *Config) { c.NodeIP = "localhost:1" },
-		"Port":            func(c *Config) { c.Port = 70000 },
-		"Store":           func(c *Config) { c.Store = nil },
-		"ReconnectGrace":  func(c *Config) { c.ReconnectGrace = 0 },
-		"JobLeaseTimeout": func(c *Config) { c.JobLeaseTimeout = -time.Second },
+		"NodeIP":             func(c *Config) { c.NodeIP = "localhost:1" },
+		"Port":               func(c *Config) { c.Port = 70000 },
+		"Store":              func(c *Config) { c.Store = nil },
+		"ReconnectGrace":     func(c *Config) { c.ReconnectGrace = 0 },
+		"JobLeaseTimeout":    func(c *Config) { c.JobLeaseTimeout = -time.Second },
+		"MaxExecutableBytes": func(c *Config) { c.MaxExecutableBytes = 0 },
+		"DeadActorRetention": func(c *Config) { c.DeadActorRetention = 0 },
+		"MaxDeadActors":      func(c *Config) { c.MaxDeadActors = -1 },
 	}
 	for field, mutate := range cases {
 		cfg := DefaultConfig()

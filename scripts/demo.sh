@@ -2,7 +2,8 @@
 # make demo: a local cluster on the embedded in-memory store — a head and three raylets
 # with simulated GPU servers on this machine — its status and node list, a
 # placement-group walk-through (one group per strategy, GPU groups with their GPUs, where
-# the bundles went) from Go and from Python (.venv/, `make venv`), then a clean stop.
+# the bundles went) from Go and from Python (.venv/, `make venv`), Go actors and tasks
+# inside placement groups, then a clean stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 raygo=bin/raygo
@@ -42,11 +43,20 @@ go run ./examples/go/placement-groups
 step "python examples/python/placement_groups.py (the same from Python, with Ray's API)"
 .venv/bin/python examples/python/placement_groups.py
 
+step "go run ./examples/go/actors -gpus 1 (a counter actor in a STRICT_PACK group of GPU bundles)"
+go run ./examples/go/actors -gpus 1
+
+step "go run ./examples/go/tasks (a fan-out of tasks over a SPREAD group)"
+go run ./examples/go/tasks
+
 step "raygo list placement-groups"
 "$raygo" list placement-groups
+
+step "raygo list actors (the walk-through's actors, DEAD once their group was removed)"
+"$raygo" list actors
 
 step "raygo stop"
 "$raygo" stop
 trap - EXIT
 echo
-echo "Demo finished: a head and three raylets started, placement groups of every strategy reserved and removed, the cluster stopped."
+echo "Demo finished: a head and three raylets started, placement groups of every strategy reserved and removed, actors and tasks run inside them, the cluster stopped."

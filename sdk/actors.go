@@ -306,6 +306,13 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 		if current.Actor.State == pb.ActorState_ACTOR_DEAD {
 			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, current.Actor.DeathCause)
 		}
+		if current.Actor.State == pb.ActorState_ACTOR_ALIVE && current.Actor.NumRestarts > restarts {
+			// A newer incarnation is already ALIVE: the worker we sent to was replaced
+			// before the call reached it (a restart takes a new process and a
+			// constructor run, far longer than a failed send), so the call never ran
+			// there. Send it to the new one without using a retry.
+			continue
+		}
 		call.retries++
 		if limit := current.Actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
 			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call (max_task_retries=%d): %s",

@@ -290,11 +290,16 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 			}
 			return
 		case status.Code(err) == codes.ResourceExhausted && !waitForRoom:
-			// The workers already leased for this key will run what waits.
+			// The workers already leased for this key will run what waits — unless
+			// they all ended meanwhile; then ask again, waiting for room.
 			s.mu.Lock()
-			q.requesting--
+			if q.leases > 0 {
+				q.requesting--
+				s.mu.Unlock()
+				return
+			}
 			s.mu.Unlock()
-			return
+			continue
 		}
 		select {
 		case <-s.ctx.Done():

@@ -16,6 +16,7 @@ type gcsClient struct {
 	conn    *grpc.ClientConn
 	nodes   pb.NodeInfoServiceClient
 	pgs     pb.PlacementGroupServiceClient
+	actors  pb.ActorInfoServiceClient
 }
 
 func dialGCS(addressFlag string) (*gcsClient, error) {
@@ -27,7 +28,8 @@ func dialGCS(addressFlag string) (*gcsClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &gcsClient{address: addr, conn: conn, nodes: pb.NewNodeInfoServiceClient(conn), pgs: pb.NewPlacementGroupServiceClient(conn)}
+	c := &gcsClient{address: addr, conn: conn, nodes: pb.NewNodeInfoServiceClient(conn), pgs: pb.NewPlacementGroupServiceClient(conn),
+		actors: pb.NewActorInfoServiceClient(conn)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{}); err != nil {

@@ -30,7 +30,7 @@ func commands() []command {
 		{name: "start", summary: "Start a head node (--head) or a node that joins a cluster (--address).", run: runStart},
 		{name: "stop", summary: "Stop every raygo node that `raygo start` left running on this machine.", run: runStop},
 		{name: "status", summary: "Print a summary of the cluster: nodes alive and dead, resources used and total.", run: runStatus},
-		{name: "list", summary: "List cluster state: `raygo list nodes`.", run: runList},
+		{name: "list", summary: "List cluster state: `raygo list nodes|placement-groups|actors`.", run: runList},
 		{name: "drain", summary: "Mark a node DRAINING: it takes no new work and keeps what it runs.", run: runDrain},
 		{name: "gcs-server", summary: "Run the GCS in the foreground (started by `raygo start --head`).", run: runGCSServer, hidden: true},
 		{name: "raylet", summary: "Run a raylet in the foreground (started by `raygo start`).", run: runRaylet, hidden: true},

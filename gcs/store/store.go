@@ -18,6 +18,10 @@ const (
 	TableKV              = "kv"
 	TableMeta            = "meta"
 	TablePlacementGroups = "placement_groups"
+	TableActors          = "actors"
+	// TableExecutables holds worker executables: a manifest under "<sha256>" and the
+	// bytes under "<sha256>/<chunk index, zero-padded>", written in one Apply.
+	TableExecutables = "executables"
 )
 
 // ErrClosed is returned by every call after Close.

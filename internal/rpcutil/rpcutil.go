@@ -5,6 +5,7 @@ package rpcutil
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -32,11 +33,14 @@ const (
 )
 
 // ServerOptions returns the options every raygo gRPC server uses: the version check
-// for the given server version (normally ProtocolVersion) and any extra interceptors,
-// which run after it.
+// for the given server version (normally ProtocolVersion) on unary and streaming calls,
+// and any extra unary interceptors, which run after it.
 func ServerOptions(serverVersion uint32, extra ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion)}, extra...)
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(chain...),
+		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion)),
+	}
 }
 
 func versionServerInterceptor(serverVersion uint32) grpc.UnaryServerInterceptor {
@@ -44,20 +48,45 @@ func versionServerInterceptor(serverVersion uint32) grpc.UnaryServerInterceptor 
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(ctx, req)
 		}
-		_ = grpc.SetHeader(ctx, metadata.Pairs(metadataProtocolVersion, strconv.FormatUint(uint64(serverVersion), 10)))
-		md, _ := metadata.FromIncomingContext(ctx)
-		values := md.Get(metadataProtocolVersion)
-		if len(values) == 0 {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"protocol version missing: this server speaks raygo protocol %d and needs the %q header", serverVersion, metadataProtocolVersion)
-		}
-		clientVersion, err := strconv.ParseUint(values[0], 10, 32)
-		if err != nil || uint32(clientVersion) != serverVersion {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"protocol version mismatch: client speaks raygo protocol %s, server speaks %d", values[0], serverVersion)
+		_ = grpc.SetHeader(ctx, versionHeader(serverVersion))
+		if err := checkClientVersion(ctx, serverVersion); err != nil {
+			return nil, err
 		}
 		return handler(ctx, req)
 	}
+}
+
+func versionStreamServerInterceptor(serverVersion uint32) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
+			return handler(srv, ss)
+		}
+		_ = ss.SetHeader(versionHeader(serverVersion))
+		if err := checkClientVersion(ss.Context(), serverVersion); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+func versionHeader(version uint32) metadata.MD {
+	return metadata.Pairs(metadataProtocolVersion, strconv.FormatUint(uint64(version), 10))
+}
+
+// checkClientVersion refuses a request whose protocol version is missing or differs.
+func checkClientVersion(ctx context.Context, serverVersion uint32) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get(metadataProtocolVersion)
+	if len(values) == 0 {
+		return status.Errorf(codes.FailedPrecondition,
+			"protocol version missing: this server speaks raygo protocol %d and needs the %q header", serverVersion, metadataProtocolVersion)
+	}
+	clientVersion, err := strconv.ParseUint(values[0], 10, 32)
+	if err != nil || uint32(clientVersion) != serverVersion {
+		return status.Errorf(codes.FailedPrecondition,
+			"protocol version mismatch: client speaks raygo protocol %s, server speaks %d", values[0], serverVersion)
+	}
+	return nil
 }
 
 // DialOptions configure Dial.
@@ -69,9 +98,10 @@ type DialOptions struct {
 	Epoch func() int64
 }
 
-// Dial opens a lazy client connection to a raygo server at addr (host:port). Every call
-// carries the protocol version, and a reply from a server of another version fails with
-// an error naming both versions and the address.
+// Dial opens a lazy client connection to a raygo server at addr (host:port). Every call,
+// unary or streaming, carries the protocol version (and the epoch, with opts.Epoch), and
+// a reply from a server of another version fails with an error naming both versions and
+// the address.
 func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 	version := opts.ProtocolVersion
 	if version == 0 {
@@ -80,6 +110,7 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, opts.Epoch)),
+		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, opts.Epoch)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -89,25 +120,74 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 
 func versionClientInterceptor(addr string, version uint32, epoch func() int64) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		pairs := []string{metadataProtocolVersion, strconv.FormatUint(uint64(version), 10)}
-		if epoch != nil {
-			pairs = append(pairs, metadataGCSEpoch, strconv.FormatInt(epoch(), 10))
-		}
-		ctx = metadata.AppendToOutgoingContext(ctx, pairs...)
+		ctx = withOutgoingVersion(ctx, version, epoch)
 		var header metadata.MD
 		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header))...)
 		if err != nil {
-			if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && strings.HasPrefix(s.Message(), "protocol version") {
-				return status.Errorf(codes.FailedPrecondition, "%s at %s: %s", method, addr, s.Message())
-			}
-			return err
+			return nameVersionError(err, method, addr)
 		}
-		if values := header.Get(metadataProtocolVersion); len(values) > 0 && values[0] != strconv.FormatUint(uint64(version), 10) {
-			return status.Errorf(codes.FailedPrecondition,
-				"protocol version mismatch: client speaks raygo protocol %d, server at %s speaks %s", version, addr, values[0])
-		}
-		return nil
+		return checkServerVersion(header, version, addr)
 	}
+}
+
+// versionStreamClientInterceptor does for streams what versionClientInterceptor does for
+// unary calls; the server's version is checked when the first reply (or the end of the
+// stream) arrives, which is when its header is known.
+func versionStreamClientInterceptor(addr string, version uint32, epoch func() int64) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		stream, err := streamer(withOutgoingVersion(ctx, version, epoch), desc, cc, method, opts...)
+		if err != nil {
+			return nil, nameVersionError(err, method, addr)
+		}
+		return &versionCheckedStream{ClientStream: stream, method: method, addr: addr, version: version}, nil
+	}
+}
+
+type versionCheckedStream struct {
+	grpc.ClientStream
+	method, addr string
+	version      uint32
+	checked      bool
+}
+
+func (s *versionCheckedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && err != io.EOF {
+		return nameVersionError(err, s.method, s.addr)
+	}
+	if !s.checked {
+		s.checked = true
+		if header, headerErr := s.Header(); headerErr == nil {
+			if versionErr := checkServerVersion(header, s.version, s.addr); versionErr != nil {
+				return versionErr
+			}
+		}
+	}
+	return err
+}
+
+func withOutgoingVersion(ctx context.Context, version uint32, epoch func() int64) context.Context {
+	pairs := []string{metadataProtocolVersion, strconv.FormatUint(uint64(version), 10)}
+	if epoch != nil {
+		pairs = append(pairs, metadataGCSEpoch, strconv.FormatInt(epoch(), 10))
+	}
+	return metadata.AppendToOutgoingContext(ctx, pairs...)
+}
+
+// nameVersionError adds the method and address to a server's protocol-version refusal.
+func nameVersionError(err error, method, addr string) error {
+	if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && strings.HasPrefix(s.Message(), "protocol version") {
+		return status.Errorf(codes.FailedPrecondition, "%s at %s: %s", method, addr, s.Message())
+	}
+	return err
+}
+
+func checkServerVersion(header metadata.MD, version uint32, addr string) error {
+	if values := header.Get(metadataProtocolVersion); len(values) > 0 && values[0] != strconv.FormatUint(uint64(version), 10) {
+		return status.Errorf(codes.FailedPrecondition,
+			"protocol version mismatch: client speaks raygo protocol %d, server at %s speaks %s", version, addr, values[0])
+	}
+	return nil
 }
 
 // EpochFromIncoming returns the GCS epoch a request carries, if any.

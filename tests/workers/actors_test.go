@@ -126,6 +126,21 @@ func TestActorsRunInTheirBundle(t *testing.T) {
 	}
 }
 
+// waitForActor polls the actor's row until want holds.
+func waitForActor(t *testing.T, actor *sdk.Actor, what string, want func(*sdk.ActorInfo) bool) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, "actor "+actor.ID+" "+what, func() error {
+		info, err := actor.Info(testContext(t))
+		if err != nil {
+			return err
+		}
+		if !want(info) {
+			return fmt.Errorf("actor is %s after %d restarts (%s%s)", info.State, info.NumRestarts, info.PendingReason, info.DeathCause)
+		}
+		return nil
+	})
+}
+
 func findActorRow(t *testing.T, listJSON, actorID string) map[string]any {
 	t.Helper()
 	var rows []map[string]any
@@ -163,7 +178,8 @@ func TestActorRestartsAfterWorkerKill(t *testing.T) {
 	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// The next call waits for the restarted actor: constructed again, so 10 + 1.
+	waitForActor(t, counter, "restarted once", func(a *sdk.ActorInfo) bool { return a.State == "ALIVE" && a.NumRestarts == 1 })
+	// The next call goes to the restarted actor: constructed again, so 10 + 1.
 	if n, err := result[int](counter.Call(ctx, "Add", 1)); err != nil || n != 11 {
 		t.Fatalf("Add(1) after the restart = %d, %v; want 11 (fresh state)", n, err)
 	}
@@ -177,6 +193,7 @@ func TestActorRestartsAfterWorkerKill(t *testing.T) {
 	if err := syscall.Kill(second.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	waitForActor(t, counter, "DEAD", func(a *sdk.ActorInfo) bool { return a.State == "DEAD" })
 	ref, err := counter.Call(ctx, "Add", 1)
 	if err != nil {
 		t.Fatal(err)

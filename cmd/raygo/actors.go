@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// actorState is an actor in the shape of Ray's state API (`ray list actors --format
+// json`), plus the GPUs of its worker.
+type actorState struct {
+	ActorID           string             `json:"actor_id"`
+	ClassName         string             `json:"class_name"`
+	State             string             `json:"state"`
+	Name              string             `json:"name"`
+	RayNamespace      string             `json:"ray_namespace"`
+	JobID             string             `json:"job_id"`
+	NodeID            string             `json:"node_id"`
+	PID               int64              `json:"pid"`
+	PlacementGroupID  string             `json:"placement_group_id"`
+	RequiredResources map[string]float64 `json:"required_resources"`
+	IsDetached        bool               `json:"is_detached"`
+	NumRestarts       int64              `json:"num_restarts"`
+	MaxRestarts       int64              `json:"max_restarts"`
+	DeathCause        string             `json:"death_cause,omitempty"`
+	PendingReason     string             `json:"pending_reason,omitempty"`
+	// Beyond Ray: the GPUs of the actor's worker (NVML indices) and its
+	// CUDA_VISIBLE_DEVICES.
+	GPUIDs             []int32 `json:"gpu_ids"`
+	CUDAVisibleDevices string  `json:"cuda_visible_devices"`
+}
+
+// actorStateName is Ray's name of an actor state: the proto's without "ACTOR_".
+func actorStateName(s pb.ActorState) string { return strings.TrimPrefix(s.String(), "ACTOR_") }
+
+func toActorState(a *pb.ActorInfo) actorState {
+	s := actorState{
+		ActorID: a.ActorId, ClassName: a.ClassName, State: actorStateName(a.State), Name: a.Name, RayNamespace: a.Namespace,
+		JobID: a.JobId, NodeID: a.NodeId, PID: a.Pid, PlacementGroupID: a.PlacementGroupId, RequiredResources: a.RequiredResources,
+		IsDetached: a.IsDetached, NumRestarts: a.NumRestarts, MaxRestarts: a.MaxRestarts, DeathCause: a.DeathCause,
+		PendingReason: a.PendingReason, GPUIDs: a.GpuIds, CUDAVisibleDevices: a.CudaVisibleDevices,
+	}
+	if s.RequiredResources == nil {
+		s.RequiredResources = map[string]float64{}
+	}
+	if s.GPUIDs == nil {
+		s.GPUIDs = []int32{}
+	}
+	return s
+}
+
+func listActors(args []string, stdout io.Writer) error {
+	c, asJSON, err := listCommand("list actors", "List the cluster's actors, DEAD ones included for a while (1 hour, at most 1000).\nJSON fields follow Ray's state API (namespace is ray_namespace).",
+		"  raygo list actors\n  raygo list actors --format json | jq '.[] | select(.state == \"ALIVE\")'\n", args, stdout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callContext()
+	defer cancel()
+	reply, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
+	if err != nil {
+		return err
+	}
+	states := make([]actorState, len(reply.Actors))
+	for i, a := range reply.Actors {
+		states[i] = toActorState(a)
+	}
+	if asJSON {
+		return printJSON(stdout, states)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACTOR_ID\tCLASS_NAME\tNAME\tSTATE\tNODE_ID\tPID\tRESTARTS\tGPUS\tREASON")
+	for _, s := range states {
+		node, pid, gpus := "-", "-", "-"
+		if s.NodeID != "" {
+			node = shortID(s.NodeID)
+		}
+		if s.PID != 0 {
+			pid = fmt.Sprint(s.PID)
+		}
+		if s.CUDAVisibleDevices != "" {
+			gpus = s.CUDAVisibleDevices
+		}
+		restarts := fmt.Sprintf("%d/%d", s.NumRestarts, s.MaxRestarts)
+		if s.MaxRestarts == -1 {
+			restarts = fmt.Sprintf("%d/inf", s.NumRestarts)
+		}
+		reason := s.DeathCause + s.PendingReason // at most one is set
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ActorID, s.ClassName, s.Name, s.State, node, pid, restarts, gpus, reason)
+	}
+	return tw.Flush()
+}

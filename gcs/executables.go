@@ -1,0 +1,202 @@
+package gcs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// executableChunkBytes is the largest chunk on the wire (both directions) and in the
+// store: 1 MiB keeps every gRPC message and every store value small.
+const executableChunkBytes = 1 << 20
+
+// executableManifest is the value under "<sha256>" in store.TableExecutables. It is
+// written in the same batch as the chunks, so an executable is visible whole or not at all.
+type executableManifest struct {
+	Size   int64 `json:"size"`
+	Chunks int   `json:"chunks"`
+}
+
+func executableChunkKey(sha string, index int) string { return fmt.Sprintf("%s/%06d", sha, index) }
+
+// executableService is the content-addressed store of worker executables (Ray's
+// working_dir upload). It keeps nothing in memory: every call reads the store.
+type executableService struct {
+	pb.UnimplementedExecutableServiceServer
+	store    store.Store
+	maxBytes int64
+}
+
+// checkSHA256 checks a hex SHA-256 as this service names executables.
+func checkSHA256(field, sha string) error {
+	if len(sha) != 2*sha256.Size {
+		return status.Errorf(codes.InvalidArgument, "%s: must be 64 lowercase hex characters, got %q", field, sha)
+	}
+	for _, c := range sha {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return status.Errorf(codes.InvalidArgument, "%s: must be 64 lowercase hex characters, got %q", field, sha)
+		}
+	}
+	return nil
+}
+
+// manifest returns an executable's manifest, or nil when the store lacks it.
+func (x *executableService) manifest(ctx context.Context, sha string) (*executableManifest, error) {
+	raw, found, err := x.store.Get(ctx, store.TableExecutables, sha)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "read executable %s: %v", sha, err)
+	}
+	if !found {
+		return nil, nil
+	}
+	m := &executableManifest{}
+	if err := json.Unmarshal(raw, m); err != nil {
+		return nil, status.Errorf(codes.DataLoss, "executable %s: corrupt manifest: %v", sha, err)
+	}
+	return m, nil
+}
+
+// has reports whether the executable is stored (the actor manager checks it).
+func (x *executableService) has(ctx context.Context, sha string) (bool, error) {
+	m, err := x.manifest(ctx, sha)
+	return m != nil, err
+}
+
+// HasExecutable implements pb.ExecutableServiceServer.
+func (x *executableService) HasExecutable(ctx context.Context, req *pb.HasExecutableRequest) (*pb.HasExecutableReply, error) {
+	if err := checkSHA256("sha256", req.Sha256); err != nil {
+		return nil, err
+	}
+	found, err := x.has(ctx, req.Sha256)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.HasExecutableReply{Found: found}, nil
+}
+
+// UploadExecutable implements pb.ExecutableServiceServer. The bytes are held in memory
+// (at most MaxExecutableBytes) until they are checked, then written in one atomic batch.
+func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[pb.ExecutableChunk, pb.UploadExecutableReply]) error {
+	first, err := stream.Recv()
+	if err == io.EOF {
+		return status.Error(codes.InvalidArgument, "sha256: required in the first chunk (the stream was empty)")
+	}
+	if err != nil {
+		return err
+	}
+	sha, size := first.Sha256, first.Size
+	if err := checkSHA256("sha256", sha); err != nil {
+		return err
+	}
+	if size <= 0 {
+		return status.Errorf(codes.InvalidArgument, "size: must be positive, got %d", size)
+	}
+	if size > x.maxBytes {
+		return status.Errorf(codes.InvalidArgument, "size: %d bytes is more than the limit of %d bytes (MaxExecutableBytes)", size, x.maxBytes)
+	}
+
+	// Re-chunk into exactly executableChunkBytes pieces, whatever sizes the client sent.
+	chunks := make([][]byte, 0, (size+executableChunkBytes-1)/executableChunkBytes)
+	hash := sha256.New()
+	received := int64(0)
+	add := func(index int, data []byte) error {
+		if len(data) > executableChunkBytes {
+			return status.Errorf(codes.InvalidArgument, "data: chunk %d carries %d bytes, more than the %d-byte limit", index, len(data), executableChunkBytes)
+		}
+		received += int64(len(data))
+		if received > size {
+			return status.Errorf(codes.InvalidArgument, "size: declared %d bytes, received at least %d", size, received)
+		}
+		hash.Write(data)
+		for len(data) > 0 {
+			if n := len(chunks); n == 0 || len(chunks[n-1]) == executableChunkBytes {
+				chunks = append(chunks, make([]byte, 0, min(int64(executableChunkBytes), size-int64(n)*executableChunkBytes)))
+			}
+			last := &chunks[len(chunks)-1]
+			take := min(executableChunkBytes-len(*last), len(data))
+			*last = append(*last, data[:take]...)
+			data = data[take:]
+		}
+		return nil
+	}
+	if err := add(0, first.Data); err != nil {
+		return err
+	}
+	for index := 1; ; index++ {
+		chunk, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := add(index, chunk.Data); err != nil {
+			return err
+		}
+	}
+	if received != size {
+		return status.Errorf(codes.InvalidArgument, "size: declared %d bytes, received %d", size, received)
+	}
+	if got := hex.EncodeToString(hash.Sum(nil)); got != sha {
+		return status.Errorf(codes.InvalidArgument, "sha256: declared %s, the bytes hash to %s", sha, got)
+	}
+
+	ctx := stream.Context()
+	if existing, err := x.manifest(ctx, sha); err != nil {
+		return err
+	} else if existing != nil {
+		return stream.SendAndClose(&pb.UploadExecutableReply{}) // content-addressed: already whole
+	}
+	manifest, _ := json.Marshal(executableManifest{Size: size, Chunks: len(chunks)})
+	ops := make([]store.Op, 0, len(chunks)+1)
+	for i, data := range chunks {
+		ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: executableChunkKey(sha, i), Value: data})
+	}
+	ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: sha, Value: manifest})
+	if err := x.store.Apply(ctx, ops); err != nil {
+		return status.Errorf(codes.Unavailable, "store executable %s: %v", sha, err)
+	}
+	return stream.SendAndClose(&pb.UploadExecutableReply{})
+}
+
+// DownloadExecutable implements pb.ExecutableServiceServer.
+func (x *executableService) DownloadExecutable(req *pb.DownloadExecutableRequest, stream grpc.ServerStreamingServer[pb.ExecutableChunk]) error {
+	if err := checkSHA256("sha256", req.Sha256); err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	m, err := x.manifest(ctx, req.Sha256)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		return status.Errorf(codes.NotFound, "executable %s: not uploaded", req.Sha256)
+	}
+	for i := range m.Chunks {
+		data, found, err := x.store.Get(ctx, store.TableExecutables, executableChunkKey(req.Sha256, i))
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "read executable %s chunk %d: %v", req.Sha256, i, err)
+		}
+		if !found {
+			return status.Errorf(codes.DataLoss, "executable %s: chunk %d of %d missing from the store", req.Sha256, i, m.Chunks)
+		}
+		chunk := &pb.ExecutableChunk{Data: data}
+		if i == 0 {
+			chunk.Sha256, chunk.Size = req.Sha256, m.Size
+		}
+		if err := stream.Send(chunk); err != nil {
+			return err
+		}
+	}
+	return nil
+}

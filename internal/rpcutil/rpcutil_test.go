@@ -1,0 +1,192 @@
+package rpcutil
+
+import (
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+)
+
+// echoEpochServer answers every call with the GCS epoch the request carried ("none"
+// without one), so tests see what the client interceptors sent.
+type echoEpochServer struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func epochText(ctx context.Context) string {
+	if epoch, ok := EpochFromIncoming(ctx); ok {
+		return strconv.FormatInt(epoch, 10)
+	}
+	return "none"
+}
+
+func (echoEpochServer) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: []byte(epochText(ctx))}}, nil
+}
+
+func (echoEpochServer) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, stream grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
+	for range 2 {
+		if err := stream.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: []byte(epochText(stream.Context()))}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (echoEpochServer) StreamingInputCall(stream grpc.ClientStreamingServer[testpb.StreamingInputCallRequest, testpb.StreamingInputCallResponse]) error {
+	total := 0
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(&testpb.StreamingInputCallResponse{AggregatedPayloadSize: int32(total)})
+		}
+		if err != nil {
+			return err
+		}
+		total += len(req.GetPayload().GetBody())
+	}
+}
+
+func startEchoServer(t *testing.T, version uint32) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer(ServerOptions(version)...)
+	testpb.RegisterTestServiceServer(server, echoEpochServer{})
+	go func() { _ = server.Serve(lis) }()
+	t.Cleanup(server.Stop)
+	return lis.Addr().String()
+}
+
+func testClient(t *testing.T, addr string, opts DialOptions) testpb.TestServiceClient {
+	t.Helper()
+	conn, err := Dial(addr, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return testpb.NewTestServiceClient(conn)
+}
+
+func callContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// readStream returns the bodies of a server stream, or its error.
+func readStream(ctx context.Context, client testpb.TestServiceClient) ([]string, error) {
+	stream, err := client.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var bodies []string
+	for {
+		reply, err := stream.Recv()
+		if err == io.EOF {
+			return bodies, nil
+		}
+		if err != nil {
+			return bodies, err
+		}
+		bodies = append(bodies, string(reply.GetPayload().GetBody()))
+	}
+}
+
+func TestStreamsCarryTheVersionAndTheEpoch(t *testing.T) {
+	addr := startEchoServer(t, ProtocolVersion)
+	ctx := callContext(t)
+	cases := []struct {
+		name string
+		opts DialOptions
+		want string
+	}{
+		{"without epoch", DialOptions{}, "none"},
+		{"with epoch", DialOptions{Epoch: func() int64 { return 42 }}, "42"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := testClient(t, addr, tc.opts)
+			bodies, err := readStream(ctx, client)
+			if err != nil || len(bodies) != 2 || bodies[0] != tc.want {
+				t.Fatalf("server stream: %q, %v; want two replies %q", bodies, err, tc.want)
+			}
+			unary, err := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+			if err != nil || string(unary.GetPayload().GetBody()) != tc.want {
+				t.Fatalf("unary call: %v, %v; want %q", unary, err, tc.want)
+			}
+			upload, err := client.StreamingInputCall(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if err := upload.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: []byte("abcd")}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reply, err := upload.CloseAndRecv()
+			if err != nil || reply.AggregatedPayloadSize != 12 {
+				t.Fatalf("client stream: %v, %v; want 12 bytes counted", reply, err)
+			}
+		})
+	}
+}
+
+func TestStreamVersionMismatchNamesBothVersions(t *testing.T) {
+	ctx := callContext(t)
+	cases := []struct {
+		name                  string
+		server, client        uint32
+		wantClient, wantServe string
+	}{
+		{"client newer", ProtocolVersion, ProtocolVersion + 1, strconv.Itoa(int(ProtocolVersion + 1)), strconv.Itoa(int(ProtocolVersion))},
+		{"server newer", ProtocolVersion + 1, ProtocolVersion, strconv.Itoa(int(ProtocolVersion)), strconv.Itoa(int(ProtocolVersion + 1))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startEchoServer(t, tc.server)
+			client := testClient(t, addr, DialOptions{ProtocolVersion: tc.client})
+			_, streamErr := readStream(ctx, client)
+			upload, err := client.StreamingInputCall(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = upload.Send(&testpb.StreamingInputCallRequest{})
+			_, uploadErr := upload.CloseAndRecv()
+			for _, err := range []error{streamErr, uploadErr} {
+				if status.Code(err) != codes.FailedPrecondition {
+					t.Fatalf("mismatched stream: %v, want FailedPrecondition", err)
+				}
+				for _, want := range []string{"protocol version mismatch", "client speaks raygo protocol " + tc.wantClient, tc.wantServe, addr} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q does not contain %q", err, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStreamWithoutVersionIsRefused(t *testing.T) {
+	addr := startEchoServer(t, ProtocolVersion)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = readStream(callContext(t), testpb.NewTestServiceClient(conn))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "protocol version missing") {
+		t.Fatalf("stream without the version header: %v, want FailedPrecondition naming the missing version", err)
+	}
+}
