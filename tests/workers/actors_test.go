@@ -390,3 +390,92 @@ func runAsDriverIfAsked(m *testing.M) int {
 	}
 	return 0
 }
+
+// An actor whose node dies restarts on the node its bundle moved to; the dead node's
+// workers die with their raylet.
+func TestActorFollowsItsBundleToAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "1")
+	first := c.AddNode("--num-cpus", "2")
+	second := c.AddNode("--num-cpus", "2")
+	client := connect(t, c)
+	ctx := testContext(t)
+
+	// Two CPUs fit only on the two worker nodes.
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 2}}, sdk.StrictPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := pg.Ready(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter, err := client.CreateActor(ctx, "Counter", sdk.Args(0), sdk.InPlacementGroup(pg, 0), sdk.WithCPUs(2), sdk.WithMaxRestarts(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := result[WorkerView](counter.Call(ctx, "Where"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.NodeID != info.Bundles[0].NodeID {
+		t.Fatalf("actor on %s, its bundle on %s", before.NodeID, info.Bundles[0].NodeID)
+	}
+	doomed, survivor := first, second
+	if before.NodeID == second.NodeID {
+		doomed, survivor = second, first
+	}
+	doomed.Kill()
+	harness.Eventually(t, 15*time.Second, "the dead node's worker exits with its raylet", func() error {
+		if alive(before.PID) {
+			return fmt.Errorf("worker pid %d still runs", before.PID)
+		}
+		return nil
+	})
+	waitForActor(t, counter, "restarted on the surviving node", func(a *sdk.ActorInfo) bool {
+		return a.State == "ALIVE" && a.NumRestarts == 1 && a.NodeID == survivor.NodeID
+	})
+	after, err := result[WorkerView](counter.Call(ctx, "Where"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.NodeID != survivor.NodeID || after.Bundle != 0 || after.PlacementGroupID != pg.ID {
+		t.Fatalf("after the node died the actor runs on %s in bundle %s[%d]; want node %s, bundle %s[0]", after.NodeID, after.PlacementGroupID, after.Bundle, survivor.NodeID, pg.ID)
+	}
+	moved, err := pg.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved.Bundles[0].NodeID != survivor.NodeID {
+		t.Fatalf("bundle 0 on %s after the node died, want %s", moved.Bundles[0].NodeID, survivor.NodeID)
+	}
+}
+
+// A MIG bundle's worker sees the slice's MIG device UUID as CUDA_VISIBLE_DEVICES.
+func TestWorkerInMIGBundleSeesItsSlice(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "2")
+	c.AddNode("--num-cpus", "4", "--gpu-sim", "dgx-h100", "--mig", "0:on")
+	client := connect(t, c)
+	ctx := testContext(t)
+	const slice = "nvidia.com/mig-1g.10gb"
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{slice: 1, "CPU": 1}}, sdk.StrictPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := pg.Ready(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := info.Bundles[0].CUDAVisibleDevices
+	if !strings.HasPrefix(uuid, "MIG-") {
+		t.Fatalf("MIG bundle has CUDA_VISIBLE_DEVICES %q", uuid)
+	}
+	w, err := result[WorkerView](client.Submit(ctx, "where", nil, sdk.InPlacementGroup(pg, 0), sdk.WithResources(map[string]float64{slice: 1})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.CUDAVisibleDevices != uuid || w.CUDADeviceOrder != "PCI_BUS_ID" {
+		t.Fatalf("task in the MIG bundle sees CUDA_VISIBLE_DEVICES=%q CUDA_DEVICE_ORDER=%q, want %q", w.CUDAVisibleDevices, w.CUDADeviceOrder, uuid)
+	}
+}
