@@ -33,12 +33,6 @@ type Placement struct {
 
 func newObjectRef(id string) *ObjectRef { return &ObjectRef{id: id, done: make(chan struct{})} }
 
-func failedRef(id string, err error) *ObjectRef {
-	ref := newObjectRef(id)
-	ref.complete(nil, err, Placement{})
-	return ref
-}
-
 // complete sets the result once; later calls are ignored.
 func (r *ObjectRef) complete(value []byte, err error, where Placement) {
 	r.once.Do(func() {
