@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raygo-dev/raygo/gcs"
-	"github.com/raygo-dev/raygo/gcs/store"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
@@ -51,13 +49,7 @@ func startMIGRaylet(t *testing.T, idleTimeout time.Duration) (*Raylet, nvml.Inte
 	t.Helper()
 	lib, gpus, manager := simulatedMIGNode(t)
 
-	gcfg := gcs.DefaultConfig()
-	gcfg.Port, gcfg.Store = 0, store.NewMemory()
-	g, err := gcs.Start(context.Background(), gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
+	g := startTestGCS(t)
 	cfg := DefaultConfig()
 	cfg.GCSAddress = g.Address()
 	cfg.HeartbeatInterval = 50 * time.Millisecond

@@ -391,23 +391,29 @@ func (r *Raylet) changeBundles(change func() error) (*pb.ResourceReport, error) 
 	return r.resourceReportLocked(), nil
 }
 
-// idleMIGLoop destroys MIG instances idle for MIGIdleTimeout, checking a few times per
-// timeout (at most every 5 s, at least every 10 ms), until Stop.
+// idleMIGLoop destroys MIG instances idle for MIGIdleTimeout, until Stop.
 func (r *Raylet) idleMIGLoop() {
-	every := min(max(r.cfg.MIGIdleTimeout/4, 10*time.Millisecond), 5*time.Second)
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-ticker.C:
-		}
+	r.everyFractionOf(r.cfg.MIGIdleTimeout, func(time.Time) {
 		r.mu.Lock()
 		if r.bundles.mig.reapIdle() > 0 && r.bundles.mig.takeChanged() {
 			r.resourcesVersion++
 		}
 		r.mu.Unlock()
+	})
+}
+
+// everyFractionOf calls tick a few times per timeout (at most every 5 s, at least every
+// 10 ms) until Stop, so what has been idle for timeout goes within a quarter of it.
+func (r *Raylet) everyFractionOf(timeout time.Duration, tick func(now time.Time)) {
+	ticker := time.NewTicker(min(max(timeout/4, 10*time.Millisecond), 5*time.Second))
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-ticker.C:
+			tick(now)
+		}
 	}
 }
 

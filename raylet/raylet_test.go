@@ -16,13 +16,7 @@ import (
 
 // The raylet refuses requests stamped with an older GCS epoch than it has seen.
 func TestRayletFencesStaleGCSEpochs(t *testing.T) {
-	gcfg := gcs.DefaultConfig()
-	gcfg.Port, gcfg.Store = 0, store.NewMemory()
-	g, err := gcs.Start(context.Background(), gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Stop()
+	g := startTestGCS(t)
 	cfg := DefaultConfig()
 	cfg.GCSAddress = g.Address()
 	cfg.Resources = map[string]float64{"CPU": 2, "custom": 0.12345}
@@ -63,4 +57,17 @@ func TestRayletFencesStaleGCSEpochs(t *testing.T) {
 	if _, ok := node.Labels[LabelAcceleratorType]; ok {
 		t.Errorf("accelerator-type label on a node without GPUs: %v", node.Labels)
 	}
+}
+
+// startTestGCS starts an in-process GCS on the memory store; it stops at cleanup.
+func startTestGCS(t *testing.T) *gcs.Server {
+	t.Helper()
+	gcfg := gcs.DefaultConfig()
+	gcfg.Port, gcfg.Store = 0, store.NewMemory()
+	g, err := gcs.Start(context.Background(), gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Stop)
+	return g
 }

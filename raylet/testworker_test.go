@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/gcs"
-	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -213,13 +212,7 @@ type workerHarness struct {
 // uploads the test binary. Everything stops at cleanup.
 func startWorkerHarness(t *testing.T, configure func(*Config)) *workerHarness {
 	t.Helper()
-	gcfg := gcs.DefaultConfig()
-	gcfg.Port, gcfg.Store = 0, store.NewMemory()
-	g, err := gcs.Start(context.Background(), gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(g.Stop)
+	g := startTestGCS(t)
 	cfg := DefaultConfig()
 	cfg.GCSAddress = g.Address()
 	cfg.HeartbeatInterval = 50 * time.Millisecond
@@ -231,6 +224,7 @@ func startWorkerHarness(t *testing.T, configure func(*Config)) *workerHarness {
 	}
 	h := &workerHarness{gcs: g, logDir: cfg.WorkerLogDir}
 	h.sha, h.uploaded = uploadSelf(t, g.Address(), cfg.ExecutableCacheDir)
+	var err error
 	if h.raylet, err = Start(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -447,26 +447,17 @@ func (r *Raylet) reportWorkerFailure(req *pb.ReportWorkerFailureRequest) {
 	}
 }
 
-// idleWorkerLoop kills workers idle for IdleWorkerTimeout, checking a few times per
-// timeout (at most every 5 s, at least every 10 ms), until Stop.
+// idleWorkerLoop kills workers idle for IdleWorkerTimeout, until Stop.
 func (r *Raylet) idleWorkerLoop() {
-	every := min(max(r.cfg.IdleWorkerTimeout/4, 10*time.Millisecond), 5*time.Second)
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case now := <-ticker.C:
-			r.mu.Lock()
-			for _, w := range r.workers {
-				if w.state == workerIdle && now.Sub(w.idleSince) >= r.cfg.IdleWorkerTimeout {
-					r.killWorkerLocked(w, "idle for "+r.cfg.IdleWorkerTimeout.String())
-				}
+	r.everyFractionOf(r.cfg.IdleWorkerTimeout, func(now time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, w := range r.workers {
+			if w.state == workerIdle && now.Sub(w.idleSince) >= r.cfg.IdleWorkerTimeout {
+				r.killWorkerLocked(w, "idle for "+r.cfg.IdleWorkerTimeout.String())
 			}
-			r.mu.Unlock()
 		}
-	}
+	})
 }
 
 // killOrphanedWorkersLocked kills the workers leased from bundles no longer held. Bundle
