@@ -69,6 +69,14 @@ func init() {
 		}
 		return os.Getpid(), nil
 	})
+	// sleepy writes its pid to marker (so a test knows it runs), then sleeps.
+	sdk.RegisterTask("sleepy", func(ms int, marker string) (int, error) {
+		if err := os.WriteFile(marker, []byte(fmt.Sprint(os.Getpid())), 0o644); err != nil {
+			return 0, err
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		return os.Getpid(), nil
+	})
 	sdk.RegisterTask("dieAlways", func() int {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		return 0

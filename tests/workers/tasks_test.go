@@ -2,6 +2,7 @@ package workers
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -141,8 +142,18 @@ func TestTaskRetriesAndErrors(t *testing.T) {
 	if _, err := client.Submit(ctx, "square", sdk.Args("three")); !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "args[0]") {
 		t.Fatalf("wrong argument type: %v", err)
 	}
-	// Default resources: a task holds 1 CPU while it runs.
+	// Default resources: a task holds 1 CPU while it runs, and gives it back after.
 	if n, err := result[int](client.Submit(ctx, "square", sdk.Args(5))); err != nil || n != 25 {
 		t.Fatalf("square(5) = %d, %v", n, err)
 	}
+	harness.Eventually(t, 15*time.Second, "the tasks' CPUs are free again", func() error {
+		nodes, err := c.Nodes()
+		if err != nil {
+			return err
+		}
+		if got := nodes[0].ResourcesAvailable["CPU"]; got != 4 {
+			return fmt.Errorf("%v of 4 CPUs free", got)
+		}
+		return nil
+	})
 }
