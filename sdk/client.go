@@ -30,6 +30,8 @@ var (
 	ErrRemoved = errors.New("placement group removed")
 	// ErrUnavailable: the GCS could not be reached.
 	ErrUnavailable = errors.New("GCS unavailable")
+	// ErrClosed: the client was closed; its waiting tasks fail with it.
+	ErrClosed = errors.New("client closed")
 )
 
 // Options configure Connect.
@@ -175,7 +177,7 @@ func (c *Client) connTo(address string) (*grpc.ClientConn, error) {
 	c.connsMu.Lock()
 	defer c.connsMu.Unlock()
 	if c.conns == nil {
-		return nil, fmt.Errorf("%w: client closed", ErrUnavailable)
+		return nil, ErrClosed
 	}
 	if conn, ok := c.conns[address]; ok {
 		return conn, nil

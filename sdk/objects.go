@@ -149,6 +149,9 @@ var (
 	// ErrTaskFailed: a task's worker died (or could not be leased) more often than the
 	// task's retries allow.
 	ErrTaskFailed = errors.New("task failed")
+	// ErrUnschedulable: the task can never run where it must (a hard node affinity to
+	// a node that is dead or too small).
+	ErrUnschedulable = errors.New("task unschedulable")
 	// ErrActorDied: the actor is DEAD (the error says why), or its worker died during a
 	// call that had no retries left.
 	ErrActorDied = errors.New("actor died")

@@ -163,3 +163,16 @@ func TestSubmitRejectsActorOnlyOptions(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestCloseFailsWaitingTasks(t *testing.T) {
+	c := &Client{}
+	c.tasks = newTaskSubmitter(c)
+	ref := newObjectRef("t1")
+	c.tasks.mu.Lock()
+	c.tasks.queues["k"] = &schedulingQueue{key: "k", pending: []*pendingTask{{ctx: context.Background(), ref: ref, function: "f"}}}
+	c.tasks.mu.Unlock()
+	c.tasks.close()
+	if err := Get(context.Background(), ref, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a task waiting when the client closed: %v, want ErrClosed", err)
+	}
+}

@@ -189,7 +189,20 @@ func newTaskSubmitter(c *Client) *taskSubmitter {
 	return &taskSubmitter{c: c, ctx: ctx, cancel: cancel, queues: map[string]*schedulingQueue{}}
 }
 
-func (s *taskSubmitter) close() { s.cancel() }
+// close stops the lease loops and fails the tasks still waiting for a worker.
+func (s *taskSubmitter) close() {
+	s.cancel()
+	s.mu.Lock()
+	var waiting []*pendingTask
+	for _, q := range s.queues {
+		waiting = append(waiting, q.pending...)
+		q.pending = nil
+	}
+	s.mu.Unlock()
+	for _, t := range waiting {
+		t.ref.complete(nil, fmt.Errorf("task %s: %w", t.function, ErrClosed), Placement{})
+	}
+}
 
 func schedulingKey(resources map[string]float64, strategy *pb.SchedulingStrategy) string {
 	names := make([]string, 0, len(resources))
@@ -278,7 +291,7 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 			s.mu.Unlock()
 			s.runLease(q, worker, raylet)
 			return
-		case status.Code(err) == codes.InvalidArgument || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrRemoved):
+		case status.Code(err) == codes.InvalidArgument || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrRemoved) || errors.Is(err, ErrUnschedulable):
 			// It will never fit: fail what waits, as the GCS would reject it.
 			s.mu.Lock()
 			q.requesting--
@@ -360,7 +373,7 @@ func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
 	}
 	if st.Kind == "NODE_AFFINITY" {
 		if affinity == "" && !st.Soft {
-			return nil, fmt.Errorf("node %s is not alive or cannot ever hold %v", st.NodeId, q.resources)
+			return nil, fmt.Errorf("%w: node affinity (soft=false): node %s is not alive or can never hold %v", ErrUnschedulable, st.NodeId, q.resources)
 		}
 		if !st.Soft {
 			return []string{affinity}, nil

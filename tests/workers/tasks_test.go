@@ -142,6 +142,13 @@ func TestTaskRetriesAndErrors(t *testing.T) {
 	if _, err := client.Submit(ctx, "square", sdk.Args("three")); !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "args[0]") {
 		t.Fatalf("wrong argument type: %v", err)
 	}
+	// Node affinity: on the named node, or unschedulable when it does not exist.
+	if w, err := result[WorkerView](client.Submit(ctx, "where", nil, sdk.OnNode(c.Head.NodeID, false))); err != nil || w.NodeID != c.Head.NodeID {
+		t.Fatalf("task with affinity to the head ran on %q: %v", w.NodeID, err)
+	}
+	if _, err := result[WorkerView](client.Submit(ctx, "where", nil, sdk.OnNode(strings.Repeat("ab", 28), false))); !errors.Is(err, sdk.ErrUnschedulable) {
+		t.Fatalf("task with hard affinity to an unknown node: %v, want ErrUnschedulable", err)
+	}
 	// Default resources: a task holds 1 CPU while it runs, and gives it back after.
 	if n, err := result[int](client.Submit(ctx, "square", sdk.Args(5))); err != nil || n != 25 {
 		t.Fatalf("square(5) = %d, %v", n, err)
