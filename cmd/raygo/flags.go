@@ -37,11 +37,11 @@ func newFlagSet(name, description, examples string, stdout io.Writer) *flag.Flag
 	return fs
 }
 
-// parseFlags parses args; --help prints usage and returns errHelp.
+// parseFlags parses args; --help prints usage (the flag package calls fs.Usage) and
+// returns errHelp.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
 		return errHelp
 	}
 	if err != nil {

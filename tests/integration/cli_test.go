@@ -83,13 +83,17 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 	t.Parallel()
 	bin := harness.Binary(t)
 	for _, args := range [][]string{{"--help"}, {"start", "--help"}, {"stop", "--help"}, {"status", "--help"},
-		{"list", "--help"}, {"list", "nodes", "--help"}, {"drain", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"}} {
+		{"list", "--help"}, {"list", "nodes", "--help"}, {"list", "placement-groups", "--help"}, {"list", "actors", "--help"},
+		{"drain", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"}} {
 		stdout, stderr, code := harness.Run(t, bin, args)
 		if code != 0 {
 			t.Errorf("raygo %v: exit %d: %s", args, code, stderr)
 		}
 		if !strings.Contains(stdout, "Example") || !strings.Contains(stdout, "raygo ") {
 			t.Errorf("raygo %v: help lacks an example:\n%s", args, stdout)
+		}
+		if n := strings.Count(stdout, "Usage:"); n != 1 {
+			t.Errorf("raygo %v: help printed %d times:\n%s", args, n, stdout)
 		}
 	}
 }
