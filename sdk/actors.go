@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -26,9 +28,12 @@ type Actor struct {
 	mu      sync.Mutex
 	queue   []*actorCall
 	sending bool
-	// The incarnation calls go to: its worker address and restart count.
+	// The incarnation calls go to: its worker address and restart count; deathCause
+	// once the actor is known DEAD.
 	address     string
 	numRestarts int64
+	deathCause  string
+	watchOnce   sync.Once
 }
 
 type actorCall struct {
@@ -228,6 +233,7 @@ func (a *Actor) Call(ctx context.Context, method string, args ...any) (*ObjectRe
 		return nil, err
 	}
 	call := &actorCall{ctx: ctx, ref: newObjectRef(newTaskID()), method: method, args: encoded, refArgs: refArgs(args)}
+	a.watchOnce.Do(func() { go a.watch() })
 	a.mu.Lock()
 	a.queue = append(a.queue, call)
 	if !a.sending {
@@ -256,25 +262,19 @@ func (a *Actor) send() {
 }
 
 // deliver sends one call to the actor's current incarnation, following restarts.
+// Calls are at most once, as Ray's: a call in flight when the worker died is sent
+// again only while WithMaxTaskRetries allows.
 func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 	function := a.ClassName + "." + call.method
 	args, err := resolveArgs(call.ctx, call.args, call.refArgs)
 	if err != nil {
 		return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 	}
+	backoff := rpcutil.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
 	for {
-		a.mu.Lock()
-		address, restarts := a.address, a.numRestarts
-		a.mu.Unlock()
-		if address == "" {
-			alive, err := a.waitAlive(call.ctx, restarts)
-			if err != nil {
-				return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
-			}
-			a.mu.Lock()
-			a.address, a.numRestarts = alive.Address, alive.NumRestarts
-			a.mu.Unlock()
-			address, restarts = alive.Address, alive.NumRestarts
+		address, restarts, err := a.incarnation(call.ctx)
+		if err != nil {
+			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 		}
 		conn, err := a.c.connTo(address)
 		if err != nil {
@@ -292,31 +292,91 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 		if code := status.Code(err); code != codes.Unavailable && code != codes.FailedPrecondition && code != codes.Canceled {
 			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 		}
-		// This incarnation is gone: the next call waits for a newer one.
-		a.c.forgetConn(address)
-		a.mu.Lock()
-		if a.address == address {
-			a.address, a.numRestarts = "", restarts+1
-		}
-		a.mu.Unlock()
 		current, infoErr := a.c.actors.GetActorInfo(call.ctx, &pb.GetActorInfoRequest{ActorId: a.ID})
 		if infoErr != nil {
-			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call: %v", function, a.ID, ErrActorDied, a.c.wrap("actor "+a.ID, infoErr))
+			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker did not answer: %v", function, a.ID, ErrActorDied, a.c.wrap("actor "+a.ID, infoErr))
 		}
-		if current.Actor.State == pb.ActorState_ACTOR_DEAD {
-			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, current.Actor.DeathCause)
-		}
-		if current.Actor.State == pb.ActorState_ACTOR_ALIVE && current.Actor.NumRestarts > restarts {
-			// A newer incarnation is already ALIVE: the worker we sent to was replaced
-			// before the call reached it (a restart takes a new process and a
-			// constructor run, far longer than a failed send), so the call never ran
-			// there. Send it to the new one without using a retry.
-			continue
+		actor := current.Actor
+		if actor.State == pb.ActorState_ACTOR_DEAD {
+			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, actor.DeathCause)
 		}
 		call.retries++
-		if limit := current.Actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
+		if limit := actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
 			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call (max_task_retries=%d): %s",
 				function, a.ID, ErrActorDied, limit, status.Convert(err).Message())
+		}
+		a.c.forgetConn(address)
+		if actor.State == pb.ActorState_ACTOR_ALIVE && actor.NumRestarts == restarts && actor.Address == address {
+			// The GCS still sees this incarnation alive: a lost connection, or a death
+			// it has not heard of yet. Try the same worker again after a pause.
+			select {
+			case <-call.ctx.Done():
+			case <-time.After(backoff.Next()):
+			}
+			continue
+		}
+		// This incarnation is gone: wait for a newer one.
+		a.mu.Lock()
+		if a.address == address {
+			a.address, a.numRestarts = "", max(a.numRestarts, restarts+1)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// incarnation returns the address and restart count calls go to, waiting for the
+// actor to be ALIVE when the handle knows no live worker.
+func (a *Actor) incarnation(ctx context.Context) (string, int64, error) {
+	a.mu.Lock()
+	address, restarts, dead := a.address, a.numRestarts, a.deathCause
+	a.mu.Unlock()
+	if dead != "" {
+		return "", 0, fmt.Errorf("actor %s (%s): %w: %s", a.ID, a.ClassName, ErrActorDied, dead)
+	}
+	if address != "" {
+		return address, restarts, nil
+	}
+	alive, err := a.waitAlive(ctx, restarts)
+	if err != nil {
+		return "", 0, err
+	}
+	a.learn(alive)
+	return alive.Address, alive.NumRestarts, nil
+}
+
+// learn records a newer incarnation, or the actor's death, in the handle.
+func (a *Actor) learn(p *pb.ActorInfo) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case p.State == pb.ActorState_ACTOR_DEAD:
+		a.address, a.deathCause = "", p.DeathCause
+	case p.State == pb.ActorState_ACTOR_ALIVE && (p.NumRestarts > a.numRestarts || a.address == ""):
+		a.address, a.numRestarts = p.Address, p.NumRestarts
+	}
+}
+
+// watch follows the actor's restarts for the handle (as Ray's callers subscribe to
+// their actors), so calls made after a restart go to the new worker instead of
+// failing on the old one. It ends with the client or with the actor's death.
+func (a *Actor) watch() {
+	backoff := rpcutil.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	for a.c.tasks.ctx.Err() == nil {
+		a.mu.Lock()
+		next := a.numRestarts + 1
+		a.mu.Unlock()
+		reply, err := a.c.actors.GetActorInfo(a.c.tasks.ctx, &pb.GetActorInfoRequest{ActorId: a.ID, WaitAlive: true, MinNumRestarts: next})
+		if err != nil {
+			select {
+			case <-a.c.tasks.ctx.Done():
+			case <-time.After(backoff.Next()):
+			}
+			continue
+		}
+		backoff.Reset()
+		a.learn(reply.Actor)
+		if reply.Actor.State == pb.ActorState_ACTOR_DEAD {
+			return
 		}
 	}
 }

@@ -223,6 +223,11 @@ func (s *taskSubmitter) submit(t *pendingTask, resources map[string]float64, str
 	key := schedulingKey(resources, strategy)
 	enqueue := func() {
 		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			t.ref.complete(nil, fmt.Errorf("task %s: %w", t.function, ErrClosed), Placement{})
+			return
+		}
 		q, ok := s.queues[key]
 		if !ok {
 			q = &schedulingQueue{key: key, resources: resources, strategy: strategy}
@@ -257,16 +262,28 @@ func (s *taskSubmitter) requestLeasesLocked(q *schedulingQueue) {
 
 // popLocked takes the next task that is still wanted; tasks whose ctx ended fail.
 func (q *schedulingQueue) popLocked() *pendingTask {
-	for len(q.pending) > 0 {
-		t := q.pending[0]
-		q.pending = q.pending[1:]
+	q.dropAbandonedLocked()
+	if len(q.pending) == 0 {
+		return nil
+	}
+	t := q.pending[0]
+	q.pending = q.pending[1:]
+	return t
+}
+
+// dropAbandonedLocked fails the waiting tasks whose ctx ended, so refs that wait on
+// them do not wait for a worker that may never come.
+func (q *schedulingQueue) dropAbandonedLocked() {
+	kept := q.pending[:0]
+	for _, t := range q.pending {
 		if err := t.ctx.Err(); err != nil {
 			t.ref.complete(nil, fmt.Errorf("task %s abandoned: %w", t.function, err), Placement{})
 			continue
 		}
-		return t
+		kept = append(kept, t)
 	}
-	return nil
+	clear(q.pending[len(kept):])
+	q.pending = kept
 }
 
 // lease gets one worker for q and runs q's tasks on it.
@@ -274,6 +291,7 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 	backoff := rpcutil.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
 	for {
 		s.mu.Lock()
+		q.dropAbandonedLocked()
 		if len(q.pending) == 0 || s.ctx.Err() != nil {
 			q.requesting--
 			s.mu.Unlock()
@@ -514,6 +532,12 @@ func (s *taskSubmitter) runLease(q *schedulingQueue, worker *pb.WorkerInfo, rayl
 		disconnect = true
 		if t.ctx.Err() != nil {
 			t.ref.complete(nil, fmt.Errorf("task %s abandoned: %w", t.function, t.ctx.Err()), where)
+			return
+		}
+		if code := status.Code(err); code != codes.Unavailable && code != codes.Canceled {
+			// Not a dead worker (e.g. a result over the message size limit): running
+			// the task again would fail the same way.
+			t.ref.complete(nil, fmt.Errorf("task %s on worker %s: %w", t.function, worker.WorkerId, err), where)
 			return
 		}
 		t.attempt++

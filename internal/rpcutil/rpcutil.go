@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -40,6 +41,9 @@ func ServerOptions(serverVersion uint32, extra ...grpc.UnaryServerInterceptor) [
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(chain...),
 		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion)),
+		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Clients ping every KeepaliveTime; allow it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 	}
 }
 
@@ -89,6 +93,19 @@ func checkClientVersion(ctx context.Context, serverVersion uint32) error {
 	return nil
 }
 
+// Limits every raygo endpoint shares.
+const (
+	// MaxMessageBytes bounds one gRPC message: task arguments and results travel
+	// inline, as Ray's small objects do, so the default 4 MiB is too tight.
+	MaxMessageBytes = 256 << 20
+	// KeepaliveTime and KeepaliveTimeout: a client pings a connection idle for
+	// KeepaliveTime and drops it when the ping is not answered within KeepaliveTimeout,
+	// so a call to a peer that vanished (a node powered off) fails in about 15 s
+	// instead of waiting for TCP to give up.
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+)
+
 // DialOptions configure Dial.
 type DialOptions struct {
 	// ProtocolVersion sent to the server; zero means ProtocolVersion. Tests set it to
@@ -109,6 +126,8 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, opts.Epoch)),
 		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, opts.Epoch)),
 	)
