@@ -37,11 +37,13 @@ const (
 	// workerReportGrace is how long a failed constructor call waits for the raylet's
 	// report of its worker's exit.
 	workerReportGrace = time.Second
-	// reconcileRounds and reconcileRetry: how often, and how far apart, a reconnected
-	// raylet's workers are checked again while one of them may belong to a placement in
-	// flight.
-	reconcileRounds = 5
-	reconcileRetry  = 2 * time.Second
+	// reconcileRetry: how far apart a reconnected raylet's workers are checked again
+	// while one of them may belong to a placement in flight.
+	reconcileRetry = 2 * time.Second
+	// killRetryMin/Max: a KillWorker the raylet could not be reached for is sent again
+	// after a backoff that doubles from Min to Max.
+	killRetryMin = 100 * time.Millisecond
+	killRetryMax = 5 * time.Second
 	// actorIDBytes: actor ids are 32 hex characters.
 	actorIDBytes = 16
 	// defaultNamespace is the namespace of a job that named none (see AddJob).
@@ -119,9 +121,11 @@ func (e *actorEntry) endAttemptLocked() {
 // raylets' worker leases, restarts and deaths.
 //
 // Concurrency: every field behind mu, except workerConns (connMu), lastPrune (the
-// loop's) and the lock-free retryAll/wake. mu is never held while calling the node, job or placement-group
-// managers' locking methods; they call the hooks here without holding their own locks,
-// except retryAllNow, which takes no lock.
+// loop's), the lock-free retryAll/wake, and reconcileRetry/killRetry (constant once the
+// server runs; tests shorten them before they make a node connect or a worker die). mu
+// is never held while calling the node, job or placement-group managers' locking
+// methods; they call the hooks here without holding their own locks, except
+// retryAllNow, which takes no lock.
 type actorManager struct {
 	pb.UnimplementedActorInfoServiceServer
 	server *Server
@@ -138,6 +142,11 @@ type actorManager struct {
 	wake     chan struct{}
 	retryAll atomic.Bool
 
+	// reconcileRetry and killRetry: the spacing of reconcile rounds and of KillWorker
+	// retries (reconcileRetry and killRetryMin/Max).
+	reconcileRetry time.Duration
+	killRetry      rpcutil.Backoff
+
 	connMu      sync.Mutex
 	workerConns map[string]*grpc.ClientConn // worker address → connection
 }
@@ -145,7 +154,8 @@ type actorManager struct {
 func newActorManager(s *Server) *actorManager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &actorManager{server: s, ctx: ctx, cancel: cancel, actors: map[string]*actorEntry{}, names: map[string]string{},
-		wake: make(chan struct{}, 1), workerConns: map[string]*grpc.ClientConn{}}
+		wake: make(chan struct{}, 1), workerConns: map[string]*grpc.ClientConn{},
+		reconcileRetry: reconcileRetry, killRetry: rpcutil.Backoff{Min: killRetryMin, Max: killRetryMax}}
 }
 
 // kick makes the scheduling loop run a round soon.
@@ -334,6 +344,15 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	if req.Name != "" {
 		m.names[nameKey(namespace, req.Name)] = info.ActorId
 	}
+	m.mu.Unlock()
+	// The job may have finished since the check above, its onJobDead sweep running
+	// before the insert. A job that finishes from now on finds the actor in its sweep.
+	if job := m.server.jobs.get(req.JobId); !req.IsDetached && (job == nil || job.IsDead) {
+		m.mu.Lock()
+		m.buryLocked(e, deathJobFinished)
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
 	reply := proto.Clone(info).(*pb.ActorInfo)
 	m.mu.Unlock()
 	m.kick()
@@ -681,13 +700,14 @@ func (m *actorManager) buryWhere(cause string, match func(*actorEntry) bool) {
 // incarnation, or by a lease whose reply was lost) are killed, and ALIVE actors whose
 // worker the raylet no longer has restart. A raylet without GetWorkers is skipped.
 func (m *actorManager) onNodeConnected(node *pb.NodeInfo) {
-	m.reconcileWorkers(node.NodeId, 0)
+	m.reconcileWorkers(node.NodeId)
 }
 
 // reconcileWorkers is one round of onNodeConnected. A worker of an actor that is being
-// placed right now may be that placement's own: it is checked again a little later,
-// once the placement is over, up to reconcileRounds times.
-func (m *actorManager) reconcileWorkers(nodeID string, round int) {
+// placed right now may be that placement's own: while there is one, the node is checked
+// again every reconcileRetry, however long the placement takes (an executable to
+// download, a slow constructor), until the node is gone or the GCS stops.
+func (m *actorManager) reconcileWorkers(nodeID string) {
 	type actorWorker struct{ actor, worker string }
 	m.mu.Lock()
 	var aliveHere []actorWorker
@@ -743,35 +763,55 @@ func (m *actorManager) reconcileWorkers(nodeID string, round int) {
 		m.server.log.Info().Str("node_id", nodeID).Str("worker_id", w.WorkerId).Str("actor_id", w.ActorId).Msg("killing an orphaned actor worker")
 		m.killWorker(nodeID, w.WorkerId, "orphaned actor worker")
 	}
-	if undecided > 0 && round+1 < reconcileRounds {
-		time.AfterFunc(reconcileRetry, func() {
+	if undecided > 0 {
+		time.AfterFunc(m.reconcileRetry, func() {
 			if m.ctx.Err() == nil {
-				m.reconcileWorkers(nodeID, round+1)
+				m.reconcileWorkers(nodeID)
 			}
 		})
 	}
 }
 
-// killWorker asks a raylet to kill a worker, in the background and best effort (a dead
-// node's workers are gone with it).
+// killWorker asks a raylet to kill a worker, in the background. While the raylet cannot
+// be reached it retries with backoff, until the raylet answers, the node is no longer
+// ALIVE (its workers died with it) or the GCS stops.
 func (m *actorManager) killWorker(nodeID, workerID, reason string) {
 	if nodeID == "" || workerID == "" {
 		return
 	}
 	go func() {
-		client, err := m.server.nodes.rayletClient(nodeID)
-		if err != nil {
-			return
+		log := m.server.log.With().Str("node_id", nodeID).Str("worker_id", workerID).Logger()
+		backoff := m.killRetry
+		for {
+			client, err := m.server.nodes.rayletClient(nodeID)
+			if err != nil {
+				log.Debug().Err(err).Msg("KillWorker not sent: the node is not ALIVE, its workers died with it")
+				return
+			}
+			ctx, cancel := context.WithTimeout(m.ctx, rayletCallTimeout)
+			reply, err := client.KillWorker(ctx, &pb.KillWorkerRequest{WorkerId: workerID, Reason: reason})
+			cancel()
+			switch {
+			case err == nil:
+				m.server.nodes.applyResourceReport(nodeID, reply.Resources)
+				m.retryAllNow()
+				return
+			case m.ctx.Err() != nil:
+				return // stopping
+			case !rpcutil.IsUnavailable(err) && status.Code(err) != codes.Canceled:
+				// Canceled: the node's connection closed under the call (it died); the
+				// next round sees it.
+				log.Warn().Err(err).Msg("KillWorker failed")
+				return
+			}
+			wait := backoff.Next()
+			log.Debug().Err(err).Dur("retry_in", wait).Msg("KillWorker failed; retrying")
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
-		ctx, cancel := context.WithTimeout(m.ctx, rayletCallTimeout)
-		defer cancel()
-		reply, err := client.KillWorker(ctx, &pb.KillWorkerRequest{WorkerId: workerID, Reason: reason})
-		if err != nil {
-			m.server.log.Warn().Err(err).Str("node_id", nodeID).Str("worker_id", workerID).Msg("KillWorker failed")
-			return
-		}
-		m.server.nodes.applyResourceReport(nodeID, reply.Resources)
-		m.retryAllNow()
 	}()
 }
 

@@ -3,11 +3,16 @@ package gcs
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -665,6 +670,267 @@ func TestActorTableSurvivesARestart(t *testing.T) {
 			second.nodes.markDead("node-alive", "test")
 			if a := (actorFixture{c: c}).get(t, "aa"); a.State != pb.ActorState_ACTOR_DEAD || a.DeathCause != "node node-alive died; no restarts left (max_restarts=0)" {
 				t.Errorf("actor of a node that died after the restart: %v", a)
+			}
+		})
+	}
+}
+
+// hookStore runs a hook, once, before the next read of one table.
+type hookStore struct {
+	store.Store
+	table  string
+	before atomic.Pointer[func()]
+}
+
+func (s *hookStore) Get(ctx context.Context, table, key string) ([]byte, bool, error) {
+	if table == s.table {
+		if hook := s.before.Swap(nil); hook != nil {
+			(*hook)()
+		}
+	}
+	return s.Store.Get(ctx, table, key)
+}
+
+// A job that finishes while CreateActor runs (after its job check, before its insert)
+// has swept its actors already: CreateActor buries the new actor itself unless detached.
+func TestCreateActorRacingTheJobsEnd(t *testing.T) {
+	cases := []struct {
+		name     string
+		detached bool
+		state    pb.ActorState
+		cause    string
+	}{
+		{"not detached dies with its job", false, pb.ActorState_ACTOR_DEAD, deathJobFinished},
+		{"detached outlives its job", true, pb.ActorState_ACTOR_PENDING_CREATION, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &hookStore{Store: store.NewMemory(), table: store.TableExecutables}
+			f := newActorFixture(t, st)
+			finished := false
+			// CreateActor reads the executable's manifest between its job check and its
+			// insert: the job finishes there.
+			hook := func() {
+				finished = true
+				if err := f.s.jobs.finish(context.Background(), f.jobID, "test: driver exited"); err != nil {
+					t.Error(err)
+				}
+			}
+			st.before.Store(&hook)
+			actor := f.create(t, func(r *pb.CreateActorRequest) { r.IsDetached = tc.detached })
+			if !finished || !f.s.jobs.get(f.jobID).IsDead {
+				t.Fatal("the job did not finish during CreateActor")
+			}
+			for what, got := range map[string]*pb.ActorInfo{"CreateActor reply": actor, "GetActorInfo": f.get(t, actor.ActorId)} {
+				if got.State != tc.state || got.DeathCause != tc.cause {
+					t.Errorf("%s: state %s, death cause %q; want %s, %q", what, got.State, got.DeathCause, tc.state, tc.cause)
+				}
+			}
+		})
+	}
+}
+
+// fakeRaylet is a NodeManagerService that records KillWorker and GetWorkers calls.
+type fakeRaylet struct {
+	pb.UnimplementedNodeManagerServiceServer
+	addr string
+	// killAnswer is the error KillWorker call n (from 0) answers; nil kills.
+	killAnswer func(n int) error
+	// workers is what GetWorkers lists; GetWorkers waits for the first worker lease.
+	workers []*pb.WorkerInfo
+	// leased is closed at the first RequestWorkerLease, which blocks until it is
+	// cancelled (a placement that takes long).
+	leased    chan struct{}
+	leaseOnce sync.Once
+
+	mu             sync.Mutex
+	killCalls      int
+	killed         []string
+	getWorkerCalls int
+}
+
+func startFakeRaylet(t *testing.T, r *fakeRaylet) *fakeRaylet {
+	t.Helper()
+	r.leased = make(chan struct{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	pb.RegisterNodeManagerServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	r.addr = lis.Addr().String()
+	return r
+}
+
+func (r *fakeRaylet) KillWorker(ctx context.Context, req *pb.KillWorkerRequest) (*pb.KillWorkerReply, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.killCalls
+	r.killCalls++
+	if r.killAnswer != nil {
+		if err := r.killAnswer(n); err != nil {
+			return nil, err
+		}
+	}
+	r.killed = append(r.killed, req.WorkerId)
+	return &pb.KillWorkerReply{}, nil
+}
+
+func (r *fakeRaylet) RequestWorkerLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*pb.RequestWorkerLeaseReply, error) {
+	r.leaseOnce.Do(func() { close(r.leased) })
+	<-ctx.Done()
+	return nil, status.FromContextError(ctx.Err()).Err()
+}
+
+func (r *fakeRaylet) GetWorkers(ctx context.Context, _ *pb.GetWorkersRequest) (*pb.GetWorkersReply, error) {
+	select {
+	case <-r.leased:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.getWorkerCalls++
+	return &pb.GetWorkersReply{Workers: r.workers}, nil
+}
+
+// calls returns the KillWorker calls, the workers killed and the GetWorkers calls so far.
+func (r *fakeRaylet) calls() (kills int, killed []string, getWorkers int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.killCalls, slices.Clone(r.killed), r.getWorkerCalls
+}
+
+// A raylet that reconnects while an actor is being placed lists a worker of that actor
+// that may be the placement's own: the GCS checks again, however long the placement
+// takes, and kills the worker once the actor turns out not to run on it.
+func TestReconcileWaitsForALongPlacement(t *testing.T) {
+	f := newActorFixture(t, store.NewMemory())
+	f.s.actors.reconcileRetry = 5 * time.Millisecond
+	ctx := context.Background()
+	actor := f.create(t)
+	raylet := startFakeRaylet(t, &fakeRaylet{
+		workers: []*pb.WorkerInfo{{WorkerId: "w-old", Address: "127.0.0.1:1", NodeId: "n1", JobId: f.jobID, ActorId: actor.ActorId, Leased: true}},
+	})
+	cpu := map[string]float64{"CPU": 4}
+	if _, err := f.c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{NodeId: "n1", RayletAddress: raylet.addr,
+		ResourcesTotal: cpu, ResourcesAvailable: cpu}}); err != nil {
+		t.Fatal(err)
+	}
+	// The lease blocks: the actor stays placing, and w-old undecided, for many rounds
+	// (more than the 5 rounds the GCS used to give up after).
+	eventually(t, 10*time.Second, "reconcile rounds go on while the placement runs", func() error {
+		if _, _, rounds := raylet.calls(); rounds < 20 {
+			return fmt.Errorf("%d GetWorkers calls", rounds)
+		}
+		return nil
+	})
+	if _, killed, _ := raylet.calls(); len(killed) != 0 {
+		t.Fatalf("killed %v while the placement could still be using it", killed)
+	}
+	// The placement ends without w-old: w-old is an orphan.
+	if _, err := f.c.actors.KillActor(ctx, &pb.KillActorRequest{ActorId: actor.ActorId, NoRestart: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the leftover worker is killed", func() error {
+		if _, killed, _ := raylet.calls(); !slices.Contains(killed, "w-old") {
+			return fmt.Errorf("killed %v, want w-old", killed)
+		}
+		return nil
+	})
+}
+
+// logBuffer collects a server's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) has(s string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Contains(b.buf.String(), s)
+}
+
+// The worker of an actor killed with KillActor is killed on its raylet even when the
+// raylet cannot be reached at first; the GCS stops trying when the raylet refuses or
+// the node dies.
+func TestKillWorkerRetriesUntilTheRayletAnswers(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	cases := []struct {
+		name   string
+		answer func(n int) error
+		// killNodeAfter marks the node DEAD after that many KillWorker calls (0: never).
+		killNodeAfter int
+		wantKilled    bool
+		wantCalls     int    // exact, when not 0
+		wantLog       string // the line that ends the retries, when not killed
+	}{
+		{"transient errors, then the raylet answers", func(n int) error {
+			return []error{unavailable, status.Error(codes.DeadlineExceeded, "slow"), unavailable, nil}[n]
+		}, 0, true, 4, ""},
+		{"the raylet refuses", func(int) error { return status.Error(codes.FailedPrecondition, "stale epoch") }, 0, false, 1, "KillWorker failed"},
+		{"the node dies while unreachable", func(int) error { return unavailable }, 3, false, 0, "the node is not ALIVE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			raylet := startFakeRaylet(t, &fakeRaylet{killAnswer: tc.answer})
+			st := store.NewMemory()
+			ctx := context.Background()
+			// An ALIVE actor on the raylet's node, as a GCS that placed it wrote it.
+			node := &pb.NodeInfo{NodeId: "n1", RayletAddress: raylet.addr, State: pb.NodeState_ALIVE, ResourcesTotal: map[string]float64{"CPU": 4}}
+			job := &pb.JobInfo{JobId: "01000000", Namespace: "team", StartTimeMs: 1}
+			actor := &pb.ActorInfo{ActorId: "aa", JobId: job.JobId, ClassName: "Counter", Namespace: "team", State: pb.ActorState_ACTOR_ALIVE,
+				NodeId: "n1", Pid: 42, WorkerId: "w1", Address: "127.0.0.1:1", BundleIndex: -1,
+				SchedulingStrategy: &pb.SchedulingStrategy{Kind: strategyDefault}, StartTimeMs: 1}
+			for _, row := range []struct {
+				table, key string
+				msg        proto.Message
+			}{{store.TableNodes, node.NodeId, node}, {store.TableJobs, job.JobId, job}, {store.TableActors, actor.ActorId, actor}} {
+				raw, _ := proto.Marshal(row.msg)
+				if err := st.Put(ctx, row.table, row.key, raw); err != nil {
+					t.Fatal(err)
+				}
+			}
+			logs := &logBuffer{}
+			s := startGCS(t, st, func(c *Config) {
+				c.ReconnectGrace = time.Hour
+				c.Logger = zerolog.New(logs)
+			})
+			s.actors.killRetry = rpcutil.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}
+			c := dialActors(t, s.Address())
+			if _, err := c.actors.KillActor(ctx, &pb.KillActorRequest{ActorId: "aa", NoRestart: true}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.killNodeAfter > 0 {
+				eventually(t, 10*time.Second, "KillWorker retries", func() error {
+					if calls, _, _ := raylet.calls(); calls < tc.killNodeAfter {
+						return fmt.Errorf("%d KillWorker calls", calls)
+					}
+					return nil
+				})
+				s.nodes.markDead("n1", "test")
+			}
+			eventually(t, 10*time.Second, "KillWorker ends", func() error {
+				if _, killed, _ := raylet.calls(); tc.wantKilled && !slices.Equal(killed, []string{"w1"}) {
+					return fmt.Errorf("killed %v, want w1", killed)
+				}
+				if !tc.wantKilled && !logs.has(tc.wantLog) {
+					return fmt.Errorf("no log %q", tc.wantLog)
+				}
+				return nil
+			})
+			// Killed or given up: the retries are over, so the count is final.
+			if calls, killed, _ := raylet.calls(); tc.wantCalls != 0 && calls != tc.wantCalls || !tc.wantKilled && len(killed) != 0 {
+				t.Fatalf("%d KillWorker calls, killed %v; want %d calls", calls, killed, tc.wantCalls)
 			}
 		})
 	}

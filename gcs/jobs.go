@@ -141,14 +141,15 @@ func (j *jobManager) finish(ctx context.Context, jobID, why string) error {
 	row := proto.Clone(job).(*pb.JobInfo)
 	listeners := append([]func(*pb.JobInfo){}, j.onJobDead...)
 	j.mu.Unlock()
-	if err := j.persist(ctx, row); err != nil {
-		return err
-	}
+	// The job is dead in memory from here on, so its groups and actors go even if the
+	// row could not be saved (a restarted GCS finds the job alive, and its lapsed lease
+	// finishes it again).
+	err := j.persist(ctx, row)
 	j.server.log.Info().Str("job_id", jobID).Str("reason", why).Msg("job finished")
 	for _, fn := range listeners {
 		fn(row)
 	}
-	return nil
+	return err
 }
 
 func (j *jobManager) GetAllJobInfo(ctx context.Context, _ *pb.GetAllJobInfoRequest) (*pb.GetAllJobInfoReply, error) {

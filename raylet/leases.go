@@ -194,7 +194,13 @@ func (t *bundleTable) releaseLease(lease *workerLease) {
 // orphaned tells whether the bundle a lease took from is no longer held (cancelled,
 // released, or replaced by a newer generation).
 func (t *bundleTable) orphaned(lease *workerLease) bool {
-	return lease.holder != nil && t.reserved[lease.bundle] != lease.holder
+	return !t.holds(lease.bundle, lease.holder)
+}
+
+// holds tells whether holder is still the reservation of bundle id; a nil holder (the
+// node, not a bundle) always is.
+func (t *bundleTable) holds(id bundleID, holder *reservation) bool {
+	return holder == nil || t.reserved[id] == holder
 }
 
 func asksMIG(request placement.ResourceSet) bool {

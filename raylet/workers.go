@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -62,6 +63,12 @@ type worker struct {
 	stderrPath string        // "" when stderr goes to the raylet's own
 	registered chan struct{} // closed by RegisterWorker
 	exited     chan struct{} // closed by the death watch once exitDetail is set
+
+	// bundle and bundleHolder name the bundle reservation the worker was started for
+	// (its environment names it); bundleHolder is nil for a worker started for a lease
+	// from the node. An idle worker keeps them, so it dies with its bundle.
+	bundle       bundleID
+	bundleHolder *reservation
 
 	process    *os.Process // nil until the process started
 	address    string      // set by RegisterWorker
@@ -117,12 +124,15 @@ func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseReq
 		case <-ctx.Done():
 			return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(), "waited for room until the call ended: %s", status.Convert(err).Message())
 		case <-r.stop:
-			return nil, status.Errorf(codes.Unavailable, "node %s: the raylet is stopping", r.cfg.NodeID)
+			return nil, r.errStopping()
 		}
 	}
 }
 
 func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRequest, request placement.ResourceSet) (*workerLease, error) {
+	if r.stoppingLocked() {
+		return nil, r.errStopping()
+	}
 	if r.draining {
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is draining and takes no new worker leases", r.cfg.NodeID)
 	}
@@ -138,6 +148,22 @@ func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRe
 	}
 	r.resourcesVersion++
 	return lease, nil
+}
+
+// stoppingLocked tells whether Stop began. Stop closes r.stop before it kills the
+// workers under mu, so a lease checked under mu after that sees it: no worker starts
+// after the sweep. Callers hold mu.
+func (r *Raylet) stoppingLocked() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *Raylet) errStopping() error {
+	return status.Errorf(codes.Unavailable, "node %s: raylet stopping", r.cfg.NodeID)
 }
 
 // releaseLease gives back a lease no worker holds yet.
@@ -214,6 +240,7 @@ func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLe
 	w := &worker{
 		id: newWorkerID(), key: key, registered: make(chan struct{}), exited: make(chan struct{}),
 		state: workerStarting, lease: lease, actorID: req.ActorId, detached: req.Detached,
+		bundle: lease.bundle, bundleHolder: lease.holder,
 	}
 	w.cmd = exec.Command(path)
 	w.cmd.Env = r.workerEnv(w.id, req.JobId, lease)
@@ -234,6 +261,12 @@ func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLe
 	if err := r.checkNotOrphanedLocked(lease); err != nil {
 		r.mu.Unlock()
 		return nil, err
+	}
+	if r.stoppingLocked() { // stopWorkers may have swept the pool already
+		r.bundles.releaseLease(lease)
+		r.resourcesChangedLocked()
+		r.mu.Unlock()
+		return nil, r.errStopping()
 	}
 	r.workers[w.id] = w
 	r.mu.Unlock()
@@ -432,18 +465,34 @@ func (r *Raylet) watchWorker(w *worker) {
 	}
 }
 
-// reportWorkerFailure tells the GCS, best effort: a GCS that misses it learns of the
-// actor's death when the node dies or the owner notices.
+// reportWorkerFailure tells the GCS, retrying with backoff while it is unreachable (a
+// missed report would leave the actor ALIVE on a dead worker) until it answers or the
+// raylet stops: the GCS then learns of the whole node's end instead.
 func (r *Raylet) reportWorkerFailure(req *pb.ReportWorkerFailureRequest) {
-	select {
-	case <-r.stop: // the GCS learns of the whole node's end instead
-		return
-	default:
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if _, err := r.actors.ReportWorkerFailure(ctx, req); err != nil {
-		r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("could not report a worker failure to the GCS")
+	backoff := rpcutil.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := r.actors.ReportWorkerFailure(ctx, req)
+		cancel()
+		if !rpcutil.IsUnavailable(err) {
+			if err != nil {
+				r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("the GCS refused a worker failure report")
+			}
+			return
+		}
+		if attempt == 1 {
+			r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("could not report a worker failure to the GCS; retrying")
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(backoff.Next()):
+		}
 	}
 }
 
@@ -460,11 +509,12 @@ func (r *Raylet) idleWorkerLoop() {
 	})
 }
 
-// killOrphanedWorkersLocked kills the workers leased from bundles no longer held. Bundle
-// changes call it under mu, so no lease outlives its bundle.
+// killOrphanedWorkersLocked kills the workers leased from bundles no longer held, and
+// the idle workers started for them (their environment names the old bundle and its
+// GPUs). Bundle changes call it under mu, so no worker outlives its bundle.
 func (r *Raylet) killOrphanedWorkersLocked(reason string) {
 	for _, w := range r.workers {
-		if w.lease != nil && r.bundles.orphaned(w.lease) {
+		if w.lease != nil && r.bundles.orphaned(w.lease) || !r.bundles.holds(w.bundle, w.bundleHolder) {
 			r.killWorkerLocked(w, reason)
 		}
 	}
@@ -528,6 +578,25 @@ func (s *nodeManagerService) RequestWorkerLease(ctx context.Context, req *pb.Req
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		// The caller gave up: the reply would be lost, and the lease with it.
+		if r.workers[w.id] == w && w.state == workerLeased {
+			r.returnWorkerLocked(w, false)
+		}
+		return nil, status.FromContextError(err).Err()
+	}
+	if r.stoppingLocked() { // Stop kills the worker, if it has not yet
+		return nil, r.errStopping()
+	}
+	if req.ActorId != "" {
+		// An actor has one worker: another one here is from an earlier lease whose reply
+		// the GCS lost before it asked again.
+		for _, other := range r.workers {
+			if other != w && other.actorID == req.ActorId {
+				r.killWorkerLocked(other, "replaced by a newer lease for actor "+req.ActorId)
+			}
+		}
+	}
 	return &pb.RequestWorkerLeaseReply{Worker: r.describeWorkerLocked(w), Resources: r.resourceReportLocked()}, nil
 }
 
@@ -597,6 +666,10 @@ func (s *nodeManagerService) RegisterWorker(ctx context.Context, req *pb.Registe
 	w := r.workers[req.WorkerId]
 	if w == nil {
 		return nil, status.Errorf(codes.NotFound, "worker %s: not a live worker of node %s", req.WorkerId, r.cfg.NodeID)
+	}
+	if r.stoppingLocked() {
+		r.killWorkerLocked(w, "raylet stopped")
+		return nil, r.errStopping()
 	}
 	switch w.address {
 	case "":

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -481,4 +482,175 @@ func TestLeasedWorkerExitsAreReported(t *testing.T) {
 		t.Fatalf("a returned worker's exit was reported: %v", req)
 	default:
 	}
+}
+
+// flakyActors answers ReportWorkerFailure with errs in turn, then with errs' last one.
+type flakyActors struct {
+	pb.ActorInfoServiceClient
+	errs  []error
+	calls chan *pb.ReportWorkerFailureRequest
+}
+
+func (a *flakyActors) ReportWorkerFailure(ctx context.Context, req *pb.ReportWorkerFailureRequest, _ ...grpc.CallOption) (*pb.ReportWorkerFailureReply, error) {
+	n := len(a.calls)
+	a.calls <- req
+	if err := a.errs[min(n, len(a.errs)-1)]; err != nil {
+		return nil, err
+	}
+	return &pb.ReportWorkerFailureReply{}, nil
+}
+
+// A worker failure report is retried while the GCS is unreachable, until it answers
+// (an error that is no unreachability counts) or the raylet stops.
+func TestWorkerFailureReportRetriesUntilTheGCSAnswers(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	report := &pb.ReportWorkerFailureRequest{NodeId: "n", WorkerId: "w", ActorId: "a"}
+	cases := []struct {
+		name  string
+		errs  []error
+		calls int
+	}{
+		{"answered after two unreachable attempts", []error{unavailable, status.Error(codes.DeadlineExceeded, "timeout"), nil}, 3},
+		{"a refusal is an answer", []error{unavailable, status.Error(codes.NotFound, "no such actor")}, 2},
+		{"answered at once", []error{nil}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			actors := &flakyActors{errs: c.errs, calls: make(chan *pb.ReportWorkerFailureRequest, 16)}
+			r := &Raylet{log: zerolog.Nop(), stop: make(chan struct{}), actors: actors}
+			r.reportWorkerFailure(report)
+			if got := len(actors.calls); got != c.calls {
+				t.Fatalf("%d attempts, want %d", got, c.calls)
+			}
+			for range c.calls {
+				if req := <-actors.calls; req != report {
+					t.Fatalf("reported %v, want %v", req, report)
+				}
+			}
+		})
+	}
+
+	// A GCS that stays unreachable: the retries end when the raylet stops.
+	actors := &flakyActors{errs: []error{unavailable}, calls: make(chan *pb.ReportWorkerFailureRequest, 64)}
+	r := &Raylet{log: zerolog.Nop(), stop: make(chan struct{}), actors: actors}
+	done := make(chan struct{})
+	go func() {
+		r.reportWorkerFailure(report)
+		close(done)
+	}()
+	eventually(t, "the report was retried", func() bool { return len(actors.calls) >= 2 })
+	close(r.stop)
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the report kept retrying after Stop")
+	}
+}
+
+// A lease granted after the caller gave up goes back to the pool: the reply is lost.
+func TestLeaseGrantedAfterTheCallerGaveUpIsReturned(t *testing.T) {
+	h := startWorkerHarness(t, nil)
+	idle := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}})
+	if _, err := h.client.ReturnWorker(context.Background(), &pb.ReturnWorkerRequest{WorkerId: idle.WorkerId}); err != nil {
+		t.Fatal(err)
+	}
+	// Called directly with a context that already ended: the idle worker is granted,
+	// then given back.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	service := &nodeManagerService{raylet: h.raylet}
+	_, err := service.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: "job-1", ExecutableSha256: h.sha, Resources: map[string]float64{"CPU": 1}})
+	wantCode(t, err, codes.Canceled)
+	if workers := h.workers(t); len(workers) != 1 || workers[0].WorkerId != idle.WorkerId || workers[0].Leased {
+		t.Fatalf("workers %v: want the idle worker back in the pool", workers)
+	}
+	if got := h.available("CPU"); got != 4 {
+		t.Fatalf("CPU available %v, want 4", got)
+	}
+	// An actor's worker is never reused: a lost actor lease kills its worker.
+	_, err = service.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: "job-1", ExecutableSha256: h.sha, Resources: map[string]float64{"CPU": 1}, ActorId: "actor-1"})
+	wantCode(t, err, codes.Canceled)
+	eventually(t, "the lost actor lease's worker is gone", func() bool { return len(h.workers(t)) == 0 && !proc.Alive(int(idle.Pid)) })
+	if got := h.available("CPU"); got != 4 {
+		t.Fatalf("CPU available %v, want 4", got)
+	}
+}
+
+// A second lease for an actor (the GCS retried after losing the first reply) replaces
+// the actor's earlier worker here.
+func TestNewerActorLeaseReplacesTheEarlierWorker(t *testing.T) {
+	h := startWorkerHarness(t, nil)
+	first := h.mustLease(t, &pb.RequestWorkerLeaseRequest{ActorId: "actor-1", Resources: map[string]float64{"CPU": 1}})
+	other := h.mustLease(t, &pb.RequestWorkerLeaseRequest{ActorId: "actor-2", Resources: map[string]float64{"CPU": 1}})
+	second := h.mustLease(t, &pb.RequestWorkerLeaseRequest{ActorId: "actor-1", Resources: map[string]float64{"CPU": 1}})
+	if second.WorkerId == first.WorkerId {
+		t.Fatal("the second lease got the first worker")
+	}
+	eventually(t, "the first worker is gone", func() bool { return !proc.Alive(int(first.Pid)) })
+	workers := h.workers(t)
+	if len(workers) != 2 {
+		t.Fatalf("workers %v: want actor-1's second worker and actor-2's", workers)
+	}
+	for _, w := range workers {
+		if w.WorkerId != second.WorkerId && w.WorkerId != other.WorkerId {
+			t.Fatalf("worker %v survived", w)
+		}
+	}
+	if got := h.available("CPU"); got != 2 {
+		t.Fatalf("CPU available %v, want 2 (the first worker's CPU freed)", got)
+	}
+}
+
+// An idle worker started for a bundle dies with the bundle: its environment names the
+// bundle and its GPUs.
+func TestIdleBundleWorkerDiesWithItsBundle(t *testing.T) {
+	h := startWorkerHarness(t, withGPUs(t))
+	h.prepareAndCommit(t, &pb.BundleReservation{Key: key("pg", 0, 1), Resources: map[string]float64{"CPU": 1, "GPU": 1}})
+	w := h.mustLease(t, &pb.RequestWorkerLeaseRequest{PlacementGroupId: "pg", BundleIndex: 0, Resources: map[string]float64{"GPU": 1}})
+	task := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}})
+	for _, returned := range []*pb.WorkerInfo{w, task} {
+		if _, err := h.client.ReturnWorker(context.Background(), &pb.ReturnWorkerRequest{WorkerId: returned.WorkerId}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if workers := h.workers(t); len(workers) != 2 || workers[0].Leased || workers[1].Leased {
+		t.Fatalf("workers %v: want two idle", workers)
+	}
+	if _, err := h.client.CancelResourceReserve(context.Background(), &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{key("pg", 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bundle's idle worker is gone", func() bool { return !proc.Alive(int(w.Pid)) })
+	if workers := h.workers(t); len(workers) != 1 || workers[0].WorkerId != task.WorkerId {
+		t.Fatalf("workers %v: want only the node's idle worker", workers)
+	}
+}
+
+// A lease in flight when the raylet stops starts no worker.
+func TestNoWorkerStartsAfterStop(t *testing.T) {
+	h := startWorkerHarness(t, nil)
+	w := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}}) // caches the executable
+	req := &pb.RequestWorkerLeaseRequest{JobId: "job-1", ExecutableSha256: h.sha, Resources: map[string]float64{"CPU": 2}}
+	request, err := validateLeaseRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := h.raylet.reserveLease(context.Background(), req, request) // reserved before Stop
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.raylet.Stop()
+	if proc.Alive(int(w.Pid)) {
+		t.Fatalf("worker pid %d alive after Stop", w.Pid)
+	}
+	_, err = h.raylet.leaseWorker(context.Background(), req, lease)
+	wantCode(t, err, codes.Unavailable, "raylet stopping")
+	if pids := h.raylet.workerPIDs(); len(pids) != 0 {
+		t.Fatalf("workers %v started after Stop", pids)
+	}
+	if got := h.available("CPU"); got != 4 {
+		t.Fatalf("CPU available %v, want 4 (the refused lease released)", got)
+	}
+	// A new request is refused where the lease is reserved.
+	_, err = (&nodeManagerService{raylet: h.raylet}).RequestWorkerLease(context.Background(), req)
+	wantCode(t, err, codes.Unavailable, "raylet stopping")
 }
