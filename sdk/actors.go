@@ -25,11 +25,19 @@ type Actor struct {
 	ClassName string
 	typ       *actorType
 
+	// where is shared by every handle of the actor in this client.
+	where *incarnation
+
 	mu      sync.Mutex
 	queue   []*actorCall
 	sending bool
-	// The incarnation calls go to: its worker address and restart count; deathCause
-	// once the actor is known DEAD.
+}
+
+// incarnation is what a client knows of where an actor's calls go: its worker address
+// and restart count, or its death cause once DEAD. One watch per actor and client
+// keeps it current, however many handles the program makes.
+type incarnation struct {
+	mu          sync.Mutex
 	address     string
 	numRestarts int64
 	deathCause  string
@@ -134,14 +142,16 @@ func (c *Client) CreateActor(ctx context.Context, className string, args []any, 
 }
 
 func (c *Client) actorHandle(p *pb.ActorInfo, at *actorType) *Actor {
-	return &Actor{c: c, ID: p.ActorId, Name: p.Name, ClassName: p.ClassName, typ: at, numRestarts: p.NumRestarts, address: aliveAddress(p)}
-}
-
-func aliveAddress(p *pb.ActorInfo) string {
-	if p.State == pb.ActorState_ACTOR_ALIVE {
-		return p.Address
+	c.actorsMu.Lock()
+	where, ok := c.incarnations[p.ActorId]
+	if !ok {
+		where = &incarnation{}
+		c.incarnations[p.ActorId] = where
 	}
-	return ""
+	c.actorsMu.Unlock()
+	a := &Actor{c: c, ID: p.ActorId, Name: p.Name, ClassName: p.ClassName, typ: at, where: where}
+	a.learn(p)
+	return a
 }
 
 // GetActor finds a live named actor (Ray's ray.get_actor) in the client's namespace,
@@ -233,7 +243,7 @@ func (a *Actor) Call(ctx context.Context, method string, args ...any) (*ObjectRe
 		return nil, err
 	}
 	call := &actorCall{ctx: ctx, ref: newObjectRef(newTaskID()), method: method, args: encoded, refArgs: refArgs(args)}
-	a.watchOnce.Do(func() { go a.watch() })
+	a.where.watchOnce.Do(func() { go a.watch() })
 	a.mu.Lock()
 	a.queue = append(a.queue, call)
 	if !a.sending {
@@ -272,7 +282,7 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 	}
 	backoff := rpcutil.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
 	for {
-		address, restarts, err := a.incarnation(call.ctx)
+		address, restarts, err := a.target(call.ctx)
 		if err != nil {
 			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 		}
@@ -316,20 +326,22 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 			continue
 		}
 		// This incarnation is gone: wait for a newer one.
-		a.mu.Lock()
-		if a.address == address {
-			a.address, a.numRestarts = "", max(a.numRestarts, restarts+1)
+		w := a.where
+		w.mu.Lock()
+		if w.address == address {
+			w.address, w.numRestarts = "", max(w.numRestarts, restarts+1)
 		}
-		a.mu.Unlock()
+		w.mu.Unlock()
 	}
 }
 
-// incarnation returns the address and restart count calls go to, waiting for the
+// target returns the address and restart count calls go to, waiting for the
 // actor to be ALIVE when the handle knows no live worker.
-func (a *Actor) incarnation(ctx context.Context) (string, int64, error) {
-	a.mu.Lock()
-	address, restarts, dead := a.address, a.numRestarts, a.deathCause
-	a.mu.Unlock()
+func (a *Actor) target(ctx context.Context) (string, int64, error) {
+	w := a.where
+	w.mu.Lock()
+	address, restarts, dead := w.address, w.numRestarts, w.deathCause
+	w.mu.Unlock()
 	if dead != "" {
 		return "", 0, fmt.Errorf("actor %s (%s): %w: %s", a.ID, a.ClassName, ErrActorDied, dead)
 	}
@@ -346,13 +358,14 @@ func (a *Actor) incarnation(ctx context.Context) (string, int64, error) {
 
 // learn records a newer incarnation, or the actor's death, in the handle.
 func (a *Actor) learn(p *pb.ActorInfo) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	w := a.where
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch {
 	case p.State == pb.ActorState_ACTOR_DEAD:
-		a.address, a.deathCause = "", p.DeathCause
-	case p.State == pb.ActorState_ACTOR_ALIVE && (p.NumRestarts > a.numRestarts || a.address == ""):
-		a.address, a.numRestarts = p.Address, p.NumRestarts
+		w.address, w.deathCause = "", p.DeathCause
+	case p.State == pb.ActorState_ACTOR_ALIVE && (p.NumRestarts > w.numRestarts || w.address == ""):
+		w.address, w.numRestarts = p.Address, p.NumRestarts
 	}
 }
 
@@ -362,9 +375,9 @@ func (a *Actor) learn(p *pb.ActorInfo) {
 func (a *Actor) watch() {
 	backoff := rpcutil.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	for a.c.tasks.ctx.Err() == nil {
-		a.mu.Lock()
-		next := a.numRestarts + 1
-		a.mu.Unlock()
+		a.where.mu.Lock()
+		next := a.where.numRestarts + 1
+		a.where.mu.Unlock()
 		reply, err := a.c.actors.GetActorInfo(a.c.tasks.ctx, &pb.GetActorInfoRequest{ActorId: a.ID, WaitAlive: true, MinNumRestarts: next})
 		if err != nil {
 			select {

@@ -65,6 +65,9 @@ type Client struct {
 	tasks   *taskSubmitter
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
+	// incarnations: where each actor this client calls runs (see Actor).
+	actorsMu     sync.Mutex
+	incarnations map[string]*incarnation
 
 	stopRenewal chan struct{}
 	closeOnce   sync.Once
@@ -98,6 +101,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		nodes: pb.NewNodeInfoServiceClient(conn), jobs: pb.NewJobInfoServiceClient(conn),
 		pgs: pb.NewPlacementGroupServiceClient(conn), actors: pb.NewActorInfoServiceClient(conn),
 		executables: pb.NewExecutableServiceClient(conn), conns: map[string]*grpc.ClientConn{},
+		incarnations: map[string]*incarnation{},
 	}
 	c.tasks = newTaskSubmitter(c)
 	entrypoint := opts.Entrypoint

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
 type testAccount struct{ balance int }
@@ -174,5 +176,26 @@ func TestCloseFailsWaitingTasks(t *testing.T) {
 	c.tasks.close()
 	if err := Get(context.Background(), ref, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a task waiting when the client closed: %v, want ErrClosed", err)
+	}
+}
+
+func TestHandlesOfOneActorShareWhereItRuns(t *testing.T) {
+	c := &Client{incarnations: map[string]*incarnation{}}
+	alive := &pb.ActorInfo{ActorId: "a1", State: pb.ActorState_ACTOR_ALIVE, Address: "127.0.0.1:1", NumRestarts: 2}
+	first, second := c.actorHandle(alive, nil), c.actorHandle(alive, nil)
+	if first.where != second.where || len(c.incarnations) != 1 {
+		t.Fatal("two handles of one actor do not share one incarnation (one watch per actor)")
+	}
+	first.learn(&pb.ActorInfo{ActorId: "a1", State: pb.ActorState_ACTOR_ALIVE, Address: "127.0.0.1:2", NumRestarts: 3})
+	if address, restarts, err := second.target(context.Background()); err != nil || address != "127.0.0.1:2" || restarts != 3 {
+		t.Fatalf("the other handle targets %s (%d restarts), %v; want the newer incarnation", address, restarts, err)
+	}
+	first.learn(&pb.ActorInfo{ActorId: "a1", State: pb.ActorState_ACTOR_ALIVE, Address: "127.0.0.1:1", NumRestarts: 2})
+	if address, _, _ := second.target(context.Background()); address != "127.0.0.1:2" {
+		t.Fatalf("an older incarnation replaced a newer one: %s", address)
+	}
+	first.learn(&pb.ActorInfo{ActorId: "a1", State: pb.ActorState_ACTOR_DEAD, DeathCause: "killed by KillActor"})
+	if _, _, err := second.target(context.Background()); !errors.Is(err, ErrActorDied) || !strings.Contains(err.Error(), "killed by KillActor") {
+		t.Fatalf("after the actor died: %v", err)
 	}
 }
