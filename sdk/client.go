@@ -108,14 +108,23 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if entrypoint == "" && len(os.Args) > 0 {
 		entrypoint = os.Args[0]
 	}
-	reply, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: opts.Namespace, DriverIp: "127.0.0.1", DriverPid: int64(os.Getpid()), Entrypoint: entrypoint})
+	var self executableHash
+	if hasRegistrations() {
+		// The job names its executable, so the GCS keeps it while the job lives.
+		if self, err = hashExecutable(); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+	}
+	reply, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: opts.Namespace, DriverIp: "127.0.0.1", DriverPid: int64(os.Getpid()),
+		Entrypoint: entrypoint, ExecutableSha256: self.sha256})
 	if err != nil {
 		_ = conn.Close()
 		return nil, c.wrap("connect", err)
 	}
 	c.jobID = reply.Job.JobId
 	c.namespace = reply.Job.Namespace
-	if hasRegistrations() {
+	if self.sha256 != "" {
 		if c.executable, err = c.uploadExecutable(ctx); err != nil {
 			_, _ = c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: c.jobID})
 			_ = conn.Close()

@@ -540,8 +540,11 @@ type JobInfo struct {
 	// Unix milliseconds of the last lease renewal.
 	LastRenewalMs int64  `protobuf:"varint,8,opt,name=last_renewal_ms,json=lastRenewalMs,proto3" json:"last_renewal_ms,omitempty"`
 	Entrypoint    string `protobuf:"bytes,9,opt,name=entrypoint,proto3" json:"entrypoint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// SHA-256 (hex) of the driver's executable when it runs tasks or actors (see
+	// ExecutableService); the GCS keeps the executable while a live job or actor uses it.
+	ExecutableSha256 string `protobuf:"bytes,10,opt,name=executable_sha256,json=executableSha256,proto3" json:"executable_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
@@ -637,6 +640,13 @@ func (x *JobInfo) GetEntrypoint() string {
 	return ""
 }
 
+func (x *JobInfo) GetExecutableSha256() string {
+	if x != nil {
+		return x.ExecutableSha256
+	}
+	return ""
+}
+
 var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
@@ -696,7 +706,7 @@ const file_common_proto_rawDesc = "" +
 	"pci_bus_id\x18\x05 \x01(\tR\bpciBusId\x12#\n" +
 	"\rnvlink_island\x18\x06 \x01(\x05R\fnvlinkIsland\x12\x12\n" +
 	"\x04rail\x18\a \x01(\x05R\x04rail\x12\x10\n" +
-	"\x03nic\x18\b \x01(\tR\x03nic\"\x9f\x02\n" +
+	"\x03nic\x18\b \x01(\tR\x03nic\"\xcc\x02\n" +
 	"\aJobInfo\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x1b\n" +
@@ -709,7 +719,9 @@ const file_common_proto_rawDesc = "" +
 	"\x0flast_renewal_ms\x18\b \x01(\x03R\rlastRenewalMs\x12\x1e\n" +
 	"\n" +
 	"entrypoint\x18\t \x01(\tR\n" +
-	"entrypoint*<\n" +
+	"entrypoint\x12+\n" +
+	"\x11executable_sha256\x18\n" +
+	" \x01(\tR\x10executableSha256*<\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05ALIVE\x10\x01\x12\b\n" +

@@ -1150,13 +1150,15 @@ func (x *KVExistsReply) GetExists() bool {
 }
 
 type AddJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	DriverIp      string                 `protobuf:"bytes,2,opt,name=driver_ip,json=driverIp,proto3" json:"driver_ip,omitempty"`
-	DriverPid     int64                  `protobuf:"varint,3,opt,name=driver_pid,json=driverPid,proto3" json:"driver_pid,omitempty"`
-	Entrypoint    string                 `protobuf:"bytes,4,opt,name=entrypoint,proto3" json:"entrypoint,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	DriverIp   string                 `protobuf:"bytes,2,opt,name=driver_ip,json=driverIp,proto3" json:"driver_ip,omitempty"`
+	DriverPid  int64                  `protobuf:"varint,3,opt,name=driver_pid,json=driverPid,proto3" json:"driver_pid,omitempty"`
+	Entrypoint string                 `protobuf:"bytes,4,opt,name=entrypoint,proto3" json:"entrypoint,omitempty"`
+	// The executable the driver uploads for its workers (empty when it runs none).
+	ExecutableSha256 string `protobuf:"bytes,5,opt,name=executable_sha256,json=executableSha256,proto3" json:"executable_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AddJobRequest) Reset() {
@@ -1213,6 +1215,13 @@ func (x *AddJobRequest) GetDriverPid() int64 {
 func (x *AddJobRequest) GetEntrypoint() string {
 	if x != nil {
 		return x.Entrypoint
+	}
+	return ""
+}
+
+func (x *AddJobRequest) GetExecutableSha256() string {
+	if x != nil {
+		return x.ExecutableSha256
 	}
 	return ""
 }
@@ -1815,7 +1824,7 @@ const file_gcs_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\"'\n" +
 	"\rKVExistsReply\x12\x16\n" +
-	"\x06exists\x18\x01 \x01(\bR\x06exists\"\x89\x01\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\"\xb6\x01\n" +
 	"\rAddJobRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tdriver_ip\x18\x02 \x01(\tR\bdriverIp\x12\x1d\n" +
@@ -1823,7 +1832,8 @@ const file_gcs_proto_rawDesc = "" +
 	"driver_pid\x18\x03 \x01(\x03R\tdriverPid\x12\x1e\n" +
 	"\n" +
 	"entrypoint\x18\x04 \x01(\tR\n" +
-	"entrypoint\"\\\n" +
+	"entrypoint\x12+\n" +
+	"\x11executable_sha256\x18\x05 \x01(\tR\x10executableSha256\"\\\n" +
 	"\vAddJobReply\x12#\n" +
 	"\x03job\x18\x01 \x01(\v2\x11.raygo.v1.JobInfoR\x03job\x12(\n" +
 	"\x10lease_timeout_ms\x18\x02 \x01(\x03R\x0eleaseTimeoutMs\"-\n" +

@@ -124,7 +124,7 @@ class GPUInfo(_message.Message):
     def __init__(self, index: _Optional[int] = ..., uuid: _Optional[str] = ..., model: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., pci_bus_id: _Optional[str] = ..., nvlink_island: _Optional[int] = ..., rail: _Optional[int] = ..., nic: _Optional[str] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "namespace", "driver_ip", "driver_pid", "is_dead", "start_time_ms", "end_time_ms", "last_renewal_ms", "entrypoint")
+    __slots__ = ("job_id", "namespace", "driver_ip", "driver_pid", "is_dead", "start_time_ms", "end_time_ms", "last_renewal_ms", "entrypoint", "executable_sha256")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     DRIVER_IP_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +134,7 @@ class JobInfo(_message.Message):
     END_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_RENEWAL_MS_FIELD_NUMBER: _ClassVar[int]
     ENTRYPOINT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     namespace: str
     driver_ip: str
@@ -143,4 +144,5 @@ class JobInfo(_message.Message):
     end_time_ms: int
     last_renewal_ms: int
     entrypoint: str
-    def __init__(self, job_id: _Optional[str] = ..., namespace: _Optional[str] = ..., driver_ip: _Optional[str] = ..., driver_pid: _Optional[int] = ..., is_dead: _Optional[bool] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., last_renewal_ms: _Optional[int] = ..., entrypoint: _Optional[str] = ...) -> None: ...
+    executable_sha256: str
+    def __init__(self, job_id: _Optional[str] = ..., namespace: _Optional[str] = ..., driver_ip: _Optional[str] = ..., driver_pid: _Optional[int] = ..., is_dead: _Optional[bool] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., last_renewal_ms: _Optional[int] = ..., entrypoint: _Optional[str] = ..., executable_sha256: _Optional[str] = ...) -> None: ...

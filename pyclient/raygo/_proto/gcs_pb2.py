@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import common_pb2 as common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tgcs.proto\x12\x08raygo.v1\x1a\x0c\x63ommon.proto\"\x17\n\x15GetClusterInfoRequest\"\x80\x01\n\x13GetClusterInfoReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x16\n\x0egossip_address\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\r\n\x05store\x18\x04 \x01(\t\x12\x15\n\rstart_time_ms\x18\x05 \x01(\x03\"7\n\x13RegisterNodeRequest\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\"<\n\x11RegisterNodeReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x14\n\x0cgossip_seeds\x18\x02 \x03(\t\"\x96\x02\n\x16ReportHeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12U\n\x13resources_available\x18\x02 \x03(\x0b\x32\x38.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry\x12\x16\n\x0egossip_address\x18\x03 \x01(\t\x12\x19\n\x11resources_version\x18\x04 \x01(\x03\x12&\n\x08mig_gpus\x18\x05 \x03(\x0b\x32\x14.raygo.v1.MIGGPUInfo\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"E\n\x14ReportHeartbeatReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x1a\n\x12gcs_gossip_address\x18\x02 \x01(\t\"+\n\x15GetAllNodeInfoRequest\x12\x12\n\nalive_only\x18\x01 \x01(\x08\"8\n\x13GetAllNodeInfoReply\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.raygo.v1.NodeInfo\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"2\n\x0e\x44rainNodeReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\"8\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x15\n\x13UnregisterNodeReply\".\n\x0cKVGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"*\n\nKVGetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\"P\n\x0cKVPutRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\toverwrite\x18\x04 \x01(\x08\"\x1b\n\nKVPutReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x08\"E\n\x0cKVDelRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x15\n\rdel_by_prefix\x18\x03 \x01(\x08\"!\n\nKVDelReply\x12\x13\n\x0b\x64\x65leted_num\x18\x01 \x01(\x03\"2\n\rKVKeysRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\x0c\"\x1b\n\x0bKVKeysReply\x12\x0c\n\x04keys\x18\x01 \x03(\x0c\"1\n\x0fKVExistsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"\x1f\n\rKVExistsReply\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\"]\n\rAddJobRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tdriver_ip\x18\x02 \x01(\t\x12\x12\n\ndriver_pid\x18\x03 \x01(\x03\x12\x12\n\nentrypoint\x18\x04 \x01(\t\"G\n\x0b\x41\x64\x64JobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.raygo.v1.JobInfo\x12\x18\n\x10lease_timeout_ms\x18\x02 \x01(\x03\"&\n\x14RenewJobLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x14\n\x12RenewJobLeaseReply\"(\n\x16MarkJobFinishedRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14MarkJobFinishedReply\"\x16\n\x14GetAllJobInfoRequest\"5\n\x12GetAllJobInfoReply\x12\x1f\n\x04jobs\x18\x01 \x03(\x0b\x32\x11.raygo.v1.JobInfo\"&\n\x14HasExecutableRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"#\n\x12HasExecutableReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"=\n\x0f\x45xecutableChunk\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x17\n\x15UploadExecutableReply\"+\n\x19\x44ownloadExecutableRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t2\xeb\x03\n\x0fNodeInfoService\x12P\n\x0eGetClusterInfo\x12\x1f.raygo.v1.GetClusterInfoRequest\x1a\x1d.raygo.v1.GetClusterInfoReply\x12J\n\x0cRegisterNode\x12\x1d.raygo.v1.RegisterNodeRequest\x1a\x1b.raygo.v1.RegisterNodeReply\x12S\n\x0fReportHeartbeat\x12 .raygo.v1.ReportHeartbeatRequest\x1a\x1e.raygo.v1.ReportHeartbeatReply\x12P\n\x0eGetAllNodeInfo\x12\x1f.raygo.v1.GetAllNodeInfoRequest\x1a\x1d.raygo.v1.GetAllNodeInfoReply\x12\x41\n\tDrainNode\x12\x1a.raygo.v1.DrainNodeRequest\x1a\x18.raygo.v1.DrainNodeReply\x12P\n\x0eUnregisterNode\x12\x1f.raygo.v1.UnregisterNodeRequest\x1a\x1d.raygo.v1.UnregisterNodeReply2\xb2\x02\n\x11InternalKVService\x12\x35\n\x05KVGet\x12\x16.raygo.v1.KVGetRequest\x1a\x14.raygo.v1.KVGetReply\x12\x35\n\x05KVPut\x12\x16.raygo.v1.KVPutRequest\x1a\x14.raygo.v1.KVPutReply\x12\x35\n\x05KVDel\x12\x16.raygo.v1.KVDelRequest\x1a\x14.raygo.v1.KVDelReply\x12\x38\n\x06KVKeys\x12\x17.raygo.v1.KVKeysRequest\x1a\x15.raygo.v1.KVKeysReply\x12>\n\x08KVExists\x12\x19.raygo.v1.KVExistsRequest\x1a\x17.raygo.v1.KVExistsReply2\xbd\x02\n\x0eJobInfoService\x12\x38\n\x06\x41\x64\x64Job\x12\x17.raygo.v1.AddJobRequest\x1a\x15.raygo.v1.AddJobReply\x12M\n\rRenewJobLease\x12\x1e.raygo.v1.RenewJobLeaseRequest\x1a\x1c.raygo.v1.RenewJobLeaseReply\x12S\n\x0fMarkJobFinished\x12 .raygo.v1.MarkJobFinishedRequest\x1a\x1e.raygo.v1.MarkJobFinishedReply\x12M\n\rGetAllJobInfo\x12\x1e.raygo.v1.GetAllJobInfoRequest\x1a\x1c.raygo.v1.GetAllJobInfoReply2\x8c\x02\n\x11\x45xecutableService\x12M\n\rHasExecutable\x12\x1e.raygo.v1.HasExecutableRequest\x1a\x1c.raygo.v1.HasExecutableReply\x12P\n\x10UploadExecutable\x12\x19.raygo.v1.ExecutableChunk\x1a\x1f.raygo.v1.UploadExecutableReply(\x01\x12V\n\x12\x44ownloadExecutable\x12#.raygo.v1.DownloadExecutableRequest\x1a\x19.raygo.v1.ExecutableChunk0\x01\x42\x33Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tgcs.proto\x12\x08raygo.v1\x1a\x0c\x63ommon.proto\"\x17\n\x15GetClusterInfoRequest\"\x80\x01\n\x13GetClusterInfoReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x16\n\x0egossip_address\x18\x02 \x01(\t\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\r\n\x05store\x18\x04 \x01(\t\x12\x15\n\rstart_time_ms\x18\x05 \x01(\x03\"7\n\x13RegisterNodeRequest\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\"<\n\x11RegisterNodeReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x14\n\x0cgossip_seeds\x18\x02 \x03(\t\"\x96\x02\n\x16ReportHeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12U\n\x13resources_available\x18\x02 \x03(\x0b\x32\x38.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry\x12\x16\n\x0egossip_address\x18\x03 \x01(\t\x12\x19\n\x11resources_version\x18\x04 \x01(\x03\x12&\n\x08mig_gpus\x18\x05 \x03(\x0b\x32\x14.raygo.v1.MIGGPUInfo\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"E\n\x14ReportHeartbeatReply\x12\x11\n\tgcs_epoch\x18\x01 \x01(\x03\x12\x1a\n\x12gcs_gossip_address\x18\x02 \x01(\t\"+\n\x15GetAllNodeInfoRequest\x12\x12\n\nalive_only\x18\x01 \x01(\x08\"8\n\x13GetAllNodeInfoReply\x12!\n\x05nodes\x18\x01 \x03(\x0b\x32\x12.raygo.v1.NodeInfo\"3\n\x10\x44rainNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"2\n\x0e\x44rainNodeReply\x12 \n\x04node\x18\x01 \x01(\x0b\x32\x12.raygo.v1.NodeInfo\"8\n\x15UnregisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x15\n\x13UnregisterNodeReply\".\n\x0cKVGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"*\n\nKVGetReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\r\n\x05value\x18\x02 \x01(\x0c\"P\n\x0cKVPutRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\r\n\x05value\x18\x03 \x01(\x0c\x12\x11\n\toverwrite\x18\x04 \x01(\x08\"\x1b\n\nKVPutReply\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x08\"E\n\x0cKVDelRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\x12\x15\n\rdel_by_prefix\x18\x03 \x01(\x08\"!\n\nKVDelReply\x12\x13\n\x0b\x64\x65leted_num\x18\x01 \x01(\x03\"2\n\rKVKeysRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\x0c\"\x1b\n\x0bKVKeysReply\x12\x0c\n\x04keys\x18\x01 \x03(\x0c\"1\n\x0fKVExistsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\x0c\"\x1f\n\rKVExistsReply\x12\x0e\n\x06\x65xists\x18\x01 \x01(\x08\"x\n\rAddJobRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tdriver_ip\x18\x02 \x01(\t\x12\x12\n\ndriver_pid\x18\x03 \x01(\x03\x12\x12\n\nentrypoint\x18\x04 \x01(\t\x12\x19\n\x11\x65xecutable_sha256\x18\x05 \x01(\t\"G\n\x0b\x41\x64\x64JobReply\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x11.raygo.v1.JobInfo\x12\x18\n\x10lease_timeout_ms\x18\x02 \x01(\x03\"&\n\x14RenewJobLeaseRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x14\n\x12RenewJobLeaseReply\"(\n\x16MarkJobFinishedRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\"\x16\n\x14MarkJobFinishedReply\"\x16\n\x14GetAllJobInfoRequest\"5\n\x12GetAllJobInfoReply\x12\x1f\n\x04jobs\x18\x01 \x03(\x0b\x32\x11.raygo.v1.JobInfo\"&\n\x14HasExecutableRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t\"#\n\x12HasExecutableReply\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\"=\n\x0f\x45xecutableChunk\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x17\n\x15UploadExecutableReply\"+\n\x19\x44ownloadExecutableRequest\x12\x0e\n\x06sha256\x18\x01 \x01(\t2\xeb\x03\n\x0fNodeInfoService\x12P\n\x0eGetClusterInfo\x12\x1f.raygo.v1.GetClusterInfoRequest\x1a\x1d.raygo.v1.GetClusterInfoReply\x12J\n\x0cRegisterNode\x12\x1d.raygo.v1.RegisterNodeRequest\x1a\x1b.raygo.v1.RegisterNodeReply\x12S\n\x0fReportHeartbeat\x12 .raygo.v1.ReportHeartbeatRequest\x1a\x1e.raygo.v1.ReportHeartbeatReply\x12P\n\x0eGetAllNodeInfo\x12\x1f.raygo.v1.GetAllNodeInfoRequest\x1a\x1d.raygo.v1.GetAllNodeInfoReply\x12\x41\n\tDrainNode\x12\x1a.raygo.v1.DrainNodeRequest\x1a\x18.raygo.v1.DrainNodeReply\x12P\n\x0eUnregisterNode\x12\x1f.raygo.v1.UnregisterNodeRequest\x1a\x1d.raygo.v1.UnregisterNodeReply2\xb2\x02\n\x11InternalKVService\x12\x35\n\x05KVGet\x12\x16.raygo.v1.KVGetRequest\x1a\x14.raygo.v1.KVGetReply\x12\x35\n\x05KVPut\x12\x16.raygo.v1.KVPutRequest\x1a\x14.raygo.v1.KVPutReply\x12\x35\n\x05KVDel\x12\x16.raygo.v1.KVDelRequest\x1a\x14.raygo.v1.KVDelReply\x12\x38\n\x06KVKeys\x12\x17.raygo.v1.KVKeysRequest\x1a\x15.raygo.v1.KVKeysReply\x12>\n\x08KVExists\x12\x19.raygo.v1.KVExistsRequest\x1a\x17.raygo.v1.KVExistsReply2\xbd\x02\n\x0eJobInfoService\x12\x38\n\x06\x41\x64\x64Job\x12\x17.raygo.v1.AddJobRequest\x1a\x15.raygo.v1.AddJobReply\x12M\n\rRenewJobLease\x12\x1e.raygo.v1.RenewJobLeaseRequest\x1a\x1c.raygo.v1.RenewJobLeaseReply\x12S\n\x0fMarkJobFinished\x12 .raygo.v1.MarkJobFinishedRequest\x1a\x1e.raygo.v1.MarkJobFinishedReply\x12M\n\rGetAllJobInfo\x12\x1e.raygo.v1.GetAllJobInfoRequest\x1a\x1c.raygo.v1.GetAllJobInfoReply2\x8c\x02\n\x11\x45xecutableService\x12M\n\rHasExecutable\x12\x1e.raygo.v1.HasExecutableRequest\x1a\x1c.raygo.v1.HasExecutableReply\x12P\n\x10UploadExecutable\x12\x19.raygo.v1.ExecutableChunk\x1a\x1f.raygo.v1.UploadExecutableReply(\x01\x12V\n\x12\x44ownloadExecutable\x12#.raygo.v1.DownloadExecutableRequest\x1a\x19.raygo.v1.ExecutableChunk0\x01\x42\x33Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -82,37 +82,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KVEXISTSREPLY']._serialized_start=1394
   _globals['_KVEXISTSREPLY']._serialized_end=1425
   _globals['_ADDJOBREQUEST']._serialized_start=1427
-  _globals['_ADDJOBREQUEST']._serialized_end=1520
-  _globals['_ADDJOBREPLY']._serialized_start=1522
-  _globals['_ADDJOBREPLY']._serialized_end=1593
-  _globals['_RENEWJOBLEASEREQUEST']._serialized_start=1595
-  _globals['_RENEWJOBLEASEREQUEST']._serialized_end=1633
-  _globals['_RENEWJOBLEASEREPLY']._serialized_start=1635
-  _globals['_RENEWJOBLEASEREPLY']._serialized_end=1655
-  _globals['_MARKJOBFINISHEDREQUEST']._serialized_start=1657
-  _globals['_MARKJOBFINISHEDREQUEST']._serialized_end=1697
-  _globals['_MARKJOBFINISHEDREPLY']._serialized_start=1699
-  _globals['_MARKJOBFINISHEDREPLY']._serialized_end=1721
-  _globals['_GETALLJOBINFOREQUEST']._serialized_start=1723
-  _globals['_GETALLJOBINFOREQUEST']._serialized_end=1745
-  _globals['_GETALLJOBINFOREPLY']._serialized_start=1747
-  _globals['_GETALLJOBINFOREPLY']._serialized_end=1800
-  _globals['_HASEXECUTABLEREQUEST']._serialized_start=1802
-  _globals['_HASEXECUTABLEREQUEST']._serialized_end=1840
-  _globals['_HASEXECUTABLEREPLY']._serialized_start=1842
-  _globals['_HASEXECUTABLEREPLY']._serialized_end=1877
-  _globals['_EXECUTABLECHUNK']._serialized_start=1879
-  _globals['_EXECUTABLECHUNK']._serialized_end=1940
-  _globals['_UPLOADEXECUTABLEREPLY']._serialized_start=1942
-  _globals['_UPLOADEXECUTABLEREPLY']._serialized_end=1965
-  _globals['_DOWNLOADEXECUTABLEREQUEST']._serialized_start=1967
-  _globals['_DOWNLOADEXECUTABLEREQUEST']._serialized_end=2010
-  _globals['_NODEINFOSERVICE']._serialized_start=2013
-  _globals['_NODEINFOSERVICE']._serialized_end=2504
-  _globals['_INTERNALKVSERVICE']._serialized_start=2507
-  _globals['_INTERNALKVSERVICE']._serialized_end=2813
-  _globals['_JOBINFOSERVICE']._serialized_start=2816
-  _globals['_JOBINFOSERVICE']._serialized_end=3133
-  _globals['_EXECUTABLESERVICE']._serialized_start=3136
-  _globals['_EXECUTABLESERVICE']._serialized_end=3404
+  _globals['_ADDJOBREQUEST']._serialized_end=1547
+  _globals['_ADDJOBREPLY']._serialized_start=1549
+  _globals['_ADDJOBREPLY']._serialized_end=1620
+  _globals['_RENEWJOBLEASEREQUEST']._serialized_start=1622
+  _globals['_RENEWJOBLEASEREQUEST']._serialized_end=1660
+  _globals['_RENEWJOBLEASEREPLY']._serialized_start=1662
+  _globals['_RENEWJOBLEASEREPLY']._serialized_end=1682
+  _globals['_MARKJOBFINISHEDREQUEST']._serialized_start=1684
+  _globals['_MARKJOBFINISHEDREQUEST']._serialized_end=1724
+  _globals['_MARKJOBFINISHEDREPLY']._serialized_start=1726
+  _globals['_MARKJOBFINISHEDREPLY']._serialized_end=1748
+  _globals['_GETALLJOBINFOREQUEST']._serialized_start=1750
+  _globals['_GETALLJOBINFOREQUEST']._serialized_end=1772
+  _globals['_GETALLJOBINFOREPLY']._serialized_start=1774
+  _globals['_GETALLJOBINFOREPLY']._serialized_end=1827
+  _globals['_HASEXECUTABLEREQUEST']._serialized_start=1829
+  _globals['_HASEXECUTABLEREQUEST']._serialized_end=1867
+  _globals['_HASEXECUTABLEREPLY']._serialized_start=1869
+  _globals['_HASEXECUTABLEREPLY']._serialized_end=1904
+  _globals['_EXECUTABLECHUNK']._serialized_start=1906
+  _globals['_EXECUTABLECHUNK']._serialized_end=1967
+  _globals['_UPLOADEXECUTABLEREPLY']._serialized_start=1969
+  _globals['_UPLOADEXECUTABLEREPLY']._serialized_end=1992
+  _globals['_DOWNLOADEXECUTABLEREQUEST']._serialized_start=1994
+  _globals['_DOWNLOADEXECUTABLEREQUEST']._serialized_end=2037
+  _globals['_NODEINFOSERVICE']._serialized_start=2040
+  _globals['_NODEINFOSERVICE']._serialized_end=2531
+  _globals['_INTERNALKVSERVICE']._serialized_start=2534
+  _globals['_INTERNALKVSERVICE']._serialized_end=2840
+  _globals['_JOBINFOSERVICE']._serialized_start=2843
+  _globals['_JOBINFOSERVICE']._serialized_end=3160
+  _globals['_EXECUTABLESERVICE']._serialized_start=3163
+  _globals['_EXECUTABLESERVICE']._serialized_end=3431
 # @@protoc_insertion_point(module_scope)

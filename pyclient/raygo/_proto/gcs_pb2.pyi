@@ -185,16 +185,18 @@ class KVExistsReply(_message.Message):
     def __init__(self, exists: _Optional[bool] = ...) -> None: ...
 
 class AddJobRequest(_message.Message):
-    __slots__ = ("namespace", "driver_ip", "driver_pid", "entrypoint")
+    __slots__ = ("namespace", "driver_ip", "driver_pid", "entrypoint", "executable_sha256")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     DRIVER_IP_FIELD_NUMBER: _ClassVar[int]
     DRIVER_PID_FIELD_NUMBER: _ClassVar[int]
     ENTRYPOINT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_SHA256_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     driver_ip: str
     driver_pid: int
     entrypoint: str
-    def __init__(self, namespace: _Optional[str] = ..., driver_ip: _Optional[str] = ..., driver_pid: _Optional[int] = ..., entrypoint: _Optional[str] = ...) -> None: ...
+    executable_sha256: str
+    def __init__(self, namespace: _Optional[str] = ..., driver_ip: _Optional[str] = ..., driver_pid: _Optional[int] = ..., entrypoint: _Optional[str] = ..., executable_sha256: _Optional[str] = ...) -> None: ...
 
 class AddJobReply(_message.Message):
     __slots__ = ("job", "lease_timeout_ms")
