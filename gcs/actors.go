@@ -1140,6 +1140,16 @@ func (m *actorManager) pruneDead() {
 	}
 }
 
+// addExecutableRefs records every listed actor's executable: an actor that is not DEAD
+// uses it, a DEAD one used it until its death.
+func (m *actorManager) addExecutableRefs(refs executableRefs) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.actors {
+		refs.add(e.info.ExecutableSha256, !e.dead(), e.info.EndTimeMs)
+	}
+}
+
 // deadActor is what pruning needs of a DEAD actor.
 type deadActor struct {
 	ID        string

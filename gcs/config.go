@@ -34,6 +34,11 @@ type Config struct {
 	// MaxExecutableBytes is the largest worker executable UploadExecutable accepts, in
 	// bytes. Default 1 GiB.
 	MaxExecutableBytes int64
+	// ExecutableGracePeriod is how long an uploaded executable that no live job or
+	// actor names stays stored after its last use (its upload, a HasExecutable or
+	// download, the end of the last job or actor that named it) before it is deleted, so
+	// a driver re-run soon after reuses the upload. Default 10 min.
+	ExecutableGracePeriod time.Duration
 	// DeadActorRetention is how long a DEAD actor stays listed after its death (Ray keeps
 	// dead actors for its state API). Default 1 h.
 	DeadActorRetention time.Duration
@@ -54,16 +59,17 @@ type Config struct {
 // Store must still be set.
 func DefaultConfig() Config {
 	return Config{
-		NodeIP:             "127.0.0.1",
-		Port:               DefaultPort,
-		ReconnectGrace:     30 * time.Second,
-		JobLeaseTimeout:    30 * time.Second,
-		MaxExecutableBytes: 1 << 30,
-		DeadActorRetention: time.Hour,
-		MaxDeadActors:      1000,
-		Membership:         membership.DefaultConfig(),
-		Now:                time.Now,
-		Logger:             zerolog.Nop(),
+		NodeIP:                "127.0.0.1",
+		Port:                  DefaultPort,
+		ReconnectGrace:        30 * time.Second,
+		JobLeaseTimeout:       30 * time.Second,
+		MaxExecutableBytes:    1 << 30,
+		ExecutableGracePeriod: 10 * time.Minute,
+		DeadActorRetention:    time.Hour,
+		MaxDeadActors:         1000,
+		Membership:            membership.DefaultConfig(),
+		Now:                   time.Now,
+		Logger:                zerolog.Nop(),
 	}
 }
 
@@ -89,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxExecutableBytes <= 0 {
 		return fmt.Errorf("gcs config: MaxExecutableBytes %d must be positive", c.MaxExecutableBytes)
+	}
+	if c.ExecutableGracePeriod <= 0 {
+		return fmt.Errorf("gcs config: ExecutableGracePeriod %s must be positive", c.ExecutableGracePeriod)
 	}
 	if c.DeadActorRetention <= 0 {
 		return fmt.Errorf("gcs config: DeadActorRetention %s must be positive", c.DeadActorRetention)

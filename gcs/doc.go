@@ -1,6 +1,6 @@
 // Package gcs is the global control store: the gRPC server that owns the cluster's
 // tables (nodes, jobs, the internal key-value store, placement groups, actors and the
-// worker executables), keeps them in a store.Store (memory or Redis), watches node
+// worker executables, deleted once unused: executables_gc.go), keeps them in a store.Store (memory or Redis), watches node
 // liveness through memberlist, fences raylets with an epoch that grows with every GCS
 // start, and starts actors through the raylets' worker leases.
 package gcs

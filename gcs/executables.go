@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,11 +33,47 @@ type executableManifest struct {
 func executableChunkKey(sha string, index int) string { return fmt.Sprintf("%s/%06d", sha, index) }
 
 // executableService is the content-addressed store of worker executables (Ray's
-// working_dir upload). It keeps nothing in memory: every call reads the store.
+// working_dir upload). The bytes live only in the store; memory holds when each stored
+// executable was last used, for the collector of unused ones (executables_gc.go).
+//
+// Concurrency: sweeping is held for writing while a collection decides and deletes, and
+// for reading by every call after which a caller relies on an executable staying stored
+// (HasExecutable, CreateActor's check, an upload's write, a download's start). Those
+// calls record a use while they hold it, so a collection either sees that use or has
+// finished deleting before they read the store. lastUse is behind useMu, a leaf lock.
 type executableService struct {
 	pb.UnimplementedExecutableServiceServer
 	store    store.Store
 	maxBytes int64
+	// grace is Config.ExecutableGracePeriod; now is the server clock.
+	grace time.Duration
+	now   func() time.Time
+	// startTime stands for the last use of what was stored before this GCS started.
+	startTime time.Time
+	log       zerolog.Logger
+
+	sweeping sync.RWMutex
+	useMu    sync.Mutex
+	// lastUse is when each stored executable was last used; one stored before this
+	// GCS started and not used since has no entry (see startTime).
+	lastUse map[string]time.Time
+}
+
+func newExecutableService(s *Server) *executableService {
+	return &executableService{
+		store: s.store, maxBytes: s.cfg.MaxExecutableBytes, grace: s.cfg.ExecutableGracePeriod,
+		now: s.cfg.Now, startTime: s.startTime, log: s.log, lastUse: map[string]time.Time{},
+	}
+}
+
+// used records a use of a stored executable now. Callers hold sweeping for reading.
+func (x *executableService) used(sha string) {
+	now := x.now()
+	x.useMu.Lock()
+	defer x.useMu.Unlock()
+	if now.After(x.lastUse[sha]) {
+		x.lastUse[sha] = now
+	}
 }
 
 // checkSHA256 checks a hex SHA-256 as this service names executables.
@@ -66,9 +105,15 @@ func (x *executableService) manifest(ctx context.Context, sha string) (*executab
 	return m, nil
 }
 
-// has reports whether the executable is stored (the actor manager checks it).
+// has reports whether the executable is stored (the actor manager checks it), and
+// counts as a use of it.
 func (x *executableService) has(ctx context.Context, sha string) (bool, error) {
+	x.sweeping.RLock()
+	defer x.sweeping.RUnlock()
 	m, err := x.manifest(ctx, sha)
+	if m != nil {
+		x.used(sha)
+	}
 	return m != nil, err
 }
 
@@ -151,22 +196,32 @@ func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[p
 		return status.Errorf(codes.InvalidArgument, "sha256: declared %s, the bytes hash to %s", sha, got)
 	}
 
-	ctx := stream.Context()
-	if existing, err := x.manifest(ctx, sha); err != nil {
+	if err := x.write(stream.Context(), sha, size, chunks); err != nil {
 		return err
-	} else if existing != nil {
-		return stream.SendAndClose(&pb.UploadExecutableReply{}) // content-addressed: already whole
-	}
-	manifest, _ := json.Marshal(executableManifest{Size: size, Chunks: len(chunks)})
-	ops := make([]store.Op, 0, len(chunks)+1)
-	for i, data := range chunks {
-		ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: executableChunkKey(sha, i), Value: data})
-	}
-	ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: sha, Value: manifest})
-	if err := x.store.Apply(ctx, ops); err != nil {
-		return status.Errorf(codes.Unavailable, "store executable %s: %v", sha, err)
 	}
 	return stream.SendAndClose(&pb.UploadExecutableReply{})
+}
+
+// write stores a checked executable in one atomic batch, unless it is stored already
+// (content-addressed: it is whole), and counts as a use of it.
+func (x *executableService) write(ctx context.Context, sha string, size int64, chunks [][]byte) error {
+	x.sweeping.RLock()
+	defer x.sweeping.RUnlock()
+	if existing, err := x.manifest(ctx, sha); err != nil {
+		return err
+	} else if existing == nil {
+		manifest, _ := json.Marshal(executableManifest{Size: size, Chunks: len(chunks)})
+		ops := make([]store.Op, 0, len(chunks)+1)
+		for i, data := range chunks {
+			ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: executableChunkKey(sha, i), Value: data})
+		}
+		ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: sha, Value: manifest})
+		if err := x.store.Apply(ctx, ops); err != nil {
+			return status.Errorf(codes.Unavailable, "store executable %s: %v", sha, err)
+		}
+	}
+	x.used(sha)
+	return nil
 }
 
 // DownloadExecutable implements pb.ExecutableServiceServer.
@@ -175,7 +230,14 @@ func (x *executableService) DownloadExecutable(req *pb.DownloadExecutableRequest
 		return err
 	}
 	ctx := stream.Context()
+	// The use recorded here keeps the executable stored for the grace period while the
+	// chunks stream, without holding sweeping.
+	x.sweeping.RLock()
 	m, err := x.manifest(ctx, req.Sha256)
+	if m != nil {
+		x.used(req.Sha256)
+	}
+	x.sweeping.RUnlock()
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,11 @@ func (j *jobManager) persist(ctx context.Context, job *pb.JobInfo) error {
 }
 
 func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.AddJobReply, error) {
+	if req.ExecutableSha256 != "" {
+		if err := checkSHA256("executable_sha256", req.ExecutableSha256); err != nil {
+			return nil, err
+		}
+	}
 	n, err := j.server.store.Increment(ctx, store.TableMeta, metaKeyJobCounter, 1)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "allocate job id: %v", err)
@@ -88,7 +93,7 @@ func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.Add
 	}
 	job := &pb.JobInfo{
 		JobId: jobIDHex(n), Namespace: namespace, DriverIp: req.DriverIp, DriverPid: req.DriverPid,
-		Entrypoint: req.Entrypoint, StartTimeMs: now, LastRenewalMs: now,
+		Entrypoint: req.Entrypoint, StartTimeMs: now, LastRenewalMs: now, ExecutableSha256: req.ExecutableSha256,
 	}
 	if err := j.persist(ctx, job); err != nil {
 		return nil, err
@@ -193,6 +198,16 @@ func (j *jobManager) reapLoop(stop <-chan struct{}) {
 				j.server.log.Error().Err(err).Str("job_id", id).Msg("could not end job")
 			}
 		}
+	}
+}
+
+// addExecutableRefs records the executable of every job that names one: a live job
+// uses it, a dead one used it until its end.
+func (j *jobManager) addExecutableRefs(refs executableRefs) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, job := range j.jobs {
+		refs.add(job.ExecutableSha256, !job.IsDead, job.EndTimeMs)
 	}
 }
 

@@ -73,7 +73,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.jobs = newJobManager(s)
 	s.kv = &kvService{store: cfg.Store}
 	s.pgs = newPGManager(s)
-	s.executables = &executableService{store: cfg.Store, maxBytes: cfg.MaxExecutableBytes}
+	s.executables = newExecutableService(s)
 	s.actors = newActorManager(s)
 	// Actors first: a finished job's actors die as "the job that owns it finished",
 	// not as members of the groups removed with it.
@@ -126,6 +126,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	go s.pgs.recoverPrepared(preparedGroups)
 	go s.pgs.loop(s.stopped)
 	go s.actors.loop(s.stopped)
+	go s.collectExecutablesLoop(s.stopped)
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

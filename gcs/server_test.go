@@ -220,14 +220,15 @@ func TestRegisterValidatesAndDeadNodesCannotReturn(t *testing.T) {
 
 func TestConfigValidateNamesTheField(t *testing.T) {
 	cases := map[string]func(*Config){
-		"NodeIP":             func(c *Config) { c.NodeIP = "localhost:1" },
-		"Port":               func(c *Config) { c.Port = 70000 },
-		"Store":              func(c *Config) { c.Store = nil },
-		"ReconnectGrace":     func(c *Config) { c.ReconnectGrace = 0 },
-		"JobLeaseTimeout":    func(c *Config) { c.JobLeaseTimeout = -time.Second },
-		"MaxExecutableBytes": func(c *Config) { c.MaxExecutableBytes = 0 },
-		"DeadActorRetention": func(c *Config) { c.DeadActorRetention = 0 },
-		"MaxDeadActors":      func(c *Config) { c.MaxDeadActors = -1 },
+		"NodeIP":                func(c *Config) { c.NodeIP = "localhost:1" },
+		"Port":                  func(c *Config) { c.Port = 70000 },
+		"Store":                 func(c *Config) { c.Store = nil },
+		"ReconnectGrace":        func(c *Config) { c.ReconnectGrace = 0 },
+		"JobLeaseTimeout":       func(c *Config) { c.JobLeaseTimeout = -time.Second },
+		"MaxExecutableBytes":    func(c *Config) { c.MaxExecutableBytes = 0 },
+		"ExecutableGracePeriod": func(c *Config) { c.ExecutableGracePeriod = -time.Minute },
+		"DeadActorRetention":    func(c *Config) { c.DeadActorRetention = 0 },
+		"MaxDeadActors":         func(c *Config) { c.MaxDeadActors = -1 },
 	}
 	for field, mutate := range cases {
 		cfg := DefaultConfig()
@@ -236,5 +237,11 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("Validate with a bad %s: %v", field, err)
 		}
+	}
+	cfg := DefaultConfig()
+	cfg.Store = store.NewMemory()
+	cfg.ExecutableGracePeriod = 0
+	if err := cfg.Validate(); err == nil || err.Error() != "gcs config: ExecutableGracePeriod 0s must be positive" {
+		t.Errorf("Validate with no grace period: %v", err)
 	}
 }

@@ -81,6 +81,11 @@ type Config struct {
 	// one file per SHA-256. Raylets on one machine may share it (files appear by atomic
 	// rename). Default: <os.TempDir()>/raygo-executables-<uid>.
 	ExecutableCacheDir string
+	// ExecutableCacheTTL is how long a cached executable that no live worker of this
+	// raylet runs stays after its last use (a lease asking for it, on any raylet sharing
+	// ExecutableCacheDir) before the raylet removes it; a later lease downloads it
+	// again. 0 keeps every executable forever. Default 1 h.
+	ExecutableCacheTTL time.Duration
 	// WorkerLogDir, when set, receives each worker's stdout and stderr as
 	// worker-<id>.out and worker-<id>.err; empty (the default) means workers write to the
 	// raylet's own stdout and stderr.
@@ -106,6 +111,7 @@ func DefaultConfig() Config {
 		MIGIdleTimeout:      5 * time.Minute,
 		MIGRepartitionLimit: 60,
 		ExecutableCacheDir:  filepath.Join(os.TempDir(), "raygo-executables-"+strconv.Itoa(os.Getuid())),
+		ExecutableCacheTTL:  time.Hour,
 		WorkerStartTimeout:  60 * time.Second,
 		IdleWorkerTimeout:   60 * time.Second,
 		Logger:              zerolog.Nop(),
@@ -150,6 +156,9 @@ func (c Config) Validate() error {
 func (c Config) validateWorkers() error {
 	if c.ExecutableCacheDir == "" {
 		return errors.New("raylet config: ExecutableCacheDir must be set")
+	}
+	if c.ExecutableCacheTTL < 0 {
+		return fmt.Errorf("raylet config: ExecutableCacheTTL %s must not be negative (0 keeps executables forever)", c.ExecutableCacheTTL)
 	}
 	if c.WorkerStartTimeout <= 0 {
 		return errors.New("raylet config: WorkerStartTimeout must be positive")

@@ -5,6 +5,7 @@
 //
 // It also runs the node's worker pool (Ray's): worker leases take resources from the
 // node or from a committed placement-group bundle (leases.go), worker processes run
-// executables fetched from the GCS by hash and cached on disk (executables.go), and
+// executables fetched from the GCS by hash and cached on disk until unused for
+// ExecutableCacheTTL (executables.go), and
 // each worker is watched until it exits (workers.go).
 package raylet

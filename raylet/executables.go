@@ -5,9 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,6 +82,10 @@ func readChunks(stream grpc.ServerStreamingClient[pb.ExecutableChunk], sum strin
 // executableCache keeps executables on local disk as <dir>/<sha256>, downloading each
 // once. Raylets on one machine may share dir: a file appears there only complete and
 // verified, by atomic rename. Safe for concurrent use.
+//
+// A file's modification time is its last use, shared by the raylets of the directory:
+// a lease that asks for the executable sets it, and so does every prune for the files
+// this raylet's live workers run.
 type executableCache struct {
 	dir    string
 	source executableSource
@@ -87,6 +95,9 @@ type executableCache struct {
 
 	mu       sync.Mutex
 	inflight map[string]*download
+	// pins counts the leases in flight per hash, from the ask until their worker is in
+	// the pool: prune keeps those files.
+	pins map[string]int
 }
 
 // download is one executable being fetched; done closes when err is set.
@@ -96,7 +107,100 @@ type download struct {
 }
 
 func newExecutableCache(ctx context.Context, dir string, source executableSource) *executableCache {
-	return &executableCache{dir: dir, source: source, ctx: ctx, inflight: map[string]*download{}}
+	return &executableCache{dir: dir, source: source, ctx: ctx, inflight: map[string]*download{}, pins: map[string]int{}}
+}
+
+// use records that a lease asked for an executable at now and pins it until release is
+// called: the lease calls release once its worker is in the pool (or it failed).
+func (c *executableCache) use(sum string, now time.Time) (release func()) {
+	c.mu.Lock()
+	c.pins[sum]++
+	c.mu.Unlock()
+	// Not cached yet: the download writes it with a fresh modification time.
+	_ = os.Chtimes(filepath.Join(c.dir, sum), now, now)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.pins[sum]--; c.pins[sum] <= 0 {
+				delete(c.pins, sum)
+			}
+		})
+	}
+}
+
+// prunedExecutable is one file prune removed.
+type prunedExecutable struct {
+	sha256    string
+	bytes     int64
+	unusedFor time.Duration
+}
+
+// prune removes the cached executables cachedExecutablesToRemove picks. inUse returns
+// the hashes live workers run; prune calls it holding c.mu (so a lease's pin and its
+// worker joining the pool cannot both escape it), and it must not call the cache. The
+// files in use get now as their modification time, for the raylets sharing the
+// directory. Only <sha256> files are considered: downloads in progress and foreign
+// files stay.
+func (c *executableCache) prune(now time.Time, ttl time.Duration, inUse func() map[string]bool) ([]prunedExecutable, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries, err := os.ReadDir(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // nothing downloaded yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executable cache %s: %w", c.dir, err)
+	}
+	used := maps.Clone(inUse())
+	if used == nil {
+		used = map[string]bool{}
+	}
+	for sum := range c.pins {
+		used[sum] = true
+	}
+	lastUse, sizes := map[string]time.Time{}, map[string]int64{}
+	for _, entry := range entries {
+		sum := entry.Name()
+		if checkSHA256(sum) != nil || !entry.Type().IsRegular() {
+			continue
+		}
+		if used[sum] {
+			_ = os.Chtimes(filepath.Join(c.dir, sum), now, now)
+		}
+		info, err := entry.Info()
+		if err != nil {
+			continue // removed by a raylet sharing the directory
+		}
+		lastUse[sum], sizes[sum] = info.ModTime(), info.Size()
+	}
+	var pruned []prunedExecutable
+	for _, sum := range cachedExecutablesToRemove(lastUse, used, now, ttl) {
+		err := os.Remove(filepath.Join(c.dir, sum))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return pruned, fmt.Errorf("executable cache: %w", err)
+		}
+		pruned = append(pruned, prunedExecutable{sha256: sum, bytes: sizes[sum], unusedFor: now.Sub(lastUse[sum])})
+	}
+	return pruned, nil
+}
+
+// cachedExecutablesToRemove decides which cached executables go: those not inUse (run
+// by a live worker, or asked for by a lease in flight) whose last use is ttl or more
+// before now. The result is sorted.
+func cachedExecutablesToRemove(lastUse map[string]time.Time, inUse map[string]bool, now time.Time, ttl time.Duration) []string {
+	var doomed []string
+	for sum, last := range lastUse {
+		if !inUse[sum] && now.Sub(last) >= ttl {
+			doomed = append(doomed, sum)
+		}
+	}
+	slices.Sort(doomed)
+	return doomed
 }
 
 // path returns the local path of the executable, downloading it first if needed.

@@ -8,12 +8,17 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
 // fakeExecutables serves executables from memory. corrupt flips a byte of what it
@@ -148,5 +153,153 @@ func TestExecutableCacheDownloadOutlivesCancelledRequest(t *testing.T) {
 	}
 	if n := source.fetches.Load(); n != 1 {
 		t.Fatalf("%d downloads, want 1", n)
+	}
+}
+
+func TestCachedExecutablesToRemove(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	ttl := time.Hour
+	cases := []struct {
+		name    string
+		lastUse map[string]time.Time
+		inUse   []string
+		want    []string
+	}{
+		{"empty cache", nil, nil, nil},
+		{"used within the TTL", map[string]time.Time{"a": now.Add(-ttl + time.Second)}, nil, nil},
+		{"unused for exactly the TTL", map[string]time.Time{"a": now.Add(-ttl)}, nil, []string{"a"}},
+		{"in use, however old its last use", map[string]time.Time{"a": now.Add(-24 * ttl)}, []string{"a"}, nil},
+		{"modified in the future (a clock step back)", map[string]time.Time{"a": now.Add(ttl)}, nil, nil},
+		{
+			"mixed, sorted by hash",
+			map[string]time.Time{"c": now.Add(-2 * ttl), "b": now, "a": now.Add(-2 * ttl), "d": now.Add(-2 * ttl)},
+			[]string{"d"},
+			[]string{"a", "c"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			inUse := map[string]bool{}
+			for _, sum := range tc.inUse {
+				inUse[sum] = true
+			}
+			if got := cachedExecutablesToRemove(tc.lastUse, inUse, now, ttl); !slices.Equal(got, tc.want) {
+				t.Fatalf("cachedExecutablesToRemove = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// backdate makes a cached file look unused for age.
+func backdate(t *testing.T, path string, age time.Duration) {
+	t.Helper()
+	old := time.Now().Add(-age)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExecutableCachePruneKeepsWhatIsInUse(t *testing.T) {
+	files := map[string][]byte{}
+	var sums []string
+	for _, body := range []string{"unused", "run by a worker", "asked for by a lease"} {
+		data := []byte("#!/bin/sh\necho " + body + "\n")
+		sum := sha256.Sum256(data)
+		files[hex.EncodeToString(sum[:])] = data
+		sums = append(sums, hex.EncodeToString(sum[:]))
+	}
+	unused, running, leased := sums[0], sums[1], sums[2]
+	source := &fakeExecutables{files: files}
+	dir := t.TempDir()
+	cache := newExecutableCache(context.Background(), dir, source)
+	for _, sum := range sums {
+		if _, err := cache.path(context.Background(), sum); err != nil {
+			t.Fatal(err)
+		}
+		backdate(t, filepath.Join(dir, sum), 2*time.Hour)
+	}
+	// Files that are no cached executable stay, however old.
+	for _, name := range []string{"notes.txt", unused + ".download-123"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		backdate(t, filepath.Join(dir, name), 2*time.Hour)
+	}
+	release := cache.use(leased, time.Now().Add(-2*time.Hour)) // asked for, not started yet
+
+	now := time.Now()
+	pruned, err := cache.prune(now, time.Hour, func() map[string]bool { return map[string]bool{running: true} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pruned) != 1 || pruned[0].sha256 != unused || pruned[0].bytes != int64(len(files[unused])) || pruned[0].unusedFor < 2*time.Hour {
+		t.Fatalf("pruned %+v, want only %s with its size", pruned, unused)
+	}
+	for _, name := range []string{running, leased, "notes.txt", unused + ".download-123"} {
+		if !isRegularFile(filepath.Join(dir, name)) {
+			t.Errorf("%s was removed", name)
+		}
+	}
+	// What is in use gets a fresh modification time, for raylets sharing the directory.
+	if info, err := os.Stat(filepath.Join(dir, running)); err != nil || info.ModTime().Before(now.Add(-time.Second)) {
+		t.Errorf("in-use file's modification time %v (%v), want about %v", info.ModTime(), err, now)
+	}
+
+	// Once the worker exited and the lease released its pin, both go after the TTL.
+	release()
+	release() // idempotent
+	backdate(t, filepath.Join(dir, leased), 2*time.Hour)
+	backdate(t, filepath.Join(dir, running), 2*time.Hour)
+	if pruned, err := cache.prune(time.Now(), time.Hour, func() map[string]bool { return nil }); err != nil || len(pruned) != 2 {
+		t.Fatalf("second prune: %+v, %v; want the two executables no worker runs", pruned, err)
+	}
+	// A later lease downloads it again.
+	if _, err := cache.path(context.Background(), unused); err != nil {
+		t.Fatal(err)
+	}
+	if n := source.fetches.Load(); n != 4 {
+		t.Fatalf("%d downloads, want 4 (three, then the pruned one again)", n)
+	}
+	// A cache directory that does not exist yet is no error.
+	empty := newExecutableCache(context.Background(), filepath.Join(dir, "missing"), source)
+	if pruned, err := empty.prune(time.Now(), time.Hour, func() map[string]bool { return nil }); err != nil || len(pruned) != 0 {
+		t.Fatalf("prune of a missing directory: %v, %v", pruned, err)
+	}
+}
+
+// End to end: the raylet's loop keeps the executable of a live worker, removes it once no
+// worker runs it and it is unused past the TTL, and the next lease downloads it again.
+func TestRayletPrunesUnusedExecutables(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	h := startWorkerHarness(t, func(cfg *Config) { cfg.ExecutableCacheTTL = ttl })
+	if !h.uploaded {
+		t.Skip("the GCS does not serve ExecutableService: a pruned executable could not be downloaded again")
+	}
+	dir := h.raylet.cfg.ExecutableCacheDir
+	self := filepath.Join(dir, h.sha)
+	stale := filepath.Join(dir, strings.Repeat("ab", 32))
+	if err := os.WriteFile(stale, []byte("old build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, stale, time.Hour)
+
+	w := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}})
+	eventually(t, "the stale executable is removed", func() bool { return !isRegularFile(stale) })
+	// While the worker lives, every prune refreshes its file instead of removing it.
+	backdate(t, self, time.Hour)
+	eventually(t, "the running worker's executable is refreshed", func() bool {
+		info, err := os.Stat(self)
+		return err == nil && time.Since(info.ModTime()) < ttl
+	})
+
+	if _, err := h.client.ReturnWorker(context.Background(), &pb.ReturnWorkerRequest{WorkerId: w.WorkerId, Disconnect: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the worker exits", func() bool { return len(h.workers(t)) == 0 })
+	eventually(t, "the executable no worker runs is removed after the TTL", func() bool { return !isRegularFile(self) })
+
+	again := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}})
+	if askEnv(t, again).pid == 0 || !isRegularFile(self) {
+		t.Fatal("the next lease did not download the executable again and start it")
 	}
 }

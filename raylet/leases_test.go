@@ -94,6 +94,7 @@ func TestWorkerConfigValidation(t *testing.T) {
 		{func(c *Config) { c.ExecutableCacheDir = "" }, "raylet config: ExecutableCacheDir must be set"},
 		{func(c *Config) { c.WorkerStartTimeout = 0 }, "raylet config: WorkerStartTimeout must be positive"},
 		{func(c *Config) { c.IdleWorkerTimeout = -time.Second }, "raylet config: IdleWorkerTimeout must be positive"},
+		{func(c *Config) { c.ExecutableCacheTTL = -time.Minute }, "raylet config: ExecutableCacheTTL -1m0s must not be negative (0 keeps executables forever)"},
 	} {
 		cfg := DefaultConfig()
 		c.change(&cfg)
@@ -101,7 +102,13 @@ func TestWorkerConfigValidation(t *testing.T) {
 			t.Errorf("Validate() = %v, want %q", err, c.want)
 		}
 	}
-	if cfg := DefaultConfig(); !strings.Contains(cfg.ExecutableCacheDir, "raygo-executables-") || cfg.WorkerStartTimeout != time.Minute || cfg.IdleWorkerTimeout != time.Minute {
-		t.Errorf("defaults %q %v %v", cfg.ExecutableCacheDir, cfg.WorkerStartTimeout, cfg.IdleWorkerTimeout)
+	if cfg := DefaultConfig(); !strings.Contains(cfg.ExecutableCacheDir, "raygo-executables-") || cfg.WorkerStartTimeout != time.Minute ||
+		cfg.IdleWorkerTimeout != time.Minute || cfg.ExecutableCacheTTL != time.Hour {
+		t.Errorf("defaults %q %v %v %v", cfg.ExecutableCacheDir, cfg.WorkerStartTimeout, cfg.IdleWorkerTimeout, cfg.ExecutableCacheTTL)
+	}
+	cfg := DefaultConfig()
+	cfg.ExecutableCacheTTL = 0 // never prune
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() with ExecutableCacheTTL 0: %v", err)
 	}
 }

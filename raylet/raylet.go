@@ -127,6 +127,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	}
 	go r.heartbeatLoop()
 	go r.idleWorkerLoop()
+	if cfg.ExecutableCacheTTL > 0 {
+		go r.executableCacheLoop()
+	}
 	if r.bundles.mig != nil {
 		go r.idleMIGLoop()
 	}
