@@ -94,3 +94,38 @@ func listActors(args []string, stdout io.Writer) error {
 	}
 	return tw.Flush()
 }
+
+// printActorStatus counts actors by state and lists those not ALIVE yet with why.
+func printActorStatus(w io.Writer, actors []*pb.ActorInfo) {
+	fmt.Fprintf(w, "\nActors\n%s\n", strings.Repeat("-", 64))
+	counts := map[string]int{}
+	var waiting []*pb.ActorInfo
+	for _, a := range actors {
+		counts[actorStateName(a.State)]++
+		if a.State == pb.ActorState_ACTOR_PENDING_CREATION || a.State == pb.ActorState_ACTOR_RESTARTING {
+			waiting = append(waiting, a)
+		}
+	}
+	var parts []string
+	for _, state := range []string{"ALIVE", "PENDING_CREATION", "RESTARTING", "DEAD"} {
+		if counts[state] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[state], state))
+		}
+	}
+	if len(parts) == 0 {
+		fmt.Fprintln(w, " (none)")
+		return
+	}
+	fmt.Fprintf(w, " %s\n", strings.Join(parts, ", "))
+	if len(waiting) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Pending:")
+	for _, a := range waiting {
+		reason := a.PendingReason
+		if reason == "" {
+			reason = "waiting for its first scheduling attempt"
+		}
+		fmt.Fprintf(w, " actor_%s %s %s: %s\n", shortID(a.ActorId), a.ClassName, actorStateName(a.State), reason)
+	}
+}

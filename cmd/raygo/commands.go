@@ -66,7 +66,7 @@ func shortID(id string) string {
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "Print a summary of the cluster, in the spirit of 'ray status': nodes alive,\ndraining and dead, and resources used / total over the alive nodes.",
+	fs := newFlagSet("status", "Print a summary of the cluster, in the spirit of 'ray status': nodes alive,\ndraining and dead, resources used / total over the alive nodes, and the placement\ngroups and actors that wait, with the reason.",
 		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
 	address := addressFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -91,8 +91,13 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	actors, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
+	if err != nil {
+		return err
+	}
 	printStatus(stdout, c.address, info, reply.Nodes)
 	printPlacementGroupStatus(stdout, groups.PlacementGroups)
+	printActorStatus(stdout, actors.Actors)
 	return nil
 }
 

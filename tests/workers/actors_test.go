@@ -284,6 +284,17 @@ func TestActorErrorsAndTaskRetries(t *testing.T) {
 	if _, err := counter.Ready(ctx); !errors.Is(err, sdk.ErrActorDied) {
 		t.Fatalf("after Kill(noRestart): %v", err)
 	}
+
+	// An actor no node can hold today waits, and raygo status says why.
+	waiting, err := client.CreateActor(ctx, "Counter", sdk.Args(0), sdk.WithGPUs(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForActor(t, waiting, "pending with a reason", func(a *sdk.ActorInfo) bool { return a.State == "PENDING_CREATION" && a.PendingReason != "" })
+	status, stderr, code := c.Run("status")
+	if code != 0 || !strings.Contains(status, "Actors\n") || !strings.Contains(status, "actor_"+waiting.ID[:12]+" Counter PENDING_CREATION: ") {
+		t.Fatalf("raygo status (exit %d, %s) does not list the pending actor with its reason:\n%s", code, stderr, status)
+	}
 }
 
 // Detached actors outlive their driver and its executable; the driver's other actors
