@@ -316,6 +316,9 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 			failed := q.pending
 			q.pending = nil
 			s.mu.Unlock()
+			if _, isStatus := status.FromError(err); isStatus {
+				err = s.c.wrap("worker lease", err) // a raylet's refusal: ErrInvalidArgument
+			}
 			for _, t := range failed {
 				t.ref.complete(nil, fmt.Errorf("task %s: %w", t.function, err), Placement{})
 			}
