@@ -281,6 +281,7 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 		return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 	}
 	backoff := rpcutil.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	lostIncarnation := ""
 	for {
 		address, restarts, err := a.target(call.ctx)
 		if err != nil {
@@ -310,10 +311,15 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 		if actor.State == pb.ActorState_ACTOR_DEAD {
 			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, actor.DeathCause)
 		}
-		call.retries++
-		if limit := actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
-			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call (max_task_retries=%d): %s",
-				function, a.ID, ErrActorDied, limit, status.Convert(err).Message())
+		// One retry per incarnation lost: failing again on the same worker while the
+		// GCS has not heard of its death yet is still the same loss.
+		if lost := fmt.Sprintf("%s#%d", address, restarts); lost != lostIncarnation {
+			lostIncarnation = lost
+			call.retries++
+			if limit := actor.MaxTaskRetries; limit >= 0 && call.retries > limit {
+				return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: its worker died during the call (max_task_retries=%d): %s",
+					function, a.ID, ErrActorDied, limit, status.Convert(err).Message())
+			}
 		}
 		a.c.forgetConn(address)
 		if actor.State == pb.ActorState_ACTOR_ALIVE && actor.NumRestarts == restarts && actor.Address == address {
