@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -52,29 +52,23 @@ func toActorState(a *pb.ActorInfo) actorState {
 	return s
 }
 
-func listActors(args []string, stdout io.Writer) error {
-	c, asJSON, err := listCommand("list actors", "List the cluster's actors, DEAD ones included for a while (1 hour, at most 1000).\nJSON fields follow Ray's state API (namespace is ray_namespace).",
-		"  raygo list actors\n  raygo list actors --format json | jq '.[] | select(.state == \"ALIVE\")'\n", args, stdout)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := callContext()
-	defer cancel()
-	reply, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
-	if err != nil {
-		return err
-	}
-	states := make([]actorState, len(reply.Actors))
-	for i, a := range reply.Actors {
-		states[i] = toActorState(a)
-	}
-	if asJSON {
-		return printJSON(stdout, states)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ACTOR_ID\tCLASS_NAME\tNAME\tSTATE\tNODE_ID\tPID\tRESTARTS\tGPUS\tREASON")
-	for _, s := range states {
+var actorsListing = listing[actorState]{
+	name:        "list actors",
+	description: "List the cluster's actors, DEAD ones included for a while (1 hour, at most 1000).\nJSON fields follow Ray's state API (namespace is ray_namespace).",
+	examples:    "  raygo list actors\n  raygo list actors --format json | jq '.[] | select(.state == \"ALIVE\")'\n",
+	fetch: func(ctx context.Context, c *gcsClient) ([]actorState, error) {
+		reply, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
+		if err != nil {
+			return nil, err
+		}
+		states := make([]actorState, len(reply.Actors))
+		for i, a := range reply.Actors {
+			states[i] = toActorState(a)
+		}
+		return states, nil
+	},
+	header: "ACTOR_ID\tCLASS_NAME\tNAME\tSTATE\tNODE_ID\tPID\tRESTARTS\tGPUS\tREASON",
+	row: func(s actorState) string {
 		node, pid, gpus := "-", "-", "-"
 		if s.NodeID != "" {
 			node = shortID(s.NodeID)
@@ -90,9 +84,8 @@ func listActors(args []string, stdout io.Writer) error {
 			restarts = fmt.Sprintf("%d/inf", s.NumRestarts)
 		}
 		reason := s.DeathCause + s.PendingReason // at most one is set
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ActorID, s.ClassName, s.Name, s.State, node, pid, restarts, gpus, reason)
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", s.ActorID, s.ClassName, s.Name, s.State, node, pid, restarts, gpus, reason)
+	},
 }
 
 // printActorStatus counts actors by state and lists those not ALIVE yet with why.

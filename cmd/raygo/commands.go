@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -240,11 +241,11 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "nodes":
-		return listNodes(args[1:], stdout)
+		return runListing(nodesListing, args[1:], stdout)
 	case "placement-groups":
-		return listPlacementGroups(args[1:], stdout)
+		return runListing(placementGroupsListing, args[1:], stdout)
 	case "actors":
-		return listActors(args[1:], stdout)
+		return runListing(actorsListing, args[1:], stdout)
 	}
 	return badInput("list: unknown resource %q: must be nodes, placement-groups or actors", args[0])
 }
@@ -305,57 +306,73 @@ func toNodeState(n *pb.NodeInfo) nodeState {
 	return s
 }
 
-// listCommand parses the flags every `raygo list` command shares (--address, --format)
-// and connects to the GCS. With --format json, printJSON prints rows for it.
-func listCommand(name, description, examples string, args []string, stdout io.Writer) (c *gcsClient, asJSON bool, err error) {
-	fs := newFlagSet(name, description, examples, stdout)
+// listing is one `raygo list` resource: its help, how to fetch its rows (Ray's state-API
+// shape, printed as they are with --format json) and how to print one as a table line.
+type listing[S any] struct {
+	name, description, examples string
+	fetch                       func(context.Context, *gcsClient) ([]S, error)
+	header                      string
+	row                         func(S) string // tab-separated, no newline
+}
+
+// runListing parses the flags every `raygo list` command shares (--address, --format),
+// fetches the rows from the GCS and prints them as JSON or as a table.
+func runListing[S any](l listing[S], args []string, stdout io.Writer) error {
+	fs := newFlagSet(l.name, l.description, l.examples, stdout)
 	address := addressFlag(fs)
 	format := fs.String("format", "table", "output format: table or json")
 	if err := parseFlags(fs, args); err != nil {
-		return nil, false, err
+		return err
 	}
 	if *format != "table" && *format != "json" {
-		return nil, false, badInput("--format %q: must be table or json", *format)
+		return badInput("--format %q: must be table or json", *format)
 	}
-	c, err = dialGCS(*address)
-	return c, *format == "json", err
-}
-
-func printJSON(stdout io.Writer, rows any) error {
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rows)
-}
-
-func listNodes(args []string, stdout io.Writer) error {
-	c, asJSON, err := listCommand("list nodes", "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
-		"  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n", args, stdout)
+	c, err := dialGCS(*address)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	ctx, cancel := callContext()
 	defer cancel()
-	reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	rows, err := l.fetch(ctx, c)
 	if err != nil {
 		return err
 	}
-	states := make([]nodeState, len(reply.Nodes))
-	for i, n := range reply.Nodes {
-		states[i] = toNodeState(n)
-	}
-	if asJSON {
-		return printJSON(stdout, states)
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY")
-	for _, s := range states {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%t\t%s/%s\t%s/%s\t%s\n", s.NodeID, s.NodeIP, s.NodeName, s.State, s.IsDraining, s.IsHeadNode,
+	fmt.Fprintln(tw, l.header)
+	for _, row := range rows {
+		fmt.Fprintln(tw, l.row(row))
+	}
+	return tw.Flush()
+}
+
+var nodesListing = listing[nodeState]{
+	name:        "list nodes",
+	description: "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
+	examples:    "  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n",
+	fetch: func(ctx context.Context, c *gcsClient) ([]nodeState, error) {
+		reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+		if err != nil {
+			return nil, err
+		}
+		states := make([]nodeState, len(reply.Nodes))
+		for i, n := range reply.Nodes {
+			states[i] = toNodeState(n)
+		}
+		return states, nil
+	},
+	header: "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY",
+	row: func(s nodeState) string {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%t\t%t\t%s/%s\t%s/%s\t%s", s.NodeID, s.NodeIP, s.NodeName, s.State, s.IsDraining, s.IsHeadNode,
 			formatAmount(s.ResourcesAvailable["CPU"]), formatAmount(s.ResourcesTotal["CPU"]),
 			formatAmount(s.ResourcesAvailable["GPU"]), formatAmount(s.ResourcesTotal["GPU"]),
 			formatBytes(s.ResourcesTotal["memory"]))
-	}
-	return tw.Flush()
+	},
 }
 
 func runDrain(args []string, stdout, stderr io.Writer) error {

@@ -1,11 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
@@ -78,29 +78,23 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 	return s
 }
 
-func listPlacementGroups(args []string, stdout io.Writer) error {
-	c, asJSON, err := listCommand("list placement-groups", "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
-		"  raygo list placement-groups\n  raygo list placement-groups --format json\n", args, stdout)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := callContext()
-	defer cancel()
-	reply, err := c.pgs.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
-	if err != nil {
-		return err
-	}
-	states := make([]placementGroupState, len(reply.PlacementGroups))
-	for i, g := range reply.PlacementGroups {
-		states[i] = toPlacementGroupState(g)
-	}
-	if asJSON {
-		return printJSON(stdout, states)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE")
-	for _, s := range states {
+var placementGroupsListing = listing[placementGroupState]{
+	name:        "list placement-groups",
+	description: "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
+	examples:    "  raygo list placement-groups\n  raygo list placement-groups --format json\n",
+	fetch: func(ctx context.Context, c *gcsClient) ([]placementGroupState, error) {
+		reply, err := c.pgs.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+		if err != nil {
+			return nil, err
+		}
+		states := make([]placementGroupState, len(reply.PlacementGroups))
+		for i, g := range reply.PlacementGroups {
+			states[i] = toPlacementGroupState(g)
+		}
+		return states, nil
+	},
+	header: "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE",
+	row: func(s placementGroupState) string {
 		nodes := map[string]bool{}
 		var gpus []string
 		for _, b := range s.Bundles {
@@ -115,9 +109,8 @@ func listPlacementGroups(args []string, stdout io.Writer) error {
 		if gpuText == "" {
 			gpuText = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), gpuText, s.Stats.SchedulingState)
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), gpuText, s.Stats.SchedulingState)
+	},
 }
 
 // printPlacementGroupStatus adds the placement-group section to `raygo status`: counts
