@@ -3,8 +3,6 @@ package gcs
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -203,11 +202,7 @@ func (m *actorManager) logPersistError(err error) {
 	}
 }
 
-func newActorID() string {
-	b := make([]byte, actorIDBytes)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newActorID() string { return ids.Random(actorIDBytes) }
 
 // checkActorRequest checks the fields of a CreateActor request that need no lookup and
 // returns the parsed resources. Errors are InvalidArgument naming the field.

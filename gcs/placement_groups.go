@@ -2,7 +2,6 @@ package gcs
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -408,12 +408,10 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 }
 
 func newPlacementGroupID(jobID []byte) string {
-	b := make([]byte, placementGroupIDBytes, placementGroupIDBytes+4)
-	_, _ = rand.Read(b)
 	if len(jobID) != 4 {
 		jobID = make([]byte, 4)
 	}
-	return hex.EncodeToString(append(b, jobID...))
+	return ids.Random(placementGroupIDBytes) + hex.EncodeToString(jobID)
 }
 
 // RemovePlacementGroup implements pb.PlacementGroupServiceServer.

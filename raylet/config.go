@@ -1,7 +1,6 @@
 package raylet
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/membership"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
@@ -219,8 +219,4 @@ func ValidateResources(resources map[string]float64) error {
 const nodeIDBytes = 28
 
 // NewNodeID returns a random node id.
-func NewNodeID() string {
-	b := make([]byte, nodeIDBytes)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func NewNodeID() string { return ids.Random(nodeIDBytes) }

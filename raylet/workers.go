@@ -2,8 +2,6 @@ package raylet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -84,11 +83,7 @@ type worker struct {
 // workerIDBytes is the size of a worker id, as Ray's WorkerID.
 const workerIDBytes = 28
 
-func newWorkerID() string {
-	b := make([]byte, workerIDBytes)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newWorkerID() string { return ids.Random(workerIDBytes) }
 
 // stderrTailBytes is how much of a failed worker's stderr an error message quotes.
 const stderrTailBytes = 2048

@@ -2,8 +2,6 @@ package sdk
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -117,11 +116,10 @@ func resolveArgs(ctx context.Context, args [][]byte, refs map[int]*ObjectRef) ([
 	return out, nil
 }
 
-func newTaskID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+// taskIDBytes is the size of a task id (its ObjectRef's id).
+const taskIDBytes = 16
+
+func newTaskID() string { return ids.Random(taskIDBytes) }
 
 // checkFitsPlacementGroup rejects a request that fits no bundle it could use, naming
 // the bundle, before anything waits for room that will never come.
