@@ -19,6 +19,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -99,17 +100,7 @@ func (f actorFixture) get(t *testing.T, id string) *pb.ActorInfo {
 // eventually polls check until it returns nil or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, timeout, 20*time.Millisecond, what, check)
 }
 
 func TestCheckActorRequestNamesTheField(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -275,11 +276,10 @@ func (h *workerHarness) available(name string) float64 {
 // eventually polls cond every 10 ms until it holds or the deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
+	poll.Until(t, 20*time.Second, 10*time.Millisecond, what, func() error {
+		if cond() {
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/proc"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -263,18 +264,7 @@ func Run(t testing.TB, bin string, args []string, env ...string) (string, string
 // last error when timeout passes. It returns how long it took.
 func Eventually(t testing.TB, timeout time.Duration, what string, check func() error) time.Duration {
 	t.Helper()
-	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return poll.Until(t, timeout, 100*time.Millisecond, what, check)
 }
 
 // FindNode returns the node with the given id from a node list.
