@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,7 +30,7 @@ type LabelConstraint struct {
 // Matches reports whether a node with these labels satisfies the constraint.
 func (c LabelConstraint) Matches(labels map[string]string) bool {
 	value, present := labels[c.Key]
-	return (present && containsString(c.Values, value)) != c.Negated
+	return (present && slices.Contains(c.Values, value)) != c.Negated
 }
 
 // Expression prints the constraint's value in Ray's syntax: "a", "in(a,b)", "!a", "!in(a,b)".
@@ -217,12 +218,3 @@ func isLabelName(s string) bool {
 }
 
 func labelField(key string) string { return "[" + strconv.Quote(key) + "]" }
-
-func containsString(values []string, value string) bool {
-	for _, candidate := range values {
-		if candidate == value {
-			return true
-		}
-	}
-	return false
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -355,7 +356,7 @@ func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
 		}
 		var out []string
 		for _, b := range reply.PlacementGroup.Bundles {
-			if (st.BundleIndex < 0 || b.BundleIndex == st.BundleIndex) && b.NodeAddress != "" && !containsString(out, b.NodeAddress) {
+			if (st.BundleIndex < 0 || b.BundleIndex == st.BundleIndex) && b.NodeAddress != "" && !slices.Contains(out, b.NodeAddress) {
 				out = append(out, b.NodeAddress)
 			}
 		}
@@ -416,15 +417,6 @@ func rotate(list []string, by int) []string {
 	}
 	by %= len(list)
 	return append(append([]string(nil), list[by:]...), list[:by]...)
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // aliveNodes returns the GCS's node table, read at most once per nodeCacheAge.
