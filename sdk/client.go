@@ -65,6 +65,8 @@ type Client struct {
 	tasks   *taskSubmitter
 	connsMu sync.Mutex
 	conns   map[string]*grpc.ClientConn
+	// bundleShapes: placement-group id → its bundles' resources (groupBundles).
+	bundleShapes sync.Map
 	// incarnations: where each actor this client calls runs (see Actor).
 	actorsMu     sync.Mutex
 	incarnations map[string]*incarnation

@@ -125,18 +125,9 @@ func newTaskID() string { return ids.Random(taskIDBytes) }
 // checkFitsPlacementGroup rejects a request that fits no bundle it could use, naming
 // the bundle, before anything waits for room that will never come.
 func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.SchedulingStrategy, resources map[string]float64) error {
-	reply, err := c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: strategy.PlacementGroupId})
+	bundles, err := c.groupBundles(ctx, strategy.PlacementGroupId)
 	if err != nil {
-		return c.wrap("placement group "+strategy.PlacementGroupId, err)
-	}
-	if reply.PlacementGroup == nil || reply.PlacementGroup.State == pb.PlacementGroupState_REMOVED {
-		return fmt.Errorf("placement group %s: %w", strategy.PlacementGroupId, ErrRemoved)
-	}
-	bundles := make([]placement.ResourceSet, len(reply.PlacementGroup.Bundles))
-	for i, b := range reply.PlacementGroup.Bundles {
-		if bundles[i], err = placement.ResourceSetFromFloat(b.UnitResources); err != nil {
-			return err
-		}
+		return err
 	}
 	request, err := placement.ResourceSetFromFloat(resources)
 	if err != nil {
@@ -146,6 +137,30 @@ func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.Sched
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return nil
+}
+
+// groupBundles returns a placement group's bundle shapes. They never change, so the
+// client reads them from the GCS once per group, not once per task; a group removed
+// later fails its tasks when they ask for a worker (ErrRemoved).
+func (c *Client) groupBundles(ctx context.Context, placementGroupID string) ([]placement.ResourceSet, error) {
+	if cached, ok := c.bundleShapes.Load(placementGroupID); ok {
+		return cached.([]placement.ResourceSet), nil
+	}
+	reply, err := c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: placementGroupID})
+	if err != nil {
+		return nil, c.wrap("placement group "+placementGroupID, err)
+	}
+	if reply.PlacementGroup == nil || reply.PlacementGroup.State == pb.PlacementGroupState_REMOVED {
+		return nil, fmt.Errorf("placement group %s: %w", placementGroupID, ErrRemoved)
+	}
+	bundles := make([]placement.ResourceSet, len(reply.PlacementGroup.Bundles))
+	for i, b := range reply.PlacementGroup.Bundles {
+		if bundles[i], err = placement.ResourceSetFromFloat(b.UnitResources); err != nil {
+			return nil, err
+		}
+	}
+	c.bundleShapes.Store(placementGroupID, bundles)
+	return bundles, nil
 }
 
 type pendingTask struct {
