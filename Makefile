@@ -1,6 +1,8 @@
 # raygo — the two commands a new user needs are `make demo` and `make test`;
 # each installs what it needs first.
 SHELL := /bin/bash
+# A pipeline fails when any stage fails (make bench: a failing benchmark is not hidden by grep).
+.SHELLFLAGS := -o pipefail -c
 GO ?= go
 TOOLS := $(CURDIR)/.cache/bin
 # go test's own timeout: well inside CI's limit, so a hang fails instead of stalling.
