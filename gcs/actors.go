@@ -17,9 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
-	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -68,8 +69,8 @@ const (
 
 // actorEntry is one actor in the manager. Guarded by actorManager.mu.
 type actorEntry struct {
-	info    *pb.ActorInfo         // the persisted row
-	request placement.ResourceSet // info.required_resources, parsed (constant)
+	info    *pb.ActorInfo // the persisted row
+	request resources.Set // info.required_resources, parsed (constant)
 	// changed is closed and replaced whenever the actor's state changes.
 	changed chan struct{}
 	// attempt grows with every scheduling attempt and with every change that ends one
@@ -103,7 +104,7 @@ func (e *actorEntry) requestedBundle() int32 {
 	if s := e.info.SchedulingStrategy; s.GetKind() == strategyPlacementGroup {
 		return s.BundleIndex
 	}
-	return placement.AnyBundle
+	return resources.AnyBundle
 }
 
 // endAttemptLocked invalidates the running attempt: its lease or constructor, when it
@@ -206,7 +207,7 @@ func newActorID() string { return ids.Random(actorIDBytes) }
 
 // checkActorRequest checks the fields of a CreateActor request that need no lookup and
 // returns the parsed resources. Errors are InvalidArgument naming the field.
-func checkActorRequest(req *pb.CreateActorRequest) (placement.ResourceSet, error) {
+func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	invalid := func(format string, args ...any) error {
 		return status.Errorf(codes.InvalidArgument, format, args...)
 	}
@@ -222,7 +223,7 @@ func checkActorRequest(req *pb.CreateActorRequest) (placement.ResourceSet, error
 	if strings.Contains(req.Namespace, "\x00") {
 		return nil, invalid("namespace: must not contain a NUL byte")
 	}
-	resources, err := placement.ResourceSetFromFloat(req.RequiredResources)
+	required, err := resources.ParseTaskResources(req.RequiredResources)
 	if err != nil {
 		return nil, invalid("%s", requiredResourcesError(err))
 	}
@@ -258,13 +259,13 @@ func checkActorRequest(req *pb.CreateActorRequest) (placement.ResourceSet, error
 	if err := checkSHA256("executable_sha256", req.ExecutableSha256); err != nil {
 		return nil, err
 	}
-	return resources, nil
+	return required, nil
 }
 
 // requiredResourcesError puts "required_resources" in front of the field a resource
 // error names: `["GPU"]: ...` becomes `required_resources["GPU"]: ...`.
 func requiredResourcesError(err error) string {
-	var fieldErr *placement.FieldError
+	var fieldErr *fielderr.Error
 	if errors.As(err, &fieldErr) {
 		return "required_resources" + fieldErr.Field + ": " + fieldErr.Problem
 	}
@@ -274,7 +275,7 @@ func requiredResourcesError(err error) string {
 // CreateActor implements pb.ActorInfoServiceServer: validate, persist PENDING_CREATION,
 // and let the scheduling loop find it a worker.
 func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorRequest) (*pb.CreateActorReply, error) {
-	resources, err := checkActorRequest(req)
+	required, err := checkActorRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -293,9 +294,9 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	if strategy.Kind == "" {
 		strategy.Kind = strategyDefault
 	}
-	pgID, bundleIndex := "", int32(placement.AnyBundle)
+	pgID, bundleIndex := "", int32(resources.AnyBundle)
 	if strategy.Kind == strategyPlacementGroup {
-		if err := m.checkFitsGroup(strategy, resources); err != nil {
+		if err := m.checkFitsGroup(strategy, required); err != nil {
 			return nil, err
 		}
 		pgID, bundleIndex = strategy.PlacementGroupId, strategy.BundleIndex
@@ -316,13 +317,13 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	}
 	info := &pb.ActorInfo{
 		ActorId: newActorID(), JobId: req.JobId, ClassName: req.ClassName, Name: req.Name, Namespace: namespace,
-		State: pb.ActorState_ACTOR_PENDING_CREATION, RequiredResources: resources.ToFloat(), SchedulingStrategy: strategy,
+		State: pb.ActorState_ACTOR_PENDING_CREATION, RequiredResources: required.ToFloat(), SchedulingStrategy: strategy,
 		PlacementGroupId: pgID, BundleIndex: bundleIndex, IsDetached: req.IsDetached,
 		MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries, StartTimeMs: m.server.nowMs(),
 		ExecutableSha256: req.ExecutableSha256, ConstructorArgs: req.ConstructorArgs,
 		PendingReason: "waiting for its first scheduling attempt",
 	}
-	e := &actorEntry{info: info, request: resources, changed: make(chan struct{})}
+	e := &actorEntry{info: info, request: required, changed: make(chan struct{})}
 
 	m.mu.Lock()
 	if req.Name != "" {
@@ -358,7 +359,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 
 // checkFitsGroup checks that a PLACEMENT_GROUP actor names a live group and fits the
 // bundle(s) it asks for.
-func (m *actorManager) checkFitsGroup(strategy *pb.SchedulingStrategy, request placement.ResourceSet) error {
+func (m *actorManager) checkFitsGroup(strategy *pb.SchedulingStrategy, request resources.Set) error {
 	group := m.server.pgs.info(strategy.PlacementGroupId)
 	if group == nil {
 		return status.Errorf(codes.NotFound, "scheduling_strategy.placement_group_id: no placement group %s", strategy.PlacementGroupId)
@@ -366,15 +367,15 @@ func (m *actorManager) checkFitsGroup(strategy *pb.SchedulingStrategy, request p
 	if group.State == pb.PlacementGroupState_REMOVED {
 		return status.Errorf(codes.InvalidArgument, "scheduling_strategy.placement_group_id: placement group %s was removed", strategy.PlacementGroupId)
 	}
-	bundles := make([]placement.ResourceSet, len(group.Bundles))
+	bundles := make([]resources.Set, len(group.Bundles))
 	for i, b := range group.Bundles {
-		set, err := placement.ResourceSetFromFloat(b.UnitResources)
+		set, err := resources.SetFromFloat(b.UnitResources)
 		if err != nil {
 			return status.Errorf(codes.Internal, "placement group %s bundle %d: %v", group.PlacementGroupId, i, err)
 		}
 		bundles[i] = set
 	}
-	if err := placement.CheckFitsBundle(group.PlacementGroupId, bundles, int(strategy.BundleIndex), request); err != nil {
+	if err := resources.CheckFitsBundle(group.PlacementGroupId, bundles, int(strategy.BundleIndex), request); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
@@ -400,7 +401,7 @@ func (m *actorManager) load(ctx context.Context) error {
 		if err := proto.Unmarshal(raw, info); err != nil {
 			return fmt.Errorf("load actor table: actor %s: %w", id, err)
 		}
-		request, err := placement.ResourceSetFromFloat(info.RequiredResources)
+		request, err := resources.SetFromFloat(info.RequiredResources)
 		if err != nil {
 			return fmt.Errorf("load actor table: actor %s: %w", id, err)
 		}
@@ -935,11 +936,11 @@ func (m *actorManager) nodeViewsLocked(nodes []*pb.NodeInfo) []actorNodeView {
 	}
 	views := make([]actorNodeView, 0, len(nodes))
 	for _, n := range nodes {
-		total, err := placement.ResourceSetFromFloat(n.ResourcesTotal)
+		total, err := resources.SetFromFloat(n.ResourcesTotal)
 		if err != nil {
 			continue
 		}
-		available, err := placement.ResourceSetFromFloat(n.ResourcesAvailable)
+		available, err := resources.SetFromFloat(n.ResourcesAvailable)
 		if err != nil {
 			continue
 		}
@@ -1187,7 +1188,7 @@ type actorPlacement struct {
 // actorNodeView is what the actor scheduler knows of one ALIVE node.
 type actorNodeView struct {
 	ID               string
-	Total, Available placement.ResourceSet
+	Total, Available resources.Set
 	Draining         bool
 	// Actors counts the actors this GCS runs, or is starting, on the node.
 	Actors int
@@ -1214,7 +1215,7 @@ func newGroupView(info *pb.PlacementGroupInfo) *groupView {
 
 // chooseActorNodes decides where an actor may get a worker. It is pure: the node and
 // group views in, the decision out.
-func chooseActorNodes(strategy *pb.SchedulingStrategy, request placement.ResourceSet, nodes []actorNodeView, group *groupView) actorPlacement {
+func chooseActorNodes(strategy *pb.SchedulingStrategy, request resources.Set, nodes []actorNodeView, group *groupView) actorPlacement {
 	switch strategy.GetKind() {
 	case strategyPlacementGroup:
 		return choosePlacementGroupNodes(strategy, nodes, group)
@@ -1254,7 +1255,7 @@ func choosePlacementGroupNodes(strategy *pb.SchedulingStrategy, nodes []actorNod
 	for _, node := range group.BundleNodes {
 		if alive[node] && !seen[node] {
 			seen[node] = true
-			out.Targets = append(out.Targets, leaseTarget{NodeID: node, BundleIndex: placement.AnyBundle})
+			out.Targets = append(out.Targets, leaseTarget{NodeID: node, BundleIndex: resources.AnyBundle})
 		}
 	}
 	if len(out.Targets) == 0 {
@@ -1266,7 +1267,7 @@ func choosePlacementGroupNodes(strategy *pb.SchedulingStrategy, nodes []actorNod
 // chooseAffinityNode targets the named node; a soft affinity falls back to DEFAULT
 // (after the named node, when it has room), a hard one waits for the node's room, and
 // fails when the node is gone or can never hold the actor.
-func chooseAffinityNode(strategy *pb.SchedulingStrategy, request placement.ResourceSet, nodes []actorNodeView) actorPlacement {
+func chooseAffinityNode(strategy *pb.SchedulingStrategy, request resources.Set, nodes []actorNodeView) actorPlacement {
 	var node *actorNodeView
 	for i := range nodes {
 		if nodes[i].ID == strategy.NodeId {
@@ -1286,7 +1287,7 @@ func chooseAffinityNode(strategy *pb.SchedulingStrategy, request placement.Resou
 		problem = fmt.Sprintf("node %s does not have %s available now", strategy.NodeId, request)
 	}
 	if problem == "" {
-		out := actorPlacement{Targets: []leaseTarget{{NodeID: strategy.NodeId, BundleIndex: placement.AnyBundle}}}
+		out := actorPlacement{Targets: []leaseTarget{{NodeID: strategy.NodeId, BundleIndex: resources.AnyBundle}}}
 		if strategy.Soft {
 			out.Targets = append(out.Targets, chooseByScore(request, nodes, strategy.NodeId, defaultOrder).Targets...)
 		}
@@ -1329,7 +1330,7 @@ func spreadOrder(a, b actorNodeView) bool {
 
 // chooseByScore filters the nodes (cheapest first: draining, then totals, then what is
 // available now), leaves out skip, and orders the rest by better.
-func chooseByScore(request placement.ResourceSet, nodes []actorNodeView, skip string, better func(a, b actorNodeView) bool) actorPlacement {
+func chooseByScore(request resources.Set, nodes []actorNodeView, skip string, better func(a, b actorNodeView) bool) actorPlacement {
 	var candidates []actorNodeView
 	active, feasible := 0, 0
 	for _, n := range nodes {
@@ -1356,7 +1357,7 @@ func chooseByScore(request placement.ResourceSet, nodes []actorNodeView, skip st
 	sort.Slice(candidates, func(i, j int) bool { return better(candidates[i], candidates[j]) })
 	out := actorPlacement{Targets: make([]leaseTarget, len(candidates))}
 	for i, n := range candidates {
-		out.Targets[i] = leaseTarget{NodeID: n.ID, BundleIndex: placement.AnyBundle}
+		out.Targets[i] = leaseTarget{NodeID: n.ID, BundleIndex: resources.AnyBundle}
 	}
 	return out
 }

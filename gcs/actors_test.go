@@ -18,10 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
-	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -488,9 +488,9 @@ func TestDeadActorsToPrune(t *testing.T) {
 	}
 }
 
-func resources(t *testing.T, amounts map[string]float64) placement.ResourceSet {
+func parseResources(t *testing.T, amounts map[string]float64) resources.Set {
 	t.Helper()
-	set, err := placement.ResourceSetFromFloat(amounts)
+	set, err := resources.SetFromFloat(amounts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func resources(t *testing.T, amounts map[string]float64) placement.ResourceSet {
 func TestChooseActorNodes(t *testing.T) {
 	cpu := func(n float64) map[string]float64 { return map[string]float64{"CPU": n} }
 	node := func(id string, total, available float64, actors int) actorNodeView {
-		return actorNodeView{ID: id, Total: resources(t, cpu(total)), Available: resources(t, cpu(available)), Actors: actors}
+		return actorNodeView{ID: id, Total: parseResources(t, cpu(total)), Available: parseResources(t, cpu(available)), Actors: actors}
 	}
 	draining := node("d", 64, 64, 0)
 	draining.Draining = true
@@ -553,7 +553,7 @@ func TestChooseActorNodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := chooseActorNodes(tc.strategy, resources(t, tc.request), tc.nodes, tc.group)
+			got := chooseActorNodes(tc.strategy, parseResources(t, tc.request), tc.nodes, tc.group)
 			if !slices.Equal(got.Targets, tc.want) {
 				t.Errorf("targets %v, want %v", got.Targets, tc.want)
 			}

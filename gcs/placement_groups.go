@@ -18,6 +18,9 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/ids"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -595,18 +598,18 @@ func (m *pgManager) scheduleRound() time.Duration {
 // snapshotLocked builds the scheduler's view: alive nodes, their totals and GPUs, and what
 // is available once every bundle the GCS placed (or is placing) is subtracted.
 func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, error) {
-	reserved := map[string]placement.ResourceSet{}
-	gpuUsed := map[string]map[int]placement.Amount{} // node → GPU index → share held
-	hold := func(node string, bundle placement.ResourceSet, gpus []int) {
+	reserved := map[string]resources.Set{}
+	gpuUsed := map[string]map[int]resources.Amount{} // node → GPU index → share held
+	hold := func(node string, bundle resources.Set, gpus []int) {
 		reserved[node] = reserved[node].Add(bundle)
 		if len(gpus) == 0 {
 			return
 		}
 		if gpuUsed[node] == nil {
-			gpuUsed[node] = map[int]placement.Amount{}
+			gpuUsed[node] = map[int]resources.Amount{}
 		}
 		// Each GPU of a bundle holds one whole GPU, or the bundle's fraction of it.
-		share := min(bundle["GPU"], placement.AmountScale)
+		share := min(bundle["GPU"], resources.AmountScale)
 		for _, gpu := range gpus {
 			gpuUsed[node][gpu] += share
 		}
@@ -630,7 +633,7 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 	}
 	rows := make([]placement.Node, 0, len(nodes))
 	for _, n := range nodes {
-		total, err := placement.ResourceSetFromFloat(n.ResourcesTotal)
+		total, err := resources.SetFromFloat(n.ResourcesTotal)
 		if err != nil {
 			return nil, fmt.Errorf("node %s resources_total: %w", n.NodeId, err)
 		}
@@ -642,7 +645,7 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[placement.NodeIDLabel] = n.NodeId
+		labels[nodelabel.NodeID] = n.NodeId
 		rows = append(rows, placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
 			Labels: labels, Alive: true, Draining: n.IsDraining,
 			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)})
@@ -656,7 +659,7 @@ func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, e
 func migGPUs(n *pb.NodeInfo) []placement.MIGGPU {
 	var out []placement.MIGGPU
 	for _, g := range n.MigGpus {
-		model, ok := placement.MIGModelOfDevice(g.Model)
+		model, ok := mig.ModelOfDevice(g.Model)
 		if !ok {
 			continue
 		}
@@ -677,7 +680,7 @@ func migGPUs(n *pb.NodeInfo) []placement.MIGGPU {
 // raylet only counted (--num-gpus without NVML: no UUID, no topology), or a list that does
 // not match the node's GPU total, are not passed: the node is then scheduled by its GPU
 // count and the raylet picks the indices, rather than one odd node failing the snapshot.
-func topologyGPUs(n *pb.NodeInfo, used map[int]placement.Amount) []placement.GPU {
+func topologyGPUs(n *pb.NodeInfo, used map[int]resources.Amount) []placement.GPU {
 	if float64(len(n.Gpus)) != n.ResourcesTotal["GPU"] {
 		return nil
 	}
@@ -687,7 +690,7 @@ func topologyGPUs(n *pb.NodeInfo, used map[int]placement.Amount) []placement.GPU
 			return nil
 		}
 		gpus = append(gpus, placement.GPU{Index: int(g.Index), UUID: g.Uuid, NVLinkIsland: int(g.NvlinkIsland),
-			Rail: int(g.Rail), Available: max(placement.AmountScale-used[int(g.Index)], 0)})
+			Rail: int(g.Rail), Available: max(resources.AmountScale-used[int(g.Index)], 0)})
 	}
 	return gpus
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/benchgate"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/placement/placementsim"
 )
@@ -36,8 +37,8 @@ func benchmarkSnapshot(b *testing.B) *placement.Snapshot {
 	return snapshot
 }
 
-func repeatBundle(count int, bundle placement.ResourceSet) []placement.ResourceSet {
-	bundles := make([]placement.ResourceSet, count)
+func repeatBundle(count int, bundle resources.Set) []resources.Set {
+	bundles := make([]resources.Set, count)
 	for i := range bundles {
 		bundles[i] = bundle
 	}
@@ -47,7 +48,7 @@ func repeatBundle(count int, bundle placement.ResourceSet) []placement.ResourceS
 // BenchmarkSchedule measures one decision per strategy on the 1,250-node fleet; the
 // snapshot is not changed between iterations.
 func BenchmarkSchedule(b *testing.B) {
-	gpuBundle := placement.ResourceSet{"GPU": 1 * placement.AmountScale, "CPU": 8 * placement.AmountScale}
+	gpuBundle := resources.Set{"GPU": 1 * resources.AmountScale, "CPU": 8 * resources.AmountScale}
 	cases := []struct {
 		name    string
 		request placement.Request

@@ -1,11 +1,15 @@
 // Package placement is raygo's pure scheduling core for placement groups: a cluster
 // snapshot and a request go in, a plan (bundle → node) or a typed failure comes out.
 //
+// It owns decisions only. The vocabulary it decides over is shared with every other part
+// and lives in leaf packages: resource amounts, sets and their validation in
+// internal/resources, MIG models and profile tables in internal/mig, label keys and
+// selectors in internal/nodelabel, field errors in internal/fielderr.
+//
 // It owns:
-//   - fixed-point resources (Amount, ResourceSet), exact as Ray's FixedPoint;
-//   - request validation with Ray's rules (ParseRequest, Request.Validate), with errors
-//     that name the field and become gRPC InvalidArgument messages;
-//   - label selectors in Ray's forms (ParseLabelSelector: "a", "in(a,b)", "!a", "!in(a,b)");
+//   - placement-group request validation with Ray's rules (ParseRequest,
+//     Request.Validate), built on the vocabulary's checks, with errors that name the
+//     field and become gRPC InvalidArgument messages;
 //   - the snapshot (NewSnapshot, Reserve, Release) and the decision (Schedule) for the
 //     PACK, SPREAD, STRICT_PACK and STRICT_SPREAD strategies, new groups and the
 //     rescheduling of lost bundles, by resources and by GPU topology (NVLink islands,
@@ -28,7 +32,7 @@
 //
 // GPU topology (topology.go, gpus.go, islands.go, spread.go, fabric.go). A node may
 // list its GPUs (Node.GPUs: index, UUID, NVLink island, rail, free share) and a
-// multi-node NVLink domain (Node.NVLinkDomain); LabelScalableUnit places it in the
+// multi-node NVLink domain (Node.NVLinkDomain); nodelabel.ScalableUnit places it in the
 // fabric. Where it does:
 //   - every GPU bundle gets concrete GPUs (BundlePlacement.GPUIndices): whole GPUs to
 //     itself, a fraction on one shared GPU; Reserve and Release account each GPU;
@@ -42,7 +46,7 @@
 //
 // Nodes that do not list GPUs are scheduled by GPU count, as before topology.
 //
-// MIG (mig.go, mig_allocator.go, mig_schedule.go). A node may list its GPUs in MIG mode
+// MIG (mig_allocator.go, mig_schedule.go; the tables are internal/mig's). A node may list its GPUs in MIG mode
 // with their slot maps (Node.MIGGPUs); they are not whole GPUs. A bundle asking for a
 // MIG profile ({"nvidia.com/mig-1g.10gb": 1}) fits a node when PlanMIG finds it a
 // place on the node's MIG GPUs, with the group's other MIG bundles already there; it

@@ -5,51 +5,32 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
-// Sentinel errors. Validation errors are *FieldError values whose Err is one of the
-// request sentinels below, so callers can test with errors.Is (every request sentinel
-// wraps ErrInvalidRequest) and still print a message that names the field.
+// Sentinel errors. Validation errors are *fielderr.Error values whose Err is one of the
+// request sentinels below or of the resource and label vocabulary (internal/resources,
+// internal/nodelabel), so callers can test with errors.Is (every one wraps
+// ErrInvalidRequest) and still print a message that names the field.
 var (
-	// ErrInvalidRequest is wrapped by every request validation error; the GCS maps it
-	// to gRPC InvalidArgument.
-	ErrInvalidRequest = errors.New("placement: invalid placement group request")
+	// ErrInvalidRequest is wrapped by every request validation error, those of the
+	// resource and label vocabulary included; the GCS maps it to gRPC InvalidArgument.
+	// It is fielderr.ErrInvalid under the scheduler's name.
+	ErrInvalidRequest = fielderr.ErrInvalid
 
 	// ErrNoBundles: the request has no bundles.
 	ErrNoBundles = fmt.Errorf("%w: no bundles", ErrInvalidRequest)
 	// ErrTooManyBundles: the request has more than MaxBundles bundles.
 	ErrTooManyBundles = fmt.Errorf("%w: too many bundles", ErrInvalidRequest)
-	// ErrEmptyBundle: a bundle requests no resource with a positive amount.
-	ErrEmptyBundle = fmt.Errorf("%w: empty bundle", ErrInvalidRequest)
-	// ErrInvalidAmount: an amount is negative, NaN, infinite or too large.
-	ErrInvalidAmount = fmt.Errorf("%w: invalid amount", ErrInvalidRequest)
-	// ErrInvalidResourceName: a resource name is empty or longer than MaxResourceNameBytes.
-	ErrInvalidResourceName = fmt.Errorf("%w: invalid resource name", ErrInvalidRequest)
 	// ErrUnknownStrategy: the strategy is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD.
 	ErrUnknownStrategy = fmt.Errorf("%w: unknown strategy", ErrInvalidRequest)
-	// ErrInvalidLabelSelector: bundle_label_selector has the wrong length, or a key or
-	// value is malformed.
-	ErrInvalidLabelSelector = fmt.Errorf("%w: invalid label selector", ErrInvalidRequest)
 	// ErrInvalidPlacedBundles: Request.PlacedBundles names a bundle that does not exist,
 	// an empty node, or a layout its strategy forbids.
 	ErrInvalidPlacedBundles = fmt.Errorf("%w: invalid placed bundles", ErrInvalidRequest)
 	// ErrUnknownTopology: Request.Topology is not "" or "node".
 	ErrUnknownTopology = fmt.Errorf("%w: unknown topology", ErrInvalidRequest)
-	// ErrFractionalGPUs: a bundle asks for more than one GPU but not a whole number
-	// (1.5): CUDA_VISIBLE_DEVICES cannot name it, and Ray's raylet never grants it.
-	ErrFractionalGPUs = fmt.Errorf("%w: GPU amount above 1 not whole", ErrInvalidRequest)
-	// ErrUnknownMIGProfile: a resource named like a MIG profile ("nvidia.com/mig-…") that
-	// no supported GPU model has (CheckMIGResource).
-	ErrUnknownMIGProfile = fmt.Errorf("%w: unknown MIG profile", ErrInvalidRequest)
-	// ErrInvalidMIGAmount: a bundle asks for a MIG profile with an amount other than 1
-	// (CUDA uses only the first MIG device in CUDA_VISIBLE_DEVICES).
-	ErrInvalidMIGAmount = fmt.Errorf("%w: MIG amount not 1", ErrInvalidRequest)
-	// ErrFitsNoBundle: a task or actor asks for more than the bundle it names (or, with
-	// bundle index -1, than every bundle of its placement group) will ever hold.
-	ErrFitsNoBundle = fmt.Errorf("%w: request fits no bundle", ErrInvalidRequest)
-	// ErrBundleIndex: a task or actor names a bundle index its placement group lacks.
-	ErrBundleIndex = fmt.Errorf("%w: bundle index out of range", ErrInvalidRequest)
-
 	// ErrInvalidMIGState: a MIG GPU's slot map given to the allocator breaks the geometry
 	// (unknown model or profile, invalid start, overlapping instances, more than 7
 	// compute slices, ...), or a step given to MIGGPU.Apply does not fit the GPU as it is.
@@ -69,8 +50,7 @@ var (
 	// ErrUnknownNode: a node id given to Schedule, Reserve or Release is not in the snapshot.
 	ErrUnknownNode = errors.New("placement: node not in snapshot")
 	// ErrInsufficientResources: Reserve would take more than a node (or GPU) has
-	// available, Release would give back more than a node's total (or a whole GPU), or
-	// Subtract would go below zero.
+	// available, or Release would give back more than a node's total (or a whole GPU).
 	ErrInsufficientResources = errors.New("placement: insufficient resources")
 	// ErrInvalidGPUAssignment: a plan given to Reserve or Release has GPU indices that
 	// do not match its bundle (a whole-GPU bundle needs as many distinct indices as
@@ -86,50 +66,6 @@ var (
 	// ErrNotNow is what an *UnschedulableError of kind NotNow unwraps to.
 	ErrNotNow = errors.New("placement: not schedulable now")
 )
-
-// FieldError is a validation error about one field of the input. Error() is
-// "field: problem", e.g. `bundles[0]["GPU"]: amount must be a finite number >= 0, got -1`,
-// and is meant to be returned to the user as is (gRPC InvalidArgument).
-type FieldError struct {
-	// Field is the path of the offending value in the request, in the wire names:
-	// `bundles[2]`, `bundles[0]["GPU"]`, `strategy`, `bundle_label_selector[1]["zone"]`.
-	Field string
-	// Problem says what is wrong, with the offending value.
-	Problem string
-	// Err is the sentinel (ErrEmptyBundle, ErrInvalidAmount, ...).
-	Err error
-}
-
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Problem
-	}
-	return e.Field + ": " + e.Problem
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-func fieldErrorf(sentinel error, field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...), Err: sentinel}
-}
-
-// withFieldPrefix puts prefix in front of err's field path: `["GPU"]` under `bundles[0]`
-// becomes `bundles[0]["GPU"]`. Errors that are not *FieldError are wrapped with the prefix.
-func withFieldPrefix(err error, prefix string) error {
-	var fieldErr *FieldError
-	if !errors.As(err, &fieldErr) {
-		return fmt.Errorf("%s: %w", prefix, err)
-	}
-	field := prefix
-	switch {
-	case fieldErr.Field == "":
-	case strings.HasPrefix(fieldErr.Field, "["):
-		field += fieldErr.Field
-	default:
-		field += "." + fieldErr.Field
-	}
-	return &FieldError{Field: field, Problem: fieldErr.Problem, Err: fieldErr.Err}
-}
 
 // UnschedulableKind separates requests that wait for capacity from requests that the
 // cluster as it is could never hold.
@@ -168,7 +104,7 @@ type UnschedulableError struct {
 	BundleIndex int
 	// Demand is what no node could hold: the bundle, or for STRICT_PACK the sum of the
 	// bundles being placed; nil when STRICT_SPREAD is short of distinct nodes.
-	Demand ResourceSet
+	Demand resources.Set
 	// IslandGPUs is, for a STRICT_PACK group kept inside one NVLink island, how many
 	// whole GPUs that island needs (free now for NotNow, in total for Infeasible): the
 	// autoscaler launches a node type with an island at least this large. 0 otherwise.

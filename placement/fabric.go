@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 )
 
 // The fabric cost model: for a placement, the estimated all-reduce bus bandwidth of the
@@ -208,7 +210,7 @@ func EstimateAllReduce(snapshot *Snapshot, placements []BundlePlacement, model F
 		}
 		u := units[key]
 		if u == nil {
-			u = &unit{islands: make(map[int32]bool), scalableUnit: record.labels[LabelScalableUnit]}
+			u = &unit{islands: make(map[int32]bool), scalableUnit: record.labels[nodelabel.ScalableUnit]}
 			units[key] = u
 			unitOrder = append(unitOrder, key)
 		}
@@ -275,3 +277,5 @@ func equalRails(a, b []int32) bool {
 	}
 	return true
 }
+
+func formatFloat(value float64) string { return strconv.FormatFloat(value, 'g', -1, 64) }

@@ -1,5 +1,10 @@
 package placement
 
+import (
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+)
+
 // Feasibility stages, cheapest first. A node must pass all five to take a bundle:
 //
 //  1. status: dead and draining nodes take no new bundles. Two booleans.
@@ -55,8 +60,8 @@ func (d *decision) groupRejection(node int, a *attempt) (Reason, bool) {
 }
 
 // labelRejection is stage 3.
-func labelRejection(selector LabelSelector, labels map[string]string) (Reason, bool) {
-	constraint, mismatch := selector.firstMismatch(labels)
+func labelRejection(selector nodelabel.Selector, labels map[string]string) (Reason, bool) {
+	constraint, mismatch := selector.FirstMismatch(labels)
 	if !mismatch {
 		return Reason{}, false
 	}
@@ -71,7 +76,7 @@ func labelRejection(selector LabelSelector, labels map[string]string) (Reason, b
 }
 
 // fits is stage 4 on the hot path: demand fits what node has left.
-func fits(row, demand []Amount, nonzero []int) bool {
+func fits(row, demand []resources.Amount, nonzero []int) bool {
 	for _, r := range nonzero {
 		if row[r] < demand[r] {
 			return false
@@ -83,7 +88,7 @@ func fits(row, demand []Amount, nonzero []int) bool {
 // resourceRejections is stage 4 with reasons: one per resource that is short. A
 // resource short even in the node's total is insufficient_total in either view. row is
 // scratch space of one entry per decision resource.
-func (d *decision) resourceRejections(a *attempt, node int, demand []Amount, nonzero []int, row []Amount, reasons []Reason) []Reason {
+func (d *decision) resourceRejections(a *attempt, node int, demand []resources.Amount, nonzero []int, row []resources.Amount, reasons []Reason) []Reason {
 	a.load(node, row)
 	for _, r := range nonzero {
 		if row[r] >= demand[r] {
@@ -144,7 +149,7 @@ func (d *decision) passesAllSelectors(node int) bool {
 
 // rejectionCheck is what a failure is explained against: one bundle, or the group's sum.
 type rejectionCheck struct {
-	demand    []Amount
+	demand    []resources.Amount
 	nonzero   []int
 	selectors []int // the selector ids the demand must satisfy
 	position  int   // the bundle in decision.bundles, or -1 for the group
@@ -154,7 +159,7 @@ type rejectionCheck struct {
 // rejectionReasons runs every stage for one node and appends to reasons why it cannot
 // take the check's demand in the attempt's state. row is scratch space as for
 // resourceRejections.
-func (d *decision) rejectionReasons(a *attempt, node int, check *rejectionCheck, row []Amount, reasons []Reason) []Reason {
+func (d *decision) rejectionReasons(a *attempt, node int, check *rejectionCheck, row []resources.Amount, reasons []Reason) []Reason {
 	record := &d.snapshot.nodes[node]
 	if reason, rejected := statusRejection(record); rejected {
 		// A node that takes no bundles at all needs no other reason.
@@ -221,30 +226,30 @@ func (d *decision) gpuRejection(a *attempt, node int, check *rejectionCheck) (Re
 	if d.groupWholeGPUs > 0 && countWhollyFree(gpus, free, -1) < d.groupWholeGPUs {
 		return gpusNotFreeReason(gpus, free, gpuRequest{whole: d.groupWholeGPUs}, -1), true
 	}
-	largestFraction := Amount(0)
+	largestFraction := resources.Amount(0)
 	for position := range d.bundles {
 		largestFraction = max(largestFraction, d.bundles[position].gpu.fraction)
 	}
 	return gpusNotFreeReason(gpus, free, gpuRequest{fraction: largestFraction}, -1), true
 }
 
-func gpusNotFreeReason(gpus []snapshotGPU, free []Amount, request gpuRequest, island int32) Reason {
+func gpusNotFreeReason(gpus []snapshotGPU, free []resources.Amount, request gpuRequest, island int32) Reason {
 	reason := Reason{Code: ReasonGPUsNotFree, Resource: "GPU", Want: request.fraction, Have: mostFreeOnOneGPU(free)}
 	if request.whole > 0 {
-		reason.Want = Amount(request.whole) * AmountScale
-		reason.Have = Amount(countWhollyFree(gpus, free, island)) * AmountScale
+		reason.Want = resources.Amount(request.whole) * resources.AmountScale
+		reason.Have = resources.Amount(countWhollyFree(gpus, free, island)) * resources.AmountScale
 	}
 	return reason
 }
 
 func islandReason(code ReasonCode, want, have int) Reason {
-	return Reason{Code: code, Resource: "GPU", Want: Amount(want) * AmountScale, Have: Amount(have) * AmountScale}
+	return Reason{Code: code, Resource: "GPU", Want: resources.Amount(want) * resources.AmountScale, Have: resources.Amount(have) * resources.AmountScale}
 }
 
 // domainRejections explains why a node of a multi-node NVLink domain could not help a
 // STRICT_PACK group: the domain is too small or too busy for its whole GPUs, or else
 // why the node could not take the bundle that filling the domain got stuck on.
-func (d *decision) domainRejections(a *attempt, node int, row []Amount, reasons []Reason) []Reason {
+func (d *decision) domainRejections(a *attempt, node int, row []resources.Amount, reasons []Reason) []Reason {
 	need := d.groupWholeGPUs
 	domain := d.snapshot.nodes[node].domainIsland
 	total, free := d.domainCapacity(a, domain)

@@ -1,6 +1,10 @@
 package placement
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/raygo-dev/raygo/internal/resources"
+)
 
 // GPU assignment. On a node that lists its GPUs (Node.GPUs), every bundle with a GPU
 // amount gets concrete GPUs (BundlePlacement.GPUIndices):
@@ -9,9 +13,9 @@ import "math/bits"
 //     bundle alone;
 //   - a fraction ({GPU: f}, f < 1): one GPU with at least f free, shared with other
 //     fractional bundles (of any group) while their amounts add up to at most 1. Each
-//     GPU's free share is tracked in Amount units, so sharing is exact.
+//     GPU's free share is tracked in resources.Amount units, so sharing is exact.
 //
-// Amounts above 1 that are not whole are refused by validation (ErrFractionalGPUs).
+// Amounts above 1 that are not whole are refused by validation (resources.ErrFractionalGPUs).
 // Which GPUs, in order of preference (the first that decides wins):
 //
 //  1. rails, for SPREAD and STRICT_SPREAD: the GPUs on the group's target rails for this
@@ -34,28 +38,28 @@ import "math/bits"
 
 // gpuRequest is a bundle's GPU demand: whole GPUs, or a fraction of one, or none.
 type gpuRequest struct {
-	whole    int    // >= 1 for whole-GPU bundles
-	fraction Amount // 0 < fraction < AmountScale for fractional bundles
+	whole    int              // >= 1 for whole-GPU bundles
+	fraction resources.Amount // 0 < fraction < resources.AmountScale for fractional bundles
 }
 
 // gpuRequestOf reads a validated GPU amount.
-func gpuRequestOf(amount Amount) gpuRequest {
+func gpuRequestOf(amount resources.Amount) gpuRequest {
 	switch {
 	case amount <= 0:
 		return gpuRequest{}
-	case amount < AmountScale:
+	case amount < resources.AmountScale:
 		return gpuRequest{fraction: amount}
 	default:
-		return gpuRequest{whole: int(amount / AmountScale)}
+		return gpuRequest{whole: int(amount / resources.AmountScale)}
 	}
 }
 
 func (g gpuRequest) any() bool { return g.whole > 0 || g.fraction > 0 }
 
 // share is what the request takes of each GPU it gets.
-func (g gpuRequest) share() Amount {
+func (g gpuRequest) share() resources.Amount {
 	if g.whole > 0 {
-		return AmountScale
+		return resources.AmountScale
 	}
 	return g.fraction
 }
@@ -68,7 +72,7 @@ type gpuPreference struct {
 	rails []int32
 	// groupTaken is the group's share of each of the node's GPUs: GPUs on rails the group
 	// already uses on the node come last. nil: no such preference.
-	groupTaken []Amount
+	groupTaken []resources.Amount
 }
 
 // gpuPicker chooses GPUs on one node at a time; it holds scratch space so picks do not
@@ -84,7 +88,7 @@ type gpuPicker struct {
 // (0-based, in snapshot order) to out. free is the node's per-GPU free share; the pick
 // subtracts what it takes. It returns false, with free unchanged, when the node cannot
 // give the request its GPUs.
-func (p *gpuPicker) pick(node int, free []Amount, request gpuRequest, pref *gpuPreference, out []int) ([]int, bool) {
+func (p *gpuPicker) pick(node int, free []resources.Amount, request gpuRequest, pref *gpuPreference, out []int) ([]int, bool) {
 	gpus, _ := p.snapshot.nodeGPUs(node)
 	if request.whole > 0 {
 		return p.pickWhole(node, gpus, free, request.whole, pref, out)
@@ -92,7 +96,7 @@ func (p *gpuPicker) pick(node int, free []Amount, request gpuRequest, pref *gpuP
 	return p.pickFraction(node, gpus, free, request.fraction, pref, out)
 }
 
-func (p *gpuPicker) pickWhole(node int, gpus []snapshotGPU, free []Amount, count int, pref *gpuPreference, out []int) ([]int, bool) {
+func (p *gpuPicker) pickWhole(node int, gpus []snapshotGPU, free []resources.Amount, count int, pref *gpuPreference, out []int) ([]int, bool) {
 	if countWhollyFree(gpus, free, pref.island) < count {
 		return out, false
 	}
@@ -116,7 +120,7 @@ func (p *gpuPicker) pickWhole(node int, gpus []snapshotGPU, free []Amount, count
 			return out, true
 		}
 		for _, g := range out[start:] {
-			free[g] = AmountScale
+			free[g] = resources.AmountScale
 		}
 		out = out[:start]
 	}
@@ -147,11 +151,11 @@ func (p *gpuPicker) pickWhole(node int, gpus []snapshotGPU, free []Amount, count
 
 // takeFromIsland takes count wholly free GPUs of island: on target rails first, then on
 // rails the group does not use on the node, then the lowest positions.
-func (p *gpuPicker) takeFromIsland(gpus []snapshotGPU, free []Amount, island int32, count int, pref *gpuPreference, out []int) []int {
+func (p *gpuPicker) takeFromIsland(gpus []snapshotGPU, free []resources.Amount, island int32, count int, pref *gpuPreference, out []int) []int {
 	for range count {
 		best, bestKey := -1, 0
 		for g := range gpus {
-			if free[g] != AmountScale || gpus[g].island != island {
+			if free[g] != resources.AmountScale || gpus[g].island != island {
 				continue
 			}
 			key := 2*railMismatch(gpus, g, pref) + groupUsesRail(gpus, g, pref)
@@ -165,7 +169,7 @@ func (p *gpuPicker) takeFromIsland(gpus []snapshotGPU, free []Amount, island int
 	return out
 }
 
-func (p *gpuPicker) pickFraction(node int, gpus []snapshotGPU, free []Amount, fraction Amount, pref *gpuPreference, out []int) ([]int, bool) {
+func (p *gpuPicker) pickFraction(node int, gpus []snapshotGPU, free []resources.Amount, fraction resources.Amount, pref *gpuPreference, out []int) ([]int, bool) {
 	p.countIslands(node, gpus, free, -1)
 	best := -1
 	var bestKey [4]int64
@@ -176,7 +180,7 @@ func (p *gpuPicker) pickFraction(node int, gpus []snapshotGPU, free []Amount, fr
 		// A partly used GPU (wholly = 0) before a wholly free one; among partly used ones
 		// the least left after; among wholly free ones the least free island.
 		wholly, fit := int64(0), int64(free[g]-fraction)
-		if free[g] == AmountScale {
+		if free[g] == resources.AmountScale {
 			wholly, fit = 1, int64(p.islandFree[gpus[g].islandSlot])
 		}
 		key := [4]int64{int64(railMismatch(gpus, g, pref)), int64(groupUsesRail(gpus, g, pref)), wholly, fit}
@@ -194,7 +198,7 @@ func (p *gpuPicker) pickFraction(node int, gpus []snapshotGPU, free []Amount, fr
 
 // countIslands sets islandIDs to the node's islands and islandFree to how many wholly
 // free GPUs each has (counting only island's when it is >= 0).
-func (p *gpuPicker) countIslands(node int, gpus []snapshotGPU, free []Amount, island int32) {
+func (p *gpuPicker) countIslands(node int, gpus []snapshotGPU, free []resources.Amount, island int32) {
 	record := &p.snapshot.nodes[node]
 	p.islandIDs, p.islandSize = record.islands, record.islandSizes
 	if cap(p.islandFree) < len(p.islandIDs) {
@@ -203,7 +207,7 @@ func (p *gpuPicker) countIslands(node int, gpus []snapshotGPU, free []Amount, is
 	p.islandFree = p.islandFree[:len(p.islandIDs)]
 	clear(p.islandFree)
 	for g := range gpus {
-		if free[g] == AmountScale && (island < 0 || gpus[g].island == island) {
+		if free[g] == resources.AmountScale && (island < 0 || gpus[g].island == island) {
 			p.islandFree[gpus[g].islandSlot]++
 		}
 	}
@@ -213,12 +217,12 @@ func (p *gpuPicker) countIslands(node int, gpus []snapshotGPU, free []Amount, is
 // islands, would take request's GPUs from: the smaller, the larger the free islands it
 // leaves intact. 0 when a partly used GPU takes a fraction; when no island has room
 // for all of request, the most free of the node's islands (it would take them all).
-func (p *gpuPicker) islandTaken(node int, free []Amount, request gpuRequest) int {
+func (p *gpuPicker) islandTaken(node int, free []resources.Amount, request gpuRequest) int {
 	gpus, _ := p.snapshot.nodeGPUs(node)
 	need := request.whole
 	if need == 0 {
 		for _, share := range free {
-			if share < AmountScale && share >= request.fraction {
+			if share < resources.AmountScale && share >= request.fraction {
 				return 0
 			}
 		}
@@ -240,7 +244,7 @@ func (p *gpuPicker) islandTaken(node int, free []Amount, request gpuRequest) int
 
 // largestFreeIsland is the most wholly free GPUs in one island of the node (only
 // island when it is >= 0).
-func (p *gpuPicker) largestFreeIsland(node int, free []Amount, island int32) int {
+func (p *gpuPicker) largestFreeIsland(node int, free []resources.Amount, island int32) int {
 	gpus, _ := p.snapshot.nodeGPUs(node)
 	p.countIslands(node, gpus, free, island)
 	largest := 0
@@ -250,11 +254,11 @@ func (p *gpuPicker) largestFreeIsland(node int, free []Amount, island int32) int
 	return largest
 }
 
-func usableWhole(gpus []snapshotGPU, free []Amount, g int, island int32) bool {
-	return free[g] == AmountScale && (island < 0 || gpus[g].island == island)
+func usableWhole(gpus []snapshotGPU, free []resources.Amount, g int, island int32) bool {
+	return free[g] == resources.AmountScale && (island < 0 || gpus[g].island == island)
 }
 
-func countWhollyFree(gpus []snapshotGPU, free []Amount, island int32) int {
+func countWhollyFree(gpus []snapshotGPU, free []resources.Amount, island int32) int {
 	count := 0
 	for g := range gpus {
 		if usableWhole(gpus, free, g, island) {
@@ -266,7 +270,7 @@ func countWhollyFree(gpus []snapshotGPU, free []Amount, island int32) int {
 
 // gpusFitIn reports whether free (a node's per-GPU free shares) can take request:
 // enough wholly free GPUs (in island when it is >= 0), or one GPU with the fraction.
-func gpusFitIn(gpus []snapshotGPU, free []Amount, request gpuRequest, island int32) bool {
+func gpusFitIn(gpus []snapshotGPU, free []resources.Amount, request gpuRequest, island int32) bool {
 	if request.whole > 0 {
 		return countWhollyFree(gpus, free, island) >= request.whole
 	}
@@ -274,8 +278,8 @@ func gpusFitIn(gpus []snapshotGPU, free []Amount, request gpuRequest, island int
 }
 
 // mostFreeOnOneGPU is the largest free share of one GPU.
-func mostFreeOnOneGPU(free []Amount) Amount {
-	most := Amount(0)
+func mostFreeOnOneGPU(free []resources.Amount) resources.Amount {
+	most := resources.Amount(0)
 	for _, share := range free {
 		most = max(most, share)
 	}
@@ -310,7 +314,7 @@ func groupUsesRail(gpus []snapshotGPU, g int, pref *gpuPreference) int {
 
 // railsFree reports whether node has, for each target rail, its own GPU on that rail
 // that could take request (wholly free for whole GPUs, the fraction free otherwise).
-func railsFree(gpus []snapshotGPU, free []Amount, rails []int32, request gpuRequest) bool {
+func railsFree(gpus []snapshotGPU, free []resources.Amount, rails []int32, request gpuRequest) bool {
 	need := request.share()
 	var used uint64 // positions already matched
 	for _, rail := range rails {
@@ -333,10 +337,10 @@ func railsFree(gpus []snapshotGPU, free []Amount, rails []int32, request gpuRequ
 // node's GPU at position g (NewSnapshot caps nodes at MaxGPUsPerNode = 64 GPUs).
 
 // wholeFreeMask is the mask of the wholly free GPUs among free.
-func wholeFreeMask(free []Amount) uint64 {
+func wholeFreeMask(free []resources.Amount) uint64 {
 	var mask uint64
 	for g, share := range free {
-		if share == AmountScale {
+		if share == resources.AmountScale {
 			mask |= 1 << g
 		}
 	}
@@ -351,11 +355,11 @@ func (a *attempt) wholeFree(node int) uint64 {
 		var mask uint64
 		_, base := a.snapshot.nodeGPUs(node)
 		for g, taken := range held.gpuTaken {
-			share := Amount(AmountScale)
+			share := resources.Amount(resources.AmountScale)
 			if a.view == viewAvailable {
 				share = base[g]
 			}
-			if share-taken == AmountScale {
+			if share-taken == resources.AmountScale {
 				mask |= 1 << g
 			}
 		}

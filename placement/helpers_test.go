@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
-// resources parses "GPU=1 CPU=8" into a ResourceSet; it panics on a malformed spec
+// resources parses "GPU=1 CPU=8" into a resources.Set; it panics on a malformed spec
 // (a bug in the test).
-func resources(spec string) placement.ResourceSet {
+func parseResources(spec string) resources.Set {
 	wire := map[string]float64{}
 	for _, field := range strings.Fields(spec) {
 		name, value, ok := strings.Cut(field, "=")
@@ -21,7 +23,7 @@ func resources(spec string) placement.ResourceSet {
 		}
 		wire[name] = amount
 	}
-	set, err := placement.ResourceSetFromFloat(wire)
+	set, err := resources.SetFromFloat(wire)
 	if err != nil {
 		panic(err)
 	}
@@ -35,9 +37,9 @@ func node(id, total, available string) placement.Node {
 	}
 	return placement.Node{
 		ID:        placement.NodeID(id),
-		Total:     resources(total),
-		Available: resources(available),
-		Labels:    map[string]string{placement.NodeIDLabel: id},
+		Total:     parseResources(total),
+		Available: parseResources(available),
+		Labels:    map[string]string{nodelabel.NodeID: id},
 		Alive:     true,
 	}
 }
@@ -52,19 +54,19 @@ func labeled(n placement.Node, keyValues ...string) placement.Node {
 	return n
 }
 
-func bundles(specs ...string) []placement.ResourceSet {
-	out := make([]placement.ResourceSet, len(specs))
+func bundles(specs ...string) []resources.Set {
+	out := make([]resources.Set, len(specs))
 	for i, spec := range specs {
-		out[i] = resources(spec)
+		out[i] = parseResources(spec)
 	}
 	return out
 }
 
-func selectors(t *testing.T, wire ...map[string]string) []placement.LabelSelector {
+func selectors(t *testing.T, wire ...map[string]string) []nodelabel.Selector {
 	t.Helper()
-	out := make([]placement.LabelSelector, len(wire))
+	out := make([]nodelabel.Selector, len(wire))
 	for i, w := range wire {
-		selector, err := placement.ParseLabelSelector(w)
+		selector, err := nodelabel.ParseSelector(w)
 		if err != nil {
 			t.Fatalf("selector %v: %v", w, err)
 		}
@@ -88,11 +90,11 @@ func snapshotOf(t *testing.T, nodes ...placement.Node) *placement.Snapshot {
 func gpuNode(id string, gpus int, islandOf func(int) int, used ...int) placement.Node {
 	n := node(id, fmt.Sprintf("GPU=%d CPU=64", gpus), "")
 	for i := range gpus {
-		n.GPUs = append(n.GPUs, placement.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", id, i), NVLinkIsland: islandOf(i), Rail: i, Available: placement.AmountScale})
+		n.GPUs = append(n.GPUs, placement.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", id, i), NVLinkIsland: islandOf(i), Rail: i, Available: resources.AmountScale})
 	}
 	for _, i := range used {
 		n.GPUs[i].Available = 0
-		n.Available["GPU"] -= placement.AmountScale
+		n.Available["GPU"] -= resources.AmountScale
 	}
 	return n
 }
@@ -117,14 +119,14 @@ func gb200Tray(id, domain string, used ...int) placement.Node {
 
 // inUnit labels a node with its scalable unit.
 func inUnit(n placement.Node, unit string) placement.Node {
-	return labeled(n, placement.LabelScalableUnit, unit)
+	return labeled(n, nodelabel.ScalableUnit, unit)
 }
 
 // withGPUShares sets the free share of some GPUs: index, amount, index, amount, …
 func withGPUShares(n placement.Node, indexAmount ...float64) placement.Node {
 	for i := 0; i+1 < len(indexAmount); i += 2 {
 		gpu := &n.GPUs[int(indexAmount[i])]
-		amount := placement.Amount(indexAmount[i+1] * placement.AmountScale)
+		amount := resources.Amount(indexAmount[i+1] * resources.AmountScale)
 		n.Available["GPU"] -= gpu.Available - amount
 		gpu.Available = amount
 	}

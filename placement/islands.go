@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // NVLink islands for STRICT_PACK and PACK ("islands mode": a group with whole GPUs, on a
@@ -39,7 +41,7 @@ type islandChoice struct {
 // bestIsland finds the best island that can hold every bundle, or false.
 func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 	need := d.groupWholeGPUs
-	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	row, freeAfter := make([]resources.Amount, len(d.resources)), make([]resources.Amount, len(d.resources))
 	rank := d.newRanking()
 	var best islandChoice
 	for node := range d.snapshot.nodes {
@@ -58,7 +60,7 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 			freeAfter[r] = row[r] - d.groupSum[r]
 		}
 		if record.gpuCount == 0 {
-			rank.setPreferences(float64(freeAfter[d.gpuResource]/AmountScale), 1, 0)
+			rank.setPreferences(float64(freeAfter[d.gpuResource]/resources.AmountScale), 1, 0)
 			d.setBestFit(rank, node, freeAfter)
 			if rank.offer(node) {
 				best = islandChoice{node: node, island: -1}
@@ -171,7 +173,7 @@ func (d *decision) largestIsland(a *attempt) (int, []int) {
 			holders = append(holders, nodes...)
 		}
 	}
-	row := make([]Amount, len(d.resources))
+	row := make([]resources.Amount, len(d.resources))
 	for node := range d.snapshot.nodes {
 		record := &d.snapshot.nodes[node]
 		if !d.eligible[node] || record.domainIsland >= 0 || !d.passesAllSelectors(node) {
@@ -179,14 +181,14 @@ func (d *decision) largestIsland(a *attempt) (int, []int) {
 		}
 		if record.gpuCount == 0 {
 			if a.load(node, row); d.gpuResource >= 0 && row[d.gpuResource] > 0 {
-				offer(int(row[d.gpuResource]/AmountScale), node)
+				offer(int(row[d.gpuResource]/resources.AmountScale), node)
 			}
 			continue
 		}
 		// Cheap bounds first: the node's largest island, and its free GPU count.
 		bound := record.largestIsland
 		if a.view == viewAvailable && d.gpuResource >= 0 {
-			bound = min(bound, int(a.base[node*a.stride+a.columns[d.gpuResource]]/AmountScale))
+			bound = min(bound, int(a.base[node*a.stride+a.columns[d.gpuResource]]/resources.AmountScale))
 		}
 		switch {
 		case bound < largest:

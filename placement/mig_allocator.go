@@ -5,6 +5,10 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // MIGInstanceState is the state of a carved GPU instance.
@@ -31,7 +35,7 @@ func (s MIGInstanceState) String() string {
 
 // MIGInstance is one carved GPU instance of a MIG GPU's slot map.
 type MIGInstance struct {
-	// ProfileID is the NVML profile id (MIGProfile.ID) in the GPU's model.
+	// ProfileID is the NVML profile id (mig.Profile.ID) in the GPU's model.
 	ProfileID int
 	// Start is the first memory slice of its placement; the size is the profile's.
 	Start int
@@ -47,9 +51,15 @@ type MIGGPU struct {
 	// Index names the GPU in a MIGStep: the NVML index on its node, or any id unique
 	// among the GPUs given to PlanMIG.
 	Index     int
-	Model     MIGModel
+	Model     mig.Model
 	Instances []MIGInstance
 }
+
+// migShapes are the rows of the MIG tables, copied once: the allocator reads them on
+// every step.
+var migShapes = mig.Shapes()
+
+const migShapeCount = mig.ShapeCount
 
 // migOccupancy is what a set of instances takes of a GPU.
 type migOccupancy struct {
@@ -65,29 +75,29 @@ func rangeMask(start, size int) uint8 { return uint8((1<<size - 1) << start) }
 // free memory slices, compute, the media engines and the profile's max instances.
 func (o *migOccupancy) fits(shape, start int) bool {
 	s := &migShapes[shape]
-	return s.starts&(1<<start) != 0 &&
-		o.memory&rangeMask(start, s.memory) == 0 &&
-		o.compute+s.compute <= MIGComputeSlices &&
-		o.count[shape] < s.maxInstances &&
-		!(s.mediaExtensions && o.media > 0)
+	return s.Starts&(1<<start) != 0 &&
+		o.memory&rangeMask(start, s.Memory) == 0 &&
+		o.compute+s.Compute <= mig.ComputeSlices &&
+		o.count[shape] < s.MaxInstances &&
+		!(s.MediaExtensions && o.media > 0)
 }
 
 func (o *migOccupancy) add(shape, start int) {
 	s := &migShapes[shape]
-	o.memory |= rangeMask(start, s.memory)
-	o.compute += s.compute
+	o.memory |= rangeMask(start, s.Memory)
+	o.compute += s.Compute
 	o.count[shape]++
-	if s.mediaExtensions {
+	if s.MediaExtensions {
 		o.media++
 	}
 }
 
 func (o *migOccupancy) remove(shape, start int) {
 	s := &migShapes[shape]
-	o.memory &^= rangeMask(start, s.memory)
-	o.compute -= s.compute
+	o.memory &^= rangeMask(start, s.Memory)
+	o.compute -= s.Compute
 	o.count[shape]--
-	if s.mediaExtensions {
+	if s.MediaExtensions {
 		o.media--
 	}
 }
@@ -97,7 +107,7 @@ func (o *migOccupancy) remove(shape, start int) {
 // size and the starts are aligned to it (or every slice, for size 1).
 func (o migOccupancy) placeable(shape int) int {
 	placed := 0
-	for start := range MIGMemorySlices {
+	for start := range mig.MemorySlices {
 		if o.fits(shape, start) {
 			o.add(shape, start)
 			placed++
@@ -110,9 +120,9 @@ func (o migOccupancy) placeable(shape int) int {
 func (o *migOccupancy) usable() uint8 {
 	var usable uint8
 	for shape := range migShapes {
-		for start := range MIGMemorySlices {
+		for start := range mig.MemorySlices {
 			if o.fits(shape, start) {
-				usable |= rangeMask(start, migShapes[shape].memory)
+				usable |= rangeMask(start, migShapes[shape].Memory)
 			}
 		}
 	}
@@ -134,15 +144,15 @@ var migShapesLargestFirst = func() [migShapeCount]int {
 	slices.SortStableFunc(order[:], func(a, b int) int {
 		sa, sb := &migShapes[a], &migShapes[b]
 		switch {
-		case sa.mediaExtensions != sb.mediaExtensions:
-			if sa.mediaExtensions {
+		case sa.MediaExtensions != sb.MediaExtensions:
+			if sa.MediaExtensions {
 				return 1
 			}
 			return -1
-		case sa.memory != sb.memory:
-			return sb.memory - sa.memory
+		case sa.Memory != sb.Memory:
+			return sb.Memory - sa.Memory
 		default:
-			return sb.compute - sa.compute
+			return sb.Compute - sa.Compute
 		}
 	})
 	return order
@@ -160,8 +170,8 @@ func (o migOccupancy) capacity() [migShapeCount]int {
 
 // migResolved is a validated slot map with each instance's row of migShapes.
 type migResolved struct {
-	shapes [MIGComputeSlices]int // per instance; a valid map has at most 7
-	all    migOccupancy          // held and idle instances
+	shapes [mig.ComputeSlices]int // per instance; a valid map has at most 7
+	all    migOccupancy           // held and idle instances
 	held   migOccupancy
 }
 
@@ -172,36 +182,36 @@ func (g MIGGPU) invalid(format string, args ...any) error {
 // resolve validates the slot map; see Validate.
 func (g MIGGPU) resolve() (migResolved, error) {
 	var resolved migResolved
-	if _, ok := migProfileTables[g.Model]; !ok {
-		return resolved, g.invalid("not a MIG GPU model (supported: %s)", joinMIGModels(migModels))
+	if !g.Model.Supported() {
+		return resolved, g.invalid("not a MIG GPU model (supported: %s)", mig.JoinModels(mig.Models()))
 	}
-	if len(g.Instances) > MIGComputeSlices {
-		return resolved, g.invalid("%d instances, at most %d fit", len(g.Instances), MIGComputeSlices)
+	if len(g.Instances) > mig.ComputeSlices {
+		return resolved, g.invalid("%d instances, at most %d fit", len(g.Instances), mig.ComputeSlices)
 	}
 	for i, instance := range g.Instances {
 		profile, ok := g.Model.ProfileByID(instance.ProfileID)
 		if !ok {
 			return resolved, g.invalid("instance %d: no profile id %d in the %s table", i, instance.ProfileID, g.Model)
 		}
-		shape := &migShapes[profile.shape]
+		shape := &migShapes[profile.Row()]
 		switch {
 		case instance.State != MIGHeld && instance.State != MIGIdle:
 			return resolved, g.invalid("instance %d (%s at %d): state %s", i, profile.Name, instance.Start, instance.State)
 		case !profile.IsValidStart(instance.Start):
 			return resolved, g.invalid("instance %d (%s): start %d is not one of %v", i, profile.Name, instance.Start, profile.ValidStarts())
-		case resolved.all.memory&rangeMask(instance.Start, shape.memory) != 0:
+		case resolved.all.memory&rangeMask(instance.Start, shape.Memory) != 0:
 			return resolved, g.invalid("instance %d (%s at %s) overlaps another instance", i, profile.Name, profile.Placement(instance.Start))
-		case shape.mediaExtensions && resolved.all.media > 0:
+		case shape.MediaExtensions && resolved.all.media > 0:
 			return resolved, g.invalid("instance %d (%s): a second media-extension instance", i, profile.Name)
-		case resolved.all.count[profile.shape] >= shape.maxInstances:
-			return resolved, g.invalid("instance %d: more than %d instances of %s", i, shape.maxInstances, profile.Name)
-		case resolved.all.compute+shape.compute > MIGComputeSlices:
-			return resolved, g.invalid("instance %d (%s): more than %d compute slices", i, profile.Name, MIGComputeSlices)
+		case resolved.all.count[profile.Row()] >= shape.MaxInstances:
+			return resolved, g.invalid("instance %d: more than %d instances of %s", i, shape.MaxInstances, profile.Name)
+		case resolved.all.compute+shape.Compute > mig.ComputeSlices:
+			return resolved, g.invalid("instance %d (%s): more than %d compute slices", i, profile.Name, mig.ComputeSlices)
 		}
-		resolved.shapes[i] = profile.shape
-		resolved.all.add(profile.shape, instance.Start)
+		resolved.shapes[i] = profile.Row()
+		resolved.all.add(profile.Row(), instance.Start)
 		if instance.State == MIGHeld {
-			resolved.held.add(profile.shape, instance.Start)
+			resolved.held.add(profile.Row(), instance.Start)
 		}
 	}
 	return resolved, nil
@@ -239,7 +249,7 @@ func (g MIGGPU) String() string {
 // FeasibleMIGPlacements returns where an instance of the profile (of the GPU's model)
 // can be carved on the GPU as it is, held and idle instances left in place, lowest
 // start first.
-func FeasibleMIGPlacements(gpu MIGGPU, profile MIGProfile) ([]MIGPlacement, error) {
+func FeasibleMIGPlacements(gpu MIGGPU, profile mig.Profile) ([]mig.Placement, error) {
 	resolved, err := gpu.resolve()
 	if err != nil {
 		return nil, err
@@ -247,9 +257,9 @@ func FeasibleMIGPlacements(gpu MIGGPU, profile MIGProfile) ([]MIGPlacement, erro
 	if profile.Model != gpu.Model {
 		return nil, gpu.invalid("profile %s is not of the GPU's model", profile)
 	}
-	var placements []MIGPlacement
-	for start := range MIGMemorySlices {
-		if resolved.all.fits(profile.shape, start) {
+	var placements []mig.Placement
+	for start := range mig.MemorySlices {
+		if resolved.all.fits(profile.Row(), start) {
 			placements = append(placements, profile.Placement(start))
 		}
 	}
@@ -277,14 +287,14 @@ func (g MIGGPU) SliceUsage() (MIGSliceUsage, error) {
 	}
 	var usage MIGSliceUsage
 	for i, instance := range g.Instances {
-		size := migShapes[resolved.shapes[i]].memory
+		size := migShapes[resolved.shapes[i]].Memory
 		if instance.State == MIGHeld {
 			usage.Held += size
 		} else {
 			usage.Idle += size
 		}
 	}
-	usage.Free = MIGMemorySlices - bits.OnesCount8(resolved.all.memory)
+	usage.Free = mig.MemorySlices - bits.OnesCount8(resolved.all.memory)
 	usage.Unusable = resolved.all.stranded()
 	return usage, nil
 }
@@ -343,7 +353,7 @@ type MIGStep struct {
 	// GPU is the MIGGPU.Index of the chosen GPU.
 	GPU int
 	// Profile is the requested profile resolved for that GPU's model.
-	Profile MIGProfile
+	Profile mig.Profile
 	// Start is the first memory slice of the instance (the placement is
 	// Profile.Placement(Start)).
 	Start int
@@ -428,8 +438,8 @@ func (c *migCandidate) better(other *migCandidate, policy MIGPolicy) bool {
 // largest first, the GPU could take before minus after: it keeps empty GPUs for 7g, 4g
 // and 3g halves whole, and slice 7 reachable.
 //
-// Errors: a resource that is no MIG profile of any supported model, a *FieldError
-// wrapping ErrUnknownMIGProfile; no GPU whose model has the profile,
+// Errors: a resource that is no MIG profile of any supported model, a *fielderr.Error
+// wrapping resources.ErrUnknownMIGProfile; no GPU whose model has the profile,
 // ErrMIGProfileUnsupported (Infeasible); no room even with idle instances destroyed,
 // ErrMIGNoRoom (NotNow); a GPU whose slot map breaks the geometry or two GPUs with
 // one Index, ErrInvalidMIGState.
@@ -437,12 +447,12 @@ func PlanMIG(gpus []MIGGPU, resource string, policy MIGPolicy) (MIGStep, error) 
 	if policy != MIGBestFit && policy != MIGFirstFit {
 		return MIGStep{}, fmt.Errorf("placement: PlanMIG: unknown policy %s", policy)
 	}
-	name, ok := MIGProfileName(resource)
+	name, ok := mig.ProfileName(resource)
 	if !ok {
-		return MIGStep{}, fieldErrorf(ErrUnknownMIGProfile, resourceField(resource), "not a MIG resource name (%s<profile>)", MIGResourcePrefix)
+		return MIGStep{}, fielderr.New(resources.ErrUnknownMIGProfile, resources.Field(resource), "not a MIG resource name (%s<profile>)", mig.ResourcePrefix)
 	}
-	if len(MIGModelsWithProfile(name)) == 0 {
-		return MIGStep{}, CheckMIGResource(resource, AmountScale)
+	if len(mig.ModelsWithProfile(name)) == 0 {
+		return MIGStep{}, resources.CheckMIGResource(resource, resources.AmountScale)
 	}
 	for i := range gpus {
 		for j := range i {
@@ -453,7 +463,7 @@ func PlanMIG(gpus []MIGGPU, resource string, policy MIGPolicy) (MIGStep, error) 
 	}
 
 	resolved := make([]migResolved, len(gpus))
-	profiles := make([]MIGProfile, len(gpus)) // zero Model: the GPU's model lacks the profile
+	profiles := make([]mig.Profile, len(gpus)) // zero Model: the GPU's model lacks the profile
 	supported := false
 	for i, gpu := range gpus {
 		var err error
@@ -467,7 +477,7 @@ func PlanMIG(gpus []MIGGPU, resource string, policy MIGPolicy) (MIGStep, error) 
 	}
 	if !supported {
 		return MIGStep{}, fmt.Errorf("%w: MIG profile %s: none of the %d GPUs has it (%s; it is a profile of %s)",
-			ErrMIGProfileUnsupported, name, len(gpus), describeGPUModels(gpus), joinMIGModels(MIGModelsWithProfile(name)))
+			ErrMIGProfileUnsupported, name, len(gpus), describeGPUModels(gpus), mig.JoinModels(mig.ModelsWithProfile(name)))
 	}
 
 	var best migCandidate
@@ -492,18 +502,18 @@ func PlanMIG(gpus []MIGGPU, resource string, policy MIGPolicy) (MIGStep, error) 
 		for _, instance := range gpu.Instances {
 			if instance.State == MIGIdle && instance.ProfileID == profile.ID {
 				consider(migCandidate{gpu: i, start: instance.Start, action: MIGReuseIdle,
-					freeCompute: MIGComputeSlices - state.held.compute - profile.ComputeSlices})
+					freeCompute: mig.ComputeSlices - state.held.compute - profile.ComputeSlices})
 			}
 		}
-		for start := range MIGMemorySlices {
-			if !state.all.fits(profile.shape, start) {
+		for start := range mig.MemorySlices {
+			if !state.all.fits(profile.Row(), start) {
 				continue
 			}
 			candidate := migCandidate{gpu: i, start: start, action: MIGCarve, empty: len(gpu.Instances) == 0,
-				freeCompute: MIGComputeSlices - state.held.compute - profile.ComputeSlices}
+				freeCompute: mig.ComputeSlices - state.held.compute - profile.ComputeSlices}
 			if policy == MIGBestFit {
 				after := state.all
-				after.add(profile.shape, start)
+				after.add(profile.Row(), start)
 				candidate.loss = lossOf(before, after.capacity())
 				candidate.stranded = after.stranded() - strandedBefore
 			}
@@ -540,33 +550,33 @@ func PlanMIG(gpus []MIGGPU, resource string, policy MIGPolicy) (MIGStep, error) 
 // slices, and only instances with fewer reach slice 7, so free memory for a placement
 // always comes with the compute slices it needs; an idle "+me" instance in the way of
 // a "+me" request is reused before this stage runs.
-func destroyToCarve(gpu MIGGPU, state *migResolved, position int, profile MIGProfile, policy MIGPolicy, consider func(migCandidate)) {
-	shape := &migShapes[profile.shape]
+func destroyToCarve(gpu MIGGPU, state *migResolved, position int, profile mig.Profile, policy MIGPolicy, consider func(migCandidate)) {
+	shape := &migShapes[profile.Row()]
 	var before [migShapeCount]int
 	strandedBefore := 0
 	if policy == MIGBestFit {
 		before, strandedBefore = state.all.capacity(), state.all.stranded()
 	}
-	for start := range MIGMemorySlices {
-		placement := rangeMask(start, shape.memory)
-		if shape.starts&(1<<start) == 0 || state.held.memory&placement != 0 {
+	for start := range mig.MemorySlices {
+		placement := rangeMask(start, shape.Memory)
+		if shape.Starts&(1<<start) == 0 || state.held.memory&placement != 0 {
 			continue
 		}
 		after := state.all
 		candidate := migCandidate{gpu: position, start: start, action: MIGCarve,
-			freeCompute: MIGComputeSlices - state.held.compute - profile.ComputeSlices}
+			freeCompute: mig.ComputeSlices - state.held.compute - profile.ComputeSlices}
 		for k, instance := range gpu.Instances {
-			if instance.State == MIGIdle && rangeMask(instance.Start, migShapes[state.shapes[k]].memory)&placement != 0 {
+			if instance.State == MIGIdle && rangeMask(instance.Start, migShapes[state.shapes[k]].Memory)&placement != 0 {
 				candidate.destroy |= 1 << k
 				candidate.destroyed++
 				after.remove(state.shapes[k], instance.Start)
 			}
 		}
-		if !after.fits(profile.shape, start) {
+		if !after.fits(profile.Row(), start) {
 			continue // a held "+me" instance, or held instances use up the profile
 		}
 		if policy == MIGBestFit {
-			after.add(profile.shape, start)
+			after.add(profile.Row(), start)
 			candidate.loss = lossOf(before, after.capacity())
 			candidate.stranded = after.stranded() - strandedBefore
 		}
@@ -587,8 +597,8 @@ func describeGPUModels(gpus []MIGGPU) string {
 	if len(gpus) == 0 {
 		return "no MIG GPUs"
 	}
-	var models []MIGModel
-	counts := map[MIGModel]int{}
+	var models []mig.Model
+	counts := map[mig.Model]int{}
 	for _, gpu := range gpus {
 		if counts[gpu.Model] == 0 {
 			models = append(models, gpu.Model)
@@ -671,18 +681,4 @@ func (g *MIGGPU) setState(start int, want MIGInstanceState, change func([]MIGIns
 	}
 	g.Instances = change(slices.Clone(g.Instances), k)
 	return nil
-}
-
-// MIGCapacity is how many instances of profile an empty GPU of its model can hold: what
-// a node reports, per profile, as informational resources_total.
-func MIGCapacity(profile MIGProfile) int {
-	gpu := MIGGPU{Model: profile.Model}
-	count := 0
-	for {
-		step, err := PlanMIG([]MIGGPU{gpu}, profile.ResourceName(), MIGBestFit)
-		if err != nil || gpu.Apply(step) != nil {
-			return count
-		}
-		count++
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/raygo-dev/raygo/internal/benchgate"
+	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/placement/migsim"
 )
@@ -52,12 +53,12 @@ func TestMIGAllocatorBench(t *testing.T) {
 func BenchmarkPlanMIG(b *testing.B) {
 	fleet := make([]placement.MIGGPU, 64)
 	for i := range fleet {
-		fleet[i] = placement.MIGGPU{Index: i, Model: placement.MIGModelH100_80GB}
+		fleet[i] = placement.MIGGPU{Index: i, Model: mig.H100_80GB}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "1g.10gb", "4g.40gb"}
-	for held := 0; held < 64*placement.MIGMemorySlices*8/10; {
-		step, err := placement.PlanMIG(fleet, placement.MIGResourcePrefix+names[rng.IntN(len(names))], placement.MIGFirstFit)
+	for held := 0; held < 64*mig.MemorySlices*8/10; {
+		step, err := placement.PlanMIG(fleet, mig.ResourcePrefix+names[rng.IntN(len(names))], placement.MIGFirstFit)
 		if err != nil {
 			break
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -37,7 +39,7 @@ func TestMIGInvariantsUnderRandomOperations(t *testing.T) {
 		steps = 250
 	)
 	outcomes := map[string]int{}
-	for modelIndex, model := range placement.MIGModels() {
+	for modelIndex, model := range mig.Models() {
 		for seed := range uint64(seeds) {
 			rng := rand.New(rand.NewPCG(seed, uint64(modelIndex)))
 			gpus := randomMIGGPUs(rng, model)
@@ -63,13 +65,13 @@ func TestMIGInvariantsUnderRandomOperations(t *testing.T) {
 
 // randomMIGGPUs is one to three GPUs of the model, and one of another model a fifth of
 // the time.
-func randomMIGGPUs(rng *rand.Rand, model placement.MIGModel) []placement.MIGGPU {
+func randomMIGGPUs(rng *rand.Rand, model mig.Model) []placement.MIGGPU {
 	gpus := make([]placement.MIGGPU, 1+rng.IntN(3))
 	for i := range gpus {
 		gpus[i] = placement.MIGGPU{Index: 10 + i, Model: model}
 	}
 	if rng.IntN(5) == 0 {
-		models := placement.MIGModels()
+		models := mig.Models()
 		gpus = append(gpus, placement.MIGGPU{Index: 20, Model: models[rng.IntN(len(models))]})
 	}
 	return gpus
@@ -108,10 +110,10 @@ func randomMIGOperation(rng *rand.Rand, gpus []placement.MIGGPU, outcomes map[st
 		if err != nil {
 			return operation, err
 		}
-		var want []placement.MIGPlacement
-		for start := range placement.MIGMemorySlices {
+		var want []mig.Placement
+		for start := range mig.MemorySlices {
 			if oracleFits(gpu.Model, gpu.Instances, 0, profile.Name, start) {
-				want = append(want, placement.MIGPlacement{Start: start, Size: migReferenceRowOf(gpu.Model, profile.Name).memory})
+				want = append(want, mig.Placement{Start: start, Size: migReferenceRowOf(gpu.Model, profile.Name).memory})
 			}
 		}
 		if !slices.Equal(got, want) {
@@ -143,7 +145,7 @@ func randomMIGRequest(rng *rand.Rand, gpus []placement.MIGGPU, outcomes map[stri
 	case r == 0:
 		name = "3g.99gb"
 	case r < 4:
-		models := placement.MIGModels()
+		models := mig.Models()
 		names := migReferenceNames[models[rng.IntN(len(models))]]
 		name = names[rng.IntN(len(names))]
 	default:
@@ -157,7 +159,7 @@ func randomMIGRequest(rng *rand.Rand, gpus []placement.MIGGPU, outcomes map[stri
 		policy = placement.MIGFirstFit
 	}
 	operation := fmt.Sprintf("%s request %s", policy, name)
-	step, err := placement.PlanMIG(gpus, placement.MIGResourcePrefix+name, policy)
+	step, err := placement.PlanMIG(gpus, mig.ResourcePrefix+name, policy)
 	if err := checkMIGPlan(gpus, name, policy, step, err, outcomes); err != nil {
 		return operation, err
 	}
@@ -219,7 +221,7 @@ func checkMIGPlan(gpus []placement.MIGGPU, name string, policy placement.MIGPoli
 					destroyed |= 1 << k
 				}
 			}
-			for start := range placement.MIGMemorySlices {
+			for start := range mig.MemorySlices {
 				if oracleFits(gpu.Model, gpu.Instances, destroyed, name, start) {
 					if n := bits.OnesCount(destroyed); minDestroy[i] < 0 || n < minDestroy[i] {
 						minDestroy[i] = n
@@ -238,7 +240,7 @@ func checkMIGPlan(gpus []placement.MIGGPU, name string, policy placement.MIGPoli
 	switch {
 	case !known:
 		outcomes["unknown profile"]++
-		if !errors.Is(err, placement.ErrUnknownMIGProfile) {
+		if !errors.Is(err, resources.ErrUnknownMIGProfile) {
 			return fmt.Errorf("unknown profile %s: %v, %v", name, step, err)
 		}
 		return nil
@@ -301,7 +303,7 @@ func checkMIGPlan(gpus []placement.MIGGPU, name string, policy placement.MIGPoli
 		case placement.MIGFirstFit:
 			outcomes["first fit"]++
 			for i := range g + 1 {
-				for start := range placement.MIGMemorySlices {
+				for start := range mig.MemorySlices {
 					if (i < g || start < step.Start) && hasProfile(gpus[i]) && oracleFits(gpus[i].Model, gpus[i].Instances, 0, name, start) {
 						return fmt.Errorf("first fit took %v; GPU %d start %d fits", step, gpus[i].Index, start)
 					}
@@ -323,7 +325,7 @@ func checkMIGPlan(gpus []placement.MIGGPU, name string, policy placement.MIGPoli
 	return nil
 }
 
-func migReferenceRowOf(model placement.MIGModel, name string) migReferenceRow {
+func migReferenceRowOf(model mig.Model, name string) migReferenceRow {
 	return migReferenceRows[slices.Index(migReferenceNames[model], name)]
 }
 
@@ -338,9 +340,9 @@ func migReferenceRowByID(id int) (migReferenceRow, bool) {
 
 // oracleFits reports whether the named profile can be carved at start next to the
 // instances not in destroyed (a bit set per instance index), by the reference table.
-func oracleFits(model placement.MIGModel, instances []placement.MIGInstance, destroyed uint, name string, start int) bool {
+func oracleFits(model mig.Model, instances []placement.MIGInstance, destroyed uint, name string, start int) bool {
 	row := migReferenceRowOf(model, name)
-	if !slices.Contains(row.starts, start) || start+row.memory > placement.MIGMemorySlices {
+	if !slices.Contains(row.starts, start) || start+row.memory > mig.MemorySlices {
 		return false
 	}
 	compute, media, same := row.compute, 0, 0
@@ -360,13 +362,13 @@ func oracleFits(model placement.MIGModel, instances []placement.MIGInstance, des
 			same++
 		}
 	}
-	return compute <= placement.MIGComputeSlices && !(row.mediaExtensions && media > 0) && same < row.maxInstances
+	return compute <= mig.ComputeSlices && !(row.mediaExtensions && media > 0) && same < row.maxInstances
 }
 
 // checkMIGGPUs checks every GPU's slot map against the reference table.
 func checkMIGGPUs(gpus []placement.MIGGPU) error {
 	for _, gpu := range gpus {
-		var covered [placement.MIGMemorySlices]bool
+		var covered [mig.MemorySlices]bool
 		compute, media := 0, 0
 		count := map[int]int{}
 		var usage placement.MIGSliceUsage
@@ -375,7 +377,7 @@ func checkMIGGPUs(gpus []placement.MIGGPU) error {
 			switch {
 			case !ok:
 				return fmt.Errorf("GPU %d: profile id %d is not in the table", gpu.Index, instance.ProfileID)
-			case !slices.Contains(row.starts, instance.Start) || instance.Start+row.memory > placement.MIGMemorySlices:
+			case !slices.Contains(row.starts, instance.Start) || instance.Start+row.memory > mig.MemorySlices:
 				return fmt.Errorf("GPU %d: profile %d at start %d, valid starts %v", gpu.Index, row.id, instance.Start, row.starts)
 			case instance.State != placement.MIGHeld && instance.State != placement.MIGIdle:
 				return fmt.Errorf("GPU %d: instance state %v", gpu.Index, instance.State)
@@ -400,7 +402,7 @@ func checkMIGGPUs(gpus []placement.MIGGPU) error {
 				usage.Idle += row.memory
 			}
 		}
-		if compute > placement.MIGComputeSlices {
+		if compute > mig.ComputeSlices {
 			return fmt.Errorf("GPU %d: %d compute slices", gpu.Index, compute)
 		}
 		if media > 1 {

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // MIG bundles in the scheduler. A bundle asking for a MIG profile
@@ -57,19 +61,19 @@ func checkMIGGPUs(field string, node Node) error {
 	for i, gpu := range node.MIGGPUs {
 		gpuField := fmt.Sprintf("%s.mig_gpus[%d]", field, i)
 		if gpu.Index < 0 {
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".index", "must be >= 0, got %d", gpu.Index)
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "must be >= 0, got %d", gpu.Index)
 		}
 		if err := gpu.Validate(); err != nil {
-			return fieldErrorf(ErrInvalidSnapshot, gpuField, "%v", err)
+			return fielderr.New(ErrInvalidSnapshot, gpuField, "%v", err)
 		}
 		for j, other := range node.MIGGPUs[:i] {
 			if other.Index == gpu.Index {
-				return fieldErrorf(ErrInvalidSnapshot, gpuField+".index", "duplicate MIG GPU index %d (also mig_gpus[%d])", gpu.Index, j)
+				return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "duplicate MIG GPU index %d (also mig_gpus[%d])", gpu.Index, j)
 			}
 		}
 		for j, whole := range node.GPUs {
 			if whole.Index == gpu.Index {
-				return fieldErrorf(ErrInvalidSnapshot, gpuField+".index",
+				return fielderr.New(ErrInvalidSnapshot, gpuField+".index",
 					"GPU %d is in MIG mode and also listed as a whole GPU (gpus[%d])", gpu.Index, j)
 			}
 		}
@@ -79,9 +83,9 @@ func checkMIGGPUs(field string, node Node) error {
 
 // migResourceOf returns the bundle's MIG resource name ("" for none): at most one,
 // as validation ensures.
-func migResourceOf(bundle ResourceSet) string {
+func migResourceOf(bundle resources.Set) string {
 	for name, amount := range bundle {
-		if amount > 0 && IsMIGResource(name) {
+		if amount > 0 && mig.IsResource(name) {
 			return name
 		}
 	}
@@ -96,7 +100,7 @@ type migReservation struct {
 
 // addMIGDemand checks a placement's MIG step against its bundle and node and records
 // it; it returns the placement with only its whole-GPU indices, for addGPUDemand.
-func (s *Snapshot) addMIGDemand(demand *nodeDemand, node int, placement BundlePlacement, bundle ResourceSet) (BundlePlacement, error) {
+func (s *Snapshot) addMIGDemand(demand *nodeDemand, node int, placement BundlePlacement, bundle resources.Set) (BundlePlacement, error) {
 	resource := migResourceOf(bundle)
 	switch {
 	case resource == "" && placement.MIG == nil:
@@ -109,7 +113,7 @@ func (s *Snapshot) addMIGDemand(demand *nodeDemand, node int, placement BundlePl
 			ErrInvalidGPUAssignment, placement.BundleIndex, resource)
 	}
 	step := *placement.MIG
-	if name, _ := MIGProfileName(resource); step.Profile.Name != name {
+	if name, _ := mig.ProfileName(resource); step.Profile.Name != name {
 		return placement, fmt.Errorf("%w: bundle %d asks %s, its MIG step is for %s",
 			ErrInvalidGPUAssignment, placement.BundleIndex, resource, step.Profile.Name)
 	}
@@ -308,7 +312,7 @@ func (d *decision) migRejection(a *attempt, node int, check *rejectionCheck) (Re
 	if err == nil {
 		return Reason{}, false
 	}
-	reason := Reason{Code: ReasonMIGNoRoom, Resource: resource, Want: AmountScale}
+	reason := Reason{Code: ReasonMIGNoRoom, Resource: resource, Want: resources.AmountScale}
 	switch {
 	case errors.Is(err, ErrMIGProfileUnsupported):
 		reason.Code = ReasonMIGProfileUnsupported

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -15,7 +17,7 @@ const (
 
 // migNode is an idle node with 64 CPUs and one MIG GPU per slot map given (GPU i has
 // index i), of model; no whole GPUs.
-func migNode(id string, model placement.MIGModel, slotMaps ...[]placement.MIGInstance) placement.Node {
+func migNode(id string, model mig.Model, slotMaps ...[]placement.MIGInstance) placement.Node {
 	n := node(id, "CPU=64", "")
 	for i, instances := range slotMaps {
 		n.MIGGPUs = append(n.MIGGPUs, placement.MIGGPU{Index: i, Model: model, Instances: instances})
@@ -24,7 +26,7 @@ func migNode(id string, model placement.MIGModel, slotMaps ...[]placement.MIGIns
 }
 
 // migBundles is count bundles of {resource: 1, CPU: 2}.
-func migBundles(resource string, count int) []placement.ResourceSet {
+func migBundles(resource string, count int) []resources.Set {
 	specs := make([]string, count)
 	for i := range specs {
 		specs[i] = resource + "=1 CPU=2"
@@ -37,7 +39,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 	tests := []struct {
 		name     string
 		nodes    []placement.Node
-		bundles  []placement.ResourceSet
+		bundles  []resources.Set
 		strategy placement.Strategy
 		// want checks a plan; wantKind and wantReason an unschedulable outcome.
 		want       func(t *testing.T, plan placement.Plan)
@@ -46,7 +48,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 	}{
 		{
 			name:    "one H100 takes 7 1g.10gb bundles of one PACK group, each its own slot",
-			nodes:   []placement.Node{migNode("a", placement.MIGModelH100_80GB, emptyH100)},
+			nodes:   []placement.Node{migNode("a", mig.H100_80GB, emptyH100)},
 			bundles: migBundles(mig1g10gb, 7),
 			want: func(t *testing.T, plan placement.Plan) {
 				starts := map[int]bool{}
@@ -63,7 +65,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 		},
 		{
 			name:    "an idle instance of the profile is reused",
-			nodes:   []placement.Node{migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG1g10, 5)})},
+			nodes:   []placement.Node{migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG1g10, 5)})},
 			bundles: migBundles(mig1g10gb, 1),
 			want: func(t *testing.T, plan placement.Plan) {
 				step := plan.Placements[0].MIG
@@ -74,7 +76,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 		},
 		{
 			name:    "an idle instance of another profile is destroyed when its slots are needed",
-			nodes:   []placement.Node{migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG3g40, 4)})},
+			nodes:   []placement.Node{migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG3g40, 4)})},
 			bundles: migBundles(mig1g20gb, 1),
 			want: func(t *testing.T, plan placement.Plan) {
 				step := plan.Placements[0].MIG
@@ -87,7 +89,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "a profile no MIG GPU of the node has is infeasible",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelA100_40GB, emptyH100), // A100-40GB has 1g.10gb, not 1g.20gb
+				migNode("a", mig.A100_40GB, emptyH100), // A100-40GB has 1g.10gb, not 1g.20gb
 				node("b", "CPU=64", ""),
 			},
 			bundles:  migBundles(mig1g20gb, 1),
@@ -98,7 +100,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 		},
 		{
 			name:       "the other resources of a MIG bundle are checked as before",
-			nodes:      []placement.Node{migNode("a", placement.MIGModelH100_80GB, emptyH100)},
+			nodes:      []placement.Node{migNode("a", mig.H100_80GB, emptyH100)},
 			bundles:    bundles(mig1g10gb + "=1 CPU=128"),
 			wantKind:   placement.Infeasible,
 			wantReason: map[placement.NodeID]placement.ReasonCode{"a": placement.ReasonInsufficientTotal},
@@ -106,8 +108,8 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "STRICT_PACK of 3 MIG bundles lands on one node, by node not by NVLink island",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), held(h100MIG1g20, 4)}), // room for one 1g.10gb
-				migNode("b", placement.MIGModelH100_80GB, emptyH100),
+				migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), held(h100MIG1g20, 4)}), // room for one 1g.10gb
+				migNode("b", mig.H100_80GB, emptyH100),
 				dgxH100("c"),
 			},
 			bundles:  migBundles(mig1g10gb, 3),
@@ -123,7 +125,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "STRICT_PACK that no node's MIG GPUs can hold waits with the reason",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), held(h100MIG1g20, 4)}),
+				migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), held(h100MIG1g20, 4)}),
 			},
 			bundles:    migBundles(mig1g10gb, 2),
 			strategy:   placement.StrategyStrictPack,
@@ -133,8 +135,8 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "SPREAD puts MIG bundles on two MIG nodes",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelH100_80GB, emptyH100),
-				migNode("b", placement.MIGModelH100_80GB, emptyH100),
+				migNode("a", mig.H100_80GB, emptyH100),
+				migNode("b", mig.H100_80GB, emptyH100),
 			},
 			bundles:  migBundles(mig1g10gb, 2),
 			strategy: placement.StrategySpread,
@@ -147,9 +149,9 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "a node with an idle instance of the profile is preferred",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelH100_80GB, emptyH100),
-				migNode("b", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}),
-				migNode("c", placement.MIGModelH100_80GB, []placement.MIGInstance{idle(h100MIG1g10, 3)}),
+				migNode("a", mig.H100_80GB, emptyH100),
+				migNode("b", mig.H100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}),
+				migNode("c", mig.H100_80GB, []placement.MIGInstance{idle(h100MIG1g10, 3)}),
 			},
 			bundles: migBundles(mig1g10gb, 1),
 			want: func(t *testing.T, plan placement.Plan) {
@@ -161,8 +163,8 @@ func TestScheduleMIGBundles(t *testing.T) {
 		{
 			name: "a partitioned GPU is preferred to an empty one",
 			nodes: []placement.Node{
-				migNode("a", placement.MIGModelH100_80GB, emptyH100),
-				migNode("b", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}),
+				migNode("a", mig.H100_80GB, emptyH100),
+				migNode("b", mig.H100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}),
 			},
 			bundles: migBundles(mig1g10gb, 1),
 			want: func(t *testing.T, plan placement.Plan) {
@@ -208,7 +210,7 @@ func TestScheduleMIGBundles(t *testing.T) {
 // An H100 in MIG mode holds seven 1g.10gb; an eighth group waits until the first is
 // released, and then reuses an idle instance.
 func TestMIGEighthGroupWaitsThenReusesAReleasedInstance(t *testing.T) {
-	snapshot := snapshotOf(t, migNode("a", placement.MIGModelH100_80GB, nil))
+	snapshot := snapshotOf(t, migNode("a", mig.H100_80GB, nil))
 	group := placement.Request{Bundles: migBundles(mig1g10gb, 7)}
 	plan, err := placement.Schedule(snapshot, group)
 	if err != nil {
@@ -233,9 +235,9 @@ func TestMIGEighthGroupWaitsThenReusesAReleasedInstance(t *testing.T) {
 		t.Fatalf("Release: %v", err)
 	}
 	// Released twice: the CPUs would catch it; the slot map does too.
-	migOnly := make([]placement.ResourceSet, len(group.Bundles))
+	migOnly := make([]resources.Set, len(group.Bundles))
 	for i := range migOnly {
-		migOnly[i] = resources(mig1g10gb + "=1")
+		migOnly[i] = parseResources(mig1g10gb + "=1")
 	}
 	if err := snapshot.Release(migOnly, plan); !errors.Is(err, placement.ErrInvalidGPUAssignment) {
 		t.Fatalf("second Release: %v, want ErrInvalidGPUAssignment", err)
@@ -260,7 +262,7 @@ func TestMIGEighthGroupWaitsThenReusesAReleasedInstance(t *testing.T) {
 }
 
 func TestReserveRejectsMIGStepsThatDoNotFit(t *testing.T) {
-	snapshot := snapshotOf(t, migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}), node("b", "CPU=8", ""))
+	snapshot := snapshotOf(t, migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG1g10, 0)}), node("b", "CPU=8", ""))
 	request := placement.Request{Bundles: migBundles(mig1g10gb, 1)}
 	profile := h100MIG1g10
 	tests := []struct {
@@ -290,9 +292,9 @@ func TestReserveRejectsMIGStepsThatDoNotFit(t *testing.T) {
 }
 
 func TestNewSnapshotValidatesMIGGPUs(t *testing.T) {
-	overlapping := migNode("a", placement.MIGModelH100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG1g10, 1)})
+	overlapping := migNode("a", mig.H100_80GB, []placement.MIGInstance{held(h100MIG3g40, 0), idle(h100MIG1g10, 1)})
 	alsoWhole := dgxH100("a")
-	alsoWhole.MIGGPUs = []placement.MIGGPU{{Index: 3, Model: placement.MIGModelH100_80GB}}
+	alsoWhole.MIGGPUs = []placement.MIGGPU{{Index: 3, Model: mig.H100_80GB}}
 	for _, n := range []placement.Node{overlapping, alsoWhole} {
 		if _, err := placement.NewSnapshot([]placement.Node{n}); !errors.Is(err, placement.ErrInvalidSnapshot) {
 			t.Errorf("NewSnapshot(%+v): %v, want ErrInvalidSnapshot", n.MIGGPUs, err)

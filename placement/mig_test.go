@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -29,16 +31,16 @@ var migReferenceRows = []migReferenceRow{
 	{0, 7, 8, 1, []int{0}, false},
 }
 
-var migReferenceNames = map[placement.MIGModel][]string{
-	placement.MIGModelA100_40GB:  {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"},
-	placement.MIGModelA100_80GB:  {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
-	placement.MIGModelH100_80GB:  {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
-	placement.MIGModelH200_141GB: {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
+var migReferenceNames = map[mig.Model][]string{
+	mig.A100_40GB:  {"1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"},
+	mig.A100_80GB:  {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+	mig.H100_80GB:  {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
+	mig.H200_141GB: {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
 }
 
 func TestMIGTablesMatchTheUserGuide(t *testing.T) {
-	if got, want := placement.MIGModels(), []placement.MIGModel{placement.MIGModelA100_40GB, placement.MIGModelA100_80GB, placement.MIGModelH100_80GB, placement.MIGModelH200_141GB}; !slices.Equal(got, want) {
-		t.Fatalf("MIGModels() = %v, want %v", got, want)
+	if got, want := mig.Models(), []mig.Model{mig.A100_40GB, mig.A100_80GB, mig.H100_80GB, mig.H200_141GB}; !slices.Equal(got, want) {
+		t.Fatalf("mig.Models() = %v, want %v", got, want)
 	}
 	for model, names := range migReferenceNames {
 		profiles := model.Profiles()
@@ -60,112 +62,15 @@ func TestMIGTablesMatchTheUserGuide(t *testing.T) {
 			if byName, ok := model.Profile(names[i]); !ok || byName != p {
 				t.Errorf("%s: Profile(%q) = %v, %v", model, names[i], byName, ok)
 			}
-			for start := -1; start <= placement.MIGMemorySlices; start++ {
+			for start := -1; start <= mig.MemorySlices; start++ {
 				if p.IsValidStart(start) != slices.Contains(row.starts, start) {
 					t.Errorf("%s: IsValidStart(%d) = %v", p, start, p.IsValidStart(start))
 				}
 			}
 		}
 	}
-	if placement.MIGModel("B200").Profiles() != nil {
+	if mig.Model("B200").Profiles() != nil {
 		t.Error("an unsupported model has profiles")
-	}
-}
-
-func TestMIGModelOfDevice(t *testing.T) {
-	cases := map[string]placement.MIGModel{
-		"NVIDIA A100-SXM4-40GB":   placement.MIGModelA100_40GB,
-		"NVIDIA A100-PCIE-40GB":   placement.MIGModelA100_40GB,
-		"A100-SXM4-40GB":          placement.MIGModelA100_40GB, // drivers before R470 had no "NVIDIA "
-		"NVIDIA A100-SXM4-80GB":   placement.MIGModelA100_80GB,
-		"NVIDIA A100 80GB PCIe":   placement.MIGModelA100_80GB,
-		"NVIDIA H100 80GB HBM3":   placement.MIGModelH100_80GB,
-		"NVIDIA H100 PCIe":        placement.MIGModelH100_80GB,
-		"NVIDIA H200":             placement.MIGModelH200_141GB,
-		"NVIDIA H200 141GB HBM3e": placement.MIGModelH200_141GB,
-		"NVIDIA H100 NVL":         "", // 94 GB: 1g.12gb profiles
-		"NVIDIA H200 NVL":         "",
-		"NVIDIA GH200 480GB":      "",
-		"NVIDIA A100 PCIe":        "", // 40 or 80 GB: the name does not say
-		"NVIDIA GB200":            "",
-		"Tesla V100-SXM2-32GB":    "",
-		"":                        "",
-	}
-	for name, want := range cases {
-		got, ok := placement.MIGModelOfDevice(name)
-		if got != want || ok != (want != "") {
-			t.Errorf("MIGModelOfDevice(%q) = %q, %v; want %q", name, got, ok, want)
-		}
-	}
-}
-
-func TestMIGProfileResolvesPerModel(t *testing.T) {
-	a100, ok := placement.MIGModelA100_40GB.ResolveResource("nvidia.com/mig-1g.10gb")
-	if !ok || a100.MemorySlices != 2 || a100.ID != 15 || a100.ComputeSlices != 1 {
-		t.Errorf("1g.10gb on A100-40GB = %+v, %v; want the 2-slice profile 15", a100, ok)
-	}
-	h100, ok := placement.MIGModelH100_80GB.ResolveResource("nvidia.com/mig-1g.10gb")
-	if !ok || h100.MemorySlices != 1 || h100.ID != 19 {
-		t.Errorf("1g.10gb on H100-80GB = %+v, %v; want the 1-slice profile 19", h100, ok)
-	}
-	if _, ok := placement.MIGModelH200_141GB.ResolveResource("nvidia.com/mig-1g.10gb"); ok {
-		t.Error("H200-141GB resolved 1g.10gb")
-	}
-	for _, resource := range []string{"nvidia.com/mig-1g.10gb+me", "nvidia.com/mig-1g.10gb.me"} {
-		if me, ok := placement.MIGModelH100_80GB.ResolveResource(resource); !ok || me.ID != 20 || !me.MediaExtensions {
-			t.Errorf("%s on H100-80GB = %+v, %v", resource, me, ok)
-		}
-	}
-	for _, resource := range []string{"GPU", "nvidia.com/mig-", "nvidia.com/gpu", "1g.10gb"} {
-		if _, ok := placement.MIGProfileName(resource); ok {
-			t.Errorf("MIGProfileName(%q) accepted it", resource)
-		}
-	}
-	for profile, want := range map[string][]placement.MIGModel{
-		"1g.10gb":                {placement.MIGModelA100_40GB, placement.MIGModelA100_80GB, placement.MIGModelH100_80GB},
-		"nvidia.com/mig-1g.18gb": {placement.MIGModelH200_141GB},
-		"3g.40gb":                {placement.MIGModelA100_80GB, placement.MIGModelH100_80GB},
-		"3g.99gb":                nil,
-	} {
-		if got := placement.MIGModelsWithProfile(profile); !slices.Equal(got, want) {
-			t.Errorf("MIGModelsWithProfile(%q) = %v, want %v", profile, got, want)
-		}
-	}
-}
-
-func TestCheckMIGResource(t *testing.T) {
-	one := placement.Amount(placement.AmountScale)
-	for _, ok := range []struct {
-		resource string
-		amount   placement.Amount
-	}{{"GPU", 3 * one}, {"nvidia.com/mig-1g.10gb", one}, {"nvidia.com/mig-7g.141gb", one}, {"nvidia.com/mig-1g.5gb.me", one}, {"nvidia.com/mig-2g.20gb", 0}} {
-		if err := placement.CheckMIGResource(ok.resource, ok.amount); err != nil {
-			t.Errorf("CheckMIGResource(%q, %s) = %v", ok.resource, ok.amount, err)
-		}
-	}
-
-	err := placement.CheckMIGResource("nvidia.com/mig-3g.99gb", one)
-	var fieldErr *placement.FieldError
-	if !errors.Is(err, placement.ErrUnknownMIGProfile) || !errors.Is(err, placement.ErrInvalidRequest) || !errors.As(err, &fieldErr) {
-		t.Fatalf("unknown profile: %v", err)
-	}
-	const want = `["nvidia.com/mig-3g.99gb"]: no supported GPU model has this MIG profile (` +
-		`A100-40GB has 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb; ` +
-		`A100-80GB has 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb; ` +
-		`H100-80GB has 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb; ` +
-		`H200-141GB has 1g.18gb, 1g.18gb+me, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb)`
-	if err.Error() != want {
-		t.Errorf("unknown profile message:\n got %s\nwant %s", err, want)
-	}
-
-	err = placement.CheckMIGResource("nvidia.com/mig-1g.10gb", 2*one)
-	if !errors.Is(err, placement.ErrInvalidMIGAmount) || !errors.Is(err, placement.ErrInvalidRequest) ||
-		!strings.Contains(err.Error(), `["nvidia.com/mig-1g.10gb"]: a bundle gets at most one MIG device`) ||
-		!strings.Contains(err.Error(), "got 2 (MIG profile 1g.10gb of A100-40GB, A100-80GB, H100-80GB)") {
-		t.Errorf("amount 2: %v", err)
-	}
-	if err := placement.CheckMIGResource("nvidia.com/mig-1g.10gb", one/2); !errors.Is(err, placement.ErrInvalidMIGAmount) {
-		t.Errorf("amount 0.5: %v", err)
 	}
 }
 
@@ -180,27 +85,27 @@ var (
 	h100MIG7g80   = mustMIGProfile("7g.80gb")
 )
 
-func mustMIGProfile(name string) placement.MIGProfile {
-	profile, ok := placement.MIGModelH100_80GB.Profile(name)
+func mustMIGProfile(name string) mig.Profile {
+	profile, ok := mig.H100_80GB.Profile(name)
 	if !ok {
 		panic("no H100 profile " + name)
 	}
 	return profile
 }
 
-func held(profile placement.MIGProfile, start int) placement.MIGInstance {
+func held(profile mig.Profile, start int) placement.MIGInstance {
 	return placement.MIGInstance{ProfileID: profile.ID, Start: start, State: placement.MIGHeld}
 }
 
-func idle(profile placement.MIGProfile, start int) placement.MIGInstance {
+func idle(profile mig.Profile, start int) placement.MIGInstance {
 	return placement.MIGInstance{ProfileID: profile.ID, Start: start, State: placement.MIGIdle}
 }
 
 func h100GPU(index int, instances ...placement.MIGInstance) placement.MIGGPU {
-	return placement.MIGGPU{Index: index, Model: placement.MIGModelH100_80GB, Instances: instances}
+	return placement.MIGGPU{Index: index, Model: mig.H100_80GB, Instances: instances}
 }
 
-func starts(placements []placement.MIGPlacement) []int {
+func starts(placements []mig.Placement) []int {
 	var result []int
 	for _, p := range placements {
 		result = append(result, p.Start)
@@ -212,7 +117,7 @@ func TestFeasibleMIGPlacements(t *testing.T) {
 	cases := []struct {
 		name    string
 		gpu     placement.MIGGPU
-		profile placement.MIGProfile
+		profile mig.Profile
 		want    []int
 	}{
 		{"empty GPU, 7g", h100GPU(0), h100MIG7g80, []int{0}},
@@ -248,8 +153,8 @@ func TestFeasibleMIGPlacements(t *testing.T) {
 		}
 	}
 
-	a100 := placement.MIGGPU{Model: placement.MIGModelA100_40GB, Instances: []placement.MIGInstance{{ProfileID: 19, Start: 6, State: placement.MIGHeld}}}
-	twoSlice, _ := placement.MIGModelA100_40GB.Profile("1g.10gb")
+	a100 := placement.MIGGPU{Model: mig.A100_40GB, Instances: []placement.MIGInstance{{ProfileID: 19, Start: 6, State: placement.MIGHeld}}}
+	twoSlice, _ := mig.A100_40GB.Profile("1g.10gb")
 	if got, err := placement.FeasibleMIGPlacements(a100, twoSlice); err != nil || !slices.Equal(starts(got), []int{0, 2, 4}) {
 		t.Errorf("A100-40GB 1g.10gb beside 1g.5gb at 6: %v, %v", got, err)
 	}
@@ -365,10 +270,10 @@ func TestPlanMIG(t *testing.T) {
 			[]placement.MIGGPU{h100GPU(0, idle(h100MIG1g10me, 0), held(h100MIG1g10, 1), held(h100MIG1g10, 2), held(h100MIG1g10, 3), held(h100MIG2g20, 4), held(h100MIG1g10, 6))}, "nvidia.com/mig-1g.10gb", placement.MIGBestFit,
 			want{carve, 0, 0, []placement.MIGInstance{idle(h100MIG1g10me, 0)}}},
 		{"the profile resolved per model",
-			[]placement.MIGGPU{{Index: 2, Model: placement.MIGModelA100_40GB, Instances: []placement.MIGInstance{{ProfileID: 15, Start: 0, State: placement.MIGHeld}}}, h100GPU(3)},
+			[]placement.MIGGPU{{Index: 2, Model: mig.A100_40GB, Instances: []placement.MIGInstance{{ProfileID: 15, Start: 0, State: placement.MIGHeld}}}, h100GPU(3)},
 			"nvidia.com/mig-1g.10gb", placement.MIGBestFit, want{carve, 2, 2, nil}}, // 2 slices on an A100-40GB: at 2 it keeps the 3g at 4
 		{"a GPU without the profile is skipped",
-			[]placement.MIGGPU{{Index: 0, Model: placement.MIGModelH200_141GB}, h100GPU(1)}, "nvidia.com/mig-1g.10gb", placement.MIGFirstFit, want{carve, 1, 0, nil}},
+			[]placement.MIGGPU{{Index: 0, Model: mig.H200_141GB}, h100GPU(1)}, "nvidia.com/mig-1g.10gb", placement.MIGFirstFit, want{carve, 1, 0, nil}},
 	}
 	for _, c := range cases {
 		step, err := placement.PlanMIG(c.gpus, c.resource, c.policy)
@@ -402,9 +307,9 @@ func TestPlanMIGErrors(t *testing.T) {
 		want     []error
 		message  string
 	}{
-		{"unknown profile", []placement.MIGGPU{h100GPU(0)}, "nvidia.com/mig-3g.99gb", []error{placement.ErrUnknownMIGProfile, placement.ErrInvalidRequest},
+		{"unknown profile", []placement.MIGGPU{h100GPU(0)}, "nvidia.com/mig-3g.99gb", []error{resources.ErrUnknownMIGProfile, placement.ErrInvalidRequest},
 			"no supported GPU model has this MIG profile"},
-		{"not a MIG resource", []placement.MIGGPU{h100GPU(0)}, "GPU", []error{placement.ErrUnknownMIGProfile}, "not a MIG resource name"},
+		{"not a MIG resource", []placement.MIGGPU{h100GPU(0)}, "GPU", []error{resources.ErrUnknownMIGProfile}, "not a MIG resource name"},
 		{"no GPU of the model", []placement.MIGGPU{h100GPU(0), h100GPU(1)}, "nvidia.com/mig-1g.5gb", []error{placement.ErrMIGProfileUnsupported, placement.ErrInfeasible},
 			"MIG profile 1g.5gb: none of the 2 GPUs has it (2 × H100-80GB; it is a profile of A100-40GB)"},
 		{"no GPUs", nil, "nvidia.com/mig-1g.10gb", []error{placement.ErrMIGProfileUnsupported}, "no MIG GPUs"},
@@ -499,15 +404,39 @@ func TestParseRequestChecksMIGResources(t *testing.T) {
 	}
 }
 
-func TestMIGCapacityOfAnEmptyGPU(t *testing.T) {
+// An empty GPU holds the User Guide's count of each profile, as the allocator places them
+// one after another, and that count is the table's MaxInstances: what a raylet reports
+// as the profile's informational total.
+func TestMIGCapacityIsMaxInstances(t *testing.T) {
 	want := map[string]int{"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
 	for name, count := range want {
-		profile, ok := placement.MIGModelH100_80GB.Profile(name)
+		profile, ok := mig.H100_80GB.Profile(name)
 		if !ok {
 			t.Fatalf("H100-80GB has no profile %s", name)
 		}
-		if got := placement.MIGCapacity(profile); got != count {
-			t.Errorf("MIGCapacity(H100 %s) = %d, want %d", name, got, count)
+		if got := capacityOfEmptyGPU(profile); got != count {
+			t.Errorf("an empty H100 holds %d of %s, want %d", got, name, count)
 		}
+	}
+	for _, model := range mig.Models() {
+		for _, profile := range model.Profiles() {
+			if got := capacityOfEmptyGPU(profile); got != profile.MaxInstances {
+				t.Errorf("%s: an empty GPU holds %d, MaxInstances is %d", profile, got, profile.MaxInstances)
+			}
+		}
+	}
+}
+
+// capacityOfEmptyGPU carves the profile on an empty GPU through PlanMIG until it no
+// longer fits.
+func capacityOfEmptyGPU(profile mig.Profile) int {
+	gpu := placement.MIGGPU{Model: profile.Model}
+	count := 0
+	for {
+		step, err := placement.PlanMIG([]placement.MIGGPU{gpu}, profile.ResourceName(), placement.MIGBestFit)
+		if err != nil || gpu.Apply(step) != nil {
+			return count
+		}
+		count++
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/raygo-dev/raygo/placement/placementsim"
 )
@@ -65,7 +66,7 @@ func TestInvariantsUnderRandomOperations(t *testing.T) {
 				t.Fatalf("seed %d: node %s available %s != total %s", seed, node.ID, node.Available, node.Total)
 			}
 			for _, gpu := range node.GPUs {
-				if node.Alive && gpu.Available != placement.AmountScale {
+				if node.Alive && gpu.Available != resources.AmountScale {
 					t.Fatalf("seed %d: node %s GPU %d available %s after removing every group", seed, node.ID, gpu.Index, gpu.Available)
 				}
 			}
@@ -182,7 +183,7 @@ func checkKindOnIdleCluster(t *testing.T, snapshot *placement.Snapshot, request 
 	for i := range nodes {
 		nodes[i].Available = nodes[i].Total.Clone()
 		for g := range nodes[i].GPUs {
-			nodes[i].GPUs[g].Available = placement.AmountScale
+			nodes[i].GPUs[g].Available = resources.AmountScale
 		}
 	}
 	_, err := placement.Schedule(mustSnapshot(t, nodes), request)
@@ -213,7 +214,7 @@ func countTopologyPaths(snapshot *placement.Snapshot, request placement.Request,
 		if len(p.GPUIndices) > 0 {
 			outcomes["GPU indices"]++
 		}
-		if request.Bundles[p.BundleIndex]["GPU"] < placement.AmountScale && len(p.GPUIndices) == 1 {
+		if request.Bundles[p.BundleIndex]["GPU"] < resources.AmountScale && len(p.GPUIndices) == 1 {
 			key := fmt.Sprint(p.NodeID, p.GPUIndices[0])
 			if shared[key] {
 				outcomes["fractional GPU shared"]++

@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // ReasonCode says why a node was rejected for a bundle. The values are stable: `raygo
@@ -64,9 +66,9 @@ type Reason struct {
 	// bundles on the node. Total is the node's total of Resource. For the mig_* codes,
 	// Resource is the MIG profile ("nvidia.com/mig-1g.10gb") and Want is 1.
 	Resource string
-	Want     Amount
-	Have     Amount
-	Total    Amount
+	Want     resources.Amount
+	Have     resources.Amount
+	Total    resources.Amount
 
 	// Label, LabelSelector, NodeLabelValue, NodeHasLabel: for label_mismatch, the
 	// selector's key and expression in Ray's syntax, and the node's value of the key.
@@ -108,7 +110,7 @@ func (r Reason) String() string {
 	case ReasonNotGroupDomain:
 		return fmt.Sprintf("the group's other bundles are in NVLink domain %s", r.NVLinkDomain)
 	case ReasonGPUsNotFree:
-		if r.Want < AmountScale {
+		if r.Want < resources.AmountScale {
 			return fmt.Sprintf("most free on one GPU %s < %s", r.Have, r.Want)
 		}
 		return fmt.Sprintf("wholly free GPUs %s < %s", r.Have, r.Want)

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // MaxBundles is the most bundles one placement group may request.
@@ -33,7 +37,7 @@ func ParseStrategy(name string) (Strategy, error) {
 	case StrategyPack, StrategySpread, StrategyStrictPack, StrategyStrictSpread:
 		return strategy, nil
 	default:
-		return "", fieldErrorf(ErrUnknownStrategy, "strategy",
+		return "", fielderr.New(ErrUnknownStrategy, "strategy",
 			"must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD, got %s", strconv.Quote(name))
 	}
 }
@@ -52,12 +56,12 @@ type RequestSpec struct {
 // Request is a checked placement group request in scheduling form.
 type Request struct {
 	// Bundles are the group's resource bundles, indexed as the user gave them.
-	Bundles []ResourceSet
+	Bundles []resources.Set
 	// Strategy is how bundles share nodes. The zero value means PACK, Ray's default.
 	Strategy Strategy
 	// BundleLabelSelectors is empty, or holds one selector per bundle (an empty selector
 	// matches every node).
-	BundleLabelSelectors []LabelSelector
+	BundleLabelSelectors []nodelabel.Selector
 	// Topology is what STRICT_PACK keeps together: TopologyIsland (the zero value) or
 	// TopologyNode. Other strategies ignore it.
 	Topology Topology
@@ -74,20 +78,17 @@ type Request struct {
 }
 
 // ParseRequest checks a wire request with Ray's rules and converts it. The first
-// problem found (in field order) is returned as a *FieldError naming the field, e.g.
+// problem found (in field order) is returned as a *fielderr.Error naming the field, e.g.
 // `bundles[2]: a bundle must request at least one resource with a positive amount`.
 func ParseRequest(spec RequestSpec) (Request, error) {
 	if err := checkBundleCount(len(spec.Bundles)); err != nil {
 		return Request{}, err
 	}
-	request := Request{Bundles: make([]ResourceSet, len(spec.Bundles))}
+	request := Request{Bundles: make([]resources.Set, len(spec.Bundles))}
 	for i, wireBundle := range spec.Bundles {
-		bundle, err := ResourceSetFromFloat(wireBundle)
+		bundle, err := resources.ParseBundle(wireBundle)
 		if err != nil {
-			return Request{}, withFieldPrefix(err, bundleField(i))
-		}
-		if err := checkBundle(i, bundle); err != nil {
-			return Request{}, err
+			return Request{}, fielderr.WithPrefix(err, bundleField(i))
 		}
 		request.Bundles[i] = bundle
 	}
@@ -105,11 +106,11 @@ func ParseRequest(spec RequestSpec) (Request, error) {
 		return Request{}, err
 	}
 	if len(spec.BundleLabelSelector) > 0 {
-		request.BundleLabelSelectors = make([]LabelSelector, len(spec.BundleLabelSelector))
+		request.BundleLabelSelectors = make([]nodelabel.Selector, len(spec.BundleLabelSelector))
 		for i, wireSelector := range spec.BundleLabelSelector {
-			selector, err := ParseLabelSelector(wireSelector)
+			selector, err := nodelabel.ParseSelector(wireSelector)
 			if err != nil {
-				return Request{}, withFieldPrefix(err, selectorField(i))
+				return Request{}, fielderr.WithPrefix(err, selectorField(i))
 			}
 			request.BundleLabelSelectors[i] = selector
 		}
@@ -124,11 +125,11 @@ func (r Request) Validate() error {
 		return err
 	}
 	for i, bundle := range r.Bundles {
-		if err := checkResourceSet(bundle); err != nil {
-			return withFieldPrefix(err, bundleField(i))
+		if err := resources.CheckSet(bundle); err != nil {
+			return fielderr.WithPrefix(err, bundleField(i))
 		}
-		if err := checkBundle(i, bundle); err != nil {
-			return err
+		if err := resources.CheckBundle(bundle); err != nil {
+			return fielderr.WithPrefix(err, bundleField(i))
 		}
 	}
 	if _, err := ParseStrategy(string(r.Strategy)); err != nil {
@@ -141,8 +142,8 @@ func (r Request) Validate() error {
 		return err
 	}
 	for i, selector := range r.BundleLabelSelectors {
-		if err := selector.check(); err != nil {
-			return withFieldPrefix(err, selectorField(i))
+		if err := selector.Check(); err != nil {
+			return fielderr.WithPrefix(err, selectorField(i))
 		}
 	}
 	return r.checkPlacedBundles()
@@ -156,7 +157,7 @@ func (r Request) strategy() Strategy {
 	return r.Strategy
 }
 
-func (r Request) selectorOf(bundleIndex int) LabelSelector {
+func (r Request) selectorOf(bundleIndex int) nodelabel.Selector {
 	if len(r.BundleLabelSelectors) == 0 {
 		return nil
 	}
@@ -177,20 +178,20 @@ func (r Request) checkPlacedBundles() error {
 		field := fmt.Sprintf("placed_bundles[%d]", index)
 		node := r.PlacedBundles[index]
 		if index < 0 || index >= len(r.Bundles) {
-			return fieldErrorf(ErrInvalidPlacedBundles, field, "bundle index out of range, the group has %d bundles", len(r.Bundles))
+			return fielderr.New(ErrInvalidPlacedBundles, field, "bundle index out of range, the group has %d bundles", len(r.Bundles))
 		}
 		if node == "" {
-			return fieldErrorf(ErrInvalidPlacedBundles, field, "node id must not be empty")
+			return fielderr.New(ErrInvalidPlacedBundles, field, "node id must not be empty")
 		}
 		other, shared := holderOf[node]
 		switch {
 		case r.strategy() == StrategyStrictSpread && shared:
-			return fieldErrorf(ErrInvalidPlacedBundles, field,
+			return fielderr.New(ErrInvalidPlacedBundles, field,
 				"STRICT_SPREAD bundles must be on distinct nodes, bundle %d is also on node %s", other, node)
 		// Kept in NVLink islands, a STRICT_PACK group may span the nodes of one NVLink
 		// domain: Schedule checks that against the snapshot.
 		case r.strategy() == StrategyStrictPack && r.Topology == TopologyNode && !shared && len(holderOf) > 0:
-			return fieldErrorf(ErrInvalidPlacedBundles, field,
+			return fielderr.New(ErrInvalidPlacedBundles, field,
 				"STRICT_PACK bundles must share one node, bundle %d is on node %s and this one on node %s",
 				indices[0], r.PlacedBundles[indices[0]], node)
 		}
@@ -203,43 +204,17 @@ func (r Request) checkPlacedBundles() error {
 
 func checkBundleCount(count int) error {
 	if count == 0 {
-		return fieldErrorf(ErrNoBundles, "bundles", "must be a non-empty list")
+		return fielderr.New(ErrNoBundles, "bundles", "must be a non-empty list")
 	}
 	if count > MaxBundles {
-		return fieldErrorf(ErrTooManyBundles, "bundles", "at most %d bundles are allowed, got %d", MaxBundles, count)
+		return fielderr.New(ErrTooManyBundles, "bundles", "at most %d bundles are allowed, got %d", MaxBundles, count)
 	}
 	return nil
 }
 
-func checkBundle(index int, bundle ResourceSet) error {
-	if gpus := bundle["GPU"]; gpus > AmountScale && gpus%AmountScale != 0 {
-		return fieldErrorf(ErrFractionalGPUs, bundleField(index)+resourceField("GPU"),
-			"GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got %s", gpus)
-	}
-	migDevices := 0
-	for _, name := range bundle.Names() {
-		if err := CheckMIGResource(name, bundle[name]); err != nil {
-			return withFieldPrefix(err, bundleField(index))
-		}
-		if IsMIGResource(name) && bundle[name] > 0 {
-			migDevices++
-		}
-	}
-	if migDevices > 1 {
-		return fieldErrorf(ErrInvalidMIGAmount, bundleField(index),
-			"a bundle gets at most one MIG device (CUDA uses only the first), got %d MIG profiles", migDevices)
-	}
-	for _, amount := range bundle {
-		if amount > 0 {
-			return nil
-		}
-	}
-	return fieldErrorf(ErrEmptyBundle, bundleField(index), "a bundle must request at least one resource with a positive amount")
-}
-
 func checkSelectorCount(selectors, bundles int) error {
 	if selectors != 0 && selectors != bundles {
-		return fieldErrorf(ErrInvalidLabelSelector, "bundle_label_selector",
+		return fielderr.New(nodelabel.ErrInvalidSelector, "bundle_label_selector",
 			"must have one entry per bundle (%d), got %d", bundles, selectors)
 	}
 	return nil

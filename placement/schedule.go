@@ -3,12 +3,17 @@ package placement
 import (
 	"fmt"
 	"sort"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // Schedule decides where the bundles of one placement group go. It returns a Plan with
 // a node (and, on nodes listing their GPUs, the GPUs) for every bundle not in
 // request.PlacedBundles, or an *UnschedulableError
-// (Infeasible or NotNow, with per-node reasons), or a validation error (*FieldError,
+// (Infeasible or NotNow, with per-node reasons), or a validation error (*fielderr.Error,
 // wrapping ErrInvalidRequest), or an error wrapping ErrUnknownNode when
 // request.PlacedBundles names a node the snapshot lacks. It never returns part of a
 // group. It reads the snapshot and changes nothing: the caller reserves the plan
@@ -68,7 +73,7 @@ type decision struct {
 	// bundleRuns are the runs of identical bundles (same demand and selector) in bundles.
 	bundleRuns []bundleRun
 	// groupSum is the sum of bundles, for STRICT_PACK and PACK's one-node try.
-	groupSum        []Amount
+	groupSum        []resources.Amount
 	groupSumNonzero []int
 
 	// Per node, indexed like snapshot.nodes.
@@ -102,7 +107,7 @@ type decision struct {
 	// gpuScratch and gpuTrial hold one node's per-GPU free shares while it is tried;
 	// pickScratch the GPUs a trial pick chose; islandCounts the islands' free GPUs
 	// (simulateFill); islandsSeen the islands a trial's whole GPUs span (gpusFitGroup).
-	gpuScratch, gpuTrial []Amount
+	gpuScratch, gpuTrial []resources.Amount
 	pickScratch          []int
 	islandCounts         []int
 	islandsSeen          []int32
@@ -122,10 +127,10 @@ type decisionResource struct {
 }
 
 type bundleDemand struct {
-	index    int      // in Request.Bundles
-	amounts  []Amount // per decision resource
-	nonzero  []int    // decision resources with a positive amount
-	selector int      // index in decision.selectors, -1 for none
+	index    int                // in Request.Bundles
+	amounts  []resources.Amount // per decision resource
+	nonzero  []int              // decision resources with a positive amount
+	selector int                // index in decision.selectors, -1 for none
 	gpu      gpuRequest
 	// mig is the MIG profile's resource name ("nvidia.com/mig-1g.10gb"), or "": not a
 	// decision resource, PlanMIG places it (mig_schedule.go).
@@ -138,7 +143,7 @@ type bundleRun struct {
 }
 
 type compiledSelector struct {
-	selector LabelSelector
+	selector nodelabel.Selector
 	matches  []bool // per node
 }
 
@@ -165,7 +170,7 @@ func newDecision(snapshot *Snapshot, request *Request) (*decision, error) {
 	for node := range snapshot.nodes {
 		maxGPUs = max(maxGPUs, snapshot.nodes[node].gpuCount)
 	}
-	d.gpuScratch, d.gpuTrial = make([]Amount, maxGPUs), make([]Amount, maxGPUs)
+	d.gpuScratch, d.gpuTrial = make([]resources.Amount, maxGPUs), make([]resources.Amount, maxGPUs)
 	return d, nil
 }
 
@@ -173,7 +178,7 @@ func newDecision(snapshot *Snapshot, request *Request) (*decision, error) {
 // whole GPUs: what decides whether STRICT_PACK keeps the group in one NVLink island.
 func groupHasWholeGPUs(request *Request) bool {
 	for _, bundle := range request.Bundles {
-		if bundle["GPU"] >= AmountScale {
+		if bundle["GPU"] >= resources.AmountScale {
 			return true
 		}
 	}
@@ -208,7 +213,7 @@ func (d *decision) resolvePlacedBundles() error {
 		case domain >= 0 && domain == d.strictPackDomain:
 		default:
 			first := indices[0]
-			return fieldErrorf(ErrInvalidPlacedBundles, fmt.Sprintf("placed_bundles[%d]", index),
+			return fielderr.New(ErrInvalidPlacedBundles, fmt.Sprintf("placed_bundles[%d]", index),
 				"STRICT_PACK bundles must share one node or one NVLink domain, bundle %d is on node %s and this one on node %s",
 				first, d.request.PlacedBundles[first], id)
 		}
@@ -251,7 +256,7 @@ func (d *decision) collectResources() {
 			continue
 		}
 		for name, amount := range bundle {
-			if amount > 0 && !IsMIGResource(name) {
+			if amount > 0 && !mig.IsResource(name) {
 				add(name)
 			}
 		}
@@ -286,9 +291,9 @@ func (d *decision) resourceIndex(name string) int {
 func (d *decision) collectBundles() {
 	resourceCount := len(d.resources)
 	toPlace := len(d.request.Bundles) - len(d.request.PlacedBundles)
-	amounts := make([]Amount, toPlace*resourceCount) // one backing array for every bundle
+	amounts := make([]resources.Amount, toPlace*resourceCount) // one backing array for every bundle
 	d.bundles = make([]bundleDemand, 0, toPlace)
-	d.groupSum = make([]Amount, resourceCount)
+	d.groupSum = make([]resources.Amount, resourceCount)
 	selectorIDs := make(map[string]int)
 	for index, bundle := range d.request.Bundles {
 		if _, placed := d.request.PlacedBundles[index]; placed {
@@ -297,7 +302,7 @@ func (d *decision) collectBundles() {
 		demand := bundleDemand{index: index, selector: -1}
 		demand.amounts, amounts = amounts[:resourceCount:resourceCount], amounts[resourceCount:]
 		for name, amount := range bundle {
-			if amount > 0 && !IsMIGResource(name) {
+			if amount > 0 && !mig.IsResource(name) {
 				demand.amounts[d.resourceIndex(name)] = amount
 			}
 		}
@@ -372,7 +377,7 @@ func (b *bundleDemand) sameDemand(other *bundleDemand) bool {
 }
 
 // totalAt is node's total of decision resource r.
-func (d *decision) totalAt(node, r int) Amount {
+func (d *decision) totalAt(node, r int) resources.Amount {
 	column := d.resources[r].column
 	if column < 0 {
 		return 0
@@ -400,7 +405,7 @@ type attempt struct {
 	view     viewKind
 	// base is the snapshot's available (or total) table; columns maps each decision
 	// resource to its column in it (-1: no node has it) and stride is the row length.
-	base    []Amount
+	base    []resources.Amount
 	columns []int
 	stride  int
 	// groupNodes holds, for every node with one of the group's bundles (placed before
@@ -426,10 +431,10 @@ type attempt struct {
 }
 
 type groupNode struct {
-	taken   []Amount // per decision resource, subtracted from base
+	taken   []resources.Amount // per decision resource, subtracted from base
 	bundles int
 	// gpuTaken is the group's share of each of the node's GPUs (nil without GPUs).
-	gpuTaken []Amount
+	gpuTaken []resources.Amount
 	// mig is the node's MIG slot maps with the group's steps applied in this attempt;
 	// nil until one of its MIG bundles goes there (attempt.migGPUs).
 	mig []MIGGPU
@@ -477,9 +482,9 @@ func (d *decision) newAttempt(view viewKind) *attempt {
 func (a *attempt) groupNodeOf(node int) *groupNode {
 	held := a.groupNodes[node]
 	if held == nil {
-		held = &groupNode{taken: make([]Amount, len(a.columns))}
+		held = &groupNode{taken: make([]resources.Amount, len(a.columns))}
 		if gpus := a.snapshot.nodes[node].gpuCount; gpus > 0 {
-			held.gpuTaken = make([]Amount, gpus)
+			held.gpuTaken = make([]resources.Amount, gpus)
 		}
 		a.groupNodes[node] = held
 		a.hasGroupNode[node/64] |= 1 << (node % 64)
@@ -496,7 +501,7 @@ func (a *attempt) groupNode(node int) *groupNode {
 }
 
 // load fills row with what node has left for the group, per decision resource.
-func (a *attempt) load(node int, row []Amount) {
+func (a *attempt) load(node int, row []resources.Amount) {
 	base := a.base[node*a.stride : (node+1)*a.stride]
 	for r, column := range a.columns {
 		if column < 0 {
@@ -515,12 +520,12 @@ func (a *attempt) load(node int, row []Amount) {
 // loadGPUs fills free with what each of node's GPUs has left for the group: its free
 // share (a whole GPU in the capacity view) minus what the group took in this attempt.
 // It returns free cut to the node's GPU count.
-func (a *attempt) loadGPUs(node int, free []Amount) []Amount {
+func (a *attempt) loadGPUs(node int, free []resources.Amount) []resources.Amount {
 	_, base := a.snapshot.nodeGPUs(node)
 	free = free[:len(base)]
 	if a.view == viewCapacity {
 		for g := range free {
-			free[g] = AmountScale
+			free[g] = resources.AmountScale
 		}
 	} else {
 		copy(free, base)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -284,7 +285,7 @@ func TestScheduleLabelSelectors(t *testing.T) {
 					map[string]string{"ray.io/accelerator-type": "A100"},
 					map[string]string{"zone": "in(z2,z3)"},
 					map[string]string{"ray.io/accelerator-type": "!in(A100,H100)"}, // matches d, which lacks the label
-					map[string]string{placement.NodeIDLabel: "b"},
+					map[string]string{nodelabel.NodeID: "b"},
 				),
 			},
 			want: map[int]string{0: "a", 1: "c", 2: "d", 3: "b"},

@@ -1,6 +1,10 @@
 package placement
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/raygo-dev/raygo/internal/resources"
+)
 
 // Scoring. Among the nodes that pass every feasibility stage, a strategy ranks the
 // candidates by a key compared lexicographically, lower first. Nodes are visited in id
@@ -70,13 +74,13 @@ func (r *ranking) setPreferences(preferences ...float64) {
 }
 
 // setBestFit fills the best-fit slots of the ranking's candidate key.
-func (d *decision) setBestFit(r *ranking, node int, freeAfter []Amount) {
+func (d *decision) setBestFit(r *ranking, node int, freeAfter []resources.Amount) {
 	d.setBestFitKey(r.candidateKey, node, freeAfter)
 }
 
 // setBestFitKey fills the best-fit slots of key from what node would have free after
 // the placement, per decision resource.
-func (d *decision) setBestFitKey(key []float64, node int, freeAfter []Amount) {
+func (d *decision) setBestFitKey(key []float64, node int, freeAfter []resources.Amount) {
 	key = key[preferenceSlots:]
 	for resource := range d.resources {
 		total := d.totalAt(node, resource)

@@ -2,7 +2,14 @@ package placement
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // NodeID identifies a node: Ray's hex node id.
@@ -12,9 +19,9 @@ type NodeID string
 type Node struct {
 	ID NodeID
 	// Total is what the node has; Available is what is not reserved or in use.
-	Total     ResourceSet
-	Available ResourceSet
-	// Labels are the node's labels, including NodeIDLabel = ID (the caller supplies it).
+	Total     resources.Set
+	Available resources.Set
+	// Labels are the node's labels, including nodelabel.NodeID = ID (the caller supplies it).
 	Labels map[string]string
 	// Alive is false once the GCS has declared the node dead. Dead and draining nodes
 	// take no new bundles.
@@ -51,21 +58,21 @@ type Snapshot struct {
 	columnByName map[string]int
 	columnNames  []string // sorted
 	// total and available are row-major: node i, resource column c at i*len(columnNames)+c.
-	total     []Amount
-	available []Amount
+	total     []resources.Amount
+	available []resources.Amount
 
 	// GPU topology (topology.go). gpus and gpuFree hold every listed GPU, node by node
 	// in id order; node i's are at nodes[i].firstGPU, nodes[i].gpuCount of them. gpuFree
 	// is what Reserve and Release change; the rest is fixed.
 	gpus    []snapshotGPU
-	gpuFree []Amount
+	gpuFree []resources.Amount
 	// wholeFree is, per node, the bitmask of its wholly free GPUs (bit g: the GPU at
 	// position g), kept with gpuFree so the hot loops count GPUs with popcounts.
 	wholeFree []uint64
 	islands   []snapshotIsland
 	// domainIslands are the islands of multi-node NVLink domains, by first node.
 	domainIslands []int32
-	// scalableUnits are the distinct values of LabelScalableUnit ("" for nodes without
+	// scalableUnits are the distinct values of nodelabel.ScalableUnit ("" for nodes without
 	// it), indexed by snapshotNode.scalableUnit.
 	scalableUnits []string
 	// rails are the distinct known rail numbers, ascending; snapshotGPU.railSlot
@@ -96,7 +103,7 @@ type snapshotNode struct {
 
 // NewSnapshot builds a snapshot from the node table. It copies what it keeps and
 // checks consistency: unique non-empty ids, valid names, 0 <= available <= total,
-// NodeIDLabel (if present) equal to the id, and GPUs as Node.GPUs describes. Errors
+// nodelabel.NodeID (if present) equal to the id, and GPUs as Node.GPUs describes. Errors
 // wrap ErrInvalidSnapshot and name the node: `nodes[3].available["GPU"]: 9 exceeds
 // total 8`.
 func NewSnapshot(nodes []Node) (*Snapshot, error) {
@@ -117,7 +124,7 @@ func NewSnapshot(nodes []Node) (*Snapshot, error) {
 	}
 	for k := 1; k < len(order); k++ {
 		if nodes[order[k]].ID == nodes[order[k-1]].ID {
-			return nil, fieldErrorf(ErrInvalidSnapshot, fmt.Sprintf("nodes[%d].id", order[k]),
+			return nil, fielderr.New(ErrInvalidSnapshot, fmt.Sprintf("nodes[%d].id", order[k]),
 				"duplicate node id %s (also nodes[%d])", nodes[order[k]].ID, order[k-1])
 		}
 	}
@@ -126,14 +133,14 @@ func NewSnapshot(nodes []Node) (*Snapshot, error) {
 		nodes:        make([]snapshotNode, len(nodes)),
 		indexByID:    make(map[NodeID]int, len(nodes)),
 		columnByName: make(map[string]int, len(names)),
-		columnNames:  sortedKeys(names),
+		columnNames:  slices.Sorted(maps.Keys(names)),
 	}
 	for column, name := range snapshot.columnNames {
 		snapshot.columnByName[name] = column
 	}
 	columns := len(snapshot.columnNames)
-	snapshot.total = make([]Amount, len(nodes)*columns)
-	snapshot.available = make([]Amount, len(nodes)*columns)
+	snapshot.total = make([]resources.Amount, len(nodes)*columns)
+	snapshot.available = make([]resources.Amount, len(nodes)*columns)
 	for row, inputIndex := range order {
 		node := nodes[inputIndex]
 		labels := make(map[string]string, len(node.Labels))
@@ -160,24 +167,24 @@ func NewSnapshot(nodes []Node) (*Snapshot, error) {
 func checkNode(index int, node Node) error {
 	field := fmt.Sprintf("nodes[%d]", index)
 	if node.ID == "" {
-		return fieldErrorf(ErrInvalidSnapshot, field+".id", "must not be empty")
+		return fielderr.New(ErrInvalidSnapshot, field+".id", "must not be empty")
 	}
 	for _, part := range []struct {
 		name string
-		set  ResourceSet
+		set  resources.Set
 	}{{"total", node.Total}, {"available", node.Available}} {
-		if err := checkResourceSet(part.set); err != nil {
-			return snapshotError(withFieldPrefix(err, field+"."+part.name))
+		if err := resources.CheckSet(part.set); err != nil {
+			return snapshotError(fielderr.WithPrefix(err, field+"."+part.name))
 		}
 	}
 	for _, name := range node.Available.Names() {
 		if node.Available[name] > node.Total[name] {
-			return fieldErrorf(ErrInvalidSnapshot, field+".available"+resourceField(name),
+			return fielderr.New(ErrInvalidSnapshot, field+".available"+resources.Field(name),
 				"%s exceeds total %s", node.Available[name], node.Total[name])
 		}
 	}
-	if value, ok := node.Labels[NodeIDLabel]; ok && value != string(node.ID) {
-		return fieldErrorf(ErrInvalidSnapshot, field+".labels"+labelField(NodeIDLabel),
+	if value, ok := node.Labels[nodelabel.NodeID]; ok && value != string(node.ID) {
+		return fielderr.New(ErrInvalidSnapshot, field+".labels"+nodelabel.Field(nodelabel.NodeID),
 			"must equal the node id %s, got %q", node.ID, value)
 	}
 	if err := checkGPUs(field, node); err != nil {
@@ -188,8 +195,8 @@ func checkNode(index int, node Node) error {
 
 // snapshotError re-labels a resource-set check failure as a snapshot error.
 func snapshotError(err error) error {
-	if fieldErr, ok := err.(*FieldError); ok {
-		return &FieldError{Field: fieldErr.Field, Problem: fieldErr.Problem, Err: ErrInvalidSnapshot}
+	if fieldErr, ok := err.(*fielderr.Error); ok {
+		return &fielderr.Error{Field: fieldErr.Field, Problem: fieldErr.Problem, Err: ErrInvalidSnapshot}
 	}
 	return fmt.Errorf("%w: %w", ErrInvalidSnapshot, err)
 }
@@ -219,8 +226,8 @@ func (s *Snapshot) nodeAt(index int) Node {
 	record := s.nodes[index]
 	node := Node{
 		ID:           record.id,
-		Total:        make(ResourceSet),
-		Available:    make(ResourceSet),
+		Total:        make(resources.Set),
+		Available:    make(resources.Set),
 		Labels:       make(map[string]string, len(record.labels)),
 		Alive:        record.alive,
 		Draining:     record.draining,
@@ -245,9 +252,9 @@ func (s *Snapshot) nodeAt(index int) Node {
 
 // ResourceSummary sums total and available resources over alive nodes (draining ones
 // included), e.g. for `raygo status` or a utilization target.
-func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
+func (s *Snapshot) ResourceSummary() (total, available resources.Set) {
 	columns := len(s.columnNames)
-	totalSums, availableSums := make([]Amount, columns), make([]Amount, columns)
+	totalSums, availableSums := make([]resources.Amount, columns), make([]resources.Amount, columns)
 	for index, record := range s.nodes {
 		if !record.alive {
 			continue
@@ -257,7 +264,7 @@ func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
 			availableSums[column] += s.available[index*columns+column]
 		}
 	}
-	total, available = make(ResourceSet), make(ResourceSet)
+	total, available = make(resources.Set), make(resources.Set)
 	for column, name := range s.columnNames {
 		if totalSums[column] != 0 {
 			total[name] = totalSums[column]
@@ -279,7 +286,7 @@ func (s *Snapshot) ResourceSummary() (total, available ResourceSet) {
 // (and ErrInvalidMIGState). bundles is the request's Bundles, indexed by
 // BundlePlacement.BundleIndex. The GCS calls it after a decision so the next decision
 // in the same round sees it.
-func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
+func (s *Snapshot) Reserve(bundles []resources.Set, plan Plan) error {
 	demand, err := s.demandByNode(bundles, plan)
 	if err != nil {
 		return err
@@ -317,7 +324,7 @@ func (s *Snapshot) Reserve(bundles []ResourceSet, plan Plan) error {
 // bundle's instance goes from held to idle at the same slot, for reuse by the same
 // profile; an instance that is not held there is an error wrapping
 // ErrInvalidGPUAssignment.
-func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
+func (s *Snapshot) Release(bundles []resources.Set, plan Plan) error {
 	demand, err := s.demandByNode(bundles, plan)
 	if err != nil {
 		return err
@@ -333,7 +340,7 @@ func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 		}
 		gpus, free := s.nodeGPUs(node)
 		for position, amount := range demand.gpus[node] {
-			if free[position]+amount > AmountScale {
+			if free[position]+amount > resources.AmountScale {
 				return fmt.Errorf("%w: releasing %s of GPU %d on node %s would exceed the whole GPU, %s is free (released twice?)",
 					ErrInsufficientResources, amount, gpus[position].index, s.nodes[node].id, free[position])
 			}
@@ -349,7 +356,7 @@ func (s *Snapshot) Release(bundles []ResourceSet, plan Plan) error {
 
 // apply takes a checked demand from the nodes (sign -1, Reserve) or gives it back (+1,
 // Release), and installs the MIG slot maps computed for it.
-func (s *Snapshot) apply(demand nodeDemand, migAfter map[int][]MIGGPU, sign Amount) {
+func (s *Snapshot) apply(demand nodeDemand, migAfter map[int][]MIGGPU, sign resources.Amount) {
 	for node, gpus := range migAfter {
 		s.mig[node] = gpus
 	}
@@ -370,14 +377,14 @@ func (s *Snapshot) apply(demand nodeDemand, migAfter map[int][]MIGGPU, sign Amou
 // shares summed per GPU of the node.
 type nodeDemand struct {
 	nodes   []int // node indices in order
-	amounts map[int][]Amount
+	amounts map[int][]resources.Amount
 	names   []string
-	gpus    map[int][]Amount // per node with GPU indices: per GPU position on the node
+	gpus    map[int][]resources.Amount // per node with GPU indices: per GPU position on the node
 	mig     map[int][]migReservation
 }
 
-func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, error) {
-	demand := nodeDemand{amounts: make(map[int][]Amount), names: s.columnNames, gpus: make(map[int][]Amount), mig: make(map[int][]migReservation)}
+func (s *Snapshot) demandByNode(bundles []resources.Set, plan Plan) (nodeDemand, error) {
+	demand := nodeDemand{amounts: make(map[int][]resources.Amount), names: s.columnNames, gpus: make(map[int][]resources.Amount), mig: make(map[int][]migReservation)}
 	for _, placement := range plan.Placements {
 		if placement.BundleIndex < 0 || placement.BundleIndex >= len(bundles) {
 			return nodeDemand{}, fmt.Errorf("placement: plan places bundle %d, the request has %d bundles",
@@ -389,13 +396,13 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 		}
 		amounts := demand.amounts[node]
 		if amounts == nil {
-			amounts = make([]Amount, len(s.columnNames))
+			amounts = make([]resources.Amount, len(s.columnNames))
 			demand.amounts[node] = amounts
 			demand.nodes = append(demand.nodes, node)
 		}
 		bundle := bundles[placement.BundleIndex]
 		for name, amount := range bundle {
-			if amount == 0 || IsMIGResource(name) {
+			if amount == 0 || mig.IsResource(name) {
 				continue // a MIG profile is a slot of a MIG GPU (addMIGDemand), not a column
 			}
 			column, ok := s.columnByName[name]
@@ -420,16 +427,16 @@ func (s *Snapshot) demandByNode(bundles []ResourceSet, plan Plan) (nodeDemand, e
 // addGPUDemand checks one placement's GPU indices against its bundle and node (see
 // BundlePlacement.GPUIndices) and adds the bundle's share of each GPU: all of it for
 // whole-GPU bundles, the amount for a fractional one.
-func (s *Snapshot) addGPUDemand(perNode map[int][]Amount, node int, placement BundlePlacement, amount Amount) error {
+func (s *Snapshot) addGPUDemand(perNode map[int][]resources.Amount, node int, placement BundlePlacement, amount resources.Amount) error {
 	gpus, _ := s.nodeGPUs(node)
 	want := 0
 	share := amount
 	switch {
 	case len(gpus) == 0 || amount == 0:
-	case amount < AmountScale:
+	case amount < resources.AmountScale:
 		want = 1
-	case amount%AmountScale == 0:
-		want, share = int(amount/AmountScale), AmountScale
+	case amount%resources.AmountScale == 0:
+		want, share = int(amount/resources.AmountScale), resources.AmountScale
 	default:
 		return fmt.Errorf("%w: bundle %d asks %s GPU: amounts above 1 must be whole", ErrInvalidGPUAssignment, placement.BundleIndex, amount)
 	}
@@ -446,7 +453,7 @@ func (s *Snapshot) addGPUDemand(perNode map[int][]Amount, node int, placement Bu
 	}
 	shares := perNode[node]
 	if shares == nil {
-		shares = make([]Amount, len(gpus))
+		shares = make([]resources.Amount, len(gpus))
 		perNode[node] = shares
 	}
 	for i, index := range placement.GPUIndices {

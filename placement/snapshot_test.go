@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -18,9 +20,9 @@ func TestNewSnapshotRejectsInconsistentNodes(t *testing.T) {
 			"nodes[2].id: duplicate node id a (also nodes[0])"},
 		{"available above total", []placement.Node{node("a", "GPU=8", "GPU=9")}, `nodes[0].available["GPU"]: 9 exceeds total 8`},
 		{"available without total", []placement.Node{node("a", "GPU=8", "GPU=1 ssd=1")}, `nodes[0].available["ssd"]: 1 exceeds total 0`},
-		{"negative total", []placement.Node{{ID: "a", Total: placement.ResourceSet{"GPU": -1}}},
+		{"negative total", []placement.Node{{ID: "a", Total: resources.Set{"GPU": -1}}},
 			`nodes[0].total["GPU"]: amount must be a finite number >= 0, got -0.0001`},
-		{"node-id label", []placement.Node{labeled(node("a", "CPU=1", ""), placement.NodeIDLabel, "b")},
+		{"node-id label", []placement.Node{labeled(node("a", "CPU=1", ""), nodelabel.NodeID, "b")},
 			`nodes[0].labels["ray.io/node-id"]: must equal the node id a, got "b"`},
 	}
 	for _, c := range cases {
@@ -45,11 +47,11 @@ func TestSnapshotCopiesAndSortsNodes(t *testing.T) {
 		t.Fatalf("Nodes() = %+v, want a then b", nodes)
 	}
 	b, ok := snapshot.Node("b")
-	if !ok || !b.Available.Equal(resources("GPU=2 CPU=64")) || b.Labels["zone"] != "" || !b.Alive {
+	if !ok || !b.Available.Equal(parseResources("GPU=2 CPU=64")) || b.Labels["zone"] != "" || !b.Alive {
 		t.Fatalf("Node(b) = %+v: the snapshot must not share the caller's maps", b)
 	}
 	total, available := snapshot.ResourceSummary()
-	if !total.Equal(resources("GPU=8 CPU=64")) || !available.Equal(resources("GPU=2 CPU=64")) {
+	if !total.Equal(parseResources("GPU=8 CPU=64")) || !available.Equal(parseResources("GPU=2 CPU=64")) {
 		t.Errorf("ResourceSummary = %s, %s (dead node a must not count)", total, available)
 	}
 }
@@ -61,7 +63,7 @@ func TestReserveAndReleaseAreAllOrNothing(t *testing.T) {
 	if err := snapshot.Reserve(group, plan); err != nil {
 		t.Fatal(err)
 	}
-	available := func(id placement.NodeID) placement.Amount { n, _ := snapshot.Node(id); return n.Available["GPU"] }
+	available := func(id placement.NodeID) resources.Amount { n, _ := snapshot.Node(id); return n.Available["GPU"] }
 	if available("a") != 0 || available("b") != 0 {
 		t.Fatalf("after Reserve: a=%s b=%s, want 0 and 0", available("a"), available("b"))
 	}

@@ -3,12 +3,14 @@ package placement
 import (
 	"math/bits"
 	"sort"
+
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // SPREAD and STRICT_SPREAD on the fabric. Distinct nodes come first (Ray's meaning);
 // among the ways to get them:
 //
-//  1. the fewest scalable units (LabelScalableUnit): before placing, count per unit the
+//  1. the fewest scalable units (nodelabel.ScalableUnit): before placing, count per unit the
 //     unused eligible nodes that could take the group's first (largest) bundle, and
 //     choose units until they cover every bundle: the units already holding the
 //     group's placed bundles, then the largest units while more than one is needed,
@@ -78,7 +80,7 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 	if countRails {
 		intactRails, unitRails = make([]int, units*railCount), make([]int, units*railCount)
 	}
-	row := make([]Amount, len(d.resources))
+	row := make([]resources.Amount, len(d.resources))
 	for node := range d.snapshot.nodes {
 		record := &d.snapshot.nodes[node]
 		unit := record.scalableUnit
@@ -194,7 +196,7 @@ func (d *decision) surveyForSpread(a *attempt, node int, request gpuRequest, cou
 }
 
 // countFreeRails adds to counts, per rail slot, the GPUs with at least need free.
-func countFreeRails(gpus []snapshotGPU, free []Amount, need Amount, counts []int) {
+func countFreeRails(gpus []snapshotGPU, free []resources.Amount, need resources.Amount, counts []int) {
 	for g, gpu := range gpus {
 		if gpu.railSlot >= 0 && free[g] >= need {
 			counts[gpu.railSlot]++
@@ -328,7 +330,7 @@ func (d *decision) spreadGPUs(a *attempt, node int, bundle *bundleDemand) spread
 
 // breaksIsland reports whether request would take GPUs from one of node's islands that
 // is wholly free and larger than it.
-func (d *decision) breaksIsland(node int, free []Amount, request gpuRequest) bool {
+func (d *decision) breaksIsland(node int, free []resources.Amount, request gpuRequest) bool {
 	taken := d.picker.islandTaken(node, free, request)
 	if taken == 0 {
 		return false

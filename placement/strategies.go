@@ -3,6 +3,8 @@ package placement
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // The strategies, with the semantics of Ray's bundle_scheduling_policy.cc: PACK and
@@ -114,7 +116,7 @@ func (d *decision) placePack(a *attempt) *failure {
 func (d *decision) fillNodes(a *attempt, candidates []int) *failure {
 	placedOfRun := make([]int, len(d.bundleRuns))
 	take := make([]int, len(d.bundleRuns))
-	freeAfter := make([]Amount, len(d.resources))
+	freeAfter := make([]resources.Amount, len(d.resources))
 	// A filled node takes no more: the fill tried every remaining bundle on it.
 	filled := make([]bool, len(d.snapshot.nodes))
 	rank := d.newRanking()
@@ -155,13 +157,13 @@ func (d *decision) fillNodes(a *attempt, candidates []int) *failure {
 // placement order (a run of identical bundles at once), and leaves what the node would
 // have free in freeAfter and in d.fillIslands how many NVLink islands their whole GPUs
 // need at least. With take non-nil it records how many of each run it takes.
-func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAfter []Amount, take []int) int {
+func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAfter []resources.Amount, take []int) int {
 	a.load(node, freeAfter)
 	gpus, _ := d.snapshot.nodeGPUs(node)
 	// The node's GPUs, loaded when a bundle with GPUs fits its resources: as a mask of
 	// the wholly free ones that whole GPUs may use when the group has no fractions,
 	// else as free shares.
-	var gpuFree []Amount
+	var gpuFree []resources.Amount
 	var wholeFree uint64
 	// The node's MIG slot maps, with the steps of the bundles counted so far.
 	var migTrial []MIGGPU
@@ -216,7 +218,7 @@ func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAft
 			continue
 		}
 		for _, r := range bundle.nonzero {
-			freeAfter[r] -= Amount(count) * bundle.amounts[r]
+			freeAfter[r] -= resources.Amount(count) * bundle.amounts[r]
 		}
 		taken += count
 		if take != nil {
@@ -235,7 +237,7 @@ func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAft
 // GPUs: assign's picker may choose others, but a whole GPU taken anywhere leaves the
 // same free shares behind, so how many bundles fit (of this run and the fractional
 // runs after it) comes out the same. Fractions go through the picker, as in assign.
-func (d *decision) simulateGPUTakes(node int, gpus []snapshotGPU, free []Amount, request gpuRequest, island int32, count int) int {
+func (d *decision) simulateGPUTakes(node int, gpus []snapshotGPU, free []resources.Amount, request gpuRequest, island int32, count int) int {
 	if request.whole > 0 {
 		count = min(count, countWhollyFree(gpus, free, island)/request.whole)
 		for g, marked := 0, 0; marked < count*request.whole; g++ {
@@ -280,7 +282,7 @@ func islandsToHold(islandFree []int, gpus int) int {
 // -1. Checking before placing anything keeps the failure's reasons about the bundle
 // itself, not about what its smaller siblings took first.
 func (d *decision) bundleFittingNoNode(a *attempt) int {
-	row := make([]Amount, len(d.resources))
+	row := make([]resources.Amount, len(d.resources))
 	for _, run := range d.bundleRuns {
 		bundle := &d.bundles[run.positions[0]]
 		fitsSomeNode := false
@@ -316,7 +318,7 @@ func (d *decision) firstWaiting(placedOfRun []int) int {
 // the node where the group's MIG profiles cost least (migRank*: idle instances reused,
 // partitioned GPUs before empty ones).
 func (d *decision) bestNodeForGroupSum(a *attempt, pack bool) int {
-	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	row, freeAfter := make([]resources.Amount, len(d.resources)), make([]resources.Amount, len(d.resources))
 	rank := d.newRanking()
 	for node := range d.snapshot.nodes {
 		if !d.eligible[node] || !d.passesAllSelectors(node) {
@@ -370,7 +372,7 @@ func (d *decision) placeSpread(a *attempt, strict bool) *failure {
 		return &failure{attempt: a, subject: failedBundle, position: position}
 	}
 	d.spreadChoicesOf(a) // the scalable units, chosen before any bundle is placed
-	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	row, freeAfter := make([]resources.Amount, len(d.resources)), make([]resources.Amount, len(d.resources))
 	rank := d.newRanking()
 	for _, run := range d.bundleRuns {
 		// While unused nodes fit, a run of identical bundles goes to the best unused nodes
@@ -393,7 +395,7 @@ func (d *decision) placeSpread(a *attempt, strict bool) *failure {
 // could each take bundle, best first: in the chosen scalable units, then rail-aligned,
 // then best fit.
 func (d *decision) bestUnusedNodes(a *attempt, bundle *bundleDemand, limit int) []int {
-	row, freeAfter := make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+	row, freeAfter := make([]resources.Amount, len(d.resources)), make([]resources.Amount, len(d.resources))
 	top := d.newTopNodes(limit)
 	for node := range d.snapshot.nodes {
 		if !d.eligible[node] || a.bundlesOn(node) > 0 || !d.passesSelector(bundle.selector, node) {
@@ -420,7 +422,7 @@ func (d *decision) bestUnusedNodes(a *attempt, bundle *bundleDemand, limit int) 
 // placeOneSpread places the bundle at position on the best node for it: SPREAD
 // prefers nodes with fewer of the group's bundles, STRICT_SPREAD takes only unused ones;
 // then as bestUnusedNodes.
-func (d *decision) placeOneSpread(a *attempt, position int, strict bool, rank *ranking, row, freeAfter []Amount) *failure {
+func (d *decision) placeOneSpread(a *attempt, position int, strict bool, rank *ranking, row, freeAfter []resources.Amount) *failure {
 	bundle := &d.bundles[position]
 	rank.reset()
 	for node := range d.snapshot.nodes {
@@ -489,7 +491,7 @@ func (d *decision) unschedulable(kind UnschedulableKind, f *failure) *Unschedula
 	}
 	err.NodeReasons = make(map[NodeID][]Reason, len(d.snapshot.nodes))
 	backing := make([]Reason, 0, len(d.snapshot.nodes))
-	row := make([]Amount, len(d.resources))
+	row := make([]resources.Amount, len(d.resources))
 	for node := range d.snapshot.nodes {
 		start := len(backing)
 		backing = d.rejectionReasons(f.attempt, node, &check, row, backing)
@@ -500,8 +502,8 @@ func (d *decision) unschedulable(kind UnschedulableKind, f *failure) *Unschedula
 	return err
 }
 
-func (d *decision) resourceSet(amounts []Amount) ResourceSet {
-	set := make(ResourceSet)
+func (d *decision) resourceSet(amounts []resources.Amount) resources.Set {
+	set := make(resources.Set)
 	for r, amount := range amounts {
 		if amount > 0 {
 			set[d.resources[r].name] = amount

@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // placeSpread picks a run of identical bundles in one pass over the nodes; it must
@@ -15,12 +18,12 @@ func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
 		withTopology := trial%2 == 1
 		nodes := make([]Node, 1+rng.IntN(20))
 		for i := range nodes {
-			total := ResourceSet{"GPU": Amount(8 * AmountScale), "CPU": Amount(64 * AmountScale)}
-			available := ResourceSet{"GPU": Amount(rng.IntN(9) * AmountScale), "CPU": Amount(rng.IntN(65) * AmountScale)}
+			total := resources.Set{"GPU": resources.Amount(8 * resources.AmountScale), "CPU": resources.Amount(64 * resources.AmountScale)}
+			available := resources.Set{"GPU": resources.Amount(rng.IntN(9) * resources.AmountScale), "CPU": resources.Amount(rng.IntN(65) * resources.AmountScale)}
 			id := NodeID(rune('a'+i%26)) + NodeID(rune('a'+i/26))
 			nodes[i] = Node{ID: id, Total: total, Available: available, Alive: rng.IntN(10) > 0}
 			if withTopology {
-				nodes[i].Labels = map[string]string{LabelScalableUnit: []string{"su-0", "su-1", "su-2"}[rng.IntN(3)]}
+				nodes[i].Labels = map[string]string{nodelabel.ScalableUnit: []string{"su-0", "su-1", "su-2"}[rng.IntN(3)]}
 				pairs := rng.IntN(2) == 0
 				for g := range 8 {
 					island := 0
@@ -30,8 +33,8 @@ func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
 					nodes[i].GPUs = append(nodes[i].GPUs, GPU{Index: g, NVLinkIsland: island, Rail: g})
 				}
 				// As many GPUs free as the node has available, chosen at random.
-				for _, g := range rng.Perm(8)[:available["GPU"]/AmountScale] {
-					nodes[i].GPUs[g].Available = AmountScale
+				for _, g := range rng.Perm(8)[:available["GPU"]/resources.AmountScale] {
+					nodes[i].GPUs[g].Available = resources.AmountScale
 				}
 			}
 		}
@@ -42,7 +45,7 @@ func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
 		strategy := []Strategy{StrategySpread, StrategyStrictSpread}[rng.IntN(2)]
 		request := Request{Strategy: strategy}
 		for range 1 + rng.IntN(12) {
-			request.Bundles = append(request.Bundles, ResourceSet{"GPU": Amount((1 + rng.IntN(2)) * AmountScale), "CPU": Amount(8 * AmountScale)})
+			request.Bundles = append(request.Bundles, resources.Set{"GPU": resources.Amount((1 + rng.IntN(2)) * resources.AmountScale), "CPU": resources.Amount(8 * resources.AmountScale)})
 		}
 		d, err := newDecision(snapshot, &request)
 		if err != nil {
@@ -56,7 +59,7 @@ func TestSpreadRunPassMatchesOneAtATime(t *testing.T) {
 		if strategy == StrategyStrictSpread && countUnused(d, oneByOne) < len(d.bundles) {
 			oneByOneFailure = &failure{}
 		}
-		rank, row, freeAfter := d.newRanking(), make([]Amount, len(d.resources)), make([]Amount, len(d.resources))
+		rank, row, freeAfter := d.newRanking(), make([]resources.Amount, len(d.resources)), make([]resources.Amount, len(d.resources))
 		for position := range d.bundles {
 			if oneByOneFailure != nil {
 				break

@@ -4,19 +4,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-)
 
-// Fabric position labels. The operator (or the cloud provider) sets them on each node;
-// placement reads them, it does not invent them.
-const (
-	// LabelScalableUnit names the node's scalable unit: the group of nodes whose NICs
-	// share one set of rail leaf switches (a DGX SuperPOD SU is 32 nodes). Traffic between
-	// two nodes of one SU on the same rail crosses one leaf switch; any other traffic
-	// between nodes crosses the spine. SPREAD and STRICT_SPREAD choose the fewest SUs.
-	LabelScalableUnit = "topology.raygo.io/su"
-	// LabelRack names the node's rack. Informational for placement today (a multi-node
-	// NVLink domain is given by Node.NVLinkDomain, not by the rack).
-	LabelRack = "topology.raygo.io/rack"
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // Topology is how a placement group asks STRICT_PACK to read "together".
@@ -38,7 +29,7 @@ func ParseTopology(value string) (Topology, error) {
 	case TopologyIsland, TopologyNode:
 		return topology, nil
 	default:
-		return "", fieldErrorf(ErrUnknownTopology, "topology", `must be "" (NVLink islands) or "node", got %s`, strconv.Quote(value))
+		return "", fielderr.New(ErrUnknownTopology, "topology", `must be "" (NVLink islands) or "node", got %s`, strconv.Quote(value))
 	}
 }
 
@@ -61,12 +52,12 @@ type GPU struct {
 	// Rail is the InfiniBand rail of the GPU's closest NIC (GPU i ↔ NIC i ↔ rail i on
 	// rail-optimized nodes), >= 0; -1 when unknown.
 	Rail int
-	// Available is how much of the GPU no bundle holds, in Amount units: AmountScale
-	// (wholly free) down to 0. A whole-GPU bundle needs it at AmountScale; fractional
+	// Available is how much of the GPU no bundle holds, in resources.Amount units: resources.AmountScale
+	// (wholly free) down to 0. A whole-GPU bundle needs it at resources.AmountScale; fractional
 	// bundles share a GPU while their amounts fit. The GCS computes it from the GPU
 	// indices of the bundles it has placed (BundlePlacement.GPUIndices). The zero value
 	// means "in use": a caller that forgets it gets no GPUs, never a double booking.
-	Available Amount
+	Available resources.Amount
 }
 
 // islandKind is what joins an island's GPUs, for the fabric cost model.
@@ -107,7 +98,7 @@ func (s *Snapshot) buildTopology(nodes []Node, order []int) {
 	for row, inputIndex := range order {
 		node := &nodes[inputIndex]
 		record := &s.nodes[row]
-		unit := record.labels[LabelScalableUnit]
+		unit := record.labels[nodelabel.ScalableUnit]
 		id, ok := scalableUnitID[unit]
 		if !ok {
 			id = int32(len(s.scalableUnits))
@@ -229,7 +220,7 @@ func (s *Snapshot) newIsland(kind islandKind, domain string) int32 {
 func (s *Snapshot) hasTopology() bool { return len(s.gpus) > 0 }
 
 // nodeGPUs returns node's GPUs (static part) and its row of gpuFree.
-func (s *Snapshot) nodeGPUs(node int) ([]snapshotGPU, []Amount) {
+func (s *Snapshot) nodeGPUs(node int) ([]snapshotGPU, []resources.Amount) {
 	record := &s.nodes[node]
 	end := record.firstGPU + record.gpuCount
 	return s.gpus[record.firstGPU:end], s.gpuFree[record.firstGPU:end]
@@ -239,33 +230,33 @@ func (s *Snapshot) nodeGPUs(node int) ([]snapshotGPU, []Amount) {
 func (s *Snapshot) domainIslandOf(node int) int32 { return s.nodes[node].domainIsland }
 
 // checkGPUs validates node.GPUs: unique indices >= 0, islands >= -1, rails in
-// >= -1, 0 <= Available <= AmountScale, and the GPU resource total equal to the
+// >= -1, 0 <= Available <= resources.AmountScale, and the GPU resource total equal to the
 // number of GPUs listed (the raylet offers every listed GPU, and only those).
 func checkGPUs(field string, node Node) error {
 	if len(node.GPUs) == 0 {
 		return nil
 	}
 	if len(node.GPUs) > MaxGPUsPerNode {
-		return fieldErrorf(ErrInvalidSnapshot, field+".gpus", "at most %d GPUs per node, got %d", MaxGPUsPerNode, len(node.GPUs))
+		return fielderr.New(ErrInvalidSnapshot, field+".gpus", "at most %d GPUs per node, got %d", MaxGPUsPerNode, len(node.GPUs))
 	}
-	if want := Amount(len(node.GPUs)) * AmountScale; node.Total["GPU"] != want {
-		return fieldErrorf(ErrInvalidSnapshot, field+".gpus", "%d GPUs listed, but total GPU is %s", len(node.GPUs), node.Total["GPU"])
+	if want := resources.Amount(len(node.GPUs)) * resources.AmountScale; node.Total["GPU"] != want {
+		return fielderr.New(ErrInvalidSnapshot, field+".gpus", "%d GPUs listed, but total GPU is %s", len(node.GPUs), node.Total["GPU"])
 	}
 	seen := make(map[int]int, len(node.GPUs))
 	for i, gpu := range node.GPUs {
 		gpuField := fmt.Sprintf("%s.gpus[%d]", field, i)
 		switch {
 		case gpu.Index < 0:
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".index", "must be >= 0, got %d", gpu.Index)
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "must be >= 0, got %d", gpu.Index)
 		case gpu.NVLinkIsland < -1:
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".nvlink_island", "must be -1 (no NVLink peer) or >= 0, got %d", gpu.NVLinkIsland)
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".nvlink_island", "must be -1 (no NVLink peer) or >= 0, got %d", gpu.NVLinkIsland)
 		case gpu.Rail < -1:
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".rail", "must be -1 (unknown) or >= 0, got %d", gpu.Rail)
-		case gpu.Available < 0 || gpu.Available > AmountScale:
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".available", "must be 0..1, got %s", gpu.Available)
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".rail", "must be -1 (unknown) or >= 0, got %d", gpu.Rail)
+		case gpu.Available < 0 || gpu.Available > resources.AmountScale:
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".available", "must be 0..1, got %s", gpu.Available)
 		}
 		if other, duplicate := seen[gpu.Index]; duplicate {
-			return fieldErrorf(ErrInvalidSnapshot, gpuField+".index", "duplicate GPU index %d (also gpus[%d])", gpu.Index, other)
+			return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "duplicate GPU index %d (also gpus[%d])", gpu.Index, other)
 		}
 		seen[gpu.Index] = i
 	}

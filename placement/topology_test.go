@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -471,7 +472,7 @@ func TestSnapshotChecksGPUs(t *testing.T) {
 		{"negative index", withGPUs(func(n *placement.Node) { n.GPUs[0].Index = -1 }), "nodes[0].gpus[0].index: must be >= 0, got -1"},
 		{"island", withGPUs(func(n *placement.Node) { n.GPUs[2].NVLinkIsland = -2 }), "nodes[0].gpus[2].nvlink_island: must be -1 (no NVLink peer) or >= 0, got -2"},
 		{"rail", withGPUs(func(n *placement.Node) { n.GPUs[2].Rail = -3 }), "nodes[0].gpus[2].rail: must be -1 (unknown) or >= 0, got -3"},
-		{"available", withGPUs(func(n *placement.Node) { n.GPUs[2].Available = 2 * placement.AmountScale }), "nodes[0].gpus[2].available: must be 0..1, got 2"},
+		{"available", withGPUs(func(n *placement.Node) { n.GPUs[2].Available = 2 * resources.AmountScale }), "nodes[0].gpus[2].available: must be 0..1, got 2"},
 		{"too many", []placement.Node{gpuNode("big", placement.MaxGPUsPerNode+1, func(int) int { return 0 })}, "nodes[0].gpus: at most 64 GPUs per node, got 65"},
 	}
 	for _, c := range cases {
@@ -502,21 +503,21 @@ func TestReserveAndReleaseAccountGPUs(t *testing.T) {
 	if err := snapshot.Reserve(group, plan); err != nil {
 		t.Fatal(err)
 	}
-	free := func() []placement.Amount {
+	free := func() []resources.Amount {
 		a, _ := snapshot.Node("a")
-		var out []placement.Amount
+		var out []resources.Amount
 		for _, gpu := range a.GPUs[:4] {
 			out = append(out, gpu.Available)
 		}
 		return out
 	}
-	if got := free(); !reflect.DeepEqual(got, []placement.Amount{0, 0, 0, placement.AmountScale}) {
+	if got := free(); !reflect.DeepEqual(got, []resources.Amount{0, 0, 0, resources.AmountScale}) {
 		t.Fatalf("after Reserve, GPUs 0-3 free %v", got)
 	}
 
 	errorCases := []struct {
 		name     string
-		bundles  []placement.ResourceSet
+		bundles  []resources.Set
 		place    placement.BundlePlacement
 		sentinel error
 		want     string
@@ -538,14 +539,14 @@ func TestReserveAndReleaseAccountGPUs(t *testing.T) {
 			t.Errorf("%s: Reserve error = %v\nwant %s", c.name, err, c.want)
 		}
 	}
-	if got := free(); !reflect.DeepEqual(got, []placement.Amount{0, 0, 0, placement.AmountScale}) {
+	if got := free(); !reflect.DeepEqual(got, []resources.Amount{0, 0, 0, resources.AmountScale}) {
 		t.Fatalf("a failed Reserve changed the GPUs: %v", got)
 	}
 
 	if err := snapshot.Release(group, plan); err != nil {
 		t.Fatal(err)
 	}
-	if got := free(); !reflect.DeepEqual(got, []placement.Amount{placement.AmountScale, placement.AmountScale, placement.AmountScale, placement.AmountScale}) {
+	if got := free(); !reflect.DeepEqual(got, []resources.Amount{resources.AmountScale, resources.AmountScale, resources.AmountScale, resources.AmountScale}) {
 		t.Fatalf("after Release, GPUs 0-3 free %v", got)
 	}
 	err := snapshot.Release(group[:1], placement.Plan{Placements: plan.Placements[:1]})

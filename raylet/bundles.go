@@ -9,7 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -24,7 +25,7 @@ func (b bundleID) String() string { return fmt.Sprintf("%s[%d]", b.placementGrou
 // reservation is one prepared or committed bundle.
 type reservation struct {
 	generation int64
-	resources  placement.ResourceSet
+	resources  resources.Set
 	committed  bool
 	gcsEpoch   int64
 	// gpuIDs are the NVML indices of the bundle's GPUs: one per whole GPU, plus one
@@ -41,7 +42,7 @@ type reservation struct {
 // committed reservations both reduce what is available. It is not safe for concurrent
 // use; the raylet guards it with its mutex.
 type bundleTable struct {
-	total    placement.ResourceSet
+	total    resources.Set
 	gpus     []*pb.GPUInfo
 	reserved map[bundleID]*reservation
 	// newestGeneration remembers, per bundle, the newest generation any request named,
@@ -56,25 +57,25 @@ type bundleTable struct {
 	nodeLeases map[string]*workerLease
 }
 
-func newBundleTable(total placement.ResourceSet, gpus []*pb.GPUInfo) *bundleTable {
+func newBundleTable(total resources.Set, gpus []*pb.GPUInfo) *bundleTable {
 	return &bundleTable{
 		total: total, gpus: gpus, reserved: map[bundleID]*reservation{}, newestGeneration: map[bundleID]int64{},
 		nodeLeases: map[string]*workerLease{},
 	}
 }
 
-// gpuFree is the free share of each whole GPU (placement.AmountScale = a whole GPU), by
+// gpuFree is the free share of each whole GPU (resources.AmountScale = a whole GPU), by
 // position in t.gpus, leaving out the reservations in skip.
-func (t *bundleTable) gpuFree(skip map[bundleID]bool) []placement.Amount {
-	free := make([]placement.Amount, len(t.gpus))
+func (t *bundleTable) gpuFree(skip map[bundleID]bool) []resources.Amount {
+	free := make([]resources.Amount, len(t.gpus))
 	for i := range free {
-		free[i] = placement.AmountScale
+		free[i] = resources.AmountScale
 	}
 	for id, r := range t.reserved {
 		if skip[id] || r.mig != nil {
 			continue
 		}
-		share := gpuShares(r.resources[ResourceGPU])
+		share := gpuShares(r.resources[resources.GPU])
 		for i, gpu := range r.gpuIDs {
 			if position := t.gpuPosition(gpu); position >= 0 {
 				free[position] -= share[i]
@@ -103,10 +104,10 @@ func (t *bundleTable) gpuPosition(index int32) int {
 }
 
 // gpuShares splits a GPU amount into per-GPU shares: whole GPUs, then the remainder.
-func gpuShares(amount placement.Amount) []placement.Amount {
-	var shares []placement.Amount
-	for ; amount >= placement.AmountScale; amount -= placement.AmountScale {
-		shares = append(shares, placement.AmountScale)
+func gpuShares(amount resources.Amount) []resources.Amount {
+	var shares []resources.Amount
+	for ; amount >= resources.AmountScale; amount -= resources.AmountScale {
+		shares = append(shares, resources.AmountScale)
 	}
 	if amount > 0 {
 		shares = append(shares, amount)
@@ -117,7 +118,7 @@ func gpuShares(amount placement.Amount) []placement.Amount {
 // assignGPUs reserves GPUs for a bundle in free: the requested indices if the scheduler
 // chose them (checked), else the lowest free whole GPUs and, for a remainder, the
 // fullest GPU that still has room (best fit keeps whole GPUs free).
-func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested []int32, free []placement.Amount) ([]int32, error) {
+func (t *bundleTable) assignGPUs(id bundleID, amount resources.Amount, requested []int32, free []resources.Amount) ([]int32, error) {
 	shares := gpuShares(amount)
 	if len(shares) == 0 {
 		if len(requested) > 0 {
@@ -151,7 +152,7 @@ func (t *bundleTable) assignGPUs(id bundleID, amount placement.Amount, requested
 // pickGPUs takes amount of GPU from free, where free[i] is what is left of GPU ids[i]:
 // the lowest free whole GPUs and, for a remainder, the fullest GPU that still has room
 // (best fit keeps whole GPUs free). It returns the GPUs and the share taken of each.
-func pickGPUs(amount placement.Amount, ids []int32, free []placement.Amount) ([]int32, []placement.Amount, error) {
+func pickGPUs(amount resources.Amount, ids []int32, free []resources.Amount) ([]int32, []resources.Amount, error) {
 	shares := gpuShares(amount)
 	var chosen []int32
 	for _, share := range shares {
@@ -160,7 +161,7 @@ func pickGPUs(amount placement.Amount, ids []int32, free []placement.Amount) ([]
 			if left < share {
 				continue
 			}
-			if share == placement.AmountScale {
+			if share == resources.AmountScale {
 				best = i
 				break
 			}
@@ -201,7 +202,7 @@ func (t *bundleTable) wholeGPUIndices() string {
 // available is total minus every reservation and every worker lease taken from the
 // node. MIG resources are left out: resources_total lists them for information, and the
 // MIG slot maps account for them.
-func (t *bundleTable) available() placement.ResourceSet {
+func (t *bundleTable) available() resources.Set {
 	avail := withoutMIG(t.total)
 	for _, r := range t.reserved {
 		for name, amount := range withoutMIG(r.resources) {
@@ -218,10 +219,10 @@ func (t *bundleTable) available() placement.ResourceSet {
 
 // withoutMIG is a resource set without its MIG resources, which the MIG table accounts
 // for by slot.
-func withoutMIG(set placement.ResourceSet) placement.ResourceSet {
-	out := placement.ResourceSet{}
+func withoutMIG(set resources.Set) resources.Set {
+	out := resources.Set{}
 	for name, amount := range set {
-		if !placement.IsMIGResource(name) {
+		if !mig.IsResource(name) {
 			out[name] = amount
 		}
 	}
@@ -259,8 +260,8 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 	var requestedGPUs [][]int32
 	var migSteps []*pb.MIGStep
 	var replaced []bundleID
-	need := placement.ResourceSet{}
-	freed := placement.ResourceSet{}
+	need := resources.Set{}
+	freed := resources.Set{}
 	for i, b := range bundles {
 		key := b.GetKey()
 		if key.GetPlacementGroupId() == "" {
@@ -277,7 +278,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 			replaced = append(replaced, id)
 			freed = freed.Add(withoutMIG(held.resources))
 		}
-		resources, err := placement.ResourceSetFromFloat(b.Resources)
+		resources, err := resources.SetFromFloat(b.Resources)
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "bundles[%d].resources%v", i, err)
 		}
@@ -309,7 +310,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 			migRequests = append(migRequests, migRequest{p.id, migSteps[i]})
 			continue
 		}
-		gpus, err := t.assignGPUs(p.id, p.res.resources[ResourceGPU], requestedGPUs[i], free)
+		gpus, err := t.assignGPUs(p.id, p.res.resources[resources.GPU], requestedGPUs[i], free)
 		if err != nil {
 			return err
 		}
@@ -346,10 +347,10 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 }
 
 // checkMIG validates a bundle's MIG step, and refuses MIG resources without one.
-func (t *bundleTable) checkMIG(id bundleID, b *pb.BundleReservation, resources placement.ResourceSet) error {
+func (t *bundleTable) checkMIG(id bundleID, b *pb.BundleReservation, resources resources.Set) error {
 	if b.Mig == nil {
 		for _, name := range resources.Names() {
-			if placement.IsMIGResource(name) && resources[name] > 0 {
+			if mig.IsResource(name) && resources[name] > 0 {
 				return status.Errorf(codes.InvalidArgument, "bundle %s: asks for %s without a mig step", id, name)
 			}
 		}
@@ -371,7 +372,7 @@ func (t *bundleTable) remove(id bundleID, release bool) {
 }
 
 // shortfall prints the available amounts of the resources that fall short.
-func shortfall(need, avail placement.ResourceSet) string {
+func shortfall(need, avail resources.Set) string {
 	var parts []string
 	for _, name := range need.Names() {
 		if need[name] > avail[name] {

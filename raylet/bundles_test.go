@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -22,7 +22,7 @@ func res(pg string, index int32, generation int64, resources map[string]float64)
 
 func newTable(t *testing.T, total map[string]float64) *bundleTable {
 	t.Helper()
-	set, err := placement.ResourceSetFromFloat(total)
+	set, err := resources.SetFromFloat(total)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,18 +15,9 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
-)
-
-// Standard resource and label names, as Ray's.
-const (
-	ResourceCPU    = "CPU"
-	ResourceGPU    = "GPU"
-	ResourceMemory = "memory"
-
-	LabelNodeID          = "ray.io/node-id"
-	LabelAcceleratorType = "ray.io/accelerator-type"
 )
 
 // Config of a raylet. Use DefaultConfig and change what you need.
@@ -137,8 +127,8 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.GCSAddress); err != nil {
 		return fmt.Errorf("raylet config: GCSAddress %q: %w", c.GCSAddress, err)
 	}
-	if err := ValidateResources(c.Resources); err != nil {
-		return fmt.Errorf("raylet config: %w", err)
+	if _, err := resources.ParseNodeResources(c.Resources); err != nil {
+		return fmt.Errorf("raylet config: Resources%w", err)
 	}
 	if c.HeartbeatInterval <= 0 {
 		return errors.New("raylet config: HeartbeatInterval must be positive")
@@ -191,25 +181,6 @@ func (c Config) validateMIG() error {
 		seen[index] = true
 		if !slices.ContainsFunc(c.GPUs, func(g *pb.GPUInfo) bool { return int(g.GetIndex()) == index }) {
 			return fmt.Errorf("raylet config: MIGGPUs[%d] = %d: not one of the node's GPUs", i, index)
-		}
-	}
-	return nil
-}
-
-// ValidateResources checks resource names and amounts; the error names the resource.
-func ValidateResources(resources map[string]float64) error {
-	for name, amount := range resources {
-		if name == "" {
-			return errors.New("resources: empty resource name")
-		}
-		if len(name) > 256 {
-			return fmt.Errorf("resources: name %.20q… is longer than 256 bytes", name)
-		}
-		if math.IsNaN(amount) || math.IsInf(amount, 0) || amount < 0 {
-			return fmt.Errorf("resources[%q]: amount must be a finite number >= 0, got %v", name, amount)
-		}
-		if name == ResourceGPU && amount != math.Trunc(amount) {
-			return fmt.Errorf("resources[%q]: a node offers whole GPUs, got %v", name, amount)
 		}
 	}
 	return nil

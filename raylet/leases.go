@@ -5,17 +5,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/raygo-dev/raygo/placement"
 )
 
 // workerLease is what one leased worker takes: resources from the node, or from a
 // committed bundle held here. Like the bundle table, it is guarded by the raylet's mutex.
 type workerLease struct {
 	id        string
-	resources placement.ResourceSet
+	resources resources.Set
 	// holder is the bundle reservation the lease takes from, bundle its name; holder is
 	// nil for a lease taken from the node.
 	holder *reservation
@@ -24,7 +25,7 @@ type workerLease struct {
 	// gpuIDs[i] it takes. A MIG lease names its slice's parent GPU and takes no share:
 	// the slice is the bundle's alone.
 	gpuIDs    []int32
-	gpuShares []placement.Amount
+	gpuShares []resources.Amount
 	// cudaVisibleDevices is the worker's CUDA_VISIBLE_DEVICES: the GPU indices, or the
 	// MIG device UUID of the bundle's slice; empty without GPUs.
 	cudaVisibleDevices string
@@ -41,9 +42,9 @@ func (l *workerLease) bundleIndex() int32 {
 // leaseFromNode takes a lease's resources from the node, GPUs as a bundle gets them.
 // Errors: InvalidArgument when the node's totals can never hold the request,
 // ResourceExhausted when it does not fit now.
-func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request placement.ResourceSet) (*workerLease, error) {
+func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request resources.Set) (*workerLease, error) {
 	for _, name := range request.Names() {
-		if placement.IsMIGResource(name) && request[name] > 0 {
+		if mig.IsResource(name) && request[name] > 0 {
 			return nil, status.Errorf(codes.InvalidArgument,
 				"resources[%q]: a MIG slice is leased from a placement-group bundle that holds one (set placement_group_id)", name)
 		}
@@ -56,10 +57,10 @@ func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request placement.Re
 		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s; available now %s",
 			nodeID, request, shortfall(request, avail))
 	}
-	gpus, shares, err := pickGPUs(request[ResourceGPU], t.wholeGPUIDs(), t.gpuFree(nil))
+	gpus, shares, err := pickGPUs(request[resources.GPU], t.wholeGPUIDs(), t.gpuFree(nil))
 	if err != nil {
 		// Enough GPU in sum, but spread as fractions over several GPUs.
-		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s GPU: %v", nodeID, request[ResourceGPU], err)
+		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s GPU: %v", nodeID, request[resources.GPU], err)
 	}
 	lease := &workerLease{id: leaseID, resources: request, gpuIDs: gpus, gpuShares: shares, cudaVisibleDevices: joinGPUIDs(gpus)}
 	t.nodeLeases[leaseID] = lease
@@ -67,12 +68,12 @@ func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request placement.Re
 }
 
 // leaseFromBundle takes a lease's resources from a committed bundle of the group held
-// here: bundle index, or with placement.AnyBundle the first one (by index) with room now.
+// here: bundle index, or with resources.AnyBundle the first one (by index) with room now.
 // Errors: FailedPrecondition when no such committed bundle is held here (the cheapest
 // check, and the one a caller acts on first), InvalidArgument naming the bundle when the
 // held bundles can never hold the request, ResourceExhausted when the bundle's other
 // leases leave no room now.
-func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, index int32, request placement.ResourceSet) (*workerLease, error) {
+func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, index int32, request resources.Set) (*workerLease, error) {
 	candidates, err := t.committedBundles(nodeID, placementGroupID, index)
 	if err != nil {
 		return nil, err
@@ -85,7 +86,7 @@ func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, 
 			return lease, nil
 		}
 	}
-	if index == placement.AnyBundle {
+	if index == resources.AnyBundle {
 		return nil, status.Errorf(codes.ResourceExhausted, "placement group %s: no bundle on node %s has room now for %s", placementGroupID, nodeID, request)
 	}
 	return nil, status.Errorf(codes.ResourceExhausted, "placement group %s bundle %d: its other leases leave no room now for %s", placementGroupID, index, request)
@@ -93,7 +94,7 @@ func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, 
 
 // committedBundles lists the bundles a lease may take from, or says why there are none.
 func (t *bundleTable) committedBundles(nodeID, placementGroupID string, index int32) ([]bundleID, error) {
-	if index != placement.AnyBundle {
+	if index != resources.AnyBundle {
 		id := bundleID{placementGroupID, index}
 		held := t.reserved[id]
 		if held == nil {
@@ -118,22 +119,22 @@ func (t *bundleTable) committedBundles(nodeID, placementGroupID string, index in
 
 // checkFitsHeldBundles refuses a request that the group's committed bundles held here can
 // never hold. Bundles held elsewhere count as empty: this raylet cannot lease from them.
-func (t *bundleTable) checkFitsHeldBundles(placementGroupID string, index int32, request placement.ResourceSet) error {
-	var held []placement.ResourceSet
+func (t *bundleTable) checkFitsHeldBundles(placementGroupID string, index int32, request resources.Set) error {
+	var held []resources.Set
 	for id, r := range t.reserved {
 		if id.placementGroupID != placementGroupID || !r.committed || id.index < 0 {
 			continue
 		}
 		for int(id.index) >= len(held) {
-			held = append(held, placement.ResourceSet{})
+			held = append(held, resources.Set{})
 		}
 		held[id.index] = r.resources
 	}
-	err := placement.CheckFitsBundle(placementGroupID, held, int(index), request)
+	err := resources.CheckFitsBundle(placementGroupID, held, int(index), request)
 	if err == nil {
 		return nil
 	}
-	var fieldErr *placement.FieldError
+	var fieldErr *fielderr.Error
 	if errors.As(err, &fieldErr) {
 		fieldErr.Field = "bundle_index" // the name of the field in RequestWorkerLeaseRequest
 	}
@@ -141,9 +142,9 @@ func (t *bundleTable) checkFitsHeldBundles(placementGroupID string, index int32,
 }
 
 // takeFromBundle leases request from what the bundle's other leases leave, or returns nil.
-func (t *bundleTable) takeFromBundle(id bundleID, r *reservation, leaseID string, request placement.ResourceSet) *workerLease {
-	used := placement.ResourceSet{}
-	gpuUsed := map[int32]placement.Amount{}
+func (t *bundleTable) takeFromBundle(id bundleID, r *reservation, leaseID string, request resources.Set) *workerLease {
+	used := resources.Set{}
+	gpuUsed := map[int32]resources.Amount{}
 	for _, other := range r.leases {
 		used = used.Add(other.resources)
 		for i, share := range other.gpuShares {
@@ -163,12 +164,12 @@ func (t *bundleTable) takeFromBundle(id bundleID, r *reservation, leaseID string
 			lease.cudaVisibleDevices = r.mig.deviceUUID
 		}
 	default:
-		capacity := gpuShares(r.resources[ResourceGPU])
-		free := make([]placement.Amount, min(len(capacity), len(r.gpuIDs)))
+		capacity := gpuShares(r.resources[resources.GPU])
+		free := make([]resources.Amount, min(len(capacity), len(r.gpuIDs)))
 		for i := range free {
 			free[i] = capacity[i] - gpuUsed[r.gpuIDs[i]]
 		}
-		gpus, shares, err := pickGPUs(request[ResourceGPU], r.gpuIDs[:len(free)], free)
+		gpus, shares, err := pickGPUs(request[resources.GPU], r.gpuIDs[:len(free)], free)
 		if err != nil {
 			return nil
 		}
@@ -203,9 +204,9 @@ func (t *bundleTable) holds(id bundleID, holder *reservation) bool {
 	return holder == nil || t.reserved[id] == holder
 }
 
-func asksMIG(request placement.ResourceSet) bool {
+func asksMIG(request resources.Set) bool {
 	for name, amount := range request {
-		if placement.IsMIGResource(name) && amount > 0 {
+		if mig.IsResource(name) && amount > 0 {
 			return true
 		}
 	}
@@ -222,15 +223,11 @@ func joinGPUIDs(ids []int32) string {
 	return strings.Join(parts, ",")
 }
 
-// validateLeaseResources converts a lease request's resources; amounts of GPU above one
-// must be whole, as Ray's.
-func validateLeaseResources(resources map[string]float64) (placement.ResourceSet, error) {
-	set, err := placement.ResourceSetFromFloat(resources)
+// validateLeaseResources converts a lease request's resources (resources.ParseTaskResources).
+func validateLeaseResources(wire map[string]float64) (resources.Set, error) {
+	set, err := resources.ParseTaskResources(wire)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "resources%v", err)
-	}
-	if gpu := set[ResourceGPU]; gpu > placement.AmountScale && gpu%placement.AmountScale != 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "resources[%q]: amounts above 1 must be whole, got %s", ResourceGPU, gpu)
 	}
 	return set, nil
 }

@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"google.golang.org/grpc/codes"
-
-	"github.com/raygo-dev/raygo/placement"
 )
 
-func resourceSet(t *testing.T, amounts map[string]float64) placement.ResourceSet {
+func resourceSet(t *testing.T, amounts map[string]float64) resources.Set {
 	t.Helper()
-	set, err := placement.ResourceSetFromFloat(amounts)
+	set, err := resources.SetFromFloat(amounts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +76,7 @@ func TestBundleLeaseGPUShares(t *testing.T) {
 	_, err := table.leaseFromBundle("n", "d", "pg", 0, resourceSet(t, map[string]float64{"GPU": 0.5}))
 	wantCode(t, err, codes.ResourceExhausted)
 	// The node's accounting is the bundle's, whatever its leases take.
-	if got := table.available()["GPU"]; got != 2*placement.AmountScale {
+	if got := table.available()["GPU"]; got != 2*resources.AmountScale {
 		t.Fatalf("node GPU available %s, want 2", got)
 	}
 	delete(table.reserved, id)

@@ -10,7 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
@@ -39,7 +40,7 @@ type migGPU struct {
 	index      int
 	uuid       string
 	deviceName string // NVML device name: it selects the MIG tables
-	model      placement.MIGModel
+	model      mig.Model
 	instances  []*migInstance // by start
 	// recentOps are the times of the destroy and carve operations of the last
 	// repartitionWindow; repartitions counts them all since the raylet started.
@@ -112,7 +113,7 @@ func newMIGTable(cfg Config, log zerolog.Logger) (*migTable, error) {
 			return nil, fmt.Errorf("MIG GPU %d: not one of the node's GPUs", index)
 		}
 		info := cfg.GPUs[k]
-		model, ok := placement.MIGModelOfDevice(info.Model)
+		model, ok := mig.ModelOfDevice(info.Model)
 		if !ok {
 			return nil, fmt.Errorf("MIG GPU %d (%s): %w: no MIG tables for this model", index, info.Model, gpu.ErrMIGUnsupported)
 		}
@@ -159,7 +160,7 @@ func (t *migTable) indices() []int {
 }
 
 // checkStep validates a bundle's MIG step against the tables, before anything is done.
-func (t *migTable) checkStep(id bundleID, step *pb.MIGStep, resources placement.ResourceSet) error {
+func (t *migTable) checkStep(id bundleID, step *pb.MIGStep, bundle resources.Set) error {
 	if t == nil {
 		return status.Errorf(codes.FailedPrecondition, "bundle %s: mig step on GPU %d, but no GPU of this node is in MIG mode", id, step.Gpu)
 	}
@@ -174,11 +175,11 @@ func (t *migTable) checkStep(id bundleID, step *pb.MIGStep, resources placement.
 	if !profile.IsValidStart(int(step.Start)) {
 		return status.Errorf(codes.InvalidArgument, "bundle %s: mig.start %d: %s starts at %v", id, step.Start, profile.Name, profile.ValidStarts())
 	}
-	if resources[ResourceGPU] > 0 {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: asks for both %s GPU and a MIG slice", id, resources[ResourceGPU])
+	if bundle[resources.GPU] > 0 {
+		return status.Errorf(codes.InvalidArgument, "bundle %s: asks for both %s GPU and a MIG slice", id, bundle[resources.GPU])
 	}
-	for _, name := range resources.Names() {
-		if placement.IsMIGResource(name) && resources[name] > 0 && name != profile.ResourceName() {
+	for _, name := range bundle.Names() {
+		if mig.IsResource(name) && bundle[name] > 0 && name != profile.ResourceName() {
 			return status.Errorf(codes.InvalidArgument, "bundle %s: asks for %s but its mig step carves %s", id, name, profile.ResourceName())
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
@@ -112,8 +113,8 @@ func TestMIGCarveReuseAndRepartition(t *testing.T) {
 	ctx := context.Background()
 
 	node := r.Node()
-	if node.ResourcesTotal[ResourceGPU] != 7 || len(node.Gpus) != 7 {
-		t.Fatalf("GPU total %v with %d whole GPUs: want 7 on an 8-GPU node with GPU 0 in MIG mode", node.ResourcesTotal[ResourceGPU], len(node.Gpus))
+	if node.ResourcesTotal[resources.GPU] != 7 || len(node.Gpus) != 7 {
+		t.Fatalf("GPU total %v with %d whole GPUs: want 7 on an 8-GPU node with GPU 0 in MIG mode", node.ResourcesTotal[resources.GPU], len(node.Gpus))
 	}
 	for _, g := range node.Gpus {
 		if g.Index == 0 {

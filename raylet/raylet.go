@@ -18,8 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
-	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
@@ -99,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	r.node = r.describeNode()
-	totals, err := placement.ResourceSetFromFloat(r.node.ResourcesTotal)
+	totals, err := resources.SetFromFloat(r.node.ResourcesTotal)
 	if err != nil {
 		return nil, fmt.Errorf("raylet resources: %w", err)
 	}
@@ -140,11 +141,11 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 
 func (r *Raylet) describeNode() *pb.NodeInfo {
 	totals, gpus := detectTotals(r.cfg)
-	labels := map[string]string{LabelNodeID: r.cfg.NodeID}
+	labels := map[string]string{nodelabel.NodeID: r.cfg.NodeID}
 	// The discovered GPUs, not the whole ones: a node with every GPU in MIG mode still
 	// has an accelerator type.
 	if len(r.cfg.GPUs) > 0 && r.cfg.GPUs[0].Model != "" {
-		labels[LabelAcceleratorType] = gpu.AcceleratorType(r.cfg.GPUs[0].Model)
+		labels[nodelabel.AcceleratorType] = gpu.AcceleratorType(r.cfg.GPUs[0].Model)
 	}
 	maps.Copy(labels, r.cfg.Labels)
 	return &pb.NodeInfo{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -51,10 +52,10 @@ func TestRayletFencesStaleGCSEpochs(t *testing.T) {
 	if node.ResourcesTotal["CPU"] != 2 || node.ResourcesTotal["custom"] != 0.1235 {
 		t.Errorf("resources %v: want CPU 2 and custom rounded to 1/10000 (0.1235)", node.ResourcesTotal)
 	}
-	if node.Labels[LabelNodeID] != r.NodeID() || node.Labels["zone"] != "a" {
+	if node.Labels[nodelabel.NodeID] != r.NodeID() || node.Labels["zone"] != "a" {
 		t.Errorf("labels %v", node.Labels)
 	}
-	if _, ok := node.Labels[LabelAcceleratorType]; ok {
+	if _, ok := node.Labels[nodelabel.AcceleratorType]; ok {
 		t.Errorf("accelerator-type label on a node without GPUs: %v", node.Labels)
 	}
 }

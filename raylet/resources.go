@@ -9,7 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -23,30 +24,32 @@ func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fix
 // (cfg.MIGGPUs) are offered as MIG slices instead, so neither counts nor lists them.
 func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
 	totals := map[string]float64{
-		ResourceCPU:    float64(runtime.NumCPU()),
-		ResourceMemory: float64(totalMemoryBytes()),
+		resources.CPU:    float64(runtime.NumCPU()),
+		resources.Memory: float64(totalMemoryBytes()),
 	}
 	for name, amount := range cfg.Resources {
 		totals[name] = roundAmount(amount)
 	}
 	gpus := cfg.GPUs
-	if want, ok := cfg.Resources[ResourceGPU]; ok {
+	if want, ok := cfg.Resources[resources.GPU]; ok {
 		gpus = offeredGPUs(cfg.GPUs, int(want))
 	}
 	// MIG GPUs: per profile, how many an empty set of them could hold (informational;
-	// the slot maps in NodeInfo.mig_gpus are what the scheduler reads).
+	// the slot maps in NodeInfo.mig_gpus are what the scheduler reads). An empty GPU holds
+	// a profile's MaxInstances, the MIG User Guide's "instances available" (placement's
+	// allocator agrees: TestMIGCapacityIsMaxInstances).
 	for _, g := range gpus {
 		if !slices.Contains(cfg.MIGGPUs, int(g.Index)) {
 			continue
 		}
-		if model, ok := placement.MIGModelOfDevice(g.Model); ok {
+		if model, ok := mig.ModelOfDevice(g.Model); ok {
 			for _, profile := range model.Profiles() {
-				totals[profile.ResourceName()] += float64(placement.MIGCapacity(profile))
+				totals[profile.ResourceName()] += float64(profile.MaxInstances)
 			}
 		}
 	}
 	gpus = slices.DeleteFunc(slices.Clone(gpus), func(g *pb.GPUInfo) bool { return slices.Contains(cfg.MIGGPUs, int(g.Index)) })
-	totals[ResourceGPU] = float64(len(gpus))
+	totals[resources.GPU] = float64(len(gpus))
 	return totals, gpus
 }
 

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/internal/ids"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
-	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -90,21 +90,21 @@ const stderrTailBytes = 2048
 
 // validateLeaseRequest checks a lease request, cheapest checks first, and returns its
 // resources.
-func validateLeaseRequest(req *pb.RequestWorkerLeaseRequest) (placement.ResourceSet, error) {
+func validateLeaseRequest(req *pb.RequestWorkerLeaseRequest) (resources.Set, error) {
 	if req.JobId == "" {
 		return nil, status.Error(codes.InvalidArgument, "job_id: required")
 	}
 	if err := checkSHA256(req.ExecutableSha256); err != nil {
 		return nil, err
 	}
-	if req.PlacementGroupId != "" && req.BundleIndex < placement.AnyBundle {
+	if req.PlacementGroupId != "" && req.BundleIndex < resources.AnyBundle {
 		return nil, status.Errorf(codes.InvalidArgument, "bundle_index: %d; want a bundle index, or -1 for any bundle of the group here", req.BundleIndex)
 	}
 	return validateLeaseResources(req.Resources)
 }
 
 // reserveLease takes the lease's resources, waiting for room when the request queues.
-func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest, request placement.ResourceSet) (*workerLease, error) {
+func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest, request resources.Set) (*workerLease, error) {
 	leaseID := newWorkerID()
 	for {
 		r.mu.Lock()
@@ -124,7 +124,7 @@ func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseReq
 	}
 }
 
-func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRequest, request placement.ResourceSet) (*workerLease, error) {
+func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRequest, request resources.Set) (*workerLease, error) {
 	if r.stoppingLocked() {
 		return nil, r.errStopping()
 	}

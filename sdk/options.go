@@ -3,7 +3,7 @@ package sdk
 import (
 	"fmt"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -57,7 +57,7 @@ func (o *callOptions) resourcesFor(defaultCPUs float64) (map[string]float64, err
 	if o.gpus != nil && *o.gpus > 0 {
 		out["GPU"] = *o.gpus
 	}
-	if _, err := placement.ResourceSetFromFloat(out); err != nil {
+	if _, err := resources.ParseTaskResources(out); err != nil {
 		return nil, fmt.Errorf("%w: resources%v", ErrInvalidArgument, err)
 	}
 	return out, nil

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/internal/ids"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
-	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -124,16 +124,16 @@ func newTaskID() string { return ids.Random(taskIDBytes) }
 
 // checkFitsPlacementGroup rejects a request that fits no bundle it could use, naming
 // the bundle, before anything waits for room that will never come.
-func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.SchedulingStrategy, resources map[string]float64) error {
+func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.SchedulingStrategy, wanted map[string]float64) error {
 	bundles, err := c.groupBundles(ctx, strategy.PlacementGroupId)
 	if err != nil {
 		return err
 	}
-	request, err := placement.ResourceSetFromFloat(resources)
+	request, err := resources.ParseTaskResources(wanted)
 	if err != nil {
 		return err
 	}
-	if err := placement.CheckFitsBundle(strategy.PlacementGroupId, bundles, int(strategy.BundleIndex), request); err != nil {
+	if err := resources.CheckFitsBundle(strategy.PlacementGroupId, bundles, int(strategy.BundleIndex), request); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	return nil
@@ -142,9 +142,9 @@ func (c *Client) checkFitsPlacementGroup(ctx context.Context, strategy *pb.Sched
 // groupBundles returns a placement group's bundle shapes. They never change, so the
 // client reads them from the GCS once per group, not once per task; a group removed
 // later fails its tasks when they ask for a worker (ErrRemoved).
-func (c *Client) groupBundles(ctx context.Context, placementGroupID string) ([]placement.ResourceSet, error) {
+func (c *Client) groupBundles(ctx context.Context, placementGroupID string) ([]resources.Set, error) {
 	if cached, ok := c.bundleShapes.Load(placementGroupID); ok {
-		return cached.([]placement.ResourceSet), nil
+		return cached.([]resources.Set), nil
 	}
 	reply, err := c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: placementGroupID})
 	if err != nil {
@@ -153,9 +153,9 @@ func (c *Client) groupBundles(ctx context.Context, placementGroupID string) ([]p
 	if reply.PlacementGroup == nil || reply.PlacementGroup.State == pb.PlacementGroupState_REMOVED {
 		return nil, fmt.Errorf("placement group %s: %w", placementGroupID, ErrRemoved)
 	}
-	bundles := make([]placement.ResourceSet, len(reply.PlacementGroup.Bundles))
+	bundles := make([]resources.Set, len(reply.PlacementGroup.Bundles))
 	for i, b := range reply.PlacementGroup.Bundles {
-		if bundles[i], err = placement.ResourceSetFromFloat(b.UnitResources); err != nil {
+		if bundles[i], err = resources.SetFromFloat(b.UnitResources); err != nil {
 			return nil, err
 		}
 	}
@@ -381,7 +381,7 @@ func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	want, err := placement.ResourceSetFromFloat(q.resources)
+	want, err := resources.SetFromFloat(q.resources)
 	if err != nil {
 		return nil, err
 	}
@@ -391,8 +391,8 @@ func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
 		if n.IsDraining {
 			continue
 		}
-		total, errTotal := placement.ResourceSetFromFloat(n.ResourcesTotal)
-		avail, errAvail := placement.ResourceSetFromFloat(n.ResourcesAvailable)
+		total, errTotal := resources.SetFromFloat(n.ResourcesTotal)
+		avail, errAvail := resources.SetFromFloat(n.ResourcesAvailable)
 		if errTotal != nil || errAvail != nil || !want.IsSubsetOf(total) {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -151,7 +151,7 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	}
 	sort.Slice(names, func(i, j int) bool { return resourceOrder(names[i]) < resourceOrder(names[j]) })
 	for _, name := range names {
-		if placement.IsMIGResource(name) {
+		if mig.IsResource(name) {
 			continue // shown below, from the slot maps
 		}
 		used := totals[name] - available[name]
@@ -175,7 +175,7 @@ func printMIGStatus(w io.Writer, nodes []*pb.NodeInfo) {
 		for _, g := range n.MigGpus {
 			gpus++
 			used := 0
-			model, _ := placement.MIGModelOfDevice(g.Model)
+			model, _ := mig.ModelOfDevice(g.Model)
 			for _, in := range g.Instances {
 				if in.Held {
 					held++
@@ -186,7 +186,7 @@ func printMIGStatus(w io.Writer, nodes []*pb.NodeInfo) {
 					used += profile.MemorySlices
 				}
 			}
-			freeSlices += placement.MIGMemorySlices - used
+			freeSlices += mig.MemorySlices - used
 		}
 	}
 	if gpus > 0 {

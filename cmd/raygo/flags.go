@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/gcs"
-	"github.com/raygo-dev/raygo/placement"
-	"github.com/raygo-dev/raygo/raylet"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
@@ -101,7 +101,7 @@ func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mig, "mig", "off", "MIG mode of this node's GPUs: on (every GPU), off, or per GPU: 0:on,1:on (the others off). A GPU in MIG mode offers MIG slices (nvidia.com/mig-<profile>) instead of a whole GPU")
 	fs.DurationVar(&f.migIdle, "mig-idle-timeout", 5*time.Minute, "an idle MIG instance (released, kept for reuse by the same profile) is destroyed after this long")
 	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpu.SimulatedModels(), ", "))
-	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+placement.LabelRack)
+	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+nodelabel.Rack)
 	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
 	fs.StringVar(&f.numCPUs, "num-cpus", "", "CPUs this node offers (default: detected cores)")
 	fs.StringVar(&f.numGPUs, "num-gpus", "", "GPUs this node offers (default: detected through NVML, 0 without a driver)")
@@ -110,7 +110,7 @@ func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
 
 // resolve validates the flags and returns the resource overrides and user labels.
 func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, error) {
-	resources := map[string]float64{}
+	offered := map[string]float64{}
 	if strings.TrimSpace(f.resources) != "" {
 		var raw map[string]any
 		if err := json.Unmarshal([]byte(f.resources), &raw); err != nil {
@@ -121,13 +121,13 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 			if !ok {
 				return nil, nil, badInput("--resources: %q: amount must be a number, got %s", name, jsonText(value))
 			}
-			if name == raylet.ResourceCPU || name == raylet.ResourceGPU {
+			if name == resources.CPU || name == resources.GPU {
 				return nil, nil, badInput("--resources: use --num-%ss instead of %q", strings.ToLower(name), name)
 			}
-			resources[name] = amount
+			offered[name] = amount
 		}
-		if err := raylet.ValidateResources(resources); err != nil {
-			return nil, nil, badInput("--%v", err)
+		if _, err := resources.ParseNodeResources(offered); err != nil {
+			return nil, nil, badInput("--resources%v", err)
 		}
 	}
 	for flagName, value := range map[string]string{"num-cpus": f.numCPUs, "num-gpus": f.numGPUs} {
@@ -138,11 +138,11 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || n < 0 || n != math.Trunc(n) {
 			return nil, nil, badInput("--%s %q: must be a whole number >= 0", flagName, value)
 		}
-		name := raylet.ResourceCPU
+		name := resources.CPU
 		if flagName == "num-gpus" {
-			name = raylet.ResourceGPU
+			name = resources.GPU
 		}
-		resources[name] = n
+		offered[name] = n
 	}
 	labels, err := parseLabels(f.labels)
 	if err != nil {
@@ -161,11 +161,11 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 		if f.gpuSim == "" {
 			return nil, nil, badInput("--gpu-sim-rack: needs --gpu-sim")
 		}
-		if _, set := labels[placement.LabelRack]; !set {
-			labels[placement.LabelRack] = f.gpuRack
+		if _, set := labels[nodelabel.Rack]; !set {
+			labels[nodelabel.Rack] = f.gpuRack
 		}
 	}
-	return resources, labels, nil
+	return offered, labels, nil
 }
 
 func jsonText(v any) string {
@@ -184,7 +184,7 @@ func parseLabels(s string) (map[string]string, error) {
 			return nil, badInput("--labels %q: each label must be key=value", pair)
 		}
 		key = strings.TrimSpace(key)
-		if key == raylet.LabelNodeID {
+		if key == nodelabel.NodeID {
 			return nil, badInput("--labels: %q is set by raygo", key)
 		}
 		labels[key] = strings.TrimSpace(value)

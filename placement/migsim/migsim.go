@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -30,7 +31,7 @@ type Config struct {
 	Nodes       int
 	GPUsPerNode int
 	// Model is every GPU's model; Mix names its profiles.
-	Model placement.MIGModel
+	Model mig.Model
 	// Mix is the request mix.
 	Mix []ProfileWeight
 	// Requests is the length of each seed's stream. Requests arrive one per unit of
@@ -58,7 +59,7 @@ func DefaultConfig() Config {
 	return Config{
 		Nodes:       8,
 		GPUsPerNode: 8,
-		Model:       placement.MIGModelH100_80GB,
+		Model:       mig.H100_80GB,
 		Mix: []ProfileWeight{
 			{"1g.10gb", 30}, {"1g.20gb", 20}, {"2g.20gb", 20}, {"3g.40gb", 15},
 			{"4g.40gb", 6}, {"7g.80gb", 5}, {"1g.10gb+me", 4},
@@ -158,7 +159,7 @@ func Run(config Config) (Result, error) {
 // request is one MIG slice request of a stream.
 type request struct {
 	arrival, departure float64 // stream time
-	profile            placement.MIGProfile
+	profile            mig.Profile
 }
 
 // meanLifetime is the mean request lifetime in stream time units (see
@@ -171,7 +172,7 @@ func meanLifetime(config Config) float64 {
 		weightedSlices += entry.Weight * profile.MemorySlices
 	}
 	meanSlices := float64(weightedSlices) / float64(totalWeight)
-	fleetSlices := float64(config.Nodes * config.GPUsPerNode * placement.MIGMemorySlices)
+	fleetSlices := float64(config.Nodes * config.GPUsPerNode * mig.MemorySlices)
 	return config.OfferedLoad * fleetSlices / meanSlices
 }
 
@@ -227,7 +228,7 @@ func (d *departures) Pop() any {
 
 func runPolicy(config Config, streams [][]request, policy placement.MIGPolicy) (RunResult, error) {
 	result := RunResult{Policy: policy, AcceptedByProfile: map[string]int{}, RequestsByProfile: map[string]int{}}
-	fleetSlices := config.Nodes * config.GPUsPerNode * placement.MIGMemorySlices
+	fleetSlices := config.Nodes * config.GPUsPerNode * mig.MemorySlices
 	heldFractionSum := 0.0
 	sampledFree, sampledUnusable := 0, 0
 	// After one mean lifetime (as many arrivals: one per time unit) the fleet is full.
@@ -321,7 +322,7 @@ func percent(part, whole int) float64 {
 	return 100 * float64(part) / float64(whole)
 }
 
-func heldProfile(gpu placement.MIGGPU, start int) (placement.MIGProfile, error) {
+func heldProfile(gpu placement.MIGGPU, start int) (mig.Profile, error) {
 	for _, instance := range gpu.Instances {
 		if instance.Start == start && instance.State == placement.MIGHeld {
 			if profile, ok := gpu.Model.ProfileByID(instance.ProfileID); ok {
@@ -329,5 +330,5 @@ func heldProfile(gpu placement.MIGGPU, start int) (placement.MIGProfile, error) 
 			}
 		}
 	}
-	return placement.MIGProfile{}, fmt.Errorf("migsim: GPU %d has no held instance at %d", gpu.Index, start)
+	return mig.Profile{}, fmt.Errorf("migsim: GPU %d has no held instance at %d", gpu.Index, start)
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 )
 
 func smallConfig() Config {
@@ -94,7 +94,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Run accepted a config with %q", want)
 		}
 	}
-	if DefaultConfig().Model != placement.MIGModelH100_80GB {
+	if DefaultConfig().Model != mig.H100_80GB {
 		t.Error("the benchmark fleet is not H100-80GB")
 	}
 }

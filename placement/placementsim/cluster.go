@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -37,13 +38,13 @@ type Cluster struct {
 	nextID   GroupID
 	// baseline is each node's available amounts when it joined: what it must return to
 	// once every group is gone (work outside groups is not modeled as changing).
-	baseline map[placement.NodeID]placement.ResourceSet
+	baseline map[placement.NodeID]resources.Set
 	// reserved is the ledger: per alive node, the sum of the bundles held on it.
-	reserved map[placement.NodeID]placement.ResourceSet
+	reserved map[placement.NodeID]resources.Set
 	alive    map[placement.NodeID]bool
 	// gpuBaseline and gpuReserved are the same per GPU index, for nodes listing GPUs.
-	gpuBaseline map[placement.NodeID]map[int]placement.Amount
-	gpuReserved map[placement.NodeID]map[int]placement.Amount
+	gpuBaseline map[placement.NodeID]map[int]resources.Amount
+	gpuReserved map[placement.NodeID]map[int]resources.Amount
 }
 
 // NewCluster starts a cluster from a snapshot, which it takes ownership of.
@@ -51,11 +52,11 @@ func NewCluster(snapshot *placement.Snapshot) *Cluster {
 	c := &Cluster{
 		snapshot:    snapshot,
 		groups:      make(map[GroupID]*Group),
-		baseline:    make(map[placement.NodeID]placement.ResourceSet),
-		reserved:    make(map[placement.NodeID]placement.ResourceSet),
+		baseline:    make(map[placement.NodeID]resources.Set),
+		reserved:    make(map[placement.NodeID]resources.Set),
 		alive:       make(map[placement.NodeID]bool),
-		gpuBaseline: make(map[placement.NodeID]map[int]placement.Amount),
-		gpuReserved: make(map[placement.NodeID]map[int]placement.Amount),
+		gpuBaseline: make(map[placement.NodeID]map[int]resources.Amount),
+		gpuReserved: make(map[placement.NodeID]map[int]resources.Amount),
 	}
 	for _, node := range snapshot.Nodes() {
 		c.join(node)
@@ -67,7 +68,7 @@ func (c *Cluster) join(node placement.Node) {
 	c.baseline[node.ID] = node.Available.Clone()
 	c.alive[node.ID] = node.Alive
 	if len(node.GPUs) > 0 {
-		c.gpuBaseline[node.ID] = make(map[int]placement.Amount, len(node.GPUs))
+		c.gpuBaseline[node.ID] = make(map[int]resources.Amount, len(node.GPUs))
 		for _, gpu := range node.GPUs {
 			c.gpuBaseline[node.ID][gpu.Index] = gpu.Available
 		}
@@ -238,7 +239,7 @@ func (c *Cluster) Reschedule() (map[GroupID]error, error) {
 	return waiting, nil
 }
 
-func (c *Cluster) reserve(bundles []placement.ResourceSet, plan placement.Plan) error {
+func (c *Cluster) reserve(bundles []resources.Set, plan placement.Plan) error {
 	if err := c.snapshot.Reserve(bundles, plan); err != nil {
 		return err
 	}
@@ -246,7 +247,7 @@ func (c *Cluster) reserve(bundles []placement.ResourceSet, plan placement.Plan) 
 		c.reserved[p.NodeID] = c.reserved[p.NodeID].Add(bundles[p.BundleIndex])
 		for _, index := range p.GPUIndices {
 			if c.gpuReserved[p.NodeID] == nil {
-				c.gpuReserved[p.NodeID] = make(map[int]placement.Amount)
+				c.gpuReserved[p.NodeID] = make(map[int]resources.Amount)
 			}
 			c.gpuReserved[p.NodeID][index] += gpuShare(bundles[p.BundleIndex])
 		}
@@ -266,8 +267,8 @@ func (g *Group) record(plan placement.Plan) {
 
 // gpuShare is what a bundle holds of each of its GPUs: all of it for whole GPUs, the
 // amount for a fraction.
-func gpuShare(bundle placement.ResourceSet) placement.Amount {
-	return min(bundle["GPU"], placement.AmountScale)
+func gpuShare(bundle resources.Set) resources.Amount {
+	return min(bundle["GPU"], resources.AmountScale)
 }
 
 // checkWholeGang: the plan places exactly the bundles not already placed, each once.
@@ -317,7 +318,7 @@ func (c *Cluster) CheckInvariants() error {
 		}
 		for _, gpu := range node.GPUs {
 			held := c.gpuReserved[node.ID][gpu.Index]
-			if held > placement.AmountScale {
+			if held > resources.AmountScale {
 				problems = append(problems, fmt.Errorf("node %s: GPU %d double-booked: bundles hold %s of it", node.ID, gpu.Index, held))
 			}
 			if baseline := c.gpuBaseline[node.ID][gpu.Index]; gpu.Available+held != baseline {
@@ -356,17 +357,17 @@ func (c *Cluster) checkGroup(group *Group, nodes map[placement.NodeID]placement.
 		want := 0
 		switch {
 		case len(node.GPUs) == 0 || amount == 0:
-		case amount < placement.AmountScale:
+		case amount < resources.AmountScale:
 			want = 1
 		default:
-			want = int(amount / placement.AmountScale)
+			want = int(amount / resources.AmountScale)
 			wholeGPUs = true
 		}
 		if len(gpuIndices) != want || hasDuplicate(gpuIndices) {
 			problems = append(problems, fmt.Errorf("group %d: bundle %d asks %s GPU on node %s (%d GPUs listed) and holds GPUs %v",
 				group.ID, index, amount, nodeID, len(node.GPUs), gpuIndices))
 		}
-		if amount >= placement.AmountScale {
+		if amount >= resources.AmountScale {
 			for _, gpuIndex := range gpuIndices {
 				islands[islandKey(node, gpuIndex)] = true
 			}
@@ -410,7 +411,7 @@ func islandKey(node placement.Node, gpuIndex int) string {
 
 func groupHasWholeGPUs(request placement.Request) bool {
 	for _, bundle := range request.Bundles {
-		if bundle["GPU"] >= placement.AmountScale {
+		if bundle["GPU"] >= resources.AmountScale {
 			return true
 		}
 	}

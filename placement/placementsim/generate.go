@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
-// Label keys the generated nodes carry besides placement.NodeIDLabel.
+// Label keys the generated nodes carry besides nodelabel.NodeID.
 const (
 	AcceleratorTypeLabel = "ray.io/accelerator-type"
 	ZoneLabel            = "zone"
@@ -24,7 +26,7 @@ type FleetConfig struct {
 	// Model is the machine: its GPUs with NVLink islands and rails. ModelCountOnly
 	// describes GPUs by count alone (GPUsPerNode); otherwise GPUsPerNode is the model's.
 	Model NodeModel
-	// NodesPerScalableUnit labels nodes with placement.LabelScalableUnit "su-<n>", this
+	// NodesPerScalableUnit labels nodes with nodelabel.ScalableUnit "su-<n>", this
 	// many nodes per unit in node order; 0 leaves the label off.
 	NodesPerScalableUnit int
 	// GPUsPerNode, CPUsPerNode: whole units per node.
@@ -69,22 +71,22 @@ func NewFleet(config FleetConfig) []placement.Node {
 	}
 	nodes := make([]placement.Node, config.Nodes)
 	for i := range nodes {
-		total := placement.ResourceSet{
-			"GPU":    placement.Amount(gpusPerNode) * placement.AmountScale,
-			"CPU":    placement.Amount(config.CPUsPerNode) * placement.AmountScale,
-			"memory": placement.Amount(config.MemoryGiBPerNode) * gib * placement.AmountScale,
+		total := resources.Set{
+			"GPU":    resources.Amount(gpusPerNode) * resources.AmountScale,
+			"CPU":    resources.Amount(config.CPUsPerNode) * resources.AmountScale,
+			"memory": resources.Amount(config.MemoryGiBPerNode) * gib * resources.AmountScale,
 		}
 		available := total.Clone()
 		usedGPUs := 0
 		if gpusPerNode > 1 && rng.Float64() < config.PartlyUsedFraction {
 			usedGPUs = 1 + rng.IntN(gpusPerNode-1)
 			for name, amount := range total {
-				available[name] = amount - amount*placement.Amount(usedGPUs)/placement.Amount(gpusPerNode)
+				available[name] = amount - amount*resources.Amount(usedGPUs)/resources.Amount(gpusPerNode)
 			}
 		}
 		node := newNode(rng, total, available, fmt.Sprintf("zone-%d", i%max(config.Zones, 1)), config.Model.AcceleratorType())
 		if config.NodesPerScalableUnit > 0 {
-			node.Labels[placement.LabelScalableUnit] = fmt.Sprintf("su-%d", i/config.NodesPerScalableUnit)
+			node.Labels[nodelabel.ScalableUnit] = fmt.Sprintf("su-%d", i/config.NodesPerScalableUnit)
 		}
 		nodes[i] = withModel(node, config.Model, "", usedGPUs)
 	}
@@ -96,9 +98,9 @@ func NewFleetSnapshot(config FleetConfig) (*placement.Snapshot, error) {
 	return placement.NewSnapshot(NewFleet(config))
 }
 
-func newNode(rng *rand.Rand, total, available placement.ResourceSet, zone, accelerator string) placement.Node {
+func newNode(rng *rand.Rand, total, available resources.Set, zone, accelerator string) placement.Node {
 	id := randomNodeID(rng)
-	labels := map[string]string{placement.NodeIDLabel: string(id), ZoneLabel: zone}
+	labels := map[string]string{nodelabel.NodeID: string(id), ZoneLabel: zone}
 	if accelerator != "" {
 		labels[AcceleratorTypeLabel] = accelerator
 	}
@@ -135,20 +137,20 @@ func RandomNode(rng *rand.Rand) placement.Node {
 		model = []NodeModel{ModelDGXH100, ModelPCIe8GPUNVLinkPairs, ModelGB200NVL72}[rng.IntN(3)]
 		gpus = model.GPUCount()
 	}
-	total := placement.ResourceSet{
-		"CPU":    placement.Amount(8<<rng.IntN(4)) * placement.AmountScale,
-		"memory": placement.Amount(64<<rng.IntN(3)) * gib * placement.AmountScale,
+	total := resources.Set{
+		"CPU":    resources.Amount(8<<rng.IntN(4)) * resources.AmountScale,
+		"memory": resources.Amount(64<<rng.IntN(3)) * gib * resources.AmountScale,
 	}
 	accelerator := ""
 	if gpus > 0 {
-		total["GPU"] = placement.Amount(gpus) * placement.AmountScale
+		total["GPU"] = resources.Amount(gpus) * resources.AmountScale
 		accelerator = []string{"A100", "H100"}[rng.IntN(2)]
 	}
 	if rng.IntN(3) == 0 {
-		total["ssd"] = placement.Amount(1+rng.IntN(4)) * placement.AmountScale
+		total["ssd"] = resources.Amount(1+rng.IntN(4)) * resources.AmountScale
 	}
 	node := newNode(rng, total, total.Clone(), "zone-"+string(rune('a'+rng.IntN(3))), accelerator)
-	node.Labels[placement.LabelScalableUnit] = fmt.Sprintf("su-%d", rng.IntN(2))
+	node.Labels[nodelabel.ScalableUnit] = fmt.Sprintf("su-%d", rng.IntN(2))
 	return withModel(node, model, fmt.Sprintf("nvl72-rack-%d", rng.IntN(2)), 0)
 }
 
@@ -159,25 +161,25 @@ func RandomRequest(rng *rand.Rand) placement.Request {
 	strategies := []placement.Strategy{placement.StrategyPack, placement.StrategySpread, placement.StrategyStrictPack, placement.StrategyStrictSpread}
 	request := placement.Request{
 		Strategy: strategies[rng.IntN(len(strategies))],
-		Bundles:  make([]placement.ResourceSet, 1+rng.IntN(6)),
+		Bundles:  make([]resources.Set, 1+rng.IntN(6)),
 	}
 	withSelectors := rng.IntN(3) == 0
 	if withSelectors {
-		request.BundleLabelSelectors = make([]placement.LabelSelector, len(request.Bundles))
+		request.BundleLabelSelectors = make([]nodelabel.Selector, len(request.Bundles))
 	}
 	for i := range request.Bundles {
-		bundle := placement.ResourceSet{"CPU": placement.Amount(1+rng.IntN(16)) * placement.AmountScale / 2}
+		bundle := resources.Set{"CPU": resources.Amount(1+rng.IntN(16)) * resources.AmountScale / 2}
 		switch rng.IntN(4) {
 		case 0:
-			bundle["GPU"] = placement.Amount(1+rng.IntN(4)) * placement.AmountScale
+			bundle["GPU"] = resources.Amount(1+rng.IntN(4)) * resources.AmountScale
 		case 1:
-			bundle["GPU"] = placement.Amount(1 + rng.IntN(placement.AmountScale)) // a fraction of one GPU
+			bundle["GPU"] = resources.Amount(1 + rng.IntN(resources.AmountScale)) // a fraction of one GPU
 		}
 		if rng.IntN(3) == 0 {
-			bundle["memory"] = placement.Amount(1+rng.IntN(64)) * gib * placement.AmountScale
+			bundle["memory"] = resources.Amount(1+rng.IntN(64)) * gib * resources.AmountScale
 		}
 		if rng.IntN(8) == 0 {
-			bundle["ssd"] = placement.AmountScale
+			bundle["ssd"] = resources.AmountScale
 		}
 		request.Bundles[i] = bundle
 		if withSelectors {
@@ -190,7 +192,7 @@ func RandomRequest(rng *rand.Rand) placement.Request {
 	return request
 }
 
-func randomSelector(rng *rand.Rand) placement.LabelSelector {
+func randomSelector(rng *rand.Rand) nodelabel.Selector {
 	wire := map[string]string{}
 	switch rng.IntN(5) {
 	case 0:
@@ -202,7 +204,7 @@ func randomSelector(rng *rand.Rand) placement.LabelSelector {
 	case 3:
 		wire[AcceleratorTypeLabel] = "!in(A100)"
 	}
-	selector, err := placement.ParseLabelSelector(wire)
+	selector, err := nodelabel.ParseSelector(wire)
 	if err != nil {
 		panic(fmt.Sprintf("placementsim: generated selector %v: %v", wire, err)) // a bug in this generator
 	}
@@ -229,18 +231,18 @@ func NewRequestStream(seed uint64, zones int) *RequestStream {
 // Next returns the next request.
 func (s *RequestStream) Next() placement.Request {
 	rng := s.rng
-	gpuBundle := func(gpus, cpus, memoryGiB int) placement.ResourceSet {
-		bundle := placement.ResourceSet{
-			"GPU": placement.Amount(gpus) * placement.AmountScale,
-			"CPU": placement.Amount(cpus) * placement.AmountScale,
+	gpuBundle := func(gpus, cpus, memoryGiB int) resources.Set {
+		bundle := resources.Set{
+			"GPU": resources.Amount(gpus) * resources.AmountScale,
+			"CPU": resources.Amount(cpus) * resources.AmountScale,
 		}
 		if memoryGiB > 0 {
-			bundle["memory"] = placement.Amount(memoryGiB) * gib * placement.AmountScale
+			bundle["memory"] = resources.Amount(memoryGiB) * gib * resources.AmountScale
 		}
 		return bundle
 	}
-	repeat := func(count int, bundle placement.ResourceSet) []placement.ResourceSet {
-		bundles := make([]placement.ResourceSet, count)
+	repeat := func(count int, bundle resources.Set) []resources.Set {
+		bundles := make([]resources.Set, count)
 		for i := range bundles {
 			bundles[i] = bundle
 		}
@@ -257,15 +259,15 @@ func (s *RequestStream) Next() placement.Request {
 		return placement.Request{Strategy: placement.StrategyStrictSpread, Bundles: repeat(2+rng.IntN(7), gpuBundle(1+rng.IntN(4), 16, 0))}
 	case roll < 95:
 		strategy := []placement.Strategy{placement.StrategyPack, placement.StrategySpread}[rng.IntN(2)]
-		bundle := placement.ResourceSet{
-			"CPU":    placement.Amount(4<<rng.IntN(4)) * placement.AmountScale,
-			"memory": 16 * gib * placement.AmountScale,
+		bundle := resources.Set{
+			"CPU":    resources.Amount(4<<rng.IntN(4)) * resources.AmountScale,
+			"memory": 16 * gib * resources.AmountScale,
 		}
 		return placement.Request{Strategy: strategy, Bundles: repeat(1+rng.IntN(4), bundle)}
 	case roll < 99:
 		count := 2 + rng.IntN(7)
-		selector := placement.LabelSelector{{Key: ZoneLabel, Values: []string{fmt.Sprintf("zone-%d", rng.IntN(s.zones))}}}
-		selectors := make([]placement.LabelSelector, count)
+		selector := nodelabel.Selector{{Key: ZoneLabel, Values: []string{fmt.Sprintf("zone-%d", rng.IntN(s.zones))}}}
+		selectors := make([]nodelabel.Selector, count)
 		for i := range selectors {
 			selectors[i] = selector
 		}

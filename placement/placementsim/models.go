@@ -3,6 +3,7 @@ package placementsim
 import (
 	"fmt"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -62,7 +63,7 @@ func (m NodeModel) GPUs(id placement.NodeID) []placement.GPU {
 			UUID:         fmt.Sprintf("GPU-%.8s-%04d", id, i),
 			NVLinkIsland: island,
 			Rail:         i,
-			Available:    placement.AmountScale,
+			Available:    resources.AmountScale,
 		}
 	}
 	return gpus
@@ -79,9 +80,9 @@ func withModel(node placement.Node, model NodeModel, domain string, used int) pl
 	for i := range min(used, len(node.GPUs)) {
 		node.GPUs[i].Available = 0
 	}
-	gpus := placement.Amount(len(node.GPUs)) * placement.AmountScale
+	gpus := resources.Amount(len(node.GPUs)) * resources.AmountScale
 	node.Total["GPU"] = gpus
-	node.Available["GPU"] = gpus - placement.Amount(min(used, len(node.GPUs)))*placement.AmountScale
+	node.Available["GPU"] = gpus - resources.Amount(min(used, len(node.GPUs)))*resources.AmountScale
 	if model == ModelGB200NVL72 {
 		node.NVLinkDomain = domain
 	}

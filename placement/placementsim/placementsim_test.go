@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -19,7 +21,7 @@ func TestFleetIsSeededAndRayShaped(t *testing.T) {
 	}
 	partlyUsed := 0
 	for _, node := range first {
-		if len(node.ID) != 56 || node.Labels[placement.NodeIDLabel] != string(node.ID) {
+		if len(node.ID) != 56 || node.Labels[nodelabel.NodeID] != string(node.ID) {
 			t.Fatalf("node %q: want a 56-hex-digit id and its node-id label, labels %v", node.ID, node.Labels)
 		}
 		if !node.Available.Equal(node.Total) {
@@ -75,7 +77,7 @@ func TestModelsDescribeTheirIslandsAndRails(t *testing.T) {
 		{ModelGB200NVL72, []int{0, 0, 0, 0}, "nvl72-rack-0"},
 	}
 	for _, c := range cases {
-		node := withModel(newNode(rand.New(rand.NewPCG(1, 2)), placement.ResourceSet{}, placement.ResourceSet{}, "zone-a", ""), c.model, "nvl72-rack-0", 1)
+		node := withModel(newNode(rand.New(rand.NewPCG(1, 2)), resources.Set{}, resources.Set{}, "zone-a", ""), c.model, "nvl72-rack-0", 1)
 		var islands []int
 		for i, gpu := range node.GPUs {
 			islands = append(islands, gpu.NVLinkIsland)
@@ -86,7 +88,7 @@ func TestModelsDescribeTheirIslandsAndRails(t *testing.T) {
 		if !reflect.DeepEqual(islands, c.islands) || node.NVLinkDomain != c.domain {
 			t.Errorf("%s: islands %v domain %q, want %v %q", c.model, islands, node.NVLinkDomain, c.islands, c.domain)
 		}
-		if node.GPUs[0].Available != 0 || node.Available["GPU"] != node.Total["GPU"]-placement.AmountScale {
+		if node.GPUs[0].Available != 0 || node.Available["GPU"] != node.Total["GPU"]-resources.AmountScale {
 			t.Errorf("%s: one GPU in use should show in GPU 0 and the GPU resource: %+v", c.model, node)
 		}
 		if _, err := placement.NewSnapshot([]placement.Node{node}); err != nil {
@@ -100,18 +102,18 @@ func TestTopologyFleetAndItsBlindView(t *testing.T) {
 	counts := map[string]int{}
 	for _, node := range fleet {
 		pairs := node.GPUs[0].NVLinkIsland != node.GPUs[2].NVLinkIsland
-		counts[fmt.Sprint(node.Labels[placement.LabelScalableUnit], " pairs=", pairs)]++
+		counts[fmt.Sprint(node.Labels[nodelabel.ScalableUnit], " pairs=", pairs)]++
 	}
 	want := map[string]int{"su-0 pairs=false": 32, "su-0 pairs=true": 8, "su-1 pairs=false": 32, "su-1 pairs=true": 8}
 	if !reflect.DeepEqual(counts, want) {
 		t.Fatalf("fleet = %v, want %v", counts, want)
 	}
 	for _, node := range WithoutTopology(fleet) {
-		if len(node.GPUs) != 0 || node.Labels[placement.LabelScalableUnit] != "" || node.Labels[placement.LabelRack] != "" || node.Total["GPU"] != 8*placement.AmountScale {
+		if len(node.GPUs) != 0 || node.Labels[nodelabel.ScalableUnit] != "" || node.Labels[nodelabel.Rack] != "" || node.Total["GPU"] != 8*resources.AmountScale {
 			t.Fatalf("blind view keeps topology: %+v", node)
 		}
 	}
-	if fleet[0].Labels[placement.LabelScalableUnit] == "" {
+	if fleet[0].Labels[nodelabel.ScalableUnit] == "" {
 		t.Fatal("WithoutTopology changed the fleet it was given")
 	}
 }
@@ -144,9 +146,9 @@ func TestRunTopologyBench(t *testing.T) {
 
 // The blind run's raylet-style assignment takes the lowest free GPUs and gives them back.
 func TestLowestFreeGPUs(t *testing.T) {
-	fleet := []placement.Node{withModel(newNode(rand.New(rand.NewPCG(1, 2)), placement.ResourceSet{}, placement.ResourceSet{}, "zone-a", ""), ModelDGXH100, "", 1)}
+	fleet := []placement.Node{withModel(newNode(rand.New(rand.NewPCG(1, 2)), resources.Set{}, resources.Set{}, "zone-a", ""), ModelDGXH100, "", 1)}
 	gpus := newLowestFreeGPUs(fleet)
-	request := placement.Request{Bundles: []placement.ResourceSet{{"GPU": 2 * placement.AmountScale}, {"GPU": placement.AmountScale / 2}, {"GPU": placement.AmountScale / 2}}}
+	request := placement.Request{Bundles: []resources.Set{{"GPU": 2 * resources.AmountScale}, {"GPU": resources.AmountScale / 2}, {"GPU": resources.AmountScale / 2}}}
 	plan := placement.Plan{Placements: []placement.BundlePlacement{{BundleIndex: 0, NodeID: fleet[0].ID}, {BundleIndex: 1, NodeID: fleet[0].ID}, {BundleIndex: 2, NodeID: fleet[0].ID}}}
 	gpus.assign(request, plan)
 	var got [][]int
@@ -157,7 +159,7 @@ func TestLowestFreeGPUs(t *testing.T) {
 		t.Fatalf("lowest free GPUs = %v, want %v", got, want)
 	}
 	gpus.release(request, plan)
-	if free := gpus.nodes(fleet)[0].GPUs; free[1].Available != placement.AmountScale || free[3].Available != placement.AmountScale || free[0].Available != 0 {
+	if free := gpus.nodes(fleet)[0].GPUs; free[1].Available != resources.AmountScale || free[3].Available != resources.AmountScale || free[0].Available != 0 {
 		t.Fatalf("after release: %+v", free)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -60,13 +62,13 @@ func NewTopologyFleet(config TopologyFleetConfig) []placement.Node {
 			if i >= config.DGXPerUnit {
 				model, cpus, memoryGiB = ModelPCIe8GPUNVLinkPairs, 128, 1024
 			}
-			total := placement.ResourceSet{
-				"CPU":    placement.Amount(cpus) * placement.AmountScale,
-				"memory": placement.Amount(memoryGiB) * gib * placement.AmountScale,
+			total := resources.Set{
+				"CPU":    resources.Amount(cpus) * resources.AmountScale,
+				"memory": resources.Amount(memoryGiB) * gib * resources.AmountScale,
 			}
 			node := newNode(rng, total, total.Clone(), fmt.Sprintf("zone-%d", unit), model.AcceleratorType())
-			node.Labels[placement.LabelScalableUnit] = fmt.Sprintf("su-%d", unit)
-			node.Labels[placement.LabelRack] = fmt.Sprintf("rack-%d-%d", unit, i/max(config.NodesPerRack, 1))
+			node.Labels[nodelabel.ScalableUnit] = fmt.Sprintf("su-%d", unit)
+			node.Labels[nodelabel.Rack] = fmt.Sprintf("rack-%d-%d", unit, i/max(config.NodesPerRack, 1))
 			nodes = append(nodes, withModel(node, model, "", 0))
 		}
 	}
@@ -81,7 +83,7 @@ func WithoutTopology(nodes []placement.Node) []placement.Node {
 		node.GPUs, node.NVLinkDomain = nil, ""
 		labels := make(map[string]string, len(node.Labels))
 		for key, value := range node.Labels {
-			if key != placement.LabelScalableUnit && key != placement.LabelRack {
+			if key != nodelabel.ScalableUnit && key != nodelabel.Rack {
 				labels[key] = value
 			}
 		}
@@ -120,11 +122,11 @@ const MaxTensorParallelGPUs = 8
 // Next returns the next request.
 func (s *TopologyStream) Next() TopologyRequest {
 	rng := s.rng
-	bundle := func(gpus, cpus int) placement.ResourceSet {
-		return placement.ResourceSet{"GPU": placement.Amount(gpus) * placement.AmountScale, "CPU": placement.Amount(cpus) * placement.AmountScale}
+	bundle := func(gpus, cpus int) resources.Set {
+		return resources.Set{"GPU": resources.Amount(gpus) * resources.AmountScale, "CPU": resources.Amount(cpus) * resources.AmountScale}
 	}
-	repeat := func(count int, b placement.ResourceSet) []placement.ResourceSet {
-		bundles := make([]placement.ResourceSet, count)
+	repeat := func(count int, b resources.Set) []resources.Set {
+		bundles := make([]resources.Set, count)
 		for i := range bundles {
 			bundles[i] = b
 		}
@@ -430,7 +432,7 @@ func (r *topologyRun) largestPendingStrictPack() int {
 		}
 		gpus := 0
 		for _, bundle := range p.request.Request.Bundles {
-			gpus += int(bundle["GPU"] / placement.AmountScale)
+			gpus += int(bundle["GPU"] / resources.AmountScale)
 		}
 		largest = max(largest, gpus)
 	}
@@ -448,7 +450,7 @@ func (r *topologyRun) measureFragmentation(probe int, nodes []placement.Node) {
 			size[islandKey(real, gpu.Index)]++
 		}
 		for _, gpu := range node.GPUs {
-			if gpu.Available == placement.AmountScale {
+			if gpu.Available == resources.AmountScale {
 				free[islandKey(real, gpu.Index)]++
 			}
 		}
@@ -468,13 +470,13 @@ func (r *topologyRun) measureFragmentation(probe int, nodes []placement.Node) {
 // takes the lowest-index GPUs that are wholly free (a fraction: the lowest GPU with
 // room), blind to islands and rails.
 type lowestFreeGPUs struct {
-	free map[placement.NodeID][]placement.Amount // per node, per GPU index
+	free map[placement.NodeID][]resources.Amount // per node, per GPU index
 }
 
 func newLowestFreeGPUs(fleet []placement.Node) *lowestFreeGPUs {
-	l := &lowestFreeGPUs{free: make(map[placement.NodeID][]placement.Amount, len(fleet))}
+	l := &lowestFreeGPUs{free: make(map[placement.NodeID][]resources.Amount, len(fleet))}
 	for _, node := range fleet {
-		shares := make([]placement.Amount, len(node.GPUs))
+		shares := make([]resources.Amount, len(node.GPUs))
 		for _, gpu := range node.GPUs {
 			shares[gpu.Index] = gpu.Available
 		}
@@ -490,7 +492,7 @@ func (l *lowestFreeGPUs) assign(request placement.Request, plan placement.Plan) 
 		amount, shares := request.Bundles[p.BundleIndex]["GPU"], l.free[p.NodeID]
 		switch {
 		case amount <= 0:
-		case amount < placement.AmountScale:
+		case amount < resources.AmountScale:
 			for index, free := range shares {
 				if free >= amount {
 					shares[index] -= amount
@@ -499,9 +501,9 @@ func (l *lowestFreeGPUs) assign(request placement.Request, plan placement.Plan) 
 				}
 			}
 		default:
-			want := int(amount / placement.AmountScale)
+			want := int(amount / resources.AmountScale)
 			for index, free := range shares {
-				if len(p.GPUIndices) < want && free == placement.AmountScale {
+				if len(p.GPUIndices) < want && free == resources.AmountScale {
 					shares[index] = 0
 					p.GPUIndices = append(p.GPUIndices, index)
 				}

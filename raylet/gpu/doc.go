@@ -26,7 +26,7 @@
 // default compute instance) and returns its "MIG-…" device UUID, destroys one (compute
 // instances first), and lists the instances that exist, as a restarted raylet must.
 // Which profile and start is placement's decision (placement.PlanMIG); this package only
-// carries it out. Profiles are the ids hardware reports (placement.MIGProfile.ID): NVML
+// carries it out. Profiles are the ids hardware reports (mig.Profile.ID): NVML
 // is asked by profile enum and answers the id, and the manager learns that mapping from
 // NVML; the simulation's side of it is simProfileEnums, the one table of it.
 //

@@ -9,8 +9,7 @@ import (
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 )
 
 // MIGInstanceInfo is one MIG instance of a GPU as NVML reports it: a GPU instance with its
@@ -19,10 +18,10 @@ type MIGInstanceInfo struct {
 	// GPU is the NVML index of the parent GPU.
 	GPU int
 	// ProfileID is the NVML GPU instance profile id (nvmlGpuInstanceProfileInfo_t.id, the
-	// ID column of `nvidia-smi mig -lgip`): placement.MIGProfile.ID of the GPU's model.
+	// ID column of `nvidia-smi mig -lgip`): mig.Profile.ID of the GPU's model.
 	ProfileID int
 	// Start and Size are the placement in memory slices, [Start, Start+Size)
-	// (placement.MIGPlacement).
+	// (mig.Placement).
 	Start, Size int
 	// GIID is the GPU instance id. CIID is the id of its compute instance (the lowest, if
 	// it has several), NoComputeInstance when it has none: a carve interrupted between its
@@ -123,7 +122,7 @@ type migDevice struct {
 	handle nvml.Device
 	// model is placement's name for the GPU's MIG tables, "" when it has none; used only
 	// to name profiles in messages.
-	model placement.MIGModel
+	model mig.Model
 }
 
 func (m *MIGManager) device(index int) (migDevice, error) {
@@ -133,7 +132,7 @@ func (m *MIGManager) device(index int) (migDevice, error) {
 	}
 	d := migDevice{index: index, handle: handle}
 	if name, ret := handle.GetName(); ret == nvml.SUCCESS {
-		d.model, _ = placement.MIGModelOfDevice(name)
+		d.model, _ = mig.ModelOfDevice(name)
 	}
 	return d, nil
 }
@@ -345,7 +344,7 @@ func (m *MIGManager) Carve(gpu, profileID, start int) (carved MIGInstanceInfo, e
 		for i, p := range possible {
 			validStarts[i] = int(p.Start)
 		}
-		if start < 0 || start >= placement.MIGMemorySlices {
+		if start < 0 || start >= mig.MemorySlices {
 			return fmt.Errorf("%s: %w: valid starts are %v", what, ErrMIGInvalidStart, validStarts)
 		}
 		// Every placement of a profile has its size; NVML judges the start.

@@ -11,7 +11,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 )
 
 // Simulated MIG: the MIG side of a simulated machine's NVML, answering as the driver of a
@@ -38,7 +38,7 @@ import (
 // simProfileEnums is the one translation between the two numberings of GPU instance
 // profiles: NVML's GetGpuInstanceProfileInfo takes a profile enum
 // (NVML_GPU_INSTANCE_PROFILE_*) and answers a GpuInstanceProfileInfo whose Id is the
-// profile id hardware reports (`nvidia-smi mig -lgip`), placement.MIGProfile.ID, which
+// profile id hardware reports (`nvidia-smi mig -lgip`), mig.Profile.ID, which
 // every other MIG function takes. go-nvml's mock answers the enum as the id; the
 // simulation answers as hardware does, and MIGManager learns the mapping by asking, as it
 // must on a real driver. Names are the H100-80GB ones.
@@ -77,7 +77,7 @@ type simMIGGPU struct {
 	node      *simMIG
 	index     int
 	device    *dgxa100.Device
-	model     placement.MIGModel
+	model     mig.Model
 	memoryMiB uint64
 
 	enabled      bool
@@ -90,7 +90,7 @@ type simGPUInstance struct {
 	mock.GpuInstance
 	gpu              *simMIGGPU
 	id               int
-	profile          placement.MIGProfile
+	profile          mig.Profile
 	start            int
 	computeInstances []*simComputeInstance // by id
 	destroyed        bool
@@ -119,7 +119,7 @@ type simMIGDevice struct {
 // the MIG functions at ERROR_NOT_SUPPORTED, when placement has no MIG table for the model.
 // Call it before the devices are shared.
 func newSimMIG(devices []*dgxa100.Device, deviceName string, memoryBytes uint64, stateFile string) (*simMIG, error) {
-	model, ok := placement.MIGModelOfDevice(deviceName)
+	model, ok := mig.ModelOfDevice(deviceName)
 	if !ok {
 		return nil, nil
 	}
@@ -205,18 +205,18 @@ func (g *simMIGGPU) gpuInstanceProfileInfo(profileEnum int) (nvml.GpuInstancePro
 		SliceCount:    uint32(profile.ComputeSlices),
 		InstanceCount: uint32(profile.MaxInstances),
 		// An approximation: hardware reserves a little of each slice.
-		MemorySizeMB: g.memoryMiB * uint64(profile.MemorySlices) / placement.MIGMemorySlices,
+		MemorySizeMB: g.memoryMiB * uint64(profile.MemorySlices) / mig.MemorySlices,
 	}, nvml.SUCCESS
 }
 
 // profileOf returns the profile a GpuInstanceProfileInfo names by its id.
-func (g *simMIGGPU) profileOf(info *nvml.GpuInstanceProfileInfo) (placement.MIGProfile, nvml.Return) {
+func (g *simMIGGPU) profileOf(info *nvml.GpuInstanceProfileInfo) (mig.Profile, nvml.Return) {
 	if info == nil {
-		return placement.MIGProfile{}, nvml.ERROR_INVALID_ARGUMENT
+		return mig.Profile{}, nvml.ERROR_INVALID_ARGUMENT
 	}
 	profile, ok := g.model.ProfileByID(int(info.Id))
 	if !ok {
-		return placement.MIGProfile{}, nvml.ERROR_INVALID_ARGUMENT
+		return mig.Profile{}, nvml.ERROR_INVALID_ARGUMENT
 	}
 	return profile, nvml.SUCCESS
 }
@@ -235,23 +235,13 @@ func (g *simMIGGPU) possiblePlacements(info *nvml.GpuInstanceProfileInfo) ([]nvm
 	return placements, nvml.SUCCESS
 }
 
-// slotMapLocked is the GPU's instances as placement sees them.
-func (g *simMIGGPU) slotMapLocked() placement.MIGGPU {
-	gpu := placement.MIGGPU{Index: g.index, Model: g.model}
+// instancesLocked is the GPU's carved instances as the geometry sees them.
+func (g *simMIGGPU) instancesLocked() []simInstance {
+	instances := make([]simInstance, 0, len(g.gpuInstances))
 	for _, gi := range g.gpuInstances {
-		gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: gi.profile.ID, Start: gi.start, State: placement.MIGHeld})
+		instances = append(instances, simInstance{profile: gi.profile, start: gi.start})
 	}
-	return gpu
-}
-
-// feasibleLocked lists the placements of the profile the GPU can take as it is.
-func (g *simMIGGPU) feasibleLocked(profile placement.MIGProfile) ([]placement.MIGPlacement, nvml.Return) {
-	feasible, err := placement.FeasibleMIGPlacements(g.slotMapLocked(), profile)
-	if err != nil {
-		// The simulation keeps the geometry; a broken slot map is its own bug.
-		return nil, nvml.ERROR_UNKNOWN
-	}
-	return feasible, nvml.SUCCESS
+	return instances
 }
 
 func (g *simMIGGPU) remainingCapacity(info *nvml.GpuInstanceProfileInfo) (int, nvml.Return) {
@@ -264,17 +254,15 @@ func (g *simMIGGPU) remainingCapacity(info *nvml.GpuInstanceProfileInfo) (int, n
 	if ret != nvml.SUCCESS {
 		return 0, ret
 	}
-	// Lowest start first places the most instances of one profile (see placement).
-	gpu := g.slotMapLocked()
+	// Lowest start first places the most instances of one profile: the starts of one
+	// profile are aligned to its size (or every slice, for size 1).
+	instances := g.instancesLocked()
 	for count := 0; ; count++ {
-		feasible, err := placement.FeasibleMIGPlacements(gpu, profile)
-		if err != nil {
-			return 0, nvml.ERROR_UNKNOWN
-		}
-		if len(feasible) == 0 {
+		starts := simFeasibleStarts(g.model, instances, profile)
+		if len(starts) == 0 {
 			return count, nvml.SUCCESS
 		}
-		gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: profile.ID, Start: feasible[0].Start, State: placement.MIGHeld})
+		instances = append(instances, simInstance{profile: profile, start: starts[0]})
 	}
 }
 
@@ -289,14 +277,11 @@ func (g *simMIGGPU) createGpuInstance(info *nvml.GpuInstanceProfileInfo) (nvml.G
 	if ret != nvml.SUCCESS {
 		return nil, ret
 	}
-	feasible, ret := g.feasibleLocked(profile)
-	if ret != nvml.SUCCESS {
-		return nil, ret
-	}
-	if len(feasible) == 0 {
+	starts := simFeasibleStarts(g.model, g.instancesLocked(), profile)
+	if len(starts) == 0 {
 		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
-	return g.addGpuInstanceLocked(profile, feasible[0].Start)
+	return g.addGpuInstanceLocked(profile, starts[0])
 }
 
 func (g *simMIGGPU) createGpuInstanceWithPlacement(info *nvml.GpuInstanceProfileInfo, at *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
@@ -309,15 +294,11 @@ func (g *simMIGGPU) createGpuInstanceWithPlacement(info *nvml.GpuInstanceProfile
 	if ret != nvml.SUCCESS {
 		return nil, ret
 	}
-	if at == nil || at.Start >= placement.MIGMemorySlices || int(at.Size) != profile.MemorySlices || !profile.IsValidStart(int(at.Start)) {
+	if at == nil || at.Start >= mig.MemorySlices || int(at.Size) != profile.MemorySlices || !profile.IsValidStart(int(at.Start)) {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	start := int(at.Start)
-	feasible, ret := g.feasibleLocked(profile)
-	if ret != nvml.SUCCESS {
-		return nil, ret
-	}
-	if !slices.Contains(feasible, profile.Placement(start)) {
+	if checkSimGeometry(g.model, append(g.instancesLocked(), simInstance{profile: profile, start: start})) != nil {
 		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
 	return g.addGpuInstanceLocked(profile, start)
@@ -326,7 +307,7 @@ func (g *simMIGGPU) createGpuInstanceWithPlacement(info *nvml.GpuInstanceProfile
 // addGpuInstanceLocked carves a checked placement. GPU instance ids are the lowest free,
 // from 0; hardware derives them from the placement, so callers must read them, never
 // assume them.
-func (g *simMIGGPU) addGpuInstanceLocked(profile placement.MIGProfile, start int) (nvml.GpuInstance, nvml.Return) {
+func (g *simMIGGPU) addGpuInstanceLocked(profile mig.Profile, start int) (nvml.GpuInstance, nvml.Return) {
 	gi := g.newGpuInstance(lowestFreeID(g.gpuInstances, func(gi *simGPUInstance) int { return gi.id }), profile, start)
 	g.insertGpuInstanceLocked(gi)
 	if ret := g.node.commitLocked(func() { g.removeGpuInstanceLocked(gi) }); ret != nvml.SUCCESS {
@@ -386,7 +367,7 @@ func (g *simMIGGPU) maxMigDeviceCount() (int, nvml.Return) {
 	if !g.enabled {
 		return 0, nvml.SUCCESS
 	}
-	return placement.MIGComputeSlices, nvml.SUCCESS
+	return mig.ComputeSlices, nvml.SUCCESS
 }
 
 // migDeviceHandleByIndex numbers the MIG devices by GPU instance id, then compute
@@ -397,7 +378,7 @@ func (g *simMIGGPU) migDeviceHandleByIndex(index int) (nvml.Device, nvml.Return)
 	if !g.enabled {
 		return nil, nvml.ERROR_NOT_SUPPORTED
 	}
-	if index < 0 || index >= placement.MIGComputeSlices {
+	if index < 0 || index >= mig.ComputeSlices {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
 	for _, gi := range g.gpuInstances {
@@ -415,7 +396,7 @@ func (g *simMIGGPU) migDeviceUUID(n uint64) string {
 	return "MIG-" + formatSimUUID(sha256.Sum256(fmt.Appendf(nil, "raygo-mig-sim\x00%s\x00%d", g.device.UUID, n)))
 }
 
-func (g *simMIGGPU) newGpuInstance(id int, profile placement.MIGProfile, start int) *simGPUInstance {
+func (g *simMIGGPU) newGpuInstance(id int, profile mig.Profile, start int) *simGPUInstance {
 	gi := &simGPUInstance{gpu: g, id: id, profile: profile, start: start}
 	gi.GetInfoFunc = gi.getInfo
 	gi.GetComputeInstanceProfileInfoFunc = gi.computeInstanceProfileInfo
@@ -689,7 +670,7 @@ func newSimMIGDevice(ci *simComputeInstance, uuid string) *simMIGDevice {
 		if !alive() {
 			return nvml.Memory{}, nvml.ERROR_INVALID_ARGUMENT
 		}
-		total := gi.gpu.memoryMiB * mib * uint64(gi.profile.MemorySlices) / placement.MIGMemorySlices
+		total := gi.gpu.memoryMiB * mib * uint64(gi.profile.MemorySlices) / mig.MemorySlices
 		return nvml.Memory{Total: total, Free: total}, nvml.SUCCESS
 	}
 	fillUnsetWithNotSupported(&d.Device)

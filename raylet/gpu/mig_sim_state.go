@@ -11,7 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 )
 
 // SimMIGGPU is the MIG state of one simulated GPU as its simulated driver holds it: what a
@@ -21,8 +21,8 @@ type SimMIGGPU struct {
 	Index int    `json:"index"`
 	UUID  string `json:"uuid"`
 	// Model names the MIG table the GPU follows.
-	Model      placement.MIGModel `json:"model"`
-	MIGEnabled bool               `json:"mig_enabled"`
+	Model      mig.Model `json:"model"`
+	MIGEnabled bool      `json:"mig_enabled"`
 	// GPUInstances by GIID.
 	GPUInstances []SimGPUInstance `json:"gpu_instances"`
 }
@@ -30,7 +30,7 @@ type SimMIGGPU struct {
 // SimGPUInstance is a simulated GPU instance.
 type SimGPUInstance struct {
 	GIID int `json:"giid"`
-	// ProfileID is the NVML profile id (placement.MIGProfile.ID).
+	// ProfileID is the NVML profile id (mig.Profile.ID).
 	ProfileID int `json:"profile_id"`
 	// Start and Size place it in memory slices: [Start, Start+Size).
 	Start int `json:"start"`
@@ -183,7 +183,7 @@ func (s *simMIG) restore(saved simMIGStateGPU) error {
 	case !saved.MIGEnabled && len(saved.GPUInstances) > 0:
 		return errors.New("GPU instances with MIG mode off")
 	}
-	slotMap := placement.MIGGPU{Index: g.index, Model: g.model}
+	var carved []simInstance
 	uuids := map[string]bool{}
 	var gpuInstances []*simGPUInstance
 	for _, savedGI := range saved.GPUInstances {
@@ -194,7 +194,7 @@ func (s *simMIG) restore(saved simMIGStateGPU) error {
 		if savedGI.GIID < 0 || slices.ContainsFunc(gpuInstances, func(gi *simGPUInstance) bool { return gi.id == savedGI.GIID }) {
 			return fmt.Errorf("GPU instance id %d repeated or negative", savedGI.GIID)
 		}
-		slotMap.Instances = append(slotMap.Instances, placement.MIGInstance{ProfileID: profile.ID, Start: savedGI.Start, State: placement.MIGHeld})
+		carved = append(carved, simInstance{profile: profile, start: savedGI.Start})
 		gi := g.newGpuInstance(savedGI.GIID, profile, savedGI.Start)
 		for _, savedCI := range savedGI.ComputeInstances {
 			size, ret := gi.computeProfile(savedCI.ProfileID)
@@ -213,7 +213,7 @@ func (s *simMIG) restore(saved simMIGStateGPU) error {
 		}
 		gpuInstances = append(gpuInstances, gi)
 	}
-	if err := slotMap.Validate(); err != nil {
+	if err := checkSimGeometry(g.model, carved); err != nil {
 		return err
 	}
 	g.enabled = saved.MIGEnabled

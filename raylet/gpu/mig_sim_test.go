@@ -9,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/mig"
 )
 
 // testH200Machine is a DGX H200 for the MIG tests: no simulated machine has H200s yet.
@@ -19,13 +18,13 @@ const testH200Machine = "test-dgx-h200"
 // migMachines are the simulated machines with MIG and the MIG model of their GPUs.
 var migMachines = []struct {
 	machine string
-	model   placement.MIGModel
+	model   mig.Model
 }{
-	{"dgx-a100-40gb", placement.MIGModelA100_40GB},
-	{"dgx-a100-80gb", placement.MIGModelA100_80GB},
-	{"dgx-h100", placement.MIGModelH100_80GB},
-	{"pcie-8gpu-nvlink-pairs", placement.MIGModelH100_80GB},
-	{testH200Machine, placement.MIGModelH200_141GB},
+	{"dgx-a100-40gb", mig.A100_40GB},
+	{"dgx-a100-80gb", mig.A100_80GB},
+	{"dgx-h100", mig.H100_80GB},
+	{"pcie-8gpu-nvlink-pairs", mig.H100_80GB},
+	{testH200Machine, mig.H200_141GB},
 }
 
 // simulateMIG builds a simulated machine, testH200Machine included.
@@ -91,7 +90,7 @@ func TestSimProfileEnumsCoverPlacementTables(t *testing.T) {
 	for _, id := range simProfileEnums {
 		ids[id] = true
 	}
-	for _, model := range placement.MIGModels() {
+	for _, model := range mig.Models() {
 		for _, profile := range model.Profiles() {
 			if !ids[profile.ID] {
 				t.Errorf("%s: no NVML profile enum answers profile id %d (%s)", model, profile.ID, profile.Name)

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
+	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -404,7 +405,7 @@ func TestMIGManagerInstancesMakeAValidSlotMap(t *testing.T) {
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)
 	}
-	step, err := placement.PlanMIG([]placement.MIGGPU{{Index: 0, Model: placement.MIGModelH200_141GB}}, "nvidia.com/mig-3g.71gb", placement.MIGBestFit)
+	step, err := placement.PlanMIG([]placement.MIGGPU{{Index: 0, Model: mig.H200_141GB}}, "nvidia.com/mig-3g.71gb", placement.MIGBestFit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +416,7 @@ func TestMIGManagerInstancesMakeAValidSlotMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpu := placement.MIGGPU{Index: 0, Model: placement.MIGModelH200_141GB}
+	gpu := placement.MIGGPU{Index: 0, Model: mig.H200_141GB}
 	for _, info := range found {
 		gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: info.ProfileID, Start: info.Start, State: placement.MIGHeld})
 	}

@@ -76,6 +76,10 @@ var ioPackages = []string{"os", "os/exec", "os/signal", "io", "io/fs", "io/iouti
 // seeded generator and durations.
 var nondeterministicPackages = []string{"time", "math/rand", "math/rand/v2", "crypto/rand", "sync", "sync/atomic", "unsafe"}
 
+// vocabulary is the leaf packages every part shares: what a resource, a MIG profile, a
+// label and a field error are.
+var vocabulary = []string{"internal/fielderr", "internal/resources", "internal/mig", "internal/nodelabel"}
+
 func TestDesignBoundaries(t *testing.T) {
 	packages := listPackages(t)
 	services := []string{"gcs", "raylet", "sdk", "autoscaler"}
@@ -116,7 +120,34 @@ func TestDesignBoundaries(t *testing.T) {
 				}
 			}
 		}
-		// 3. examples use only the public SDK.
+		// 3. placement makes decisions and only the GCS and the autoscaler ask it for them:
+		// the shared vocabulary (resources, MIG tables, labels) lives in leaf packages.
+		if !inside(p, "placement", "gcs", "autoscaler", "tests") {
+			for _, imported := range p.imports {
+				if under(imported, "placement") {
+					t.Errorf("%s imports %s: only gcs and the autoscaler call the scheduler; use the vocabulary in internal/resources, internal/mig, internal/nodelabel", p.path, imported)
+				}
+			}
+		}
+		if inside(p, "sdk", "raylet") {
+			for _, dep := range p.deps {
+				if under(dep, "placement") {
+					t.Errorf("%s depends on %s: only gcs and the autoscaler call the scheduler", p.path, dep)
+				}
+			}
+		}
+		// 4. The vocabulary packages are leaves: no I/O, nothing of raygo but each other.
+		if inside(p, vocabulary...) {
+			for _, imported := range p.imports {
+				if slices.Contains(ioPackages, imported) || slices.Contains(nondeterministicPackages, imported) {
+					t.Errorf("%s imports %s: the shared vocabulary is pure", p.path, imported)
+				}
+				if rel, ok := strings.CutPrefix(imported, module+"/"); ok && !slices.ContainsFunc(vocabulary, func(v string) bool { return rel == v }) {
+					t.Errorf("%s imports %s: the shared vocabulary imports nothing of raygo but itself", p.path, imported)
+				}
+			}
+		}
+		// 5. examples use only the public SDK.
 		if inside(p, "examples") {
 			for _, imported := range p.imports {
 				if strings.HasPrefix(imported, module+"/") && imported != module+"/sdk" {

@@ -12,10 +12,9 @@ device UUIDs) and ``bundles_to_cuda_visible_devices`` (the exact ``CUDA_VISIBLE_
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Union
 
-from raygo import _worker
+from raygo import _resources, _worker
 from raygo._ids import PlacementGroupID
 from raygo._object_ref import ObjectRef
 from raygo._proto import placement_group_pb2 as pg_pb2
@@ -35,7 +34,7 @@ __all__ = [
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 # raygo's limits, checked by the GCS too (README, "Validation").
 MAX_BUNDLES = 10_000
-MAX_RESOURCE_NAME_BYTES = 256
+MAX_RESOURCE_NAME_BYTES = _resources.MAX_RESOURCE_NAME_BYTES
 VALID_TOPOLOGIES = {None, "", "node"}
 
 Bundle = Dict[str, float]
@@ -180,16 +179,12 @@ def _validate_bundles(bundles: Any) -> None:
             raise ValueError(
                 f"Bundles cannot be an empty dictionary or resources with only 0 values. Bundles: {bundles}"
             )
-        for resource, value in bundle.items():
-            # Ray passes these to its raylets unchecked (and may crash on them); raygo refuses.
-            if not resource or len(resource.encode()) > MAX_RESOURCE_NAME_BYTES:
-                raise ValueError(
-                    f"bundles[{index}]: resource name {resource!r} must be 1 to {MAX_RESOURCE_NAME_BYTES} bytes long"
-                )
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(
-                    f"bundles[{index}][{resource!r}]: amount {value!r} must be a finite number >= 0"
-                )
+        # Ray passes the rest to its raylets unchecked (and may crash on it); raygo refuses
+        # it here with the GCS's own rules and words.
+        problem = _resources.check_bundle(bundle)
+        if problem is not None:
+            field, message = problem
+            raise ValueError(f"bundles[{index}]{field}: {message}")
 
 
 def placement_group(

@@ -1,17 +1,19 @@
-package placement_test
+package resources_test
 
 import (
 	"errors"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 func TestAmountFromFloat(t *testing.T) {
 	cases := []struct {
 		in      float64
-		want    placement.Amount
+		want    resources.Amount
 		wantErr string
 	}{
 		{in: 0, want: 0},
@@ -30,12 +32,12 @@ func TestAmountFromFloat(t *testing.T) {
 		{in: 1e18, wantErr: "amount must be at most 922337203685476, got 1e+18"},
 	}
 	for _, c := range cases {
-		got, err := placement.AmountFromFloat(c.in)
+		got, err := resources.AmountFromFloat(c.in)
 		if c.wantErr != "" {
 			if err == nil || err.Error() != c.wantErr {
 				t.Errorf("AmountFromFloat(%v) error = %v, want %q", c.in, err, c.wantErr)
 			}
-			if !errors.Is(err, placement.ErrInvalidAmount) {
+			if !errors.Is(err, resources.ErrInvalidAmount) {
 				t.Errorf("AmountFromFloat(%v) error does not wrap ErrInvalidAmount", c.in)
 			}
 			continue
@@ -47,7 +49,7 @@ func TestAmountFromFloat(t *testing.T) {
 }
 
 func TestAmountString(t *testing.T) {
-	cases := map[placement.Amount]string{
+	cases := map[resources.Amount]string{
 		0: "0", 10000: "1", 80000: "8", 5000: "0.5", 10001: "1.0001", 1: "0.0001", 1230: "0.123",
 		-10000: "-1", -5: "-0.0005", math.MinInt64: "-922337203685477.5808",
 	}
@@ -60,14 +62,14 @@ func TestAmountString(t *testing.T) {
 
 // Sums of fractional bundles never drift: 10000 bundles of 0.0001 GPU are exactly 1.
 func TestFractionalSumsAreExact(t *testing.T) {
-	tiny := resources("GPU=0.0001")
-	sum := placement.ResourceSet{}
+	tiny := parseSpec("GPU=0.0001")
+	sum := resources.Set{}
 	floatSum := 0.0
 	for range 10000 {
 		sum = sum.Add(tiny)
 		floatSum += 0.0001
 	}
-	if !sum.Equal(resources("GPU=1")) {
+	if !sum.Equal(parseSpec("GPU=1")) {
 		t.Fatalf("sum = %s, want exactly {GPU: 1}", sum)
 	}
 	if floatSum == 1 {
@@ -94,9 +96,9 @@ func TestResourceSetFromFloatNamesTheKey(t *testing.T) {
 		{map[string]float64{string(make([]byte, 257)): 1}, `: resource name must be at most 256 bytes, got 257`},
 	}
 	for _, c := range cases {
-		_, err := placement.ResourceSetFromFloat(c.in)
+		_, err := resources.SetFromFloat(c.in)
 		if err == nil || !endsWith(err.Error(), c.want) {
-			t.Errorf("ResourceSetFromFloat(%v) error = %v, want suffix %q", c.in, err, c.want)
+			t.Errorf("SetFromFloat(%v) error = %v, want suffix %q", c.in, err, c.want)
 		}
 	}
 }
@@ -106,33 +108,33 @@ func endsWith(s, suffix string) bool {
 }
 
 func TestResourceSetOperations(t *testing.T) {
-	a := resources("CPU=8 GPU=1 memory=1024")
-	b := resources("CPU=2.5 GPU=1")
+	a := parseSpec("CPU=8 GPU=1 memory=1024")
+	b := parseSpec("CPU=2.5 GPU=1")
 
-	if got, want := a.Add(b), resources("CPU=10.5 GPU=2 memory=1024"); !got.Equal(want) {
+	if got, want := a.Add(b), parseSpec("CPU=10.5 GPU=2 memory=1024"); !got.Equal(want) {
 		t.Errorf("Add = %s, want %s", got, want)
 	}
 	diff, err := a.Subtract(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := resources("CPU=5.5 memory=1024"); !diff.Equal(want) {
+	if want := parseSpec("CPU=5.5 memory=1024"); !diff.Equal(want) {
 		t.Errorf("Subtract = %s, want %s", diff, want)
 	}
 	if _, ok := diff["GPU"]; ok {
 		t.Errorf("Subtract kept a zero entry: %s", diff)
 	}
 	_, err = b.Subtract(a)
-	if !errors.Is(err, placement.ErrInsufficientResources) || err.Error() != `["CPU"]: cannot subtract 8 from 2.5` {
+	if !errors.Is(err, resources.ErrInsufficientResources) || err.Error() != `["CPU"]: cannot subtract 8 from 2.5` {
 		t.Errorf("Subtract below zero error = %v", err)
 	}
 	if !b.IsSubsetOf(a) || a.IsSubsetOf(b) {
 		t.Errorf("IsSubsetOf: b ⊆ a should hold and a ⊆ b should not")
 	}
-	if !resources("ssd=1").IsSubsetOf(resources("ssd=1")) || resources("ssd=1").IsSubsetOf(a) {
+	if !parseSpec("ssd=1").IsSubsetOf(parseSpec("ssd=1")) || parseSpec("ssd=1").IsSubsetOf(a) {
 		t.Errorf("IsSubsetOf with missing names is wrong")
 	}
-	if !(placement.ResourceSet{"GPU": 0}).IsZero() || a.IsZero() || !placement.ResourceSet(nil).IsZero() {
+	if !(resources.Set{"GPU": 0}).IsZero() || a.IsZero() || !resources.Set(nil).IsZero() {
 		t.Errorf("IsZero is wrong")
 	}
 	if got := a.String(); got != "{CPU: 8, GPU: 1, memory: 1024}" {
@@ -141,7 +143,7 @@ func TestResourceSetOperations(t *testing.T) {
 	if got := a.Names(); len(got) != 3 || got[0] != "CPU" || got[1] != "GPU" || got[2] != "memory" {
 		t.Errorf("Names = %v", got)
 	}
-	if got := resources("CPU=0.5").ToFloat(); got["CPU"] != 0.5 || len(got) != 1 {
+	if got := parseSpec("CPU=0.5").ToFloat(); got["CPU"] != 0.5 || len(got) != 1 {
 		t.Errorf("ToFloat = %v", got)
 	}
 	clone := a.Clone()
@@ -149,4 +151,22 @@ func TestResourceSetOperations(t *testing.T) {
 	if a["CPU"] != 80000 {
 		t.Errorf("Clone shares storage with the original")
 	}
+}
+
+// parseSpec parses "GPU=1 CPU=8"; it panics on a malformed spec (a bug in the test).
+func parseSpec(spec string) resources.Set {
+	wire := map[string]float64{}
+	for _, field := range strings.Fields(spec) {
+		name, value, ok := strings.Cut(field, "=")
+		amount, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			panic("bad resource spec " + spec)
+		}
+		wire[name] = amount
+	}
+	set, err := resources.SetFromFloat(wire)
+	if err != nil {
+		panic(err)
+	}
+	return set
 }

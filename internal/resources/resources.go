@@ -1,18 +1,21 @@
-package placement
+package resources
 
 import (
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/raygo-dev/raygo/internal/fielderr"
 )
 
 // AmountScale is the number of Amount units in one unit of a resource: amounts are
 // multiples of 1/10000, as Ray's FixedPoint (RESOURCE_UNIT_SCALING).
 const AmountScale = 10000
 
-// MaxResourceNameBytes is the longest resource name accepted.
-const MaxResourceNameBytes = 256
+// MaxNameBytes is the longest resource name accepted.
+const MaxNameBytes = 256
 
 // maxAmountFloat is the largest value AmountFromFloat accepts: the int64 range divided
 // by AmountScale (about 9.2e14, e.g. 920 TB of memory in bytes).
@@ -26,10 +29,10 @@ type Amount int64
 // rejects negative, NaN, infinite and too large values with an error naming the value.
 func AmountFromFloat(value float64) (Amount, error) {
 	if math.IsNaN(value) || math.IsInf(value, 0) || value < 0 {
-		return 0, fieldErrorf(ErrInvalidAmount, "", "amount must be a finite number >= 0, got %s", formatFloat(value))
+		return 0, fielderr.New(ErrInvalidAmount, "", "amount must be a finite number >= 0, got %s", formatFloat(value))
 	}
 	if value > maxAmountFloat {
-		return 0, fieldErrorf(ErrInvalidAmount, "", "amount must be at most %.0f, got %s", maxAmountFloat, formatFloat(value))
+		return 0, fielderr.New(ErrInvalidAmount, "", "amount must be at most %.0f, got %s", maxAmountFloat, formatFloat(value))
 	}
 	return Amount(math.Round(value * AmountScale)), nil
 }
@@ -56,23 +59,23 @@ func (a Amount) String() string {
 
 func formatFloat(value float64) string { return strconv.FormatFloat(value, 'g', -1, 64) }
 
-// ResourceSet maps resource names ("CPU", "GPU", "memory", custom names) to amounts.
+// Set maps resource names ("CPU", "GPU", "memory", custom names) to amounts.
 // A missing name means zero. Methods never modify the receiver.
-type ResourceSet map[string]Amount
+type Set map[string]Amount
 
-// ResourceSetFromFloat converts a wire resource map, checking every name and amount.
+// SetFromFloat converts a wire resource map, checking every name and amount.
 // Errors name the key, e.g. `["GPU"]: amount must be a finite number >= 0, got -1`;
 // callers prefix the field path (`bundles[0]`). Keys are checked in sorted order so the
 // error is deterministic.
-func ResourceSetFromFloat(amounts map[string]float64) (ResourceSet, error) {
-	set := make(ResourceSet, len(amounts))
-	for _, name := range sortedKeys(amounts) {
-		if err := checkResourceName(name); err != nil {
+func SetFromFloat(amounts map[string]float64) (Set, error) {
+	set := make(Set, len(amounts))
+	for _, name := range slices.Sorted(maps.Keys(amounts)) {
+		if err := CheckName(name); err != nil {
 			return nil, err
 		}
 		amount, err := AmountFromFloat(amounts[name])
 		if err != nil {
-			return nil, withFieldPrefix(err, resourceField(name))
+			return nil, fielderr.WithPrefix(err, Field(name))
 		}
 		set[name] = amount
 	}
@@ -80,7 +83,7 @@ func ResourceSetFromFloat(amounts map[string]float64) (ResourceSet, error) {
 }
 
 // ToFloat converts back to the wire form.
-func (r ResourceSet) ToFloat() map[string]float64 {
+func (r Set) ToFloat() map[string]float64 {
 	out := make(map[string]float64, len(r))
 	for name, amount := range r {
 		out[name] = amount.Float()
@@ -89,8 +92,8 @@ func (r ResourceSet) ToFloat() map[string]float64 {
 }
 
 // Clone returns a copy that shares nothing with r.
-func (r ResourceSet) Clone() ResourceSet {
-	out := make(ResourceSet, len(r))
+func (r Set) Clone() Set {
+	out := make(Set, len(r))
 	for name, amount := range r {
 		out[name] = amount
 	}
@@ -98,8 +101,8 @@ func (r ResourceSet) Clone() ResourceSet {
 }
 
 // Add returns r + other. Names whose sum is zero are left out.
-func (r ResourceSet) Add(other ResourceSet) ResourceSet {
-	out := make(ResourceSet, len(r)+len(other))
+func (r Set) Add(other Set) Set {
+	out := make(Set, len(r)+len(other))
 	for name, amount := range r {
 		out[name] = amount
 	}
@@ -113,10 +116,10 @@ func (r ResourceSet) Add(other ResourceSet) ResourceSet {
 // Subtract returns r - other, or an error wrapping ErrInsufficientResources that names
 // the first resource (in name order) that would go below zero. Names whose difference is
 // zero are left out.
-func (r ResourceSet) Subtract(other ResourceSet) (ResourceSet, error) {
+func (r Set) Subtract(other Set) (Set, error) {
 	for _, name := range other.Names() {
 		if r[name] < other[name] {
-			return nil, fieldErrorf(ErrInsufficientResources, resourceField(name), "cannot subtract %s from %s", other[name], r[name])
+			return nil, fielderr.New(ErrInsufficientResources, Field(name), "cannot subtract %s from %s", other[name], r[name])
 		}
 	}
 	out := r.Clone()
@@ -129,7 +132,7 @@ func (r ResourceSet) Subtract(other ResourceSet) (ResourceSet, error) {
 
 // IsSubsetOf reports whether r fits in other: every amount of r is at most other's
 // amount of the same resource (missing counts as zero).
-func (r ResourceSet) IsSubsetOf(other ResourceSet) bool {
+func (r Set) IsSubsetOf(other Set) bool {
 	for name, amount := range r {
 		if amount > other[name] {
 			return false
@@ -139,7 +142,7 @@ func (r ResourceSet) IsSubsetOf(other ResourceSet) bool {
 }
 
 // IsZero reports whether every amount is zero (true for an empty or nil set).
-func (r ResourceSet) IsZero() bool {
+func (r Set) IsZero() bool {
 	for _, amount := range r {
 		if amount != 0 {
 			return false
@@ -149,7 +152,7 @@ func (r ResourceSet) IsZero() bool {
 }
 
 // Equal reports whether r and other hold the same amounts, missing counting as zero.
-func (r ResourceSet) Equal(other ResourceSet) bool {
+func (r Set) Equal(other Set) bool {
 	for name, amount := range r {
 		if other[name] != amount {
 			return false
@@ -164,10 +167,10 @@ func (r ResourceSet) Equal(other ResourceSet) bool {
 }
 
 // Names returns the resource names in sorted order.
-func (r ResourceSet) Names() []string { return sortedKeys(r) }
+func (r Set) Names() []string { return slices.Sorted(maps.Keys(r)) }
 
 // String prints the set with sorted names: "{CPU: 8, GPU: 0.5}".
-func (r ResourceSet) String() string {
+func (r Set) String() string {
 	var b strings.Builder
 	b.WriteByte('{')
 	for i, name := range r.Names() {
@@ -182,7 +185,7 @@ func (r ResourceSet) String() string {
 	return b.String()
 }
 
-func dropZeros(set ResourceSet) {
+func dropZeros(set Set) {
 	for name, amount := range set {
 		if amount == 0 {
 			delete(set, name)
@@ -190,55 +193,46 @@ func dropZeros(set ResourceSet) {
 	}
 }
 
-// checkResourceName applies Ray's limits on resource names.
-func checkResourceName(name string) error {
+// CheckName applies Ray's limits on resource names.
+func CheckName(name string) error {
 	if name == "" {
-		return fieldErrorf(ErrInvalidResourceName, resourceField(name), "resource name must not be empty")
+		return fielderr.New(ErrInvalidResourceName, Field(name), "resource name must not be empty")
 	}
-	if len(name) > MaxResourceNameBytes {
-		return fieldErrorf(ErrInvalidResourceName, resourceField(name),
-			"resource name must be at most %d bytes, got %d", MaxResourceNameBytes, len(name))
+	if len(name) > MaxNameBytes {
+		return fielderr.New(ErrInvalidResourceName, Field(name),
+			"resource name must be at most %d bytes, got %d", MaxNameBytes, len(name))
 	}
 	return nil
 }
 
-// checkResourceSet checks names and that no amount is negative (an Amount built
+// CheckSet checks names and that no amount is negative (an Amount built
 // directly, not through AmountFromFloat, can be). Schedule runs it on every request, so
 // names are sorted (to report the first problem deterministically) only when one exists.
-func checkResourceSet(set ResourceSet) error {
+func CheckSet(set Set) error {
 	valid := true
 	for name, amount := range set {
-		valid = valid && name != "" && len(name) <= MaxResourceNameBytes && amount >= 0
+		valid = valid && name != "" && len(name) <= MaxNameBytes && amount >= 0
 	}
 	if valid {
 		return nil
 	}
 	for _, name := range set.Names() {
-		if err := checkResourceName(name); err != nil {
+		if err := CheckName(name); err != nil {
 			return err
 		}
 		if set[name] < 0 {
-			return fieldErrorf(ErrInvalidAmount, resourceField(name), "amount must be a finite number >= 0, got %s", set[name])
+			return fielderr.New(ErrInvalidAmount, Field(name), "amount must be a finite number >= 0, got %s", set[name])
 		}
 	}
 	return nil
 }
 
-// resourceField is the field path of one resource in a map: ["GPU"]. Overlong names are
+// Field is the field path of one resource in a map: ["GPU"]. Overlong names are
 // cut so the message stays readable.
-func resourceField(name string) string {
+func Field(name string) string {
 	const maxShown = 40
 	if len(name) > maxShown {
 		return "[" + strconv.Quote(name[:maxShown]+"…") + "]"
 	}
 	return "[" + strconv.Quote(name) + "]"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for key := range m {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
-	return keys
 }

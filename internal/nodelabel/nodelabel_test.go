@@ -1,10 +1,10 @@
-package placement_test
+package nodelabel_test
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 )
 
 func TestLabelSelectorForms(t *testing.T) {
@@ -25,7 +25,7 @@ func TestLabelSelectorForms(t *testing.T) {
 		{"in(A100)", "A100", [3]bool{false, true, false}},
 	}
 	for _, c := range cases {
-		selector, err := placement.ParseLabelSelector(map[string]string{"ray.io/accelerator-type": c.expression})
+		selector, err := nodelabel.ParseSelector(map[string]string{"ray.io/accelerator-type": c.expression})
 		if err != nil {
 			t.Fatalf("%q: %v", c.expression, err)
 		}
@@ -41,7 +41,7 @@ func TestLabelSelectorForms(t *testing.T) {
 }
 
 func TestLabelSelectorEveryConstraintMustMatch(t *testing.T) {
-	selector, err := placement.ParseLabelSelector(map[string]string{"zone": "!c", "ray.io/accelerator-type": "H100"})
+	selector, err := nodelabel.ParseSelector(map[string]string{"zone": "!c", "ray.io/accelerator-type": "H100"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLabelSelectorEveryConstraintMustMatch(t *testing.T) {
 	if selector.Matches(map[string]string{"ray.io/accelerator-type": "H100", "zone": "c"}) {
 		t.Error("should not match zone c")
 	}
-	empty, err := placement.ParseLabelSelector(nil)
+	empty, err := nodelabel.ParseSelector(nil)
 	if err != nil || !empty.Matches(nil) {
 		t.Errorf("an empty selector matches every node: %v %v", empty, err)
 	}
@@ -75,11 +75,11 @@ func TestLabelSelectorMalformed(t *testing.T) {
 		{"/zone", "a", `["/zone"]: invalid label key prefix "": must be DNS labels separated by dots, at most 253 characters`},
 	}
 	for _, c := range cases {
-		_, err := placement.ParseLabelSelector(map[string]string{c.key: c.expression})
+		_, err := nodelabel.ParseSelector(map[string]string{c.key: c.expression})
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%q: %q: error = %v\nwant %s", c.key, c.expression, err, c.want)
 		}
-		if !errors.Is(err, placement.ErrInvalidLabelSelector) {
+		if !errors.Is(err, nodelabel.ErrInvalidSelector) {
 			t.Errorf("%q: %q: error does not wrap ErrInvalidLabelSelector", c.key, c.expression)
 		}
 	}
