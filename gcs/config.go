@@ -47,9 +47,11 @@ type Config struct {
 	MaxDeadActors int
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
-	// TestHookAfterPrepare, when set, runs after a group is persisted PREPARED and before
-	// its commit: tests stop the GCS there to check recovery.
-	TestHookAfterPrepare func(placementGroupID string)
+	// WrapReserver, when set, wraps the raylet side of the two-phase reservation
+	// (BundleReserver): a decorator sees every prepare, commit, cancel and release-unused
+	// call, in the order the GCS makes them (commits only after the group is persisted
+	// PREPARED), and may delay or fail them. Nil uses the raylets as they are.
+	WrapReserver func(BundleReserver) BundleReserver
 	// Now is the clock (tests may replace it). Default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger

@@ -15,6 +15,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/rs/zerolog"
 )
 
 // metaKeyJobCounter is the key in store.TableMeta of the last job number handed out.
@@ -24,24 +25,33 @@ const metaKeyJobCounter = "job_counter"
 // Concurrency: every field behind mu.
 type jobManager struct {
 	pb.UnimplementedJobInfoServiceServer
-	server *Server
+	store store.Store
+	log   zerolog.Logger
+	now   func() time.Time
+	// leaseTimeout is Config.JobLeaseTimeout.
+	leaseTimeout time.Duration
+	// listeners are told (outside mu, in order) of each job that finished or lost its lease.
+	listeners []jobListener
 
 	mu   sync.Mutex
 	jobs map[string]*pb.JobInfo
-	// onJobDead is called (outside mu) with each job that finished or lost its lease.
-	onJobDead []func(job *pb.JobInfo)
 }
 
-func newJobManager(s *Server) *jobManager {
-	return &jobManager{server: s, jobs: map[string]*pb.JobInfo{}}
+func newJobManager(st store.Store, log zerolog.Logger, now func() time.Time, leaseTimeout time.Duration) *jobManager {
+	return &jobManager{store: st, log: log, now: now, leaseTimeout: leaseTimeout, jobs: map[string]*pb.JobInfo{}}
 }
+
+// subscribe adds a listener of dead jobs; call it before the server serves.
+func (j *jobManager) subscribe(l jobListener) { j.listeners = append(j.listeners, l) }
+
+var _ jobDirectory = (*jobManager)(nil)
 
 func (j *jobManager) load(ctx context.Context) error {
-	rows, err := j.server.store.GetAll(ctx, store.TableJobs)
+	rows, err := j.store.GetAll(ctx, store.TableJobs)
 	if err != nil {
 		return fmt.Errorf("load job table: %w", err)
 	}
-	now := j.server.nowMs()
+	now := j.now().UnixMilli()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for id, raw := range rows {
@@ -70,7 +80,7 @@ func (j *jobManager) persist(ctx context.Context, job *pb.JobInfo) error {
 	if err != nil {
 		return fmt.Errorf("encode job %s: %w", job.JobId, err)
 	}
-	if err := j.server.store.Put(ctx, store.TableJobs, job.JobId, raw); err != nil {
+	if err := j.store.Put(ctx, store.TableJobs, job.JobId, raw); err != nil {
 		return status.Errorf(codes.Unavailable, "persist job %s: %v", job.JobId, err)
 	}
 	return nil
@@ -82,11 +92,11 @@ func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.Add
 			return nil, err
 		}
 	}
-	n, err := j.server.store.Increment(ctx, store.TableMeta, metaKeyJobCounter, 1)
+	n, err := j.store.Increment(ctx, store.TableMeta, metaKeyJobCounter, 1)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "allocate job id: %v", err)
 	}
-	now := j.server.nowMs()
+	now := j.now().UnixMilli()
 	namespace := req.Namespace
 	if namespace == "" {
 		namespace = "default"
@@ -101,8 +111,8 @@ func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.Add
 	j.mu.Lock()
 	j.jobs[job.JobId] = job
 	j.mu.Unlock()
-	j.server.log.Info().Str("job_id", job.JobId).Str("namespace", namespace).Msg("job added")
-	return &pb.AddJobReply{Job: proto.Clone(job).(*pb.JobInfo), LeaseTimeoutMs: j.server.cfg.JobLeaseTimeout.Milliseconds()}, nil
+	j.log.Info().Str("job_id", job.JobId).Str("namespace", namespace).Msg("job added")
+	return &pb.AddJobReply{Job: proto.Clone(job).(*pb.JobInfo), LeaseTimeoutMs: j.leaseTimeout.Milliseconds()}, nil
 }
 
 func (j *jobManager) RenewJobLease(ctx context.Context, req *pb.RenewJobLeaseRequest) (*pb.RenewJobLeaseReply, error) {
@@ -116,7 +126,7 @@ func (j *jobManager) RenewJobLease(ctx context.Context, req *pb.RenewJobLeaseReq
 		return nil, status.Errorf(codes.FailedPrecondition, "job_id %s: job is finished", req.JobId)
 	}
 	// Renewals stay in memory: after a GCS restart every live job gets a fresh lease.
-	job.LastRenewalMs = j.server.nowMs()
+	job.LastRenewalMs = j.now().UnixMilli()
 	return &pb.RenewJobLeaseReply{}, nil
 }
 
@@ -142,17 +152,17 @@ func (j *jobManager) finish(ctx context.Context, jobID, why string) error {
 		return nil
 	}
 	job.IsDead = true
-	job.EndTimeMs = j.server.nowMs()
+	job.EndTimeMs = j.now().UnixMilli()
 	row := proto.Clone(job).(*pb.JobInfo)
-	listeners := append([]func(*pb.JobInfo){}, j.onJobDead...)
+	listeners := j.listeners
 	j.mu.Unlock()
 	// The job is dead in memory from here on, so its groups and actors go even if the
 	// row could not be saved (a restarted GCS finds the job alive, and its lapsed lease
 	// finishes it again).
 	err := j.persist(ctx, row)
-	j.server.log.Info().Str("job_id", jobID).Str("reason", why).Msg("job finished")
-	for _, fn := range listeners {
-		fn(row)
+	j.log.Info().Str("job_id", jobID).Str("reason", why).Msg("job finished")
+	for _, l := range listeners {
+		l.onJobDead(row)
 	}
 	return err
 }
@@ -172,7 +182,7 @@ func (j *jobManager) GetAllJobInfo(ctx context.Context, _ *pb.GetAllJobInfoReque
 
 // reapLoop ends the jobs whose driver stopped renewing, until stop closes.
 func (j *jobManager) reapLoop(stop <-chan struct{}) {
-	interval := j.server.cfg.JobLeaseTimeout / 10
+	interval := j.leaseTimeout / 10
 	if interval > time.Second {
 		interval = time.Second
 	}
@@ -184,7 +194,7 @@ func (j *jobManager) reapLoop(stop <-chan struct{}) {
 			return
 		case <-ticker.C:
 		}
-		deadline := j.server.nowMs() - j.server.cfg.JobLeaseTimeout.Milliseconds()
+		deadline := j.now().UnixMilli() - j.leaseTimeout.Milliseconds()
 		var expired []string
 		j.mu.Lock()
 		for id, job := range j.jobs {
@@ -195,7 +205,7 @@ func (j *jobManager) reapLoop(stop <-chan struct{}) {
 		j.mu.Unlock()
 		for _, id := range expired {
 			if err := j.finish(context.Background(), id, "driver lease expired"); err != nil {
-				j.server.log.Error().Err(err).Str("job_id", id).Msg("could not end job")
+				j.log.Error().Err(err).Str("job_id", id).Msg("could not end job")
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/rs/zerolog"
 )
 
 // Death reasons recorded in NodeInfo.death_reason.
@@ -29,7 +30,9 @@ const (
 // nodeManager owns the node table. Concurrency: every field behind mu.
 type nodeManager struct {
 	pb.UnimplementedNodeInfoServiceServer
-	server *Server
+	nodeDeps
+	// listeners hear of nodes that connect, die or report resources (set before serving).
+	listeners []nodeListener
 
 	mu    sync.Mutex
 	nodes map[string]*pb.NodeInfo
@@ -43,9 +46,23 @@ type nodeManager struct {
 	resourceVersions map[string]int64
 }
 
-func newNodeManager(s *Server) *nodeManager {
+// nodeDeps is what the node manager is given.
+type nodeDeps struct {
+	store store.Store
+	log   zerolog.Logger
+	now   func() time.Time
+	// epoch is this GCS incarnation's; startTime when it started.
+	epoch     int64
+	startTime time.Time
+	// reconnectGrace is Config.ReconnectGrace.
+	reconnectGrace time.Duration
+	// gossipAddress is the GCS's memberlist address (known once gossip started).
+	gossipAddress func() string
+}
+
+func newNodeManager(deps nodeDeps) *nodeManager {
 	return &nodeManager{
-		server:            s,
+		nodeDeps:          deps,
 		nodes:             map[string]*pb.NodeInfo{},
 		awaitingReconnect: map[string]bool{},
 		rayletConns:       map[string]*grpc.ClientConn{},
@@ -54,8 +71,11 @@ func newNodeManager(s *Server) *nodeManager {
 }
 
 // load reads the node table and returns how many ALIVE nodes must reconnect.
+// subscribe adds a listener of node events; call it before the server serves.
+func (m *nodeManager) subscribe(l nodeListener) { m.listeners = append(m.listeners, l) }
+
 func (m *nodeManager) load(ctx context.Context) (int, error) {
-	rows, err := m.server.store.GetAll(ctx, store.TableNodes)
+	rows, err := m.store.GetAll(ctx, store.TableNodes)
 	if err != nil {
 		return 0, fmt.Errorf("load node table: %w", err)
 	}
@@ -83,7 +103,7 @@ func (m *nodeManager) startReconnectGrace(reloaded int) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.graceTimer = time.AfterFunc(m.server.cfg.ReconnectGrace, func() {
+	m.graceTimer = time.AfterFunc(m.reconnectGrace, func() {
 		m.mu.Lock()
 		ids := make([]string, 0, len(m.awaitingReconnect))
 		for id := range m.awaitingReconnect {
@@ -127,7 +147,7 @@ func (m *nodeManager) persist(ctx context.Context, node *pb.NodeInfo) error {
 	if err != nil {
 		return fmt.Errorf("encode node %s: %w", node.NodeId, err)
 	}
-	if err := m.server.store.Put(ctx, store.TableNodes, node.NodeId, raw); err != nil {
+	if err := m.store.Put(ctx, store.TableNodes, node.NodeId, raw); err != nil {
 		return status.Errorf(codes.Unavailable, "persist node %s: %v", node.NodeId, err)
 	}
 	return nil
@@ -143,7 +163,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	}
 	node.State = pb.NodeState_DEAD
 	node.DeathReason = reason
-	node.EndTimeMs = m.server.nowMs()
+	node.EndTimeMs = m.now().UnixMilli()
 	node.ResourcesAvailable = map[string]float64{}
 	node.StateMessage = ""
 	delete(m.awaitingReconnect, nodeID)
@@ -153,17 +173,18 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	}
 	row := proto.Clone(node).(*pb.NodeInfo)
 	m.mu.Unlock()
-	m.server.log.Warn().Str("node_id", nodeID).Str("reason", reason).Msg("node marked DEAD")
-	m.server.pgs.onNodeDead(nodeID)
-	m.server.actors.onNodeDead(nodeID)
+	m.log.Warn().Str("node_id", nodeID).Str("reason", reason).Msg("node marked DEAD")
+	for _, l := range m.listeners {
+		l.onNodeDead(nodeID)
+	}
 	if err := m.persist(context.Background(), row); err != nil {
-		m.server.log.Error().Err(err).Str("node_id", nodeID).Msg("could not persist node death")
+		m.log.Error().Err(err).Str("node_id", nodeID).Msg("could not persist node death")
 	}
 }
 
 // MemberJoined implements membership.Events.
 func (m *nodeManager) MemberJoined(name string, meta membership.Meta) {
-	m.server.log.Debug().Str("member", name).Str("kind", meta.Kind).Msg("memberlist join")
+	m.log.Debug().Str("member", name).Str("kind", meta.Kind).Msg("memberlist join")
 }
 
 // MemberFailed implements membership.Events: a raylet that memberlist declares failed
@@ -178,13 +199,12 @@ func (m *nodeManager) MemberFailed(name string, meta membership.Meta) {
 
 // GetClusterInfo implements pb.NodeInfoServiceServer.
 func (m *nodeManager) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRequest) (*pb.GetClusterInfoReply, error) {
-	s := m.server
 	return &pb.GetClusterInfoReply{
-		GcsEpoch:        s.epoch,
-		GossipAddress:   s.gossip.Address(),
+		GcsEpoch:        m.epoch,
+		GossipAddress:   m.gossipAddress(),
 		ProtocolVersion: rpcutil.ProtocolVersion,
-		Store:           s.store.Name(),
-		StartTimeMs:     s.startTime.UnixMilli(),
+		Store:           m.store.Name(),
+		StartTimeMs:     m.startTime.UnixMilli(),
 	}, nil
 }
 
@@ -209,7 +229,7 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 		node.IsDraining, node.DrainReason, node.StartTimeMs = old.IsDraining, old.DrainReason, old.StartTimeMs
 	}
 	if node.StartTimeMs == 0 {
-		node.StartTimeMs = m.server.nowMs()
+		node.StartTimeMs = m.now().UnixMilli()
 	}
 	m.nodes[node.NodeId] = node
 	delete(m.awaitingReconnect, node.NodeId)
@@ -219,14 +239,16 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	if err := m.persist(ctx, row); err != nil {
 		return nil, err
 	}
-	m.server.log.Info().Str("node_id", node.NodeId).Str("raylet_address", node.RayletAddress).
+	m.log.Info().Str("node_id", node.NodeId).Str("raylet_address", node.RayletAddress).
 		Str("node_name", node.NodeName).Bool("is_head_node", node.IsHeadNode).Msg("node registered")
-	go m.server.pgs.onNodeConnected(row)
-	go m.server.actors.onNodeConnected(row)
-	m.server.pgs.retryAllNow()
-	m.server.actors.retryAllNow()
-	seeds := append([]string{m.server.gossip.Address()}, m.gossipSeeds()...)
-	return &pb.RegisterNodeReply{GcsEpoch: m.server.epoch, GossipSeeds: seeds}, nil
+	for _, l := range m.listeners {
+		go l.onNodeConnected(row)
+	}
+	for _, l := range m.listeners {
+		l.onNodeRegistered()
+	}
+	seeds := append([]string{m.gossipAddress()}, m.gossipSeeds()...)
+	return &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds}, nil
 }
 
 // ReportHeartbeat implements pb.NodeInfoServiceServer.
@@ -241,7 +263,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		m.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
-	m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
+	newer := m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
 	node.StateMessage = ""
 	var reconnected *pb.NodeInfo
 	if m.awaitingReconnect[req.NodeId] {
@@ -249,12 +271,16 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	}
 	delete(m.awaitingReconnect, req.NodeId)
 	m.mu.Unlock()
-	if reconnected != nil {
-		m.server.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
-		go m.server.pgs.onNodeConnected(reconnected)
-		go m.server.actors.onNodeConnected(reconnected)
+	if newer {
+		m.resourcesReported()
 	}
-	return &pb.ReportHeartbeatReply{GcsEpoch: m.server.epoch, GcsGossipAddress: m.server.gossip.Address()}, nil
+	if reconnected != nil {
+		m.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
+		for _, l := range m.listeners {
+			go l.onNodeConnected(reconnected)
+		}
+	}
+	return &pb.ReportHeartbeatReply{GcsEpoch: m.epoch, GcsGossipAddress: m.gossipAddress()}, nil
 }
 
 // GetAllNodeInfo implements pb.NodeInfoServiceServer. Nodes are sorted: head first, then
@@ -313,9 +339,9 @@ func (m *nodeManager) DrainNode(ctx context.Context, req *pb.DrainNodeRequest) (
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := pb.NewNodeManagerServiceClient(conn).DrainRaylet(callCtx, &pb.DrainRayletRequest{Reason: req.Reason}); err != nil {
-		m.server.log.Warn().Err(err).Str("node_id", req.NodeId).Msg("raylet did not acknowledge draining")
+		m.log.Warn().Err(err).Str("node_id", req.NodeId).Msg("raylet did not acknowledge draining")
 	}
-	m.server.log.Info().Str("node_id", req.NodeId).Str("reason", req.Reason).Msg("node draining")
+	m.log.Info().Str("node_id", req.NodeId).Str("reason", req.Reason).Msg("node draining")
 	return &pb.DrainNodeReply{Node: row}, nil
 }
 
@@ -335,7 +361,7 @@ func (m *nodeManager) rayletConnLocked(node *pb.NodeInfo) (*grpc.ClientConn, err
 	if conn := m.rayletConns[node.NodeId]; conn != nil {
 		return conn, nil
 	}
-	epoch := m.server.epoch
+	epoch := m.epoch
 	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
 	if err != nil {
 		return nil, err
@@ -383,19 +409,27 @@ func (m *nodeManager) rayletAddress(nodeID string) string {
 }
 
 // applyResourcesLocked records a raylet's available resources and MIG slot maps unless a
-// newer report arrived first. Version 0 is a raylet that has changed nothing yet.
-// Callers hold mu.
-func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.ResourceReport) {
+// newer report arrived first. Version 0 is a raylet that has changed nothing yet. It
+// reports whether the report was newer than the last: the caller then tells the listeners
+// (resourcesReported) once it has released mu.
+func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.ResourceReport) bool {
 	if report.Version < m.resourceVersions[node.NodeId] {
-		return
+		return false
 	}
-	if report.Version > m.resourceVersions[node.NodeId] && m.server.actors != nil {
-		m.server.actors.retryAllNow() // lock-free: pending actors may fit now
-	}
+	newer := report.Version > m.resourceVersions[node.NodeId]
 	m.resourceVersions[node.NodeId] = report.Version
 	node.ResourcesAvailable = report.ResourcesAvailable
 	if len(node.MigGpus) > 0 || len(report.MigGpus) > 0 {
 		node.MigGpus = report.MigGpus
+	}
+	return newer
+}
+
+// resourcesReported tells the listeners that a raylet reported newer resources: pending
+// work may fit now. Callers hold no lock.
+func (m *nodeManager) resourcesReported() {
+	for _, l := range m.listeners {
+		l.onResourcesReported()
 	}
 }
 
@@ -405,8 +439,14 @@ func (m *nodeManager) applyResourceReport(nodeID string, report *pb.ResourceRepo
 		return
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	newer := false
 	if node, ok := m.nodes[nodeID]; ok && node.State == pb.NodeState_ALIVE {
-		m.applyResourcesLocked(node, report)
+		newer = m.applyResourcesLocked(node, report)
+	}
+	m.mu.Unlock()
+	if newer {
+		m.resourcesReported()
 	}
 }
+
+var _ nodeDirectory = (*nodeManager)(nil)

@@ -3,26 +3,19 @@ package gcs
 import (
 	"context"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"maps"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/ids"
-	"github.com/raygo-dev/raygo/internal/mig"
-	"github.com/raygo-dev/raygo/internal/nodelabel"
-	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
-	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Placement-group lifecycle settings.
@@ -49,9 +42,8 @@ type pgEntry struct {
 	request placement.Request      // the parsed bundles and selectors (constant)
 	seq     int64                  // arrival order
 	// inFlight holds the plan of a running two-phase commit, by bundle index.
-	inFlight    map[int]placement.BundlePlacement
-	nextAttempt time.Time
-	backoff     time.Duration
+	inFlight map[int]placement.BundlePlacement
+	retry    retryBackoff
 	// changed is closed and replaced whenever the group's state changes.
 	changed chan struct{}
 }
@@ -63,11 +55,16 @@ func (e *pgEntry) notify() {
 
 func (e *pgEntry) live() bool { return e.info.State != pb.PlacementGroupState_REMOVED }
 
-// pgManager owns the placement-group table, the pending queue and the scheduler loop.
-// Concurrency: every field behind mu; raylet RPCs run outside it.
+// pgManager owns the placement-group table, the pending queue and the scheduler loop:
+// the RPC handlers (placement_groups.go), the queue and its scheduling rounds
+// (pg_scheduler.go), the two-phase reservation (pg_commit.go) and what happens to groups
+// when nodes, jobs or the GCS itself come and go (pg_lifecycle.go).
+// Concurrency: every field behind mu; raylet calls and listeners run outside it.
 type pgManager struct {
 	pb.UnimplementedPlacementGroupServiceServer
-	server *Server
+	pgDeps
+	// listeners hear of removed and created groups (set before the loop starts).
+	listeners []groupListener
 
 	mu     sync.Mutex
 	groups map[string]*pgEntry
@@ -78,47 +75,35 @@ type pgManager struct {
 	lastPrune time.Time
 }
 
-func newPGManager(s *Server) *pgManager {
-	return &pgManager{server: s, groups: map[string]*pgEntry{}, names: map[string]string{}, wake: make(chan struct{}, 1)}
+// pgDeps is what the placement-group manager is given: the store, the node and job
+// tables it reads, the raylets' side of the two-phase reservation, and the clock.
+type pgDeps struct {
+	store    store.Store
+	nodes    nodeDirectory
+	jobs     jobDirectory
+	reserver BundleReserver
+	now      func() time.Time
+	log      zerolog.Logger
 }
+
+func newPGManager(deps pgDeps) *pgManager {
+	return &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, names: map[string]string{}, wake: make(chan struct{}, 1)}
+}
+
+// subscribe adds a listener of removed and created groups; call it before Start serves.
+func (m *pgManager) subscribe(l groupListener) { m.listeners = append(m.listeners, l) }
 
 func nameKey(namespace, name string) string { return namespace + "\x00" + name }
-
-// kick makes the scheduler loop run a round soon.
-func (m *pgManager) kick() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-// retryAllNow is called when capacity may have appeared: a node joined, resources
-// were released.
-func (m *pgManager) retryAllNow() {
-	m.mu.Lock()
-	for _, e := range m.groups {
-		e.nextAttempt = time.Time{}
-	}
-	m.mu.Unlock()
-	m.kick()
-}
 
 // persistLocked writes a group's row. Callers hold mu, so rows reach the store in the
 // order the state changed.
 func (m *pgManager) persistLocked(e *pgEntry) error {
-	raw, err := proto.Marshal(e.info)
-	if err != nil {
-		return fmt.Errorf("encode placement group %s: %w", e.info.PlacementGroupId, err)
-	}
-	if err := m.server.store.Put(context.Background(), store.TablePlacementGroups, e.info.PlacementGroupId, raw); err != nil {
-		return fmt.Errorf("persist placement group %s: %w", e.info.PlacementGroupId, err)
-	}
-	return nil
+	return putRow(m.store, store.TablePlacementGroups, e.info.PlacementGroupId, "placement group "+e.info.PlacementGroupId, e.info)
 }
 
 func (m *pgManager) logPersistError(err error) {
 	if err != nil {
-		m.server.log.Error().Err(err).Msg("placement group table write failed")
+		m.log.Error().Err(err).Msg("placement group table write failed")
 	}
 }
 
@@ -135,199 +120,6 @@ func parseBundles(strategy pb.PlacementStrategy, topology string, bundles []*pb.
 		spec.BundleLabelSelector = nil
 	}
 	return placement.ParseRequest(spec)
-}
-
-// load reads the placement-group table after a restart: pending groups are queued again,
-// CREATED groups on dead nodes reschedule, PREPARED groups are committed or cancelled.
-func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
-	alive := map[string]bool{}
-	for _, n := range m.server.nodes.aliveNodes() {
-		alive[n.NodeId] = true
-	}
-	rows, err := m.server.store.GetAll(ctx, store.TablePlacementGroups)
-	if err != nil {
-		return nil, fmt.Errorf("load placement group table: %w", err)
-	}
-	ids := make([]string, 0, len(rows))
-	entries := map[string]*pgEntry{}
-	for id, raw := range rows {
-		info := &pb.PlacementGroupInfo{}
-		if err := proto.Unmarshal(raw, info); err != nil {
-			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
-		}
-		request, err := parseBundles(info.Strategy, info.Topology, info.Bundles)
-		if err != nil {
-			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
-		}
-		entries[id] = &pgEntry{info: info, request: request, changed: make(chan struct{})}
-		ids = append(ids, id)
-	}
-	// Arrival order is the creation time, then the id.
-	sort.Slice(ids, func(i, j int) bool {
-		a, b := entries[ids[i]].info.Stats, entries[ids[j]].info.Stats
-		if a.GetCreationRequestReceivedMs() != b.GetCreationRequestReceivedMs() {
-			return a.GetCreationRequestReceivedMs() < b.GetCreationRequestReceivedMs()
-		}
-		return ids[i] < ids[j]
-	})
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, id := range ids {
-		e := entries[id]
-		m.seq++
-		e.seq = m.seq
-		m.groups[id] = e
-		if !e.live() {
-			continue
-		}
-		if e.info.Name != "" {
-			m.names[nameKey(e.info.Namespace, e.info.Name)] = id
-		}
-		for _, b := range e.info.Bundles {
-			if b.NodeId != "" && !alive[b.NodeId] {
-				unplace(b)
-				if e.info.State == pb.PlacementGroupState_CREATED {
-					e.info.State = pb.PlacementGroupState_RESCHEDULING
-				}
-			}
-		}
-		if e.info.State == pb.PlacementGroupState_PREPARED {
-			prepared = append(prepared, e)
-		}
-	}
-	return prepared, nil
-}
-
-// recoverPrepared finishes the two-phase commits a dead GCS left half done: commit every
-// bundle again (a commit is idempotent); if any node refuses, cancel them all and queue
-// the group again. Never a double allocation: the raylets hold each bundle once.
-func (m *pgManager) recoverPrepared(groups []*pgEntry) {
-	for _, e := range groups {
-		m.mu.Lock()
-		id := e.info.PlacementGroupId
-		byNode := bundlesByNode(e.info.PlacementGroupId, e.info.Bundles, nil)
-		m.mu.Unlock()
-		err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-			reply, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
-			return reply.GetResources(), err
-		})
-		m.mu.Lock()
-		if !e.live() || e.info.State != pb.PlacementGroupState_PREPARED {
-			m.mu.Unlock()
-			continue
-		}
-		if err == nil {
-			m.markCreatedLocked(e)
-			m.server.log.Info().Str("pg_id", id).Msg("recovered a PREPARED group: committed")
-			m.mu.Unlock()
-			continue
-		}
-		m.mu.Unlock()
-		m.server.log.Warn().Err(err).Str("pg_id", id).Msg("recovered a PREPARED group: commit failed, cancelling and re-queueing")
-		m.cancelAll(byNode)
-		m.mu.Lock()
-		if e.live() {
-			for _, b := range e.info.Bundles {
-				unplace(b)
-			}
-			e.info.State = pb.PlacementGroupState_PENDING
-			e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
-			m.logPersistError(m.persistLocked(e))
-			e.notify()
-		}
-		m.mu.Unlock()
-	}
-	m.kick()
-}
-
-// onNodeDead releases a dead node's bundles in the GCS view: groups that had bundles
-// there reschedule just those bundles.
-func (m *pgManager) onNodeDead(nodeID string) {
-	m.mu.Lock()
-	for _, e := range m.groups {
-		if !e.live() {
-			continue
-		}
-		lost := 0
-		for _, b := range e.info.Bundles {
-			if b.NodeId == nodeID {
-				unplace(b)
-				lost++
-			}
-		}
-		if lost == 0 || e.info.State != pb.PlacementGroupState_CREATED {
-			// A PREPARED group's running commit fails on the dead node and re-queues it.
-			if lost > 0 {
-				m.logPersistError(m.persistLocked(e))
-			}
-			continue
-		}
-		e.info.State = pb.PlacementGroupState_RESCHEDULING
-		e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
-		e.nextAttempt = time.Time{}
-		e.backoff = 0
-		m.logPersistError(m.persistLocked(e))
-		e.notify()
-		m.server.log.Warn().Str("pg_id", e.info.PlacementGroupId).Str("node_id", nodeID).Int("lost_bundles", lost).Msg("placement group RESCHEDULING")
-	}
-	m.mu.Unlock()
-	m.kick()
-}
-
-// onJobDead removes the non-detached groups the job created.
-func (m *pgManager) onJobDead(job *pb.JobInfo) {
-	m.mu.Lock()
-	var ids []string
-	for id, e := range m.groups {
-		if e.live() && !e.info.IsDetached && e.info.CreatorJobId == job.JobId {
-			ids = append(ids, id)
-		}
-	}
-	m.mu.Unlock()
-	for _, id := range ids {
-		m.server.log.Info().Str("pg_id", id).Str("job_id", job.JobId).Msg("removing the group of a finished job")
-		m.remove(id)
-	}
-}
-
-// onNodeConnected reconciles a raylet that registered or reconnected to this GCS: it
-// releases what older GCS incarnations reserved there and this one does not know.
-func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
-	m.mu.Lock()
-	var inUse []*pb.BundleKey
-	for id, e := range m.groups {
-		if !e.live() {
-			continue
-		}
-		for _, b := range e.info.Bundles {
-			if b.NodeId == node.NodeId {
-				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
-			}
-		}
-		for index, p := range e.inFlight {
-			if string(p.NodeID) == node.NodeId {
-				b := e.info.Bundles[index]
-				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation + 1})
-			}
-		}
-	}
-	m.mu.Unlock()
-	client, err := m.server.nodes.rayletClient(node.NodeId)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
-	defer cancel()
-	reply, err := client.ReleaseUnusedBundles(ctx, &pb.ReleaseUnusedBundlesRequest{InUse: inUse})
-	if err != nil {
-		m.server.log.Warn().Err(err).Str("node_id", node.NodeId).Msg("could not reconcile the raylet's bundles")
-		return
-	}
-	m.server.nodes.applyResourceReport(node.NodeId, reply.Resources)
-	if len(reply.Released) > 0 {
-		m.server.log.Info().Str("node_id", node.NodeId).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
-		m.retryAllNow()
-	}
 }
 
 // CreatePlacementGroup implements pb.PlacementGroupServiceServer.
@@ -356,7 +148,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	namespace := req.Namespace
 	var jobIDBytes []byte
 	if req.CreatorJobId != "" {
-		job := m.server.jobs.get(req.CreatorJobId)
+		job := m.jobs.get(req.CreatorJobId)
 		if job == nil {
 			return nil, status.Errorf(codes.InvalidArgument, "creator_job_id: no job %q", req.CreatorJobId)
 		}
@@ -374,7 +166,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 		namespace = "default"
 	}
 	id := newPlacementGroupID(jobIDBytes)
-	now := m.server.nowMs()
+	now := m.now().UnixMilli()
 	info := &pb.PlacementGroupInfo{
 		PlacementGroupId: id, Name: req.Name, Namespace: namespace,
 		Strategy: pb.PlacementStrategy(pb.PlacementStrategy_value[string(request.Strategy)]),
@@ -406,7 +198,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
 	m.kick()
-	m.server.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
+	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
 	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
 }
 
@@ -435,7 +227,7 @@ func (m *pgManager) remove(id string) {
 	byNode := bundlesByNode(e.info.PlacementGroupId, e.info.Bundles, nil)
 	e.info.State = pb.PlacementGroupState_REMOVED
 	e.info.Stats.SchedulingState = pb.SchedulingState_SCHEDULING_REMOVED
-	e.info.RemovedTimeMs = m.server.nowMs()
+	e.info.RemovedTimeMs = m.now().UnixMilli()
 	e.info.PendingReason, e.info.NodeRejections = "", nil
 	for _, b := range e.info.Bundles {
 		unplace(b)
@@ -446,10 +238,12 @@ func (m *pgManager) remove(id string) {
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	m.mu.Unlock()
-	m.server.log.Info().Str("pg_id", id).Msg("placement group removed")
+	m.log.Info().Str("pg_id", id).Msg("placement group removed")
 	// Its actors die first, so the raylet's reports of the workers that the cancel kills
 	// are ignored.
-	m.server.actors.onPlacementGroupRemoved(id)
+	for _, l := range m.listeners {
+		l.onPlacementGroupRemoved(id)
+	}
 	m.cancelAll(byNode)
 	m.retryAllNow()
 }
@@ -543,494 +337,4 @@ func (m *pgManager) sortedLocked(keep func(*pgEntry) bool) []*pgEntry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	return out
-}
-
-// loop runs scheduling rounds when woken, when a retry is due, and at least every second.
-func (m *pgManager) loop(stop <-chan struct{}) {
-	for {
-		wait := m.scheduleRound()
-		m.pruneRemoved()
-		select {
-		case <-stop:
-			return
-		case <-m.wake:
-		case <-time.After(wait):
-		}
-	}
-}
-
-// scheduleRound tries every pending group whose retry is due, in queue order (groups
-// rescheduling lost bundles first, then arrival order), against one snapshot that each
-// successful plan updates. It returns how long until the next retry is due.
-func (m *pgManager) scheduleRound() time.Duration {
-	nodes := m.server.nodes.aliveNodes()
-	now := time.Now()
-	next := time.Second
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	queue := m.sortedLocked(func(e *pgEntry) bool {
-		return e.inFlight == nil && (e.info.State == pb.PlacementGroupState_PENDING || e.info.State == pb.PlacementGroupState_RESCHEDULING)
-	})
-	if len(queue) == 0 {
-		return next
-	}
-	sort.SliceStable(queue, func(i, j int) bool {
-		return queue[i].info.State == pb.PlacementGroupState_RESCHEDULING && queue[j].info.State != pb.PlacementGroupState_RESCHEDULING
-	})
-	snapshot, err := m.snapshotLocked(nodes)
-	if err != nil {
-		m.server.log.Error().Err(err).Msg("cannot build a cluster snapshot")
-		return next
-	}
-	for _, e := range queue {
-		if e.nextAttempt.After(now) {
-			if d := e.nextAttempt.Sub(now); d < next {
-				next = d
-			}
-			continue
-		}
-		m.attemptLocked(e, snapshot, now)
-	}
-	return next
-}
-
-// snapshotLocked builds the scheduler's view: alive nodes, their totals and GPUs, and what
-// is available once every bundle the GCS placed (or is placing) is subtracted.
-func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, error) {
-	reserved := map[string]resources.Set{}
-	gpuUsed := map[string]map[int]resources.Amount{} // node → GPU index → share held
-	hold := func(node string, bundle resources.Set, gpus []int) {
-		reserved[node] = reserved[node].Add(bundle)
-		if len(gpus) == 0 {
-			return
-		}
-		if gpuUsed[node] == nil {
-			gpuUsed[node] = map[int]resources.Amount{}
-		}
-		// Each GPU of a bundle holds one whole GPU, or the bundle's fraction of it.
-		share := min(bundle["GPU"], resources.AmountScale)
-		for _, gpu := range gpus {
-			gpuUsed[node][gpu] += share
-		}
-	}
-	for _, e := range m.groups {
-		if !e.live() {
-			continue
-		}
-		for i, b := range e.info.Bundles {
-			if b.NodeId != "" {
-				gpus := make([]int, len(b.GpuIds))
-				for j, id := range b.GpuIds {
-					gpus[j] = int(id)
-				}
-				hold(b.NodeId, e.request.Bundles[i], gpus)
-			}
-		}
-		for i, p := range e.inFlight {
-			hold(string(p.NodeID), e.request.Bundles[i], p.GPUIndices)
-		}
-	}
-	rows := make([]placement.Node, 0, len(nodes))
-	for _, n := range nodes {
-		total, err := resources.SetFromFloat(n.ResourcesTotal)
-		if err != nil {
-			return nil, fmt.Errorf("node %s resources_total: %w", n.NodeId, err)
-		}
-		available := total.Clone()
-		for name, amount := range reserved[n.NodeId] {
-			available[name] = max(available[name]-amount, 0)
-		}
-		labels := maps.Clone(n.Labels)
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[nodelabel.NodeID] = n.NodeId
-		rows = append(rows, placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
-			Labels: labels, Alive: true, Draining: n.IsDraining,
-			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)})
-	}
-	return placement.NewSnapshot(rows)
-}
-
-// migGPUs is a node's MIG slot maps as its raylet last reported them. The raylet checks
-// every step again, so a plan made on a report that an in-flight prepare has outdated
-// fails its prepare and is retried, never double-booked.
-func migGPUs(n *pb.NodeInfo) []placement.MIGGPU {
-	var out []placement.MIGGPU
-	for _, g := range n.MigGpus {
-		model, ok := mig.ModelOfDevice(g.Model)
-		if !ok {
-			continue
-		}
-		gpu := placement.MIGGPU{Index: int(g.Index), Model: model}
-		for _, in := range g.Instances {
-			state := placement.MIGIdle
-			if in.Held {
-				state = placement.MIGHeld
-			}
-			gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: int(in.ProfileId), Start: int(in.Start), State: state})
-		}
-		out = append(out, gpu)
-	}
-	return out
-}
-
-// topologyGPUs lists a node's GPUs for the scheduler with what is free of each. GPUs the
-// raylet only counted (--num-gpus without NVML: no UUID, no topology), or a list that does
-// not match the node's GPU total, are not passed: the node is then scheduled by its GPU
-// count and the raylet picks the indices, rather than one odd node failing the snapshot.
-func topologyGPUs(n *pb.NodeInfo, used map[int]resources.Amount) []placement.GPU {
-	if float64(len(n.Gpus)) != n.ResourcesTotal["GPU"] {
-		return nil
-	}
-	gpus := make([]placement.GPU, 0, len(n.Gpus))
-	for _, g := range n.Gpus {
-		if g.Uuid == "" {
-			return nil
-		}
-		gpus = append(gpus, placement.GPU{Index: int(g.Index), UUID: g.Uuid, NVLinkIsland: int(g.NvlinkIsland),
-			Rail: int(g.Rail), Available: max(resources.AmountScale-used[int(g.Index)], 0)})
-	}
-	return gpus
-}
-
-// attemptLocked schedules one group; on a plan it reserves it in the snapshot and starts
-// the two-phase commit.
-func (m *pgManager) attemptLocked(e *pgEntry, snapshot *placement.Snapshot, now time.Time) {
-	stats := e.info.Stats
-	stats.SchedulingAttempt++
-	if stats.SchedulingStartedTimeMs == 0 {
-		stats.SchedulingStartedTimeMs = now.UnixMilli()
-	}
-	request := e.request
-	request.PlacedBundles = map[int]placement.NodeID{}
-	for i, b := range e.info.Bundles {
-		if b.NodeId != "" {
-			request.PlacedBundles[i] = placement.NodeID(b.NodeId)
-		}
-	}
-	plan, err := placement.Schedule(snapshot, request)
-	if err != nil {
-		m.recordUnschedulableLocked(e, err, now)
-		return
-	}
-	if err := snapshot.Reserve(request.Bundles, plan); err != nil {
-		m.server.log.Error().Err(err).Str("pg_id", e.info.PlacementGroupId).Msg("plan does not fit its own snapshot")
-		return
-	}
-	e.inFlight = map[int]placement.BundlePlacement{}
-	for _, p := range plan.Placements {
-		e.inFlight[p.BundleIndex] = p
-	}
-	stats.SchedulingState = pb.SchedulingState_SCHEDULING_STARTED
-	e.info.PendingReason, e.info.NodeRejections = "", nil
-	go m.twoPhaseCommit(e, maps.Clone(e.inFlight))
-}
-
-func (m *pgManager) recordUnschedulableLocked(e *pgEntry, err error, now time.Time) {
-	var unschedulable *placement.UnschedulableError
-	state := pb.SchedulingState_NO_RESOURCES
-	if errors.As(err, &unschedulable) {
-		if unschedulable.Kind == placement.Infeasible {
-			state = pb.SchedulingState_INFEASIBLE
-		}
-		ids := make([]string, 0, len(unschedulable.NodeReasons))
-		for id := range unschedulable.NodeReasons {
-			ids = append(ids, string(id))
-		}
-		sort.Strings(ids)
-		e.info.NodeRejections = e.info.NodeRejections[:0]
-		for _, id := range ids {
-			var reasons []string
-			for _, r := range unschedulable.NodeReasons[placement.NodeID(id)] {
-				reasons = append(reasons, r.String())
-			}
-			e.info.NodeRejections = append(e.info.NodeRejections, &pb.NodeRejection{NodeId: id, Reasons: reasons})
-		}
-	}
-	changed := e.info.Stats.SchedulingState != state || e.info.PendingReason != err.Error()
-	e.info.Stats.SchedulingState = state
-	e.info.PendingReason = err.Error()
-	m.backoffLocked(e, now)
-	if changed {
-		m.logPersistError(m.persistLocked(e))
-	}
-}
-
-func (m *pgManager) backoffLocked(e *pgEntry, now time.Time) {
-	if e.backoff == 0 {
-		e.backoff = retryBackoffMin
-	} else {
-		e.backoff = min(2*e.backoff, retryBackoffMax)
-	}
-	e.nextAttempt = now.Add(e.backoff)
-	if ms := float64(e.backoff.Milliseconds()); ms > e.info.Stats.HighestRetryDelayMs {
-		e.info.Stats.HighestRetryDelayMs = ms
-	}
-}
-
-// bundlesByNode groups group id's placed bundles (or, with plan, the planned ones at
-// their next generation) by node.
-func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]placement.BundlePlacement) map[string][]*pb.BundleReservation {
-	out := map[string][]*pb.BundleReservation{}
-	for i, b := range bundles {
-		node, generation, gpus := b.NodeId, b.Generation, b.GpuIds
-		var mig *pb.MIGStep
-		if plan != nil {
-			p, ok := plan[i]
-			if !ok {
-				continue
-			}
-			node, generation, gpus = string(p.NodeID), generation+1, nil
-			if mig = migStep(p.MIG); mig == nil {
-				for _, gpu := range p.GPUIndices {
-					gpus = append(gpus, int32(gpu))
-				}
-			}
-		}
-		if node == "" {
-			continue
-		}
-		out[node] = append(out[node], &pb.BundleReservation{
-			Key:       &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: generation},
-			Resources: b.UnitResources, GpuIds: gpus, Mig: mig,
-		})
-	}
-	return out
-}
-
-// migStep is the raylet's form of a scheduler MIG step (nil for none).
-func migStep(step *placement.MIGStep) *pb.MIGStep {
-	if step == nil {
-		return nil
-	}
-	out := &pb.MIGStep{Gpu: int32(step.GPU), ProfileId: int32(step.Profile.ID), Start: int32(step.Start), ReuseIdle: step.Action == placement.MIGReuseIdle}
-	for _, idle := range step.Destroy {
-		out.DestroyStarts = append(out.DestroyStarts, int32(idle.Start))
-	}
-	return out
-}
-
-// unplace forgets where a bundle was.
-func unplace(b *pb.Bundle) {
-	b.NodeId, b.NodeAddress, b.GpuIds, b.DeviceUuids, b.CudaVisibleDevices = "", "", nil, nil, ""
-}
-
-// cudaVisibleDevices is the CUDA_VISIBLE_DEVICES value of a bundle: its MIG device UUIDs
-// when it has MIG slices, else its GPUs' NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
-// CUDA numbers GPUs as NVML does).
-func cudaVisibleDevices(r *pb.BundleReservation) string {
-	if r.Mig != nil {
-		return strings.Join(r.DeviceUuids, ",")
-	}
-	parts := make([]string, len(r.GpuIds))
-	for i, id := range r.GpuIds {
-		parts[i] = strconv.Itoa(int(id))
-	}
-	return strings.Join(parts, ",")
-}
-
-func keysOf(bundles []*pb.BundleReservation) []*pb.BundleKey {
-	keys := make([]*pb.BundleKey, len(bundles))
-	for i, b := range bundles {
-		keys[i] = b.Key
-	}
-	return keys
-}
-
-// forEachNode calls fn on every node's raylet in parallel, records the resource report
-// each returns, and returns the first error.
-func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, fn func(pb.NodeManagerServiceClient, context.Context, []*pb.BundleReservation) (*pb.ResourceReport, error)) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, len(byNode))
-	for node, bundles := range byNode {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			client, err := m.server.nodes.rayletClient(node)
-			if err == nil {
-				ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
-				var report *pb.ResourceReport
-				report, err = fn(client, ctx, bundles)
-				cancel()
-				m.server.nodes.applyResourceReport(node, report)
-			}
-			if err != nil {
-				errs <- fmt.Errorf("node %s: %w", node, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
-// cancelAll releases bundles everywhere, best effort (a dead node holds nothing).
-func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) {
-	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		reply, err := client.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: keysOf(bundles)})
-		return reply.GetResources(), err
-	})
-	if err != nil {
-		m.server.log.Debug().Err(err).Msg("cancel did not reach every raylet")
-	}
-}
-
-// twoPhaseCommit reserves a plan: prepare everywhere; all prepared → persist PREPARED →
-// commit everywhere → persist CREATED. Any failure cancels everything the plan reserved
-// and the group goes back to the queue with backoff.
-func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlacement) {
-	m.mu.Lock()
-	id := e.info.PlacementGroupId
-	byNode := bundlesByNode(id, e.info.Bundles, plan)
-	m.mu.Unlock()
-
-	var madeMu sync.Mutex
-	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
-	err := m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles})
-		madeMu.Lock()
-		for _, r := range reply.GetBundles() {
-			if r != nil {
-				made[r.Key.BundleIndex] = r
-			}
-		}
-		madeMu.Unlock()
-		return reply.GetResources(), err
-	})
-	if err != nil {
-		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
-		return
-	}
-
-	m.mu.Lock()
-	if !e.live() {
-		m.mu.Unlock()
-		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
-		return
-	}
-	for index, p := range plan {
-		b := e.info.Bundles[index]
-		b.NodeId = string(p.NodeID)
-		b.NodeAddress = m.server.nodes.rayletAddress(b.NodeId)
-		b.Generation++
-		if r := made[b.BundleIndex]; r != nil {
-			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
-			b.CudaVisibleDevices = cudaVisibleDevices(r)
-		}
-	}
-	e.inFlight = nil
-	e.info.State = pb.PlacementGroupState_PREPARED
-	if err := m.persistLocked(e); err != nil {
-		m.mu.Unlock()
-		m.requeuePlan(e, plan, byNode, err)
-		return
-	}
-	e.notify()
-	m.mu.Unlock()
-
-	if hook := m.server.cfg.TestHookAfterPrepare; hook != nil {
-		hook(id)
-	}
-
-	err = m.forEachNode(byNode, func(client pb.NodeManagerServiceClient, ctx context.Context, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		reply, err := client.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: keysOf(bundles)})
-		return reply.GetResources(), err
-	})
-	if err != nil {
-		m.requeuePlan(e, plan, byNode, fmt.Errorf("commit: %w", err))
-		return
-	}
-	m.mu.Lock()
-	if !e.live() {
-		m.mu.Unlock()
-		m.cancelAll(byNode) // remove() cancelled too; cancels are idempotent
-		return
-	}
-	if e.info.State == pb.PlacementGroupState_PREPARED {
-		m.markCreatedLocked(e)
-	}
-	m.mu.Unlock()
-	m.server.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
-}
-
-// markCreatedLocked finishes a group: CREATED, stats, persisted, waiters woken. If a
-// node died while the group was PREPARED, the group reschedules the lost bundles instead.
-func (m *pgManager) markCreatedLocked(e *pgEntry) {
-	now := m.server.nowMs()
-	stats := e.info.Stats
-	e.info.State = pb.PlacementGroupState_CREATED
-	for _, b := range e.info.Bundles {
-		if b.NodeId == "" {
-			e.info.State = pb.PlacementGroupState_RESCHEDULING
-		}
-	}
-	if e.info.State == pb.PlacementGroupState_CREATED {
-		stats.SchedulingState = pb.SchedulingState_FINISHED
-		if stats.EndToEndCreationLatencyMs == 0 {
-			stats.EndToEndCreationLatencyMs = float64(now - stats.CreationRequestReceivedMs)
-			stats.SchedulingLatencyMs = float64(now - stats.SchedulingStartedTimeMs)
-		}
-	} else {
-		stats.SchedulingState = pb.SchedulingState_QUEUED
-	}
-	e.backoff, e.nextAttempt = 0, time.Time{}
-	e.info.PendingReason, e.info.NodeRejections = "", nil
-	m.logPersistError(m.persistLocked(e))
-	e.notify()
-	if e.info.State == pb.PlacementGroupState_CREATED {
-		m.server.actors.retryAllNow() // actors waiting for its bundles
-	}
-}
-
-// requeuePlan undoes a plan whose prepare or commit failed (or whose group was removed
-// meanwhile): cancel everywhere, unplace the plan's bundles, and queue the group again
-// with backoff — PENDING, or RESCHEDULING when it still holds other bundles.
-func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
-	m.cancelAll(byNode)
-	m.mu.Lock()
-	e.inFlight = nil
-	if e.live() {
-		e.info.State = pb.PlacementGroupState_PENDING
-		for i, b := range e.info.Bundles {
-			if _, inPlan := plan[i]; inPlan {
-				unplace(b)
-			} else if b.NodeId != "" {
-				e.info.State = pb.PlacementGroupState_RESCHEDULING
-			}
-		}
-		e.info.Stats.SchedulingState = pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES
-		e.info.PendingReason = "reservation failed, retrying: " + cause.Error()
-		m.backoffLocked(e, time.Now())
-		m.logPersistError(m.persistLocked(e))
-		e.notify()
-	}
-	m.mu.Unlock()
-	m.server.log.Info().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group reservation failed; re-queued")
-	m.kick()
-}
-
-// pruneRemoved forgets REMOVED groups beyond the retention count or age.
-func (m *pgManager) pruneRemoved() {
-	if time.Since(m.lastPrune) < time.Second {
-		return
-	}
-	m.lastPrune = time.Now()
-	cutoff := m.server.nowMs() - removedGroupRetention.Milliseconds()
-	m.mu.Lock()
-	removed := m.sortedLocked(func(e *pgEntry) bool { return !e.live() })
-	var drop []string
-	for i, e := range removed {
-		if len(removed)-i > maxRemovedGroupsKept || e.info.RemovedTimeMs < cutoff {
-			drop = append(drop, e.info.PlacementGroupId)
-			delete(m.groups, e.info.PlacementGroupId)
-		}
-	}
-	m.mu.Unlock()
-	if len(drop) > 0 {
-		if _, err := m.server.store.Delete(context.Background(), store.TablePlacementGroups, drop...); err != nil {
-			m.server.log.Error().Err(err).Msg("could not delete removed placement groups")
-		}
-	}
 }

@@ -69,15 +69,25 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
 
-	s.nodes = newNodeManager(s)
-	s.jobs = newJobManager(s)
+	s.nodes = newNodeManager(nodeDeps{store: cfg.Store, log: s.log, now: cfg.Now, epoch: s.epoch, startTime: s.startTime,
+		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }})
+	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
 	s.kv = &kvService{store: cfg.Store}
-	s.pgs = newPGManager(s)
+	var reserver BundleReserver = rayletReserver{nodes: s.nodes}
+	if cfg.WrapReserver != nil {
+		reserver = cfg.WrapReserver(reserver)
+	}
+	s.pgs = newPGManager(pgDeps{store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
 	s.executables = newExecutableService(s)
 	s.actors = newActorManager(s)
+	// The managers meet only through these subscriptions (events.go).
+	s.nodes.subscribe(s.pgs)
+	s.nodes.subscribe(s.actors)
 	// Actors first: a finished job's actors die as "the job that owns it finished",
 	// not as members of the groups removed with it.
-	s.jobs.onJobDead = append(s.jobs.onJobDead, s.actors.onJobDead, s.pgs.onJobDead)
+	s.jobs.subscribe(s.actors)
+	s.jobs.subscribe(s.pgs)
+	s.pgs.subscribe(s.actors)
 	reloaded, err := s.nodes.load(ctx)
 	if err != nil {
 		return nil, err

@@ -137,7 +137,9 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
 	if hookFile := os.Getenv(testHookPauseAfterPrepareEnv); hookFile != "" {
-		cfg.TestHookAfterPrepare = pauseWhileFileExists(hookFile, log)
+		cfg.WrapReserver = func(r gcs.BundleReserver) gcs.BundleReserver {
+			return pauseCommitsWhileFileExists{BundleReserver: r, path: hookFile, log: log}
+		}
 	}
 	server, err := gcs.Start(ctx, cfg)
 	if err != nil {
@@ -153,20 +155,27 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 // can kill it there. Tests only.
 const testHookPauseAfterPrepareEnv = "RAYGO_TEST_PAUSE_AFTER_PREPARE_FILE"
 
-func pauseWhileFileExists(path string, log zerolog.Logger) func(string) {
-	return func(placementGroupID string) {
-		if _, err := os.Stat(path); err != nil {
-			return
-		}
-		log.Warn().Str("pg_id", placementGroupID).Str("file", path).Msg("test hook: pausing between prepare and commit")
-		_ = os.WriteFile(path+".reached", []byte(placementGroupID), 0o644)
+// pauseCommitsWhileFileExists holds every commit of the two-phase reservation (the GCS
+// commits only once the group is persisted PREPARED) while its file exists.
+type pauseCommitsWhileFileExists struct {
+	gcs.BundleReserver
+	path string
+	log  zerolog.Logger
+}
+
+func (p pauseCommitsWhileFileExists) Commit(ctx context.Context, nodeID string, bundles []*pb.BundleKey) (*pb.ResourceReport, error) {
+	if _, err := os.Stat(p.path); err == nil && len(bundles) > 0 {
+		id := bundles[0].PlacementGroupId
+		p.log.Warn().Str("pg_id", id).Str("file", p.path).Msg("test hook: pausing between prepare and commit")
+		_ = os.WriteFile(p.path+".reached", []byte(id), 0o644)
 		for {
-			if _, err := os.Stat(path); err != nil {
-				return
+			if _, err := os.Stat(p.path); err != nil {
+				break
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	return p.BundleReserver.Commit(ctx, nodeID, bundles)
 }
 
 func runRaylet(args []string, stdout, stderr io.Writer) error {

@@ -1,0 +1,297 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// twoPhaseCommit reserves a plan: prepare everywhere; all prepared → persist PREPARED →
+// commit everywhere → persist CREATED. Any failure cancels everything the plan reserved
+// and the group goes back to the queue with backoff.
+func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlacement) {
+	m.mu.Lock()
+	id := e.info.PlacementGroupId
+	byNode := bundlesByNode(id, e.info.Bundles, plan)
+	m.mu.Unlock()
+
+	var madeMu sync.Mutex
+	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
+	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		prepared, report, err := m.reserver.Prepare(ctx, node, bundles)
+		madeMu.Lock()
+		for _, r := range prepared {
+			if r != nil {
+				made[r.Key.BundleIndex] = r
+			}
+		}
+		madeMu.Unlock()
+		return report, err
+	})
+	if err != nil {
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
+		return
+	}
+
+	m.mu.Lock()
+	if !e.live() {
+		m.mu.Unlock()
+		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
+		return
+	}
+	for index, p := range plan {
+		b := e.info.Bundles[index]
+		b.NodeId = string(p.NodeID)
+		b.NodeAddress = m.nodes.rayletAddress(b.NodeId)
+		b.Generation++
+		if r := made[b.BundleIndex]; r != nil {
+			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
+			b.CudaVisibleDevices = cudaVisibleDevices(r)
+		}
+	}
+	e.inFlight = nil
+	e.info.State = pb.PlacementGroupState_PREPARED
+	if err := m.persistLocked(e); err != nil {
+		m.mu.Unlock()
+		m.requeuePlan(e, plan, byNode, err)
+		return
+	}
+	e.notify()
+	m.mu.Unlock()
+
+	err = m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		return m.reserver.Commit(ctx, node, keysOf(bundles))
+	})
+	if err != nil {
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("commit: %w", err))
+		return
+	}
+	m.mu.Lock()
+	if !e.live() {
+		m.mu.Unlock()
+		m.cancelAll(byNode) // remove() cancelled too; cancels are idempotent
+		return
+	}
+	created := e.info.State == pb.PlacementGroupState_PREPARED && m.markCreatedLocked(e)
+	m.mu.Unlock()
+	m.notifyCreated(id, created)
+	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+}
+
+// markCreatedLocked finishes a group: CREATED, stats, persisted, waiters woken. If a
+// node died while the group was PREPARED, the group reschedules the lost bundles instead.
+// It reports whether the group is CREATED: the caller tells the listeners once it has
+// released mu (notifyCreated).
+func (m *pgManager) markCreatedLocked(e *pgEntry) bool {
+	now := m.now().UnixMilli()
+	stats := e.info.Stats
+	e.info.State = pb.PlacementGroupState_CREATED
+	for _, b := range e.info.Bundles {
+		if b.NodeId == "" {
+			e.info.State = pb.PlacementGroupState_RESCHEDULING
+		}
+	}
+	if e.info.State == pb.PlacementGroupState_CREATED {
+		stats.SchedulingState = pb.SchedulingState_FINISHED
+		if stats.EndToEndCreationLatencyMs == 0 {
+			stats.EndToEndCreationLatencyMs = float64(now - stats.CreationRequestReceivedMs)
+			stats.SchedulingLatencyMs = float64(now - stats.SchedulingStartedTimeMs)
+		}
+	} else {
+		stats.SchedulingState = pb.SchedulingState_QUEUED
+	}
+	e.retry.reset()
+	e.info.PendingReason, e.info.NodeRejections = "", nil
+	m.logPersistError(m.persistLocked(e))
+	e.notify()
+	return e.info.State == pb.PlacementGroupState_CREATED
+}
+
+// notifyCreated tells the listeners (actors waiting for its bundles) that a group is
+// CREATED. Callers hold no lock.
+func (m *pgManager) notifyCreated(id string, created bool) {
+	if !created {
+		return
+	}
+	for _, l := range m.listeners {
+		l.onPlacementGroupCreated(id)
+	}
+}
+
+// requeuePlan undoes a plan whose prepare or commit failed (or whose group was removed
+// meanwhile): cancel everywhere, unplace the plan's bundles, and queue the group again
+// with backoff — PENDING, or RESCHEDULING when it still holds other bundles.
+func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
+	m.cancelAll(byNode)
+	m.mu.Lock()
+	e.inFlight = nil
+	if e.live() {
+		e.info.State = pb.PlacementGroupState_PENDING
+		for i, b := range e.info.Bundles {
+			if _, inPlan := plan[i]; inPlan {
+				unplace(b)
+			} else if b.NodeId != "" {
+				e.info.State = pb.PlacementGroupState_RESCHEDULING
+			}
+		}
+		e.info.Stats.SchedulingState = pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES
+		e.info.PendingReason = "reservation failed, retrying: " + cause.Error()
+		m.backoffLocked(e, m.now())
+		m.logPersistError(m.persistLocked(e))
+		e.notify()
+	}
+	m.mu.Unlock()
+	m.log.Info().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group reservation failed; re-queued")
+	m.kick()
+}
+
+// recoverPrepared finishes the two-phase commits a dead GCS left half done: commit every
+// bundle again (a commit is idempotent); if any node refuses, cancel them all and queue
+// the group again. Never a double allocation: the raylets hold each bundle once.
+func (m *pgManager) recoverPrepared(groups []*pgEntry) {
+	for _, e := range groups {
+		m.mu.Lock()
+		id := e.info.PlacementGroupId
+		byNode := bundlesByNode(e.info.PlacementGroupId, e.info.Bundles, nil)
+		m.mu.Unlock()
+		err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+			return m.reserver.Commit(ctx, node, keysOf(bundles))
+		})
+		m.mu.Lock()
+		if !e.live() || e.info.State != pb.PlacementGroupState_PREPARED {
+			m.mu.Unlock()
+			continue
+		}
+		if err == nil {
+			created := m.markCreatedLocked(e)
+			m.log.Info().Str("pg_id", id).Msg("recovered a PREPARED group: committed")
+			m.mu.Unlock()
+			m.notifyCreated(id, created)
+			continue
+		}
+		m.mu.Unlock()
+		m.log.Warn().Err(err).Str("pg_id", id).Msg("recovered a PREPARED group: commit failed, cancelling and re-queueing")
+		m.cancelAll(byNode)
+		m.mu.Lock()
+		if e.live() {
+			for _, b := range e.info.Bundles {
+				unplace(b)
+			}
+			e.info.State = pb.PlacementGroupState_PENDING
+			e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
+			m.logPersistError(m.persistLocked(e))
+			e.notify()
+		}
+		m.mu.Unlock()
+	}
+	m.kick()
+}
+
+// forEachNode calls call for every node's bundles in parallel, each bounded by
+// rayletCallTimeout, records the resource report each returns, and returns the first error.
+func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error)) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(byNode))
+	for node, bundles := range byNode {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
+			report, err := call(ctx, node, bundles)
+			cancel()
+			m.nodes.applyResourceReport(node, report)
+			if err != nil {
+				errs <- fmt.Errorf("node %s: %w", node, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// cancelAll releases bundles everywhere, best effort (a dead node holds nothing).
+func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) {
+	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		return m.reserver.Cancel(ctx, node, keysOf(bundles))
+	})
+	if err != nil {
+		m.log.Debug().Err(err).Msg("cancel did not reach every raylet")
+	}
+}
+
+// bundlesByNode groups group id's placed bundles (or, with plan, the planned ones at
+// their next generation) by node.
+func bundlesByNode(id string, bundles []*pb.Bundle, plan map[int]placement.BundlePlacement) map[string][]*pb.BundleReservation {
+	out := map[string][]*pb.BundleReservation{}
+	for i, b := range bundles {
+		node, generation, gpus := b.NodeId, b.Generation, b.GpuIds
+		var mig *pb.MIGStep
+		if plan != nil {
+			p, ok := plan[i]
+			if !ok {
+				continue
+			}
+			node, generation, gpus = string(p.NodeID), generation+1, nil
+			if mig = migStep(p.MIG); mig == nil {
+				for _, gpu := range p.GPUIndices {
+					gpus = append(gpus, int32(gpu))
+				}
+			}
+		}
+		if node == "" {
+			continue
+		}
+		out[node] = append(out[node], &pb.BundleReservation{
+			Key:       &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: generation},
+			Resources: b.UnitResources, GpuIds: gpus, Mig: mig,
+		})
+	}
+	return out
+}
+
+// migStep is the raylet's form of a scheduler MIG step (nil for none).
+func migStep(step *placement.MIGStep) *pb.MIGStep {
+	if step == nil {
+		return nil
+	}
+	out := &pb.MIGStep{Gpu: int32(step.GPU), ProfileId: int32(step.Profile.ID), Start: int32(step.Start), ReuseIdle: step.Action == placement.MIGReuseIdle}
+	for _, idle := range step.Destroy {
+		out.DestroyStarts = append(out.DestroyStarts, int32(idle.Start))
+	}
+	return out
+}
+
+// unplace forgets where a bundle was.
+func unplace(b *pb.Bundle) {
+	b.NodeId, b.NodeAddress, b.GpuIds, b.DeviceUuids, b.CudaVisibleDevices = "", "", nil, nil, ""
+}
+
+// cudaVisibleDevices is the CUDA_VISIBLE_DEVICES value of a bundle: its MIG device UUIDs
+// when it has MIG slices, else its GPUs' NVML indices (with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// CUDA numbers GPUs as NVML does).
+func cudaVisibleDevices(r *pb.BundleReservation) string {
+	if r.Mig != nil {
+		return strings.Join(r.DeviceUuids, ",")
+	}
+	parts := make([]string, len(r.GpuIds))
+	for i, id := range r.GpuIds {
+		parts[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(parts, ",")
+}
+
+func keysOf(bundles []*pb.BundleReservation) []*pb.BundleKey {
+	keys := make([]*pb.BundleKey, len(bundles))
+	for i, b := range bundles {
+		keys[i] = b.Key
+	}
+	return keys
+}

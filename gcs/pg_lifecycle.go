@@ -1,0 +1,198 @@
+package gcs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"google.golang.org/protobuf/proto"
+)
+
+// load reads the placement-group table after a restart: pending groups are queued again,
+// CREATED groups on dead nodes reschedule, PREPARED groups are committed or cancelled.
+func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
+	alive := map[string]bool{}
+	for _, n := range m.nodes.aliveNodes() {
+		alive[n.NodeId] = true
+	}
+	rows, err := m.store.GetAll(ctx, store.TablePlacementGroups)
+	if err != nil {
+		return nil, fmt.Errorf("load placement group table: %w", err)
+	}
+	ids := make([]string, 0, len(rows))
+	entries := map[string]*pgEntry{}
+	for id, raw := range rows {
+		info := &pb.PlacementGroupInfo{}
+		if err := proto.Unmarshal(raw, info); err != nil {
+			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
+		}
+		request, err := parseBundles(info.Strategy, info.Topology, info.Bundles)
+		if err != nil {
+			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
+		}
+		entries[id] = &pgEntry{info: info, request: request, changed: make(chan struct{})}
+		ids = append(ids, id)
+	}
+	// Arrival order is the creation time, then the id.
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := entries[ids[i]].info.Stats, entries[ids[j]].info.Stats
+		if a.GetCreationRequestReceivedMs() != b.GetCreationRequestReceivedMs() {
+			return a.GetCreationRequestReceivedMs() < b.GetCreationRequestReceivedMs()
+		}
+		return ids[i] < ids[j]
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		e := entries[id]
+		m.seq++
+		e.seq = m.seq
+		m.groups[id] = e
+		if !e.live() {
+			continue
+		}
+		if e.info.Name != "" {
+			m.names[nameKey(e.info.Namespace, e.info.Name)] = id
+		}
+		for _, b := range e.info.Bundles {
+			if b.NodeId != "" && !alive[b.NodeId] {
+				unplace(b)
+				if e.info.State == pb.PlacementGroupState_CREATED {
+					e.info.State = pb.PlacementGroupState_RESCHEDULING
+				}
+			}
+		}
+		if e.info.State == pb.PlacementGroupState_PREPARED {
+			prepared = append(prepared, e)
+		}
+	}
+	return prepared, nil
+}
+
+// onNodeDead releases a dead node's bundles in the GCS view: groups that had bundles
+// there reschedule just those bundles.
+func (m *pgManager) onNodeDead(nodeID string) {
+	m.mu.Lock()
+	for _, e := range m.groups {
+		if !e.live() {
+			continue
+		}
+		lost := 0
+		for _, b := range e.info.Bundles {
+			if b.NodeId == nodeID {
+				unplace(b)
+				lost++
+			}
+		}
+		if lost == 0 || e.info.State != pb.PlacementGroupState_CREATED {
+			// A PREPARED group's running commit fails on the dead node and re-queues it.
+			if lost > 0 {
+				m.logPersistError(m.persistLocked(e))
+			}
+			continue
+		}
+		e.info.State = pb.PlacementGroupState_RESCHEDULING
+		e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
+		e.retry.reset()
+		m.logPersistError(m.persistLocked(e))
+		e.notify()
+		m.log.Warn().Str("pg_id", e.info.PlacementGroupId).Str("node_id", nodeID).Int("lost_bundles", lost).Msg("placement group RESCHEDULING")
+	}
+	m.mu.Unlock()
+	m.kick()
+}
+
+// onNodeConnected reconciles a raylet that registered or reconnected to this GCS: it
+// releases what older GCS incarnations reserved there and this one does not know.
+func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
+	m.mu.Lock()
+	var inUse []*pb.BundleKey
+	for id, e := range m.groups {
+		if !e.live() {
+			continue
+		}
+		for _, b := range e.info.Bundles {
+			if b.NodeId == node.NodeId {
+				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
+			}
+		}
+		for index, p := range e.inFlight {
+			if string(p.NodeID) == node.NodeId {
+				b := e.info.Bundles[index]
+				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation + 1})
+			}
+		}
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
+	defer cancel()
+	reply, err := m.reserver.ReleaseUnused(ctx, node.NodeId, inUse)
+	if err != nil {
+		m.log.Warn().Err(err).Str("node_id", node.NodeId).Msg("could not reconcile the raylet's bundles")
+		return
+	}
+	m.nodes.applyResourceReport(node.NodeId, reply.Resources)
+	if len(reply.Released) > 0 {
+		m.log.Info().Str("node_id", node.NodeId).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
+		m.retryAllNow()
+	}
+}
+
+// onNodeRegistered implements nodeListener: a new node may hold waiting groups.
+func (m *pgManager) onNodeRegistered() { m.retryAllNow() }
+
+// onResourcesReported implements nodeListener. Nothing to do: the scheduler's view of a
+// node is its total less the bundles this GCS placed, not what the raylet reports.
+func (m *pgManager) onResourcesReported() {}
+
+var (
+	_ nodeListener = (*pgManager)(nil)
+	_ jobListener  = (*pgManager)(nil)
+)
+
+// onJobDead removes the non-detached groups the job created.
+func (m *pgManager) onJobDead(job *pb.JobInfo) {
+	m.mu.Lock()
+	var ids []string
+	for id, e := range m.groups {
+		if e.live() && !e.info.IsDetached && e.info.CreatorJobId == job.JobId {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.log.Info().Str("pg_id", id).Str("job_id", job.JobId).Msg("removing the group of a finished job")
+		m.remove(id)
+	}
+}
+
+// pruneRemoved forgets REMOVED groups beyond the retention count or age, at most once a
+// second.
+func (m *pgManager) pruneRemoved() {
+	now := m.now()
+	if now.Sub(m.lastPrune) < time.Second {
+		return
+	}
+	m.lastPrune = now
+	m.mu.Lock()
+	var removed []deadRow
+	for id, e := range m.groups {
+		if !e.live() {
+			removed = append(removed, deadRow{ID: id, EndTimeMs: e.info.RemovedTimeMs})
+		}
+	}
+	drop := deadRowsToPrune(removed, now.UnixMilli(), removedGroupRetention, maxRemovedGroupsKept)
+	for _, id := range drop {
+		delete(m.groups, id)
+	}
+	m.mu.Unlock()
+	if len(drop) > 0 {
+		if _, err := m.store.Delete(context.Background(), store.TablePlacementGroups, drop...); err != nil {
+			m.log.Error().Err(err).Msg("could not delete removed placement groups")
+		}
+	}
+}
