@@ -1,7 +1,9 @@
 // Package reservertest is an in-memory raylet side of the GCS's two-phase reservation
-// (gcs.BundleReserver), for unit tests of the placement-group manager: it holds bundles
-// per node with the raylet's generation rules, records every call, and fails or holds
-// calls on demand. It checks nothing the GCS should have checked: the tests do.
+// (gcs.BundleReserver), for unit tests of the placement-group manager: Fake holds bundles
+// per node with the raylet's generation rules, records every call and fails calls on
+// demand; each GCS incarnation talks to it through a Caller, whose calls can be held and
+// which stops as a killed process would. It checks nothing the GCS should have checked:
+// the tests do.
 package reservertest
 
 import (
@@ -62,14 +64,41 @@ type Fake struct {
 	held   map[string]map[bundleID]*Bundle // node → bundles
 	down   map[string]bool
 	fail   map[Step]map[string]error // step → node → error ("" node: every node)
-	holds  map[Step]chan error       // step → closed or fed when released
 	calls  []Call
 	nextID int
 }
 
 // New returns raylets that hold nothing and accept every call.
 func New() *Fake {
-	return &Fake{held: map[string]map[bundleID]*Bundle{}, down: map[string]bool{}, fail: map[Step]map[string]error{}, holds: map[Step]chan error{}}
+	return &Fake{held: map[string]map[bundleID]*Bundle{}, down: map[string]bool{}, fail: map[Step]map[string]error{}}
+}
+
+// ErrCallerGone is what every call of a Caller returns once it was stopped.
+var ErrCallerGone = errors.New("reservertest: the caller is gone")
+
+// Caller is one GCS incarnation's connection to the raylets: a gcs.BundleReserver
+// whose calls can be held, and which can be stopped as a killed process stops.
+// Safe for concurrent use.
+type Caller struct {
+	f     *Fake
+	mu    sync.Mutex
+	holds map[Step]chan error // step → closed or fed when released
+	gone  bool
+}
+
+// Caller returns a new connection to the raylets.
+func (f *Fake) Caller() *Caller { return &Caller{f: f, holds: map[Step]chan error{}} }
+
+// Stop makes every call of this caller, waiting or new, return ErrCallerGone without
+// reaching the raylets: the process that made them was killed.
+func (c *Caller) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone = true
+	for step, ch := range c.holds {
+		close(ch)
+		delete(c.holds, step)
+	}
 }
 
 // FailOn makes every call of step to nodeID ("" for every node) return err, until
@@ -96,22 +125,24 @@ func (f *Fake) SetDown(nodeID string, down bool) {
 	delete(f.held, nodeID)
 }
 
-// Hold makes calls of step wait (before they change anything) until release is called:
-// with nil they then go ahead, with an error they return it. Calls waiting when their
-// ctx ends return its error.
-func (f *Fake) Hold(step Step) (release func(err error)) {
+// Hold makes this caller's calls of step wait (before they change anything) until
+// release is called: with nil they then go ahead, with an error they return it. Calls
+// waiting when their ctx ends return its error.
+func (c *Caller) Hold(step Step) (release func(err error)) {
 	ch := make(chan error)
-	f.mu.Lock()
-	f.holds[step] = ch
-	f.mu.Unlock()
+	c.mu.Lock()
+	c.holds[step] = ch
+	c.mu.Unlock()
 	var once sync.Once
 	return func(err error) {
 		once.Do(func() {
-			f.mu.Lock()
-			if f.holds[step] == ch {
-				delete(f.holds, step)
+			c.mu.Lock()
+			if c.holds[step] != ch {
+				c.mu.Unlock()
+				return // stopped meanwhile
 			}
-			f.mu.Unlock()
+			delete(c.holds, step)
+			c.mu.Unlock()
 			if err == nil {
 				close(ch)
 				return
@@ -180,12 +211,14 @@ func (f *Fake) nodeLocked(nodeID string) map[bundleID]*Bundle {
 	return f.held[nodeID]
 }
 
-// enter records a call, waits while the step is held, and returns the injected failure.
-func (f *Fake) enter(ctx context.Context, step Step, nodeID string, keys []*pb.BundleKey) error {
-	f.mu.Lock()
-	f.calls = append(f.calls, Call{Step: step, NodeID: nodeID, Keys: keys})
-	hold := f.holds[step]
-	f.mu.Unlock()
+// enter waits while the step is held and returns ErrCallerGone once the caller stopped.
+func (c *Caller) enter(ctx context.Context, step Step) error {
+	c.mu.Lock()
+	hold, gone := c.holds[step], c.gone
+	c.mu.Unlock()
+	if gone {
+		return ErrCallerGone
+	}
 	if hold != nil {
 		select {
 		case err, open := <-hold:
@@ -196,8 +229,51 @@ func (f *Fake) enter(ctx context.Context, step Step, nodeID string, keys []*pb.B
 			return ctx.Err()
 		}
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return ErrCallerGone
+	}
+	return nil
+}
+
+// Prepare implements gcs.BundleReserver through this caller.
+func (c *Caller) Prepare(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+	if err := c.enter(ctx, Prepare); err != nil {
+		return nil, nil, err
+	}
+	return c.f.Prepare(ctx, nodeID, bundles)
+}
+
+// Commit implements gcs.BundleReserver through this caller.
+func (c *Caller) Commit(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
+	if err := c.enter(ctx, Commit); err != nil {
+		return nil, err
+	}
+	return c.f.Commit(ctx, nodeID, keys)
+}
+
+// Cancel implements gcs.BundleReserver through this caller.
+func (c *Caller) Cancel(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
+	if err := c.enter(ctx, Cancel); err != nil {
+		return nil, err
+	}
+	return c.f.Cancel(ctx, nodeID, keys)
+}
+
+// ReleaseUnused implements gcs.BundleReserver through this caller.
+func (c *Caller) ReleaseUnused(ctx context.Context, nodeID string, inUse []*pb.BundleKey) (*pb.ReleaseUnusedBundlesReply, error) {
+	if err := c.enter(ctx, ReleaseUnused); err != nil {
+		return nil, err
+	}
+	return c.f.ReleaseUnused(ctx, nodeID, inUse)
+}
+
+// enter records a call and returns the injected failure, if any.
+func (f *Fake) enter(step Step, nodeID string, keys []*pb.BundleKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls = append(f.calls, Call{Step: step, NodeID: nodeID, Keys: keys})
 	if f.down[nodeID] {
 		return fmt.Errorf("%w: %s", ErrNodeDown, nodeID)
 	}
@@ -218,7 +294,7 @@ func keysOf(bundles []*pb.BundleReservation) []*pb.BundleKey {
 // Prepare holds every bundle prepared (again, at the same generation, is a no-op) or
 // refuses them all: a generation older than the one held is refused, as the raylet does.
 func (f *Fake) Prepare(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
-	if err := f.enter(ctx, Prepare, nodeID, keysOf(bundles)); err != nil {
+	if err := f.enter(Prepare, nodeID, keysOf(bundles)); err != nil {
 		return nil, nil, err
 	}
 	f.mu.Lock()
@@ -246,7 +322,7 @@ func (f *Fake) Prepare(ctx context.Context, nodeID string, bundles []*pb.BundleR
 
 // Commit commits prepared bundles; one not prepared at that generation fails the call.
 func (f *Fake) Commit(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
-	if err := f.enter(ctx, Commit, nodeID, keys); err != nil {
+	if err := f.enter(Commit, nodeID, keys); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -265,7 +341,7 @@ func (f *Fake) Commit(ctx context.Context, nodeID string, keys []*pb.BundleKey) 
 
 // Cancel releases the bundles held at the key's generation or older.
 func (f *Fake) Cancel(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
-	if err := f.enter(ctx, Cancel, nodeID, keys); err != nil {
+	if err := f.enter(Cancel, nodeID, keys); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
@@ -282,7 +358,7 @@ func (f *Fake) Cancel(ctx context.Context, nodeID string, keys []*pb.BundleKey) 
 
 // ReleaseUnused releases every bundle of the node not named (at its generation) in inUse.
 func (f *Fake) ReleaseUnused(ctx context.Context, nodeID string, inUse []*pb.BundleKey) (*pb.ReleaseUnusedBundlesReply, error) {
-	if err := f.enter(ctx, ReleaseUnused, nodeID, inUse); err != nil {
+	if err := f.enter(ReleaseUnused, nodeID, inUse); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()

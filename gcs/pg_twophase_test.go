@@ -1,0 +1,453 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raygo-dev/raygo/gcs/reservertest"
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// Unit tests of the placement-group manager's two-phase reservation, through the
+// in-memory raylets of reservertest and the memory store: every failure point of the
+// design's path of a placement group, and the recovery step that answers it.
+
+var (
+	_ BundleReserver = (*reservertest.Fake)(nil)
+	_ BundleReserver = (*reservertest.Caller)(nil)
+)
+
+// testNodes is a node table: the alive nodes, by id, each with 4 CPUs.
+type testNodes struct {
+	mu    sync.Mutex
+	alive []string
+}
+
+func (n *testNodes) aliveNodes() []*pb.NodeInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*pb.NodeInfo, len(n.alive))
+	for i, id := range n.alive {
+		out[i] = &pb.NodeInfo{NodeId: id, State: pb.NodeState_ALIVE, RayletAddress: "raylet-" + id,
+			ResourcesTotal: map[string]float64{"CPU": 4}, ResourcesAvailable: map[string]float64{"CPU": 4}}
+	}
+	return out
+}
+
+func (n *testNodes) kill(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.alive = slices.DeleteFunc(n.alive, func(a string) bool { return a == id })
+}
+
+func (n *testNodes) rayletAddress(id string) string                 { return "raylet-" + id }
+func (n *testNodes) applyResourceReport(string, *pb.ResourceReport) {}
+func (n *testNodes) rayletClient(string) (pb.NodeManagerServiceClient, error) {
+	return nil, errors.New("the placement-group manager calls raylets only through its BundleReserver")
+}
+
+// stoppableStore is one GCS process's connection to the store: once stopped (the
+// process was killed) its writes fail and change nothing.
+type stoppableStore struct {
+	store.Store
+	mu      sync.Mutex
+	stopped bool
+}
+
+var errProcessKilled = errors.New("the GCS process was killed")
+
+func (s *stoppableStore) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+}
+
+func (s *stoppableStore) Put(ctx context.Context, table, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errProcessKilled
+	}
+	return s.Store.Put(ctx, table, key, value)
+}
+
+func (s *stoppableStore) Delete(ctx context.Context, table string, keys ...string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, errProcessKilled
+	}
+	return s.Store.Delete(ctx, table, keys...)
+}
+
+func (s *stoppableStore) Apply(ctx context.Context, ops []store.Op) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errProcessKilled
+	}
+	return s.Store.Apply(ctx, ops)
+}
+
+type noJobs struct{}
+
+func (noJobs) get(string) *pb.JobInfo { return nil }
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type twoPhaseFixture struct {
+	t        *testing.T
+	store    store.Store
+	nodes    *testNodes
+	raylets  *reservertest.Fake
+	caller   *reservertest.Caller // the current manager's connection to the raylets
+	writer   *stoppableStore      // and to the store
+	clock    *testClock
+	m        *pgManager
+	listener *recordingGroupListener
+}
+
+type recordingGroupListener struct {
+	mu               sync.Mutex
+	created, removed []string
+}
+
+func (l *recordingGroupListener) onPlacementGroupRemoved(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.removed = append(l.removed, id)
+}
+
+func (l *recordingGroupListener) onPlacementGroupCreated(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.created = append(l.created, id)
+}
+
+func newTwoPhaseFixture(t *testing.T, nodes ...string) *twoPhaseFixture {
+	f := &twoPhaseFixture{t: t, store: store.NewMemory(), nodes: &testNodes{alive: nodes}, raylets: reservertest.New(),
+		clock: &testClock{now: time.Unix(1_700_000_000, 0)}}
+	f.m = f.newManager()
+	return f
+}
+
+// newManager is a manager on the fixture's store and raylets: a GCS (re)started. The
+// previous manager's connections to the raylets and to the store stop, as a killed
+// GCS's would.
+func (f *twoPhaseFixture) newManager() *pgManager {
+	if f.caller != nil {
+		f.caller.Stop()
+		f.writer.stop()
+	}
+	f.caller = f.raylets.Caller()
+	f.writer = &stoppableStore{Store: f.store}
+	m := newPGManager(pgDeps{store: f.writer, nodes: f.nodes, jobs: noJobs{}, reserver: f.caller, now: f.clock.Now, log: zerolog.Nop()})
+	f.listener = &recordingGroupListener{}
+	m.subscribe(f.listener)
+	return m
+}
+
+// create makes a detached group of n one-CPU bundles.
+func (f *twoPhaseFixture) create(strategy string, n int) string {
+	f.t.Helper()
+	req := &pb.CreatePlacementGroupRequest{Strategy: strategy, Lifetime: lifetimeDetached}
+	for range n {
+		req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"CPU": 1}})
+	}
+	reply, err := f.m.CreatePlacementGroup(context.Background(), req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return reply.PlacementGroup.PlacementGroupId
+}
+
+// round runs one scheduling round once every retry is due.
+func (f *twoPhaseFixture) round() {
+	f.clock.advance(retryBackoffMax)
+	f.m.scheduleRound()
+}
+
+// stored is the group's row in the store.
+func (f *twoPhaseFixture) stored(id string) *pb.PlacementGroupInfo {
+	f.t.Helper()
+	raw, found, err := f.store.Get(context.Background(), store.TablePlacementGroups, id)
+	if err != nil || !found {
+		f.t.Fatalf("group %s not in the store (%v)", id, err)
+	}
+	info := &pb.PlacementGroupInfo{}
+	if err := proto.Unmarshal(raw, info); err != nil {
+		f.t.Fatal(err)
+	}
+	return info
+}
+
+// waitState waits until the manager and the store both say the group is in state.
+func (f *twoPhaseFixture) waitState(id string, state pb.PlacementGroupState) *pb.PlacementGroupInfo {
+	f.t.Helper()
+	var info *pb.PlacementGroupInfo
+	poll.Until(f.t, 10*time.Second, 5*time.Millisecond, fmt.Sprintf("group %s %s", id[:8], state), func() error {
+		info = f.m.info(id)
+		if info == nil || info.State != state {
+			return fmt.Errorf("in memory: %v (%s)", info.GetState(), info.GetPendingReason())
+		}
+		if stored := f.stored(id); stored.State != state {
+			return fmt.Errorf("stored: %v", stored.State)
+		}
+		return nil
+	})
+	return info
+}
+
+// waitHeld waits until the raylets hold exactly want committed bundles of the group and
+// nothing else of it.
+func (f *twoPhaseFixture) waitHeld(id string, want int) {
+	f.t.Helper()
+	poll.Until(f.t, 10*time.Second, 5*time.Millisecond, fmt.Sprintf("raylets hold %d committed bundles of %s", want, id[:8]), func() error {
+		committed, other := 0, []string{}
+		for _, held := range f.raylets.HeldAnywhere() {
+			for _, b := range held {
+				switch {
+				case b.PlacementGroupID != id:
+					other = append(other, b.String())
+				case b.Committed:
+					committed++
+				default:
+					other = append(other, b.String())
+				}
+			}
+		}
+		if committed != want || len(other) > 0 {
+			return fmt.Errorf("%d committed, and %v", committed, other)
+		}
+		return nil
+	})
+}
+
+// checkNoPartialGang: a CREATED group has every bundle on a node, each held committed.
+func (f *twoPhaseFixture) checkCreatedIsWhole(id string) {
+	f.t.Helper()
+	info := f.waitState(id, pb.PlacementGroupState_CREATED)
+	for _, b := range info.Bundles {
+		held := f.raylets.Held(b.NodeId)
+		if b.NodeId == "" || !slices.ContainsFunc(held, func(h reservertest.Bundle) bool {
+			return h.PlacementGroupID == id && h.Index == b.BundleIndex && h.Generation == b.Generation && h.Committed
+		}) {
+			f.t.Fatalf("CREATED group's bundle %d on %q generation %d is not held committed there: %v", b.BundleIndex, b.NodeId, b.Generation, held)
+		}
+	}
+}
+
+func TestTwoPhaseCommitCreatesTheWholeGroup(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+	if !slices.Contains(f.listener.created, id) {
+		t.Errorf("listeners not told of the CREATED group: %v", f.listener.created)
+	}
+}
+
+func TestPrepareFailingOnOneNodeCancelsEverywhereAndRequeues(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	f.raylets.FailOn(reservertest.Prepare, "b", errors.New("out of CPU"))
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	info := f.waitState(id, pb.PlacementGroupState_PENDING)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the failure recorded", func() error {
+		info = f.m.info(id)
+		if info.Stats.SchedulingState != pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES || !strings.Contains(info.PendingReason, "node b") {
+			return fmt.Errorf("%v %q", info.Stats.SchedulingState, info.PendingReason)
+		}
+		return nil
+	})
+	f.waitHeld(id, 0) // a and c prepared, then cancelled
+	f.raylets.FailOn(reservertest.Prepare, "b", nil)
+	f.round()
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+}
+
+func TestCommitFailingCancelsEverywhereAndRequeues(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	f.raylets.FailOn(reservertest.Commit, "c", errors.New("raylet restarting"))
+	id := f.create("SPREAD", 3)
+	f.round()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "re-queued after the failed commit", func() error {
+		info := f.m.info(id)
+		if info.State != pb.PlacementGroupState_PENDING || !strings.Contains(info.PendingReason, "commit") {
+			return fmt.Errorf("%v %q", info.State, info.PendingReason)
+		}
+		return nil
+	})
+	f.waitHeld(id, 0)
+	if info := f.stored(id); info.State == pb.PlacementGroupState_CREATED {
+		t.Fatal("stored CREATED with a failed commit")
+	}
+	f.raylets.FailOn(reservertest.Commit, "c", nil)
+	f.round()
+	f.checkCreatedIsWhole(id)
+}
+
+func TestRemoveWhilePreparedReleasesEverything(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	release := f.caller.Hold(reservertest.Commit)
+	id := f.create("PACK", 2)
+	f.round()
+	f.waitState(id, pb.PlacementGroupState_PREPARED)
+	f.m.remove(id)
+	release(nil) // the commits that were held now reach the raylets
+	f.waitState(id, pb.PlacementGroupState_REMOVED)
+	f.waitHeld(id, 0)
+	if !slices.Contains(f.listener.removed, id) || slices.Contains(f.listener.created, id) {
+		t.Errorf("listeners: removed %v, created %v", f.listener.removed, f.listener.created)
+	}
+}
+
+func TestNodeDeathWhilePreparedPlacesTheGroupElsewhere(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c", "d")
+	release := f.caller.Hold(reservertest.Commit)
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	prepared := f.waitState(id, pb.PlacementGroupState_PREPARED)
+	dead := prepared.Bundles[1].NodeId
+	f.nodes.kill(dead)
+	f.raylets.SetDown(dead, true)
+	f.m.onNodeDead(dead)
+	release(nil) // the commit to the dead node fails
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "re-queued", func() error {
+		if info := f.m.info(id); info.State != pb.PlacementGroupState_PENDING || info.Stats.SchedulingState != pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES {
+			return fmt.Errorf("%v %v", info.State, info.Stats.SchedulingState)
+		}
+		return nil
+	})
+	f.round()
+	info := f.waitState(id, pb.PlacementGroupState_CREATED)
+	for _, b := range info.Bundles {
+		if b.NodeId == dead {
+			t.Fatalf("bundle %d placed on the dead node", b.BundleIndex)
+		}
+	}
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+}
+
+func TestRestartAfterPreparedCommitsTheGroup(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	release := f.caller.Hold(reservertest.Commit)
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	f.waitState(id, pb.PlacementGroupState_PREPARED)
+
+	// The GCS dies here: its held commits never reach a raylet, and it does nothing more
+	// (newManager stops its connection; its store writes end with it, as below).
+	_ = release
+	restarted := f.newManager()
+	prepared, err := restarted.load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prepared) != 1 || prepared[0].info.PlacementGroupId != id {
+		t.Fatalf("reloaded PREPARED groups: %d, want the one", len(prepared))
+	}
+	f.m = restarted
+	restarted.recoverPrepared(prepared)
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+}
+
+func TestRestartAfterPreparedWithARefusingNodeRequeues(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	release := f.caller.Hold(reservertest.Commit)
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	prepared := f.waitState(id, pb.PlacementGroupState_PREPARED)
+	_ = release // the GCS dies with its commits held
+
+	// While the GCS was down, one raylet restarted and lost what it held.
+	lost := prepared.Bundles[2].NodeId
+	f.raylets.SetDown(lost, true)
+	f.raylets.SetDown(lost, false)
+	f.m = f.newManager()
+	groups, err := f.m.load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m.recoverPrepared(groups)
+	f.waitState(id, pb.PlacementGroupState_PENDING)
+	f.waitHeld(id, 0) // the two commits that went through were cancelled
+	f.round()
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+}
+
+func TestStaleEpochRefusalRequeuesAndHoldsNothing(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	// A raylet that has seen a newer GCS refuses this one's calls (rpcutil's epoch check).
+	f.raylets.FailOn(reservertest.Prepare, "a", errors.New("rpc error: code = FailedPrecondition desc = stale GCS epoch 3, this raylet follows epoch 4"))
+	id := f.create("STRICT_SPREAD", 2)
+	f.round()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "re-queued with the refusal", func() error {
+		if info := f.m.info(id); info.State != pb.PlacementGroupState_PENDING || !strings.Contains(info.PendingReason, "stale GCS epoch") {
+			return fmt.Errorf("%v %q", info.State, info.PendingReason)
+		}
+		return nil
+	})
+	f.waitHeld(id, 0)
+}
+
+func TestReconnectedRayletReleasesWhatTheGCSDoesNotKnow(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	id := f.create("STRICT_PACK", 2)
+	f.round()
+	created := f.waitState(id, pb.PlacementGroupState_CREATED)
+	node := created.Bundles[0].NodeId
+	f.raylets.Plant(node, &pb.BundleKey{PlacementGroupId: "0rphan", BundleIndex: 0, Generation: 1})
+	f.m.onNodeConnected(&pb.NodeInfo{NodeId: node})
+	f.waitHeld(id, 2)
+}
+
+func TestDebugHeld(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	release := f.caller.Hold(reservertest.Commit)
+	id := f.create("STRICT_SPREAD", 3)
+	f.round()
+	prepared := f.waitState(id, pb.PlacementGroupState_PREPARED)
+	release(errors.New("GCS process killed"))
+	lost := prepared.Bundles[2].NodeId
+	f.raylets.SetDown(lost, true)
+	f.raylets.SetDown(lost, false)
+	t.Logf("before: %v", f.raylets.HeldAnywhere())
+	f.m = f.newManager()
+	groups, _ := f.m.load(context.Background())
+	f.m.recoverPrepared(groups)
+	t.Logf("after: %v %v", f.raylets.HeldAnywhere(), f.m.info(id).State)
+	for _, c := range f.raylets.Calls() { t.Logf("%s %s %v", c.Step, c.NodeID, c.Keys) }
+}
