@@ -151,6 +151,19 @@ func (l *recordingGroupListener) onPlacementGroupCreated(id string) {
 	l.created = append(l.created, id)
 }
 
+// saw waits until the listener was told of the group as want says.
+func (l *recordingGroupListener) saw(t *testing.T, id string, wantCreated, wantRemoved bool) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "listeners told", func() error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if slices.Contains(l.created, id) != wantCreated || slices.Contains(l.removed, id) != wantRemoved {
+			return fmt.Errorf("created %v, removed %v", l.created, l.removed)
+		}
+		return nil
+	})
+}
+
 func newTwoPhaseFixture(t *testing.T, nodes ...string) *twoPhaseFixture {
 	f := &twoPhaseFixture{t: t, store: store.NewMemory(), nodes: &testNodes{alive: nodes}, raylets: reservertest.New(),
 		clock: &testClock{now: time.Unix(1_700_000_000, 0)}}
@@ -270,9 +283,7 @@ func TestTwoPhaseCommitCreatesTheWholeGroup(t *testing.T) {
 	f.round()
 	f.checkCreatedIsWhole(id)
 	f.waitHeld(id, 3)
-	if !slices.Contains(f.listener.created, id) {
-		t.Errorf("listeners not told of the CREATED group: %v", f.listener.created)
-	}
+	f.listener.saw(t, id, true, false)
 }
 
 func TestPrepareFailingOnOneNodeCancelsEverywhereAndRequeues(t *testing.T) {
@@ -326,9 +337,7 @@ func TestRemoveWhilePreparedReleasesEverything(t *testing.T) {
 	release(nil) // the commits that were held now reach the raylets
 	f.waitState(id, pb.PlacementGroupState_REMOVED)
 	f.waitHeld(id, 0)
-	if !slices.Contains(f.listener.removed, id) || slices.Contains(f.listener.created, id) {
-		t.Errorf("listeners: removed %v, created %v", f.listener.removed, f.listener.created)
-	}
+	f.listener.saw(t, id, false, true)
 }
 
 func TestNodeDeathWhilePreparedPlacesTheGroupElsewhere(t *testing.T) {
@@ -449,5 +458,7 @@ func TestDebugHeld(t *testing.T) {
 	groups, _ := f.m.load(context.Background())
 	f.m.recoverPrepared(groups)
 	t.Logf("after: %v %v", f.raylets.HeldAnywhere(), f.m.info(id).State)
-	for _, c := range f.raylets.Calls() { t.Logf("%s %s %v", c.Step, c.NodeID, c.Keys) }
+	for _, c := range f.raylets.Calls() {
+		t.Logf("%s %s %v", c.Step, c.NodeID, c.Keys)
+	}
 }
