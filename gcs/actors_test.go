@@ -141,7 +141,7 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 			req := valid()
 			tc.mutate(req)
 			_, err := checkActorRequest(req)
-			if status.Code(err) != codes.InvalidArgument {
+			if status.Code(statusOf(err)) != codes.InvalidArgument {
 				t.Fatalf("%v, want InvalidArgument", err)
 			}
 			for _, want := range tc.want {

@@ -12,10 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -79,11 +78,11 @@ func (x *executableService) used(sha string) {
 // checkSHA256 checks a hex SHA-256 as this service names executables.
 func checkSHA256(field, sha string) error {
 	if len(sha) != 2*sha256.Size {
-		return status.Errorf(codes.InvalidArgument, "%s: must be 64 lowercase hex characters, got %q", field, sha)
+		return errorf(fielderr.ErrInvalid, "%s: must be 64 lowercase hex characters, got %q", field, sha)
 	}
 	for _, c := range sha {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return status.Errorf(codes.InvalidArgument, "%s: must be 64 lowercase hex characters, got %q", field, sha)
+			return errorf(fielderr.ErrInvalid, "%s: must be 64 lowercase hex characters, got %q", field, sha)
 		}
 	}
 	return nil
@@ -93,14 +92,14 @@ func checkSHA256(field, sha string) error {
 func (x *executableService) manifest(ctx context.Context, sha string) (*executableManifest, error) {
 	raw, found, err := x.store.Get(ctx, store.TableExecutables, sha)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "read executable %s: %v", sha, err)
+		return nil, errorf(errUnavailable, "read executable %s: %v", sha, err)
 	}
 	if !found {
 		return nil, nil
 	}
 	m := &executableManifest{}
 	if err := json.Unmarshal(raw, m); err != nil {
-		return nil, status.Errorf(codes.DataLoss, "executable %s: corrupt manifest: %v", sha, err)
+		return nil, errorf(errDataLoss, "executable %s: corrupt manifest: %v", sha, err)
 	}
 	return m, nil
 }
@@ -134,7 +133,7 @@ func (x *executableService) HasExecutable(ctx context.Context, req *pb.HasExecut
 func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[pb.ExecutableChunk, pb.UploadExecutableReply]) error {
 	first, err := stream.Recv()
 	if err == io.EOF {
-		return status.Error(codes.InvalidArgument, "sha256: required in the first chunk (the stream was empty)")
+		return errorf(fielderr.ErrInvalid, "%s", "sha256: required in the first chunk (the stream was empty)")
 	}
 	if err != nil {
 		return err
@@ -144,10 +143,10 @@ func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[p
 		return err
 	}
 	if size <= 0 {
-		return status.Errorf(codes.InvalidArgument, "size: must be positive, got %d", size)
+		return errorf(fielderr.ErrInvalid, "size: must be positive, got %d", size)
 	}
 	if size > x.maxBytes {
-		return status.Errorf(codes.InvalidArgument, "size: %d bytes is more than the limit of %d bytes (MaxExecutableBytes)", size, x.maxBytes)
+		return errorf(fielderr.ErrInvalid, "size: %d bytes is more than the limit of %d bytes (MaxExecutableBytes)", size, x.maxBytes)
 	}
 
 	// Re-chunk into exactly executableChunkBytes pieces, whatever sizes the client sent.
@@ -156,11 +155,11 @@ func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[p
 	received := int64(0)
 	add := func(index int, data []byte) error {
 		if len(data) > executableChunkBytes {
-			return status.Errorf(codes.InvalidArgument, "data: chunk %d carries %d bytes, more than the %d-byte limit", index, len(data), executableChunkBytes)
+			return errorf(fielderr.ErrInvalid, "data: chunk %d carries %d bytes, more than the %d-byte limit", index, len(data), executableChunkBytes)
 		}
 		received += int64(len(data))
 		if received > size {
-			return status.Errorf(codes.InvalidArgument, "size: declared %d bytes, received at least %d", size, received)
+			return errorf(fielderr.ErrInvalid, "size: declared %d bytes, received at least %d", size, received)
 		}
 		hash.Write(data)
 		for len(data) > 0 {
@@ -190,10 +189,10 @@ func (x *executableService) UploadExecutable(stream grpc.ClientStreamingServer[p
 		}
 	}
 	if received != size {
-		return status.Errorf(codes.InvalidArgument, "size: declared %d bytes, received %d", size, received)
+		return errorf(fielderr.ErrInvalid, "size: declared %d bytes, received %d", size, received)
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); got != sha {
-		return status.Errorf(codes.InvalidArgument, "sha256: declared %s, the bytes hash to %s", sha, got)
+		return errorf(fielderr.ErrInvalid, "sha256: declared %s, the bytes hash to %s", sha, got)
 	}
 
 	if err := x.write(stream.Context(), sha, size, chunks); err != nil {
@@ -217,7 +216,7 @@ func (x *executableService) write(ctx context.Context, sha string, size int64, c
 		}
 		ops = append(ops, store.Op{Kind: store.OpPut, Table: store.TableExecutables, Key: sha, Value: manifest})
 		if err := x.store.Apply(ctx, ops); err != nil {
-			return status.Errorf(codes.Unavailable, "store executable %s: %v", sha, err)
+			return errorf(errUnavailable, "store executable %s: %v", sha, err)
 		}
 	}
 	x.used(sha)
@@ -242,15 +241,15 @@ func (x *executableService) DownloadExecutable(req *pb.DownloadExecutableRequest
 		return err
 	}
 	if m == nil {
-		return status.Errorf(codes.NotFound, "executable %s: not uploaded", req.Sha256)
+		return errorf(errNotFound, "executable %s: not uploaded", req.Sha256)
 	}
 	for i := range m.Chunks {
 		data, found, err := x.store.Get(ctx, store.TableExecutables, executableChunkKey(req.Sha256, i))
 		if err != nil {
-			return status.Errorf(codes.Unavailable, "read executable %s chunk %d: %v", req.Sha256, i, err)
+			return errorf(errUnavailable, "read executable %s chunk %d: %v", req.Sha256, i, err)
 		}
 		if !found {
-			return status.Errorf(codes.DataLoss, "executable %s: chunk %d of %d missing from the store", req.Sha256, i, m.Chunks)
+			return errorf(errDataLoss, "executable %s: chunk %d of %d missing from the store", req.Sha256, i, m.Chunks)
 		}
 		chunk := &pb.ExecutableChunk{Data: data}
 		if i == 0 {

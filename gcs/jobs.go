@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
@@ -81,7 +79,7 @@ func (j *jobManager) persist(ctx context.Context, job *pb.JobInfo) error {
 		return fmt.Errorf("encode job %s: %w", job.JobId, err)
 	}
 	if err := j.store.Put(ctx, store.TableJobs, job.JobId, raw); err != nil {
-		return status.Errorf(codes.Unavailable, "persist job %s: %v", job.JobId, err)
+		return errorf(errUnavailable, "persist job %s: %v", job.JobId, err)
 	}
 	return nil
 }
@@ -94,7 +92,7 @@ func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.Add
 	}
 	n, err := j.store.Increment(ctx, store.TableMeta, metaKeyJobCounter, 1)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "allocate job id: %v", err)
+		return nil, errorf(errUnavailable, "allocate job id: %v", err)
 	}
 	now := j.now().UnixMilli()
 	namespace := req.Namespace
@@ -120,10 +118,10 @@ func (j *jobManager) RenewJobLease(ctx context.Context, req *pb.RenewJobLeaseReq
 	defer j.mu.Unlock()
 	job, ok := j.jobs[req.JobId]
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "job_id %s: no such job", req.JobId)
+		return nil, errorf(errNotFound, "job_id %s: no such job", req.JobId)
 	}
 	if job.IsDead {
-		return nil, status.Errorf(codes.FailedPrecondition, "job_id %s: job is finished", req.JobId)
+		return nil, errorf(errFailedPrecondition, "job_id %s: job is finished", req.JobId)
 	}
 	// Renewals stay in memory: after a GCS restart every live job gets a fresh lease.
 	job.LastRenewalMs = j.now().UnixMilli()
@@ -135,7 +133,7 @@ func (j *jobManager) MarkJobFinished(ctx context.Context, req *pb.MarkJobFinishe
 	_, ok := j.jobs[req.JobId]
 	j.mu.Unlock()
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "job_id %s: no such job", req.JobId)
+		return nil, errorf(errNotFound, "job_id %s: no such job", req.JobId)
 	}
 	if err := j.finish(ctx, req.JobId, "driver finished"); err != nil {
 		return nil, err

@@ -4,10 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -23,20 +21,20 @@ type kvService struct {
 
 func kvKey(namespace string, key []byte) (string, error) {
 	if strings.Contains(namespace, kvNamespaceSeparator) {
-		return "", status.Error(codes.InvalidArgument, "namespace: must not contain a NUL byte")
+		return "", errorf(fielderr.ErrInvalid, "%s", "namespace: must not contain a NUL byte")
 	}
 	return namespace + kvNamespaceSeparator + string(key), nil
 }
 
 func requireKey(key []byte) error {
 	if len(key) == 0 {
-		return status.Error(codes.InvalidArgument, "key: required")
+		return errorf(fielderr.ErrInvalid, "%s", "key: required")
 	}
 	return nil
 }
 
 func storeError(op string, err error) error {
-	return status.Errorf(codes.Unavailable, "kv %s: %v", op, err)
+	return errorf(errUnavailable, "kv %s: %v", op, err)
 }
 
 func (k *kvService) KVGet(ctx context.Context, req *pb.KVGetRequest) (*pb.KVGetReply, error) {

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -148,7 +147,7 @@ func (m *nodeManager) persist(ctx context.Context, node *pb.NodeInfo) error {
 		return fmt.Errorf("encode node %s: %w", node.NodeId, err)
 	}
 	if err := m.store.Put(ctx, store.TableNodes, node.NodeId, raw); err != nil {
-		return status.Errorf(codes.Unavailable, "persist node %s: %v", node.NodeId, err)
+		return errorf(errUnavailable, "persist node %s: %v", node.NodeId, err)
 	}
 	return nil
 }
@@ -212,15 +211,15 @@ func (m *nodeManager) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRe
 func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequest) (*pb.RegisterNodeReply, error) {
 	in := req.GetNode()
 	if in == nil || in.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "node.node_id: required")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "node.node_id: required")
 	}
 	if in.RayletAddress == "" {
-		return nil, status.Error(codes.InvalidArgument, "node.raylet_address: required")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "node.raylet_address: required")
 	}
 	m.mu.Lock()
 	if old, ok := m.nodes[in.NodeId]; ok && old.State == pb.NodeState_DEAD {
 		m.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s); a restarted raylet registers with a new node id", in.NodeId, old.DeathReason)
+		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s); a restarted raylet registers with a new node id", in.NodeId, old.DeathReason)
 	}
 	node := proto.Clone(in).(*pb.NodeInfo)
 	node.State = pb.NodeState_ALIVE
@@ -257,11 +256,11 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	node, ok := m.nodes[req.NodeId]
 	if !ok {
 		m.mu.Unlock()
-		return nil, status.Errorf(codes.NotFound, "node %s is not registered with this GCS", req.NodeId)
+		return nil, errorf(errNotFound, "node %s is not registered with this GCS", req.NodeId)
 	}
 	if node.State == pb.NodeState_DEAD {
 		m.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
+		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
 	newer := m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
 	node.StateMessage = ""
@@ -311,17 +310,17 @@ func (m *nodeManager) GetAllNodeInfo(ctx context.Context, req *pb.GetAllNodeInfo
 // DrainNode implements pb.NodeInfoServiceServer.
 func (m *nodeManager) DrainNode(ctx context.Context, req *pb.DrainNodeRequest) (*pb.DrainNodeReply, error) {
 	if req.NodeId == "" {
-		return nil, status.Error(codes.InvalidArgument, "node_id: required")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "node_id: required")
 	}
 	m.mu.Lock()
 	node, ok := m.nodes[req.NodeId]
 	if !ok {
 		m.mu.Unlock()
-		return nil, status.Errorf(codes.NotFound, "node_id %s: no such node", req.NodeId)
+		return nil, errorf(errNotFound, "node_id %s: no such node", req.NodeId)
 	}
 	if node.State == pb.NodeState_DEAD {
 		m.mu.Unlock()
-		return nil, status.Errorf(codes.FailedPrecondition, "node_id %s: node is DEAD", req.NodeId)
+		return nil, errorf(errFailedPrecondition, "node_id %s: node is DEAD", req.NodeId)
 	}
 	node.IsDraining = true
 	node.DrainReason = req.Reason
@@ -329,7 +328,7 @@ func (m *nodeManager) DrainNode(ctx context.Context, req *pb.DrainNodeRequest) (
 	conn, err := m.rayletConnLocked(node)
 	m.mu.Unlock()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "node_id %s: %v", req.NodeId, err)
+		return nil, errorf(errInternal, "node_id %s: %v", req.NodeId, err)
 	}
 	if err := m.persist(ctx, row); err != nil {
 		return nil, err

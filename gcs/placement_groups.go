@@ -10,11 +10,10 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/rs/zerolog"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -136,13 +135,13 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	}
 	request, err := placement.ParseRequest(spec)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, errorf(fielderr.ErrInvalid, "%s", err.Error())
 	}
 	if req.Strategy == "" {
-		return nil, status.Error(codes.InvalidArgument, "strategy: required: one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "strategy: required: one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
 	}
 	if req.Lifetime != "" && req.Lifetime != lifetimeDetached {
-		return nil, status.Errorf(codes.InvalidArgument, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
+		return nil, errorf(fielderr.ErrInvalid, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
 	}
 	detached := req.Lifetime == lifetimeDetached
 	namespace := req.Namespace
@@ -150,17 +149,17 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if req.CreatorJobId != "" {
 		job := m.jobs.get(req.CreatorJobId)
 		if job == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "creator_job_id: no job %q", req.CreatorJobId)
+			return nil, errorf(fielderr.ErrInvalid, "creator_job_id: no job %q", req.CreatorJobId)
 		}
 		if job.IsDead {
-			return nil, status.Errorf(codes.InvalidArgument, "creator_job_id: job %s has finished", req.CreatorJobId)
+			return nil, errorf(fielderr.ErrInvalid, "creator_job_id: job %s has finished", req.CreatorJobId)
 		}
 		if namespace == "" {
 			namespace = job.Namespace
 		}
 		jobIDBytes, _ = hex.DecodeString(req.CreatorJobId)
 	} else if !detached {
-		return nil, status.Error(codes.InvalidArgument, "creator_job_id: required unless lifetime is \"detached\" (a group dies with the job that created it)")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "creator_job_id: required unless lifetime is \"detached\" (a group dies with the job that created it)")
 	}
 	if namespace == "" {
 		namespace = "default"
@@ -182,12 +181,12 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if req.Name != "" {
 		if _, taken := m.names[nameKey(namespace, req.Name)]; taken {
 			m.mu.Unlock()
-			return nil, status.Errorf(codes.InvalidArgument, "name: a placement group named %q already exists in namespace %q", req.Name, namespace)
+			return nil, errorf(fielderr.ErrInvalid, "name: a placement group named %q already exists in namespace %q", req.Name, namespace)
 		}
 	}
 	if err := m.persistLocked(e); err != nil {
 		m.mu.Unlock()
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, errorf(errUnavailable, "%s", err.Error())
 	}
 	m.seq++
 	e.seq = m.seq
@@ -272,7 +271,7 @@ func (m *pgManager) GetPlacementGroup(ctx context.Context, req *pb.GetPlacementG
 // GetNamedPlacementGroup implements pb.PlacementGroupServiceServer.
 func (m *pgManager) GetNamedPlacementGroup(ctx context.Context, req *pb.GetNamedPlacementGroupRequest) (*pb.GetNamedPlacementGroupReply, error) {
 	if req.Name == "" {
-		return nil, status.Error(codes.InvalidArgument, "name: required")
+		return nil, errorf(fielderr.ErrInvalid, "%s", "name: required")
 	}
 	namespace := req.Namespace
 	if namespace == "" {
@@ -306,7 +305,7 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 		e := m.groups[req.PlacementGroupId]
 		if e == nil {
 			m.mu.Unlock()
-			return nil, status.Errorf(codes.NotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
+			return nil, errorf(errNotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
 		}
 		switch e.info.State {
 		case pb.PlacementGroupState_CREATED:
@@ -315,14 +314,14 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 			return reply, nil
 		case pb.PlacementGroupState_REMOVED:
 			m.mu.Unlock()
-			return nil, status.Errorf(codes.FailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
+			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
 		}
 		changed := e.changed
 		m.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, status.Errorf(codes.DeadlineExceeded, "placement group %s is not ready yet", req.PlacementGroupId)
+			return nil, errorf(errNotReady, "placement group %s is not ready yet", req.PlacementGroupId)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 
-	s.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	s.grpc = grpc.NewServer(append(rpcutil.ServerOptions(rpcutil.ProtocolVersion), statusInterceptors()...)...)
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
