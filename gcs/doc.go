@@ -1,6 +1,16 @@
 // Package gcs is the global control store: the gRPC server that owns the cluster's
 // tables (nodes, jobs, the internal key-value store, placement groups, actors and the
-// worker executables, deleted once unused: executables_gc.go), keeps them in a store.Store (memory or Redis), watches node
-// liveness through memberlist, fences raylets with an epoch that grows with every GCS
-// start, and starts actors through the raylets' worker leases.
+// worker executables, deleted once unused: executables_gc.go), keeps them in a
+// store.Store (memory or Redis), watches node liveness through memberlist, fences raylets
+// with an epoch that grows with every GCS start, and starts actors through the raylets'
+// worker leases.
+//
+// Each table has a manager. Managers never hold a pointer to one another: they read the
+// others through narrow interfaces and subscribe to their events (events.go); Start wires
+// them. A manager is split by role: its service (the RPC handlers), its scheduler (the
+// queue, backoff, the snapshot handed to the pure placement core, the attempt) and its
+// commit (for placement groups, the two-phase reservation on the raylets behind
+// BundleReserver: bundle_reserver.go, with the in-memory reservertest beside it). What
+// the managers share about rows is in rows.go; the clock is Config.Now. Domain code
+// returns plain errors (errors.go); statusOf maps them to gRPC codes at the boundary.
 package gcs
