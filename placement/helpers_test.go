@@ -2,33 +2,16 @@ package placement_test
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/testutil/resourcespec"
 	"github.com/raygo-dev/raygo/placement"
 )
 
-// resources parses "GPU=1 CPU=8" into a resources.Set; it panics on a malformed spec
-// (a bug in the test).
-func parseResources(spec string) resources.Set {
-	wire := map[string]float64{}
-	for _, field := range strings.Fields(spec) {
-		name, value, ok := strings.Cut(field, "=")
-		amount, err := strconv.ParseFloat(value, 64)
-		if !ok || err != nil {
-			panic("bad resource spec " + spec)
-		}
-		wire[name] = amount
-	}
-	set, err := resources.SetFromFloat(wire)
-	if err != nil {
-		panic(err)
-	}
-	return set
-}
+// parseResources parses "GPU=1 CPU=8" into a resources.Set.
+func parseResources(spec string) resources.Set { return resourcespec.Parse(spec) }
 
 // node is an alive node with the node-id label; available "" means idle.
 func node(id, total, available string) placement.Node {

@@ -3,11 +3,10 @@ package resources_test
 import (
 	"errors"
 	"math"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/testutil/resourcespec"
 )
 
 func TestAmountFromFloat(t *testing.T) {
@@ -62,14 +61,14 @@ func TestAmountString(t *testing.T) {
 
 // Sums of fractional bundles never drift: 10000 bundles of 0.0001 GPU are exactly 1.
 func TestFractionalSumsAreExact(t *testing.T) {
-	tiny := parseSpec("GPU=0.0001")
+	tiny := resourcespec.Parse("GPU=0.0001")
 	sum := resources.Set{}
 	floatSum := 0.0
 	for range 10000 {
 		sum = sum.Add(tiny)
 		floatSum += 0.0001
 	}
-	if !sum.Equal(parseSpec("GPU=1")) {
+	if !sum.Equal(resourcespec.Parse("GPU=1")) {
 		t.Fatalf("sum = %s, want exactly {GPU: 1}", sum)
 	}
 	if floatSum == 1 {
@@ -108,17 +107,17 @@ func endsWith(s, suffix string) bool {
 }
 
 func TestResourceSetOperations(t *testing.T) {
-	a := parseSpec("CPU=8 GPU=1 memory=1024")
-	b := parseSpec("CPU=2.5 GPU=1")
+	a := resourcespec.Parse("CPU=8 GPU=1 memory=1024")
+	b := resourcespec.Parse("CPU=2.5 GPU=1")
 
-	if got, want := a.Add(b), parseSpec("CPU=10.5 GPU=2 memory=1024"); !got.Equal(want) {
+	if got, want := a.Add(b), resourcespec.Parse("CPU=10.5 GPU=2 memory=1024"); !got.Equal(want) {
 		t.Errorf("Add = %s, want %s", got, want)
 	}
 	diff, err := a.Subtract(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := parseSpec("CPU=5.5 memory=1024"); !diff.Equal(want) {
+	if want := resourcespec.Parse("CPU=5.5 memory=1024"); !diff.Equal(want) {
 		t.Errorf("Subtract = %s, want %s", diff, want)
 	}
 	if _, ok := diff["GPU"]; ok {
@@ -131,7 +130,7 @@ func TestResourceSetOperations(t *testing.T) {
 	if !b.IsSubsetOf(a) || a.IsSubsetOf(b) {
 		t.Errorf("IsSubsetOf: b ⊆ a should hold and a ⊆ b should not")
 	}
-	if !parseSpec("ssd=1").IsSubsetOf(parseSpec("ssd=1")) || parseSpec("ssd=1").IsSubsetOf(a) {
+	if !resourcespec.Parse("ssd=1").IsSubsetOf(resourcespec.Parse("ssd=1")) || resourcespec.Parse("ssd=1").IsSubsetOf(a) {
 		t.Errorf("IsSubsetOf with missing names is wrong")
 	}
 	if !(resources.Set{"GPU": 0}).IsZero() || a.IsZero() || !resources.Set(nil).IsZero() {
@@ -143,7 +142,7 @@ func TestResourceSetOperations(t *testing.T) {
 	if got := a.Names(); len(got) != 3 || got[0] != "CPU" || got[1] != "GPU" || got[2] != "memory" {
 		t.Errorf("Names = %v", got)
 	}
-	if got := parseSpec("CPU=0.5").ToFloat(); got["CPU"] != 0.5 || len(got) != 1 {
+	if got := resourcespec.Parse("CPU=0.5").ToFloat(); got["CPU"] != 0.5 || len(got) != 1 {
 		t.Errorf("ToFloat = %v", got)
 	}
 	clone := a.Clone()
@@ -151,22 +150,4 @@ func TestResourceSetOperations(t *testing.T) {
 	if a["CPU"] != 80000 {
 		t.Errorf("Clone shares storage with the original")
 	}
-}
-
-// parseSpec parses "GPU=1 CPU=8"; it panics on a malformed spec (a bug in the test).
-func parseSpec(spec string) resources.Set {
-	wire := map[string]float64{}
-	for _, field := range strings.Fields(spec) {
-		name, value, ok := strings.Cut(field, "=")
-		amount, err := strconv.ParseFloat(value, 64)
-		if !ok || err != nil {
-			panic("bad resource spec " + spec)
-		}
-		wire[name] = amount
-	}
-	set, err := resources.SetFromFloat(wire)
-	if err != nil {
-		panic(err)
-	}
-	return set
 }
