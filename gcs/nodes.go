@@ -13,6 +13,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/rs/zerolog"
@@ -216,6 +217,14 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	if in.RayletAddress == "" {
 		return nil, errorf(fielderr.ErrInvalid, "%s", "node.raylet_address: required")
 	}
+	// A node's offer is checked like a bundle's: one NaN, negative or overflowing amount
+	// would stop every placement.
+	if _, err := resources.ParseNodeResources(in.ResourcesTotal); err != nil {
+		return nil, fielderr.WithPrefix(err, "node.resources_total")
+	}
+	if _, err := resources.SetFromFloat(in.ResourcesAvailable); err != nil {
+		return nil, fielderr.WithPrefix(err, "node.resources_available")
+	}
 	m.mu.Lock()
 	if old, ok := m.nodes[in.NodeId]; ok && old.State == pb.NodeState_DEAD {
 		m.mu.Unlock()
@@ -252,6 +261,9 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 
 // ReportHeartbeat implements pb.NodeInfoServiceServer.
 func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbeatRequest) (*pb.ReportHeartbeatReply, error) {
+	if _, err := resources.SetFromFloat(req.ResourcesAvailable); err != nil {
+		return nil, fielderr.WithPrefix(err, "resources_available")
+	}
 	m.mu.Lock()
 	node, ok := m.nodes[req.NodeId]
 	if !ok {

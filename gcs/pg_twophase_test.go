@@ -104,24 +104,6 @@ type noJobs struct{}
 
 func (noJobs) get(string) *pb.JobInfo { return nil }
 
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type twoPhaseFixture struct {
 	t        *testing.T
 	store    store.Store
@@ -129,7 +111,7 @@ type twoPhaseFixture struct {
 	raylets  *reservertest.Fake
 	caller   *reservertest.Caller // the current manager's connection to the raylets
 	writer   *stoppableStore      // and to the store
-	clock    *testClock
+	clock    *fakeClock
 	m        *pgManager
 	listener *recordingGroupListener
 }
@@ -166,7 +148,7 @@ func (l *recordingGroupListener) saw(t *testing.T, id string, wantCreated, wantR
 
 func newTwoPhaseFixture(t *testing.T, nodes ...string) *twoPhaseFixture {
 	f := &twoPhaseFixture{t: t, store: store.NewMemory(), nodes: &testNodes{alive: nodes}, raylets: reservertest.New(),
-		clock: &testClock{now: time.Unix(1_700_000_000, 0)}}
+		clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
 	f.m = f.newManager()
 	return f
 }
@@ -203,7 +185,7 @@ func (f *twoPhaseFixture) create(strategy string, n int) string {
 
 // round runs one scheduling round once every retry is due.
 func (f *twoPhaseFixture) round() {
-	f.clock.advance(retryBackoffMax)
+	f.clock.Advance(retryBackoffMax)
 	f.m.scheduleRound()
 }
 

@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -243,5 +244,37 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 	cfg.ExecutableGracePeriod = 0
 	if err := cfg.Validate(); err == nil || err.Error() != "gcs config: ExecutableGracePeriod 0s must be positive" {
 		t.Errorf("Validate with no grace period: %v", err)
+	}
+}
+
+// A node offering NaN, negative or overflowing amounts is refused at registration (it
+// would stop every placement), naming the resource; so is such a heartbeat.
+func TestRegisterRefusesBadResources(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	for name, offer := range map[string]map[string]float64{
+		`node.resources_total["CPU"]`:  {"CPU": math.NaN()},
+		`node.resources_total["GPU"]`:  {"GPU": -1},
+		`node.resources_total["TPU"]`:  {"TPU": 1e30},
+		`node.resources_total["GPU"]:`: {"GPU": 0.5},
+	} {
+		node := &pb.NodeInfo{NodeId: "bad", RayletAddress: "127.0.0.1:1", ResourcesTotal: offer}
+		_, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), name) {
+			t.Errorf("register offering %v: %v, want InvalidArgument naming %s", offer, err, name)
+		}
+	}
+	reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil || len(reply.Nodes) != 0 {
+		t.Fatalf("nodes after refused registrations: %v, %v", reply.GetNodes(), err)
+	}
+	good := &pb.NodeInfo{NodeId: "good", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
+	if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: good}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "good", ResourcesAvailable: map[string]float64{"CPU": math.Inf(1)}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `resources_available["CPU"]`) {
+		t.Fatalf("heartbeat with an infinite amount: %v", err)
 	}
 }
