@@ -92,6 +92,9 @@ func ParseRequest(spec RequestSpec) (Request, error) {
 		}
 		request.Bundles[i] = bundle
 	}
+	if _, err := resources.SumOf(request.Bundles); err != nil {
+		return Request{}, fielderr.WithPrefix(err, "bundles")
+	}
 	strategy, err := ParseStrategy(spec.Strategy)
 	if err != nil {
 		return Request{}, err
@@ -131,6 +134,9 @@ func (r Request) Validate() error {
 		if err := resources.CheckBundle(bundle); err != nil {
 			return fielderr.WithPrefix(err, bundleField(i))
 		}
+	}
+	if _, err := resources.SumOf(r.Bundles); err != nil {
+		return fielderr.WithPrefix(err, "bundles")
 	}
 	if _, err := ParseStrategy(string(r.Strategy)); err != nil {
 		return err

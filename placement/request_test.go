@@ -79,6 +79,10 @@ func TestParseRequestErrorsNameTheField(t *testing.T) {
 			`bundles[1]["GPU"]: GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got 2.25`},
 		{"unknown topology", placement.RequestSpec{Bundles: gpu(1), Topology: "island"}, placement.ErrUnknownTopology,
 			`topology: must be "" (NVLink islands) or "node", got "island"`},
+		// Each amount is allowed; their int64 sum wrapped to a negative total that fit a
+		// 0-CPU node and stopped all scheduling.
+		{"sum past the largest amount", placement.RequestSpec{Bundles: []map[string]float64{{"CPU": 922337203685476}, {"CPU": 1e6}}}, resources.ErrInvalidAmount,
+			`bundles["CPU"]: the total over all bundles must be at most 922337203685476, got more`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

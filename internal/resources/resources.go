@@ -21,6 +21,11 @@ const MaxNameBytes = 256
 // by AmountScale (about 9.2e14, e.g. 920 TB of memory in bytes).
 const maxAmountFloat = float64(math.MaxInt64/AmountScale) - 1
 
+// MaxAmount is the largest amount of one resource, in one bundle, node or sum of them:
+// the most AmountFromFloat returns (computed as it computes, in float64). Sums that would
+// pass it are refused (SumOf), so no arithmetic on amounts wraps around.
+var MaxAmount = Amount(math.Round(float64(maxAmountFloat) * AmountScale))
+
 // Amount is a resource quantity in units of 1/AmountScale. Integer arithmetic keeps sums
 // of fractional bundles exact: 10000 bundles of 0.0001 GPU add up to exactly 1 GPU.
 type Amount int64
@@ -235,4 +240,22 @@ func Field(name string) string {
 		return "[" + strconv.Quote(name[:maxShown]+"…") + "]"
 	}
 	return "[" + strconv.Quote(name) + "]"
+}
+
+// SumOf adds sets up, resource by resource, and fails (wrapping ErrInvalidAmount, naming
+// the resource) when a total would pass MaxAmount: one group asking for more of a
+// resource than any cluster could hold must be refused, not wrap around to a negative
+// amount that fits everywhere.
+func SumOf(sets []Set) (Set, error) {
+	sum := Set{}
+	for _, set := range sets {
+		for _, name := range set.Names() {
+			if amount := set[name]; amount > MaxAmount-sum[name] {
+				return nil, fielderr.New(ErrInvalidAmount, Field(name), "the total over all bundles must be at most %.0f, got more", maxAmountFloat)
+			}
+			sum[name] += set[name]
+		}
+	}
+	dropZeros(sum)
+	return sum, nil
 }

@@ -3,6 +3,7 @@ package resources_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -149,5 +150,23 @@ func TestResourceSetOperations(t *testing.T) {
 	clone["CPU"] = 0
 	if a["CPU"] != 80000 {
 		t.Errorf("Clone shares storage with the original")
+	}
+}
+
+func TestSumOfRefusesTotalsPastTheLargestAmount(t *testing.T) {
+	sum, err := resources.SumOf([]resources.Set{resourcespec.Parse("CPU=1 GPU=0.5"), resourcespec.Parse("CPU=2 GPU=0.5"), nil})
+	if err != nil || !sum.Equal(resourcespec.Parse("CPU=3 GPU=1")) {
+		t.Fatalf("SumOf = %v, %v", sum, err)
+	}
+	half := resources.MaxAmount / 2
+	if _, err := resources.SumOf([]resources.Set{{"CPU": half}, {"CPU": resources.MaxAmount - half}}); err != nil {
+		t.Errorf("a total of exactly MaxAmount refused: %v", err)
+	}
+	_, err = resources.SumOf([]resources.Set{{"CPU": resources.MaxAmount}, {"GPU": 1, "CPU": 1}})
+	if !errors.Is(err, resources.ErrInvalidAmount) || !strings.HasPrefix(err.Error(), `["CPU"]: the total`) {
+		t.Errorf("a total past MaxAmount: %v", err)
+	}
+	if got, err := resources.AmountFromFloat(922337203685476); err != nil || got != resources.MaxAmount {
+		t.Errorf("the largest float amount is %v (%v), MaxAmount %v", got, err, resources.MaxAmount)
 	}
 }
