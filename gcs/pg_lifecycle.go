@@ -166,7 +166,9 @@ func (m *pgManager) onJobDead(job *pb.JobInfo) {
 	m.mu.Unlock()
 	for _, id := range ids {
 		m.log.Info().Str("pg_id", id).Str("job_id", job.JobId).Msg("removing the group of a finished job")
-		m.remove(id)
+		if err := m.remove(id); err != nil {
+			m.log.Error().Err(err).Str("pg_id", id).Str("job_id", job.JobId).Msg("could not remove the group of a finished job")
+		}
 	}
 }
 

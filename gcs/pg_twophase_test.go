@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/reservertest"
@@ -67,10 +69,12 @@ type stoppableStore struct {
 
 var errProcessKilled = errors.New("the GCS process was killed")
 
-func (s *stoppableStore) stop() {
+func (s *stoppableStore) stop() { s.setStopped(true) }
+
+func (s *stoppableStore) setStopped(stopped bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stopped = true
+	s.stopped = stopped
 }
 
 func (s *stoppableStore) Put(ctx context.Context, table, key string, value []byte) error {
@@ -315,7 +319,9 @@ func TestRemoveWhilePreparedReleasesEverything(t *testing.T) {
 	id := f.create("PACK", 2)
 	f.round()
 	f.waitState(id, pb.PlacementGroupState_PREPARED)
-	f.m.remove(id)
+	if err := f.m.remove(id); err != nil {
+		t.Fatal(err)
+	}
 	release(nil) // the commits that were held now reach the raylets
 	f.waitState(id, pb.PlacementGroupState_REMOVED)
 	f.waitHeld(id, 0)
@@ -443,4 +449,28 @@ func TestDebugHeld(t *testing.T) {
 	for _, c := range f.raylets.Calls() {
 		t.Logf("%s %s %v", c.Step, c.NodeID, c.Keys)
 	}
+}
+
+// A removal the store could not save is refused, and changes nothing: answered OK, it
+// came back CREATED after a restart with none of its bundles held.
+func TestRemovalIsAcknowledgedOnlyOncePersisted(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	id := f.create("STRICT_SPREAD", 2)
+	f.round()
+	f.checkCreatedIsWhole(id)
+
+	f.writer.setStopped(true) // the store is down
+	_, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: id})
+	if status.Code(statusOf(err)) != codes.Unavailable || !strings.Contains(err.Error(), "not removed") {
+		t.Fatalf("removal while the store is down: %v, want Unavailable saying it was not removed", err)
+	}
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 2)
+
+	f.writer.setStopped(false)
+	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: id}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(id, pb.PlacementGroupState_REMOVED)
+	f.waitHeld(id, 0)
 }

@@ -210,31 +210,40 @@ func newPlacementGroupID(jobID []byte) string {
 
 // RemovePlacementGroup implements pb.PlacementGroupServiceServer.
 func (m *pgManager) RemovePlacementGroup(ctx context.Context, req *pb.RemovePlacementGroupRequest) (*pb.RemovePlacementGroupReply, error) {
-	m.remove(req.PlacementGroupId)
+	if err := m.remove(req.PlacementGroupId); err != nil {
+		return nil, err
+	}
 	return &pb.RemovePlacementGroupReply{}, nil
 }
 
-// remove marks a group REMOVED (once) and releases its bundles. A running two-phase
+// remove marks a group REMOVED (once) and releases its bundles. The removal is
+// persisted before anything else changes: when the store refuses it, the group stays as
+// it was and the error says so (a removal answered OK is never lost). A running two-phase
 // commit sees the removal and cancels what it reserved.
-func (m *pgManager) remove(id string) {
+func (m *pgManager) remove(id string) error {
 	m.mu.Lock()
 	e := m.groups[id]
 	if e == nil || !e.live() {
 		m.mu.Unlock()
-		return
+		return nil
 	}
 	byNode := bundlesByNode(e.info.PlacementGroupId, e.info.Bundles, nil)
-	e.info.State = pb.PlacementGroupState_REMOVED
-	e.info.Stats.SchedulingState = pb.SchedulingState_SCHEDULING_REMOVED
-	e.info.RemovedTimeMs = m.now().UnixMilli()
-	e.info.PendingReason, e.info.NodeRejections = "", nil
-	for _, b := range e.info.Bundles {
+	removed := proto.Clone(e.info).(*pb.PlacementGroupInfo)
+	removed.State = pb.PlacementGroupState_REMOVED
+	removed.Stats.SchedulingState = pb.SchedulingState_SCHEDULING_REMOVED
+	removed.RemovedTimeMs = m.now().UnixMilli()
+	removed.PendingReason, removed.NodeRejections = "", nil
+	for _, b := range removed.Bundles {
 		unplace(b)
 	}
+	if err := putRow(m.store, store.TablePlacementGroups, id, "placement group "+id, removed); err != nil {
+		m.mu.Unlock()
+		return errorf(errUnavailable, "placement_group_id %s: not removed, the removal could not be saved: %v", id, err)
+	}
+	e.info = removed
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == id {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
-	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	m.mu.Unlock()
 	m.log.Info().Str("pg_id", id).Msg("placement group removed")
@@ -245,6 +254,7 @@ func (m *pgManager) remove(id string) {
 	}
 	m.cancelAll(byNode)
 	m.retryAllNow()
+	return nil
 }
 
 // info returns a copy of a group's row, or nil for an unknown group.
