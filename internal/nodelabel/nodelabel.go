@@ -1,7 +1,6 @@
 package nodelabel
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,10 +27,6 @@ const (
 	// domain is given by the node's NVLink domain, not by the rack).
 	Rack = "topology.raygo.io/rack"
 )
-
-// ErrInvalidSelector: a label selector's key or value is malformed, or a key appears
-// twice. It wraps fielderr.ErrInvalid.
-var ErrInvalidSelector = fmt.Errorf("%w: invalid label selector", fielderr.ErrInvalid)
 
 // Label syntax limits, as Ray's label_utils (Kubernetes-style keys and values).
 const (
