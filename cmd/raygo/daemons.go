@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,6 +30,8 @@ type storeFlags struct {
 	redisAddress   string
 	redisPassword  string
 	redisNamespace string
+	// allowVolatileRedis runs on a Redis without its append-only file.
+	allowVolatileRedis bool
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
@@ -36,6 +39,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
 	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis")
 	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
+	fs.BoolVar(&f.allowVolatileRedis, "allow-volatile-redis", false, "with --store redis: run even though Redis keeps no append-only file (appendonly no) or its settings cannot be read; a Redis restart then loses acknowledged work")
 }
 
 // validate checks the flags without connecting.
@@ -69,11 +73,33 @@ func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, badInput("--redis-address %s: Redis unreachable: %v", f.redisAddress, err)
 	}
+	if err := f.checkPersistence(ctx, st); err != nil {
+		_ = st.Close()
+		return nil, err
+	}
 	return st, nil
 }
 
+// checkPersistence refuses a Redis that would lose acknowledged work when it restarts
+// (no append-only file), or whose settings cannot be read, unless --allow-volatile-redis;
+// it warns when a host crash could lose the last second (appendfsync other than always).
+func (f *storeFlags) checkPersistence(ctx context.Context, st *store.Redis) error {
+	const fix = "start redis-server with --appendonly yes --appendfsync always, or pass --allow-volatile-redis to accept the loss"
+	p, err := st.Persistence(ctx)
+	switch {
+	case err != nil && !f.allowVolatileRedis:
+		return badInput("--store redis: cannot verify that Redis at %s persists what it acknowledges (%v); %s", f.redisAddress, err, fix)
+	case err == nil && !p.AppendOnly && !f.allowVolatileRedis:
+		return badInput("--store redis: Redis at %s runs with appendonly no, so a Redis restart would lose acknowledged placement groups, actors and jobs; %s", f.redisAddress, fix)
+	case err == nil && p.AppendOnly && p.Fsync != "always":
+		fmt.Fprintf(os.Stderr, "raygo: warning: Redis at %s runs with appendfsync %s: a host crash can lose up to a second of acknowledged work; appendfsync always loses none\n", f.redisAddress, p.Fsync)
+	}
+	return nil
+}
+
 func (f *storeFlags) args() []string {
-	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-password", f.redisPassword, "--redis-namespace", f.redisNamespace}
+	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-password", f.redisPassword, "--redis-namespace", f.redisNamespace,
+		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis)}
 }
 
 // logFlags configure a daemon's logging.

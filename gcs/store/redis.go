@@ -115,6 +115,29 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	return &Redis{client: client, namespace: cfg.Namespace}, nil
 }
 
+// Persistence is how a Redis server keeps what it acknowledged (its append-only file).
+type Persistence struct {
+	// AppendOnly is `appendonly yes`: writes survive a restart of the server.
+	AppendOnly bool
+	// Fsync is `appendfsync`: "always" loses nothing even on a host crash, "everysec" up
+	// to a second of writes, "no" what the kernel had not flushed.
+	Fsync string
+}
+
+// Persistence asks the server (CONFIG GET appendonly, appendfsync). A server that
+// refuses CONFIG (renamed or ACL-denied) returns an error: unverified.
+func (r *Redis) Persistence(ctx context.Context) (Persistence, error) {
+	values := map[string]string{}
+	for _, key := range []string{"appendonly", "appendfsync"} {
+		reply, err := r.client.ConfigGet(ctx, key).Result()
+		if err != nil {
+			return Persistence{}, r.wrap(err, "CONFIG GET %s", key)
+		}
+		values[key] = reply[key]
+	}
+	return Persistence{AppendOnly: values["appendonly"] == "yes", Fsync: values["appendfsync"]}, nil
+}
+
 // Name returns "redis".
 func (r *Redis) Name() string { return "redis" }
 

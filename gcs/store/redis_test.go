@@ -62,7 +62,7 @@ func TestRedisNamespacesAreIndependent(t *testing.T) {
 // A restarted GCS must find its tables again; with an append-only file that holds
 // even when Redis itself crashed.
 func TestRedisKeepsDataAcrossServerRestart(t *testing.T) {
-	server := redisserver.StartWithOptions(t, redisserver.Options{AppendOnly: true})
+	server := redisserver.Start(t)
 	before := newRedisStore(t, server.Addr, "raygo")
 	if err := before.Apply(t.Context(), []store.Op{
 		{Kind: store.OpPut, Table: store.TableNodes, Key: "n1", Value: []byte("alive")},

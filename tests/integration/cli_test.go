@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
 
@@ -22,6 +23,7 @@ func TestCLIBadInput(t *testing.T) {
 	}
 	defer busy.Close()
 	busyPort := busy.Addr().(*net.TCPAddr).Port
+	volatile := redisserver.StartWithOptions(t, redisserver.Options{Volatile: true}) // appendonly no
 
 	cases := []struct {
 		name string
@@ -49,6 +51,8 @@ func TestCLIBadInput(t *testing.T) {
 		{"bad list format", []string{"list", "nodes", "--format", "yaml"}, nil, []string{"--format", "yaml"}},
 		{"unknown flag", []string{"start", "--hed"}, nil, []string{"hed"}},
 		{"unknown command", []string{"launch"}, nil, []string{"launch"}},
+		{"redis without its append-only file", []string{"start", "--head", "--block", "--port", fmt.Sprint(harness.FreePort(t)), "--store", "redis", "--redis-address", volatile.Addr},
+			nil, []string{volatile.Addr, "appendonly no", "--appendonly yes --appendfsync always", "--allow-volatile-redis"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,5 +99,16 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 		if n := strings.Count(stdout, "Usage:"); n != 1 {
 			t.Errorf("raygo %v: help printed %d times:\n%s", args, n, stdout)
 		}
+	}
+}
+
+// --allow-volatile-redis runs on a Redis without its append-only file, as told.
+func TestVolatileRedisRunsWhenAllowed(t *testing.T) {
+	t.Parallel()
+	volatile := redisserver.StartWithOptions(t, redisserver.Options{Volatile: true})
+	c := harness.StartHead(t, "--store", "redis", "--redis-address", volatile.Addr, "--redis-namespace", "volatile", "--allow-volatile-redis")
+	nodes, err := c.Nodes()
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("head on a volatile Redis: %d nodes, %v", len(nodes), err)
 	}
 }

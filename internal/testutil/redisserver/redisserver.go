@@ -34,9 +34,10 @@ type Options struct {
 	// Dir is the server's working directory, holding its log and, with AppendOnly,
 	// its append-only file. Empty means a fresh t.TempDir().
 	Dir string
-	// AppendOnly turns on the append-only file, synced on every write, so a server
-	// that is killed and restarted still has every write it acknowledged.
-	AppendOnly bool
+	// Volatile turns off the append-only file. By default the server keeps one, synced on
+	// every write (appendfsync always), as raygo requires: a server that is killed and
+	// restarted still has every write it acknowledged.
+	Volatile bool
 }
 
 // Server is one redis-server process. Its methods are meant for the test's own
@@ -159,7 +160,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("redis-server address %q: %w", s.Addr, err)
 	}
 	appendOnly := "no"
-	if s.opts.AppendOnly {
+	if !s.opts.Volatile {
 		appendOnly = "yes"
 	}
 	cmd := exec.Command(s.binary,
