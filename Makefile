@@ -7,6 +7,7 @@ GO ?= go
 TOOLS := $(CURDIR)/.cache/bin
 # go test's own timeout: well inside CI's limit, so a hang fails instead of stalling.
 TEST_TIMEOUT ?= 12m
+FUZZ_TIME ?= 5s
 
 .PHONY: all build deps venv proto test check demo bench compat clean
 
@@ -38,7 +39,8 @@ test: deps build venv
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	scripts/test-python.sh
 
-## check: formatting, vet, staticcheck, go.mod tidy, generated code in sync, race tests.
+## check: formatting, vet, staticcheck, go.mod tidy, generated code in sync, race tests,
+## and every fuzz target briefly (FUZZ_TIME each, default 5s).
 check: deps build venv
 	scripts/ensure-tools.sh protoc staticcheck
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
@@ -49,6 +51,7 @@ check: deps build venv
 	scripts/check-proto.sh
 	scripts/check-proto-python.sh
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/fuzz.sh $(FUZZ_TIME)
 
 ## demo: a local cluster (head + 3 raylets, in-memory store), its status, a clean stop.
 demo: deps build venv
