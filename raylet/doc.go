@@ -8,4 +8,8 @@
 // executables fetched from the GCS by hash and cached on disk until unused for
 // ExecutableCacheTTL (executables.go), and
 // each worker is watched until it exits (workers.go).
+//
+// Errors: the bundle ledger, the leases, the worker pool and the executable cache return
+// plain Go errors wrapping the sentinels of errors.go; the NodeManagerService handlers
+// (service.go) turn them into gRPC status codes in one function, nodeManagerStatus.
 package raylet

@@ -40,9 +40,11 @@ func withGPUs(t *testing.T) func(*Config) {
 	return func(cfg *Config) { cfg.GPUs = simulatedGPUs(t) }
 }
 
+// wantCode checks the gRPC code a client sees for err (nodeManagerStatus keeps a status
+// a handler returned; it maps the plain errors of the ledger, pool and cache).
 func wantCode(t *testing.T, err error, code codes.Code, contains ...string) {
 	t.Helper()
-	if status.Code(err) != code {
+	if status.Code(nodeManagerStatus(err)) != code {
 		t.Fatalf("error %v: want %s", err, code)
 	}
 	for _, s := range contains {
