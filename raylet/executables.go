@@ -268,3 +268,34 @@ func (b *byteCounter) Write(p []byte) (int, error) {
 	b.n += int64(len(p))
 	return len(p), nil
 }
+
+// executableCacheLoop removes the cached executables unused for ExecutableCacheTTL
+// (see executableCache.prune), until Stop.
+func (r *Raylet) executableCacheLoop() {
+	r.everyFractionOf(r.cfg.ExecutableCacheTTL, func(now time.Time) {
+		r.pruneExecutableCache(now)
+	})
+}
+
+func (r *Raylet) pruneExecutableCache(now time.Time) {
+	pruned, err := r.executables.prune(now, r.cfg.ExecutableCacheTTL, r.executablesInUse)
+	for _, p := range pruned {
+		r.log.Info().Str("sha256", p.sha256).Int64("bytes", p.bytes).Dur("unused_for", p.unusedFor).
+			Msg("removed a cached executable")
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Msg("could not prune the executable cache")
+	}
+}
+
+// executablesInUse is the executables of the live worker processes (starting, leased
+// or idle): a worker that restarts from the same file must find it.
+func (r *Raylet) executablesInUse() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	used := map[string]bool{}
+	for _, w := range r.workers {
+		used[w.key.executableSHA256] = true
+	}
+	return used
+}
