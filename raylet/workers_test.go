@@ -16,12 +16,13 @@ import (
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 // simulatedGPUs is a simulated dgx-h100's eight GPUs as a raylet's config lists them.
 func simulatedGPUs(t *testing.T) []*pb.GPUInfo {
 	t.Helper()
-	lib, _, err := gpu.Simulate("dgx-h100", gpu.SimOptions{Seed: "workers", SysfsDir: t.TempDir()})
+	lib, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "workers", SysfsDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
