@@ -6,9 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -122,21 +120,21 @@ func (t *bundleTable) assignGPUs(id bundleID, amount resources.Amount, requested
 	shares := gpuShares(amount)
 	if len(shares) == 0 {
 		if len(requested) > 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids %v given for a bundle without GPUs", id, requested)
+			return nil, refusef(ErrInvalidBundle, "bundle %s: gpu_ids %v given for a bundle without GPUs", id, requested)
 		}
 		return nil, nil
 	}
 	if len(requested) > 0 {
 		if len(requested) != len(shares) {
-			return nil, status.Errorf(codes.InvalidArgument, "bundle %s: %d gpu_ids for a GPU amount of %s", id, len(requested), amount)
+			return nil, refusef(ErrInvalidBundle, "bundle %s: %d gpu_ids for a GPU amount of %s", id, len(requested), amount)
 		}
 		for i, gpu := range requested {
 			position := t.gpuPosition(gpu)
 			if position < 0 {
-				return nil, status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids[%d] = %d: not a whole GPU of this node (it has %s)", id, i, gpu, t.wholeGPUIndices())
+				return nil, refusef(ErrInvalidBundle, "bundle %s: gpu_ids[%d] = %d: not a whole GPU of this node (it has %s)", id, i, gpu, t.wholeGPUIndices())
 			}
 			if free[position] < shares[i] {
-				return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d is not free (%s of it left)", id, gpu, free[position])
+				return nil, refusef(ErrGPUNotFree, "bundle %s: GPU %d is not free (%s of it left)", id, gpu, free[position])
 			}
 			free[position] -= shares[i]
 		}
@@ -144,7 +142,7 @@ func (t *bundleTable) assignGPUs(id bundleID, amount resources.Amount, requested
 	}
 	chosen, _, err := pickGPUs(amount, t.wholeGPUIDs(), free)
 	if err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: %v", id, err)
+		return nil, fmt.Errorf("bundle %s: %w", id, err)
 	}
 	return chosen, nil
 }
@@ -170,7 +168,7 @@ func pickGPUs(amount resources.Amount, ids []int32, free []resources.Amount) ([]
 			}
 		}
 		if best < 0 {
-			return nil, nil, fmt.Errorf("no GPU has %s free", share)
+			return nil, nil, refusef(ErrGPUNotFree, "no GPU has %s free", share)
 		}
 		free[best] -= share
 		chosen = append(chosen, ids[best])
@@ -230,7 +228,7 @@ func withoutMIG(set resources.Set) resources.Set {
 }
 
 func staleGeneration(id bundleID, got, newest int64) error {
-	return status.Errorf(codes.FailedPrecondition, "bundle %s: stale generation %d: this raylet has seen generation %d", id, got, newest)
+	return refusef(ErrStaleGeneration, "bundle %s: stale generation %d: this raylet has seen generation %d", id, got, newest)
 }
 
 // checkGeneration refuses a request older than the newest generation seen for the bundle.
@@ -265,7 +263,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 	for i, b := range bundles {
 		key := b.GetKey()
 		if key.GetPlacementGroupId() == "" {
-			return status.Errorf(codes.InvalidArgument, "bundles[%d].key.placement_group_id: required", i)
+			return fielderr.New(ErrRequired, fmt.Sprintf("bundles[%d].key.placement_group_id", i), "required")
 		}
 		id := bundleID{key.PlacementGroupId, key.BundleIndex}
 		if err := t.checkGeneration(id, key.Generation); err != nil {
@@ -280,7 +278,7 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 		}
 		resources, err := resources.SetFromFloat(b.Resources)
 		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "bundles[%d].resources%v", i, err)
+			return fmt.Errorf("bundles[%d].resources%w", i, err)
 		}
 		if err := t.checkMIG(id, b, resources); err != nil {
 			return err
@@ -294,10 +292,10 @@ func (t *bundleTable) prepare(nodeID string, bundles []*pb.BundleReservation, gc
 		return nil
 	}
 	if draining {
-		return status.Errorf(codes.FailedPrecondition, "node %s is draining and takes no new bundles", nodeID)
+		return refusef(ErrDraining, "node %s is draining and takes no new bundles", nodeID)
 	}
 	if avail := t.available().Add(freed); !need.IsSubsetOf(avail) {
-		return status.Errorf(codes.FailedPrecondition, "node %s: insufficient resources: bundles need %s, available %s", nodeID, need, shortfall(need, avail))
+		return refusef(ErrInsufficientResources, "node %s: insufficient resources: bundles need %s, available %s", nodeID, need, shortfall(need, avail))
 	}
 	skip := map[bundleID]bool{}
 	for _, id := range replaced {
@@ -351,13 +349,13 @@ func (t *bundleTable) checkMIG(id bundleID, b *pb.BundleReservation, resources r
 	if b.Mig == nil {
 		for _, name := range resources.Names() {
 			if mig.IsResource(name) && resources[name] > 0 {
-				return status.Errorf(codes.InvalidArgument, "bundle %s: asks for %s without a mig step", id, name)
+				return refusef(ErrInvalidBundle, "bundle %s: asks for %s without a mig step", id, name)
 			}
 		}
 		return nil
 	}
 	if len(b.GpuIds) > 0 && !slices.Equal(b.GpuIds, []int32{b.Mig.Gpu}) {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: gpu_ids %v given with a mig step on GPU %d", id, b.GpuIds, b.Mig.Gpu)
+		return refusef(ErrInvalidBundle, "bundle %s: gpu_ids %v given with a mig step on GPU %d", id, b.GpuIds, b.Mig.Gpu)
 	}
 	return t.mig.checkStep(id, b.Mig, resources)
 }
@@ -391,7 +389,7 @@ func (t *bundleTable) commit(keys []*pb.BundleKey) error {
 		}
 		held := t.reserved[id]
 		if held == nil || held.generation != key.Generation {
-			return status.Errorf(codes.NotFound, "bundle %s generation %d: not prepared on this node", id, key.Generation)
+			return refusef(ErrNotPrepared, "bundle %s generation %d: not prepared on this node", id, key.Generation)
 		}
 	}
 	for _, key := range keys {

@@ -38,7 +38,7 @@ func availableCPU(t *bundleTable) float64 { return t.available()["CPU"].Float() 
 func TestPrepareIsAllOrNothingAndIdempotent(t *testing.T) {
 	table := newTable(t, map[string]float64{"CPU": 4})
 	err := table.prepare("n", []*pb.BundleReservation{res("a", 0, 1, map[string]float64{"CPU": 3}), res("a", 1, 1, map[string]float64{"CPU": 2})}, 1, false)
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "insufficient resources") {
+	if status.Code(nodeManagerStatus(err)) != codes.FailedPrecondition || !strings.Contains(err.Error(), "insufficient resources") {
 		t.Fatalf("prepare of 5 CPU on a 4-CPU node: %v", err)
 	}
 	if got := availableCPU(table); got != 4 {
@@ -88,7 +88,7 @@ func TestStaleGenerationsAreRefused(t *testing.T) {
 	if got := availableCPU(table); got != 4 {
 		t.Fatalf("cancel did not release: available %v", got)
 	}
-	if err := table.commit([]*pb.BundleKey{key("a", 0, 2)}); status.Code(err) != codes.NotFound {
+	if err := table.commit([]*pb.BundleKey{key("a", 0, 2)}); status.Code(nodeManagerStatus(err)) != codes.NotFound {
 		t.Fatalf("commit after cancel: %v, want NotFound", err)
 	}
 	// A newer generation replaces an older reservation instead of adding to it.

@@ -15,11 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/internal/fielderr"
 )
 
 // downloadTimeout bounds one executable download, so a stalled GCS stream cannot hold
@@ -30,53 +26,10 @@ const downloadTimeout = 10 * time.Minute
 // for concurrent use; they need not verify the bytes: the cache does.
 type executableSource interface {
 	// fetch writes the executable's bytes to w and returns the size the source announced.
-	// A source that does not hold the executable returns a NotFound status.
+	// A source that does not hold the executable returns an error wrapping
+	// ErrExecutableNotUploaded; bytes that cannot be right (more than announced), one
+	// wrapping ErrExecutableCorrupt.
 	fetch(ctx context.Context, sha256 string, w io.Writer) (size int64, err error)
-}
-
-// gcsExecutables is the GCS's ExecutableService, over the raylet's GCS connection.
-type gcsExecutables struct {
-	client pb.ExecutableServiceClient
-}
-
-var _ executableSource = gcsExecutables{}
-
-func (g gcsExecutables) fetch(ctx context.Context, sum string, w io.Writer) (int64, error) {
-	stream, err := g.client.DownloadExecutable(ctx, &pb.DownloadExecutableRequest{Sha256: sum})
-	if err != nil {
-		return 0, err
-	}
-	return readChunks(stream, sum, w)
-}
-
-// readChunks copies a download stream to w. The first chunk names the hash and the size;
-// a stream longer than announced is cut off at once rather than filling the disk.
-func readChunks(stream grpc.ServerStreamingClient[pb.ExecutableChunk], sum string, w io.Writer) (int64, error) {
-	size, written := int64(-1), int64(0)
-	for {
-		chunk, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			if size < 0 {
-				return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent no chunk", sum)
-			}
-			return size, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		if size < 0 {
-			if chunk.Sha256 != sum {
-				return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent executable %q", sum, chunk.Sha256)
-			}
-			size = chunk.Size
-		}
-		if written += int64(len(chunk.Data)); written > size {
-			return 0, status.Errorf(codes.DataLoss, "executable %s: the GCS sent more than the %d bytes it announced", sum, size)
-		}
-		if _, err := w.Write(chunk.Data); err != nil {
-			return 0, err
-		}
-	}
 }
 
 // executableCache keeps executables on local disk as <dir>/<sha256>, downloading each
@@ -228,7 +181,7 @@ func (c *executableCache) path(ctx context.Context, sum string) (string, error) 
 		}
 		return final, nil
 	case <-ctx.Done():
-		return "", status.FromContextError(ctx.Err()).Err()
+		return "", ctx.Err()
 	}
 }
 
@@ -248,11 +201,11 @@ func (c *executableCache) download(sum string) error {
 		return nil
 	}
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return status.Errorf(codes.Internal, "executable cache: %v", err)
+		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	tmp, err := os.CreateTemp(c.dir, sum+".download-*")
 	if err != nil {
-		return status.Errorf(codes.Internal, "executable cache: %v", err)
+		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
 	ctx, cancel := context.WithTimeout(c.ctx, downloadTimeout)
@@ -261,45 +214,44 @@ func (c *executableCache) download(sum string) error {
 	count := &byteCounter{}
 	size, err := c.source.fetch(ctx, sum, io.MultiWriter(tmp, hash, count))
 	if closeErr := tmp.Close(); err == nil && closeErr != nil {
-		err = status.Errorf(codes.Internal, "executable cache: %v", closeErr)
+		err = refusef(ErrInternal, "executable cache: %w", closeErr)
 	}
 	if err != nil {
 		return downloadError(sum, err)
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); count.n != size || got != sum {
-		return status.Errorf(codes.DataLoss, "executable %s: downloaded %d bytes (announced %d) with SHA-256 %s; refused", sum, count.n, size, got)
+		return refusef(ErrExecutableCorrupt, "executable %s: downloaded %d bytes (announced %d) with SHA-256 %s; refused", sum, count.n, size, got)
 	}
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-		return status.Errorf(codes.Internal, "executable cache: %v", err)
+		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), final); err != nil {
-		return status.Errorf(codes.Internal, "executable cache: %v", err)
+		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	return nil
 }
 
-// downloadError keeps the GCS's NotFound (the driver must upload first) and turns
-// anything else into Unavailable: a retry may succeed.
+// downloadError keeps a missing executable (the driver must upload first), corrupt
+// bytes and internal failures as they are, and makes anything else
+// ErrExecutableUnavailable: a retry may succeed.
 func downloadError(sum string, err error) error {
-	if s, ok := status.FromError(err); ok {
-		switch s.Code() {
-		case codes.NotFound:
-			return status.Errorf(codes.NotFound, "executable_sha256 %s: the GCS does not hold it (a driver uploads its executable when it connects)", sum)
-		case codes.Internal, codes.DataLoss:
-			return err
-		}
+	switch {
+	case errors.Is(err, ErrExecutableNotUploaded):
+		return refusef(ErrExecutableNotUploaded, "executable_sha256 %s: the GCS does not hold it (a driver uploads its executable when it connects)", sum)
+	case errors.Is(err, ErrExecutableCorrupt), errors.Is(err, ErrInternal):
+		return err
 	}
-	return status.Errorf(codes.Unavailable, "download executable %s from the GCS: %v", sum, err)
+	return refusef(ErrExecutableUnavailable, "download executable %s from the GCS: %v", sum, err)
 }
 
 // checkSHA256 accepts 64 lowercase hex characters, so a hash is also a safe file name.
 func checkSHA256(sum string) error {
 	if len(sum) != 2*sha256.Size {
-		return status.Errorf(codes.InvalidArgument, "executable_sha256: want %d hex characters (SHA-256), got %q", 2*sha256.Size, sum)
+		return fielderr.New(ErrInvalidExecutable, "executable_sha256", "want %d hex characters (SHA-256), got %q", 2*sha256.Size, sum)
 	}
 	for _, c := range sum {
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return status.Errorf(codes.InvalidArgument, "executable_sha256: want lowercase hex, got %q", sum)
+			return fielderr.New(ErrInvalidExecutable, "executable_sha256", "want lowercase hex, got %q", sum)
 		}
 	}
 	return nil
@@ -315,4 +267,35 @@ type byteCounter struct{ n int64 }
 func (b *byteCounter) Write(p []byte) (int, error) {
 	b.n += int64(len(p))
 	return len(p), nil
+}
+
+// executableCacheLoop removes the cached executables unused for ExecutableCacheTTL
+// (see executableCache.prune), until Stop.
+func (r *Raylet) executableCacheLoop() {
+	r.everyFractionOf(r.cfg.ExecutableCacheTTL, func(now time.Time) {
+		r.pruneExecutableCache(now)
+	})
+}
+
+func (r *Raylet) pruneExecutableCache(now time.Time) {
+	pruned, err := r.executables.prune(now, r.cfg.ExecutableCacheTTL, r.executablesInUse)
+	for _, p := range pruned {
+		r.log.Info().Str("sha256", p.sha256).Int64("bytes", p.bytes).Dur("unused_for", p.unusedFor).
+			Msg("removed a cached executable")
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Msg("could not prune the executable cache")
+	}
+}
+
+// executablesInUse is the executables of the live worker processes (starting, leased
+// or idle): a worker that restarts from the same file must find it.
+func (r *Raylet) executablesInUse() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	used := map[string]bool{}
+	for _, w := range r.workers {
+		used[w.key.executableSHA256] = true
+	}
+	return used
 }

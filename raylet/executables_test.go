@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -44,7 +44,7 @@ func (f *fakeExecutables) fetch(ctx context.Context, sum string, w io.Writer) (i
 	}
 	data, ok := f.files[sum]
 	if !ok {
-		return 0, status.Errorf(codes.NotFound, "executable %s: not uploaded", sum)
+		return 0, fmt.Errorf("executable %s: %w", sum, ErrExecutableNotUploaded)
 	}
 	sent := bytes.Clone(data)
 	if f.corrupt {

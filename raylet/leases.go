@@ -2,14 +2,13 @@ package raylet
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/resources"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // workerLease is what one leased worker takes: resources from the node, or from a
@@ -40,27 +39,27 @@ func (l *workerLease) bundleIndex() int32 {
 }
 
 // leaseFromNode takes a lease's resources from the node, GPUs as a bundle gets them.
-// Errors: InvalidArgument when the node's totals can never hold the request,
-// ResourceExhausted when it does not fit now.
+// Errors: ErrInvalidLease when the node's totals can never hold the request, ErrNoRoom
+// when it does not fit now.
 func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request resources.Set) (*workerLease, error) {
 	for _, name := range request.Names() {
 		if mig.IsResource(name) && request[name] > 0 {
-			return nil, status.Errorf(codes.InvalidArgument,
-				"resources[%q]: a MIG slice is leased from a placement-group bundle that holds one (set placement_group_id)", name)
+			return nil, fielderr.New(ErrInvalidLease, fmt.Sprintf("resources[%q]", name),
+				"a MIG slice is leased from a placement-group bundle that holds one (set placement_group_id)")
 		}
 	}
 	if !request.IsSubsetOf(t.total) {
-		return nil, status.Errorf(codes.InvalidArgument, "resources: the request asks %s; node %s has only %s in total",
+		return nil, fielderr.New(ErrInvalidLease, "resources", "the request asks %s; node %s has only %s in total",
 			request, nodeID, shortfall(request, t.total))
 	}
 	if avail := t.available(); !request.IsSubsetOf(avail) {
-		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s; available now %s",
+		return nil, refusef(ErrNoRoom, "node %s: the request asks %s; available now %s",
 			nodeID, request, shortfall(request, avail))
 	}
 	gpus, shares, err := pickGPUs(request[resources.GPU], t.wholeGPUIDs(), t.gpuFree(nil))
 	if err != nil {
 		// Enough GPU in sum, but spread as fractions over several GPUs.
-		return nil, status.Errorf(codes.ResourceExhausted, "node %s: the request asks %s GPU: %v", nodeID, request[resources.GPU], err)
+		return nil, refusef(ErrNoRoom, "node %s: the request asks %s GPU: %w", nodeID, request[resources.GPU], err)
 	}
 	lease := &workerLease{id: leaseID, resources: request, gpuIDs: gpus, gpuShares: shares, cudaVisibleDevices: joinGPUIDs(gpus)}
 	t.nodeLeases[leaseID] = lease
@@ -69,10 +68,10 @@ func (t *bundleTable) leaseFromNode(nodeID, leaseID string, request resources.Se
 
 // leaseFromBundle takes a lease's resources from a committed bundle of the group held
 // here: bundle index, or with resources.AnyBundle the first one (by index) with room now.
-// Errors: FailedPrecondition when no such committed bundle is held here (the cheapest
-// check, and the one a caller acts on first), InvalidArgument naming the bundle when the
-// held bundles can never hold the request, ResourceExhausted when the bundle's other
-// leases leave no room now.
+// Errors: ErrBundleNotHeld when no such committed bundle is held here (the cheapest
+// check, and the one a caller acts on first), a *fielderr.Error on bundle_index when the
+// held bundles can never hold the request, ErrNoRoom when the bundle's other leases
+// leave no room now.
 func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, index int32, request resources.Set) (*workerLease, error) {
 	candidates, err := t.committedBundles(nodeID, placementGroupID, index)
 	if err != nil {
@@ -87,9 +86,9 @@ func (t *bundleTable) leaseFromBundle(nodeID, leaseID, placementGroupID string, 
 		}
 	}
 	if index == resources.AnyBundle {
-		return nil, status.Errorf(codes.ResourceExhausted, "placement group %s: no bundle on node %s has room now for %s", placementGroupID, nodeID, request)
+		return nil, refusef(ErrNoRoom, "placement group %s: no bundle on node %s has room now for %s", placementGroupID, nodeID, request)
 	}
-	return nil, status.Errorf(codes.ResourceExhausted, "placement group %s bundle %d: its other leases leave no room now for %s", placementGroupID, index, request)
+	return nil, refusef(ErrNoRoom, "placement group %s bundle %d: its other leases leave no room now for %s", placementGroupID, index, request)
 }
 
 // committedBundles lists the bundles a lease may take from, or says why there are none.
@@ -98,10 +97,10 @@ func (t *bundleTable) committedBundles(nodeID, placementGroupID string, index in
 		id := bundleID{placementGroupID, index}
 		held := t.reserved[id]
 		if held == nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d is not held on node %s", placementGroupID, index, nodeID)
+			return nil, refusef(ErrBundleNotHeld, "placement group %s bundle %d is not held on node %s", placementGroupID, index, nodeID)
 		}
 		if !held.committed {
-			return nil, status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d is prepared but not committed on node %s", placementGroupID, index, nodeID)
+			return nil, refusef(ErrBundleNotHeld, "placement group %s bundle %d is prepared but not committed on node %s", placementGroupID, index, nodeID)
 		}
 		return []bundleID{id}, nil
 	}
@@ -112,7 +111,7 @@ func (t *bundleTable) committedBundles(nodeID, placementGroupID string, index in
 		}
 	}
 	if len(ids) == 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "placement group %s has no committed bundle on node %s", placementGroupID, nodeID)
+		return nil, refusef(ErrBundleNotHeld, "placement group %s has no committed bundle on node %s", placementGroupID, nodeID)
 	}
 	return ids, nil
 }
@@ -131,14 +130,11 @@ func (t *bundleTable) checkFitsHeldBundles(placementGroupID string, index int32,
 		held[id.index] = r.resources
 	}
 	err := resources.CheckFitsBundle(placementGroupID, held, int(index), request)
-	if err == nil {
-		return nil
-	}
 	var fieldErr *fielderr.Error
 	if errors.As(err, &fieldErr) {
 		fieldErr.Field = "bundle_index" // the name of the field in RequestWorkerLeaseRequest
 	}
-	return status.Error(codes.InvalidArgument, err.Error())
+	return err
 }
 
 // takeFromBundle leases request from what the bundle's other leases leave, or returns nil.
@@ -227,7 +223,7 @@ func joinGPUIDs(ids []int32) string {
 func validateLeaseResources(wire map[string]float64) (resources.Set, error) {
 	set, err := resources.ParseTaskResources(wire)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "resources%v", err)
+		return nil, fmt.Errorf("resources%w", err)
 	}
 	return set, nil
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -162,25 +160,25 @@ func (t *migTable) indices() []int {
 // checkStep validates a bundle's MIG step against the tables, before anything is done.
 func (t *migTable) checkStep(id bundleID, step *pb.MIGStep, bundle resources.Set) error {
 	if t == nil {
-		return status.Errorf(codes.FailedPrecondition, "bundle %s: mig step on GPU %d, but no GPU of this node is in MIG mode", id, step.Gpu)
+		return refusef(ErrMIGNotReady, "bundle %s: mig step on GPU %d, but no GPU of this node is in MIG mode", id, step.Gpu)
 	}
 	g := t.gpu(step.Gpu)
 	if g == nil {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: mig.gpu %d is not in MIG mode on this node (MIG GPUs %v)", id, step.Gpu, t.indices())
+		return refusef(ErrInvalidBundle, "bundle %s: mig.gpu %d is not in MIG mode on this node (MIG GPUs %v)", id, step.Gpu, t.indices())
 	}
 	profile, ok := g.model.ProfileByID(int(step.ProfileId))
 	if !ok {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: mig.profile_id %d: GPU %d (%s) has no such profile", id, step.ProfileId, g.index, g.model)
+		return refusef(ErrInvalidBundle, "bundle %s: mig.profile_id %d: GPU %d (%s) has no such profile", id, step.ProfileId, g.index, g.model)
 	}
 	if !profile.IsValidStart(int(step.Start)) {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: mig.start %d: %s starts at %v", id, step.Start, profile.Name, profile.ValidStarts())
+		return refusef(ErrInvalidBundle, "bundle %s: mig.start %d: %s starts at %v", id, step.Start, profile.Name, profile.ValidStarts())
 	}
 	if bundle[resources.GPU] > 0 {
-		return status.Errorf(codes.InvalidArgument, "bundle %s: asks for both %s GPU and a MIG slice", id, bundle[resources.GPU])
+		return refusef(ErrInvalidBundle, "bundle %s: asks for both %s GPU and a MIG slice", id, bundle[resources.GPU])
 	}
 	for _, name := range bundle.Names() {
 		if mig.IsResource(name) && bundle[name] > 0 && name != profile.ResourceName() {
-			return status.Errorf(codes.InvalidArgument, "bundle %s: asks for %s but its mig step carves %s", id, name, profile.ResourceName())
+			return refusef(ErrInvalidBundle, "bundle %s: asks for %s but its mig step carves %s", id, name, profile.ResourceName())
 		}
 	}
 	return nil
@@ -240,17 +238,17 @@ func (t *migTable) take(req migRequest, now time.Time) (*migInstance, error) {
 			continue // already gone: the plan was made on an older report
 		}
 		if in.held {
-			return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d: cannot destroy the MIG instance at start %d: bundle %s holds it", id, g.index, start, in.holder)
+			return nil, refusef(ErrMIGNotReady, "bundle %s: GPU %d: cannot destroy the MIG instance at start %d: bundle %s holds it", id, g.index, start, in.holder)
 		}
 		if err := t.destroy(g, in, now, true); err != nil {
-			return nil, status.Errorf(migErrorCode(err), "bundle %s: %v", id, err)
+			return nil, fmt.Errorf("bundle %s: %w", id, err)
 		}
 	}
 	start := int(step.Start)
 	if in := g.find(start); in != nil {
 		switch {
 		case in.held:
-			return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: GPU %d: the MIG slots at start %d are taken: bundle %s holds a %s there", id, g.index, start, in.holder, g.profileName(in.profileID))
+			return nil, refusef(ErrMIGNotReady, "bundle %s: GPU %d: the MIG slots at start %d are taken: bundle %s holds a %s there", id, g.index, start, in.holder, g.profileName(in.profileID))
 		case in.profileID == int(step.ProfileId):
 			// An idle instance of the profile is what a carve would make: reuse it even
 			// when the plan did not say so, rather than fail.
@@ -259,12 +257,12 @@ func (t *migTable) take(req migRequest, now time.Time) (*migInstance, error) {
 		}
 	}
 	if err := t.allowRepartition(g, now); err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "bundle %s: %v", id, err)
+		return nil, fmt.Errorf("bundle %s: %w", id, err)
 	}
 	carved, err := t.manager.Carve(g.index, int(step.ProfileId), start)
 	t.countRepartition(g, now, "carve", int(step.ProfileId), start, err)
 	if err != nil {
-		return nil, status.Errorf(migErrorCode(err), "bundle %s: %v", id, err)
+		return nil, fmt.Errorf("bundle %s: %w", id, err)
 	}
 	in := &migInstance{profileID: carved.ProfileID, start: carved.Start, size: carved.Size, deviceUUID: carved.DeviceUUID, held: true, holder: id}
 	g.add(in)
@@ -294,7 +292,7 @@ func (t *migTable) destroy(g *migGPU, in *migInstance, now time.Time, limited bo
 func (t *migTable) allowRepartition(g *migGPU, now time.Time) error {
 	g.recentOps = slices.DeleteFunc(g.recentOps, func(at time.Time) bool { return now.Sub(at) >= repartitionWindow })
 	if len(g.recentOps) >= t.repartitionLimit {
-		return status.Errorf(codes.FailedPrecondition, "GPU %d: MIG re-partitioning rate limit: %d destroy and carve operations in the last %s (limit %d)",
+		return refusef(ErrMIGNotReady, "GPU %d: MIG re-partitioning rate limit: %d destroy and carve operations in the last %s (limit %d)",
 			g.index, len(g.recentOps), repartitionWindow, t.repartitionLimit)
 	}
 	return nil
@@ -310,20 +308,6 @@ func (t *migTable) countRepartition(g *migGPU, now time.Time, op string, profile
 	}
 	event.Int("gpu", g.index).Str("op", op).Str("profile", g.profileName(profileID)).Int("start", start).
 		Int64("repartitions", g.repartitions).Msg("MIG re-partition")
-}
-
-// migErrorCode is the gRPC code of a MIGManager error.
-func migErrorCode(err error) codes.Code {
-	switch {
-	case status.Code(err) != codes.Unknown:
-		return status.Code(err)
-	case errors.Is(err, gpu.ErrMIGInvalidStart), errors.Is(err, gpu.ErrMIGUnknownProfile):
-		return codes.InvalidArgument
-	case errors.Is(err, gpu.ErrMIGSlotsTaken), errors.Is(err, gpu.ErrMIGModeOff), errors.Is(err, gpu.ErrMIGInUse):
-		return codes.FailedPrecondition
-	default:
-		return codes.Internal
-	}
 }
 
 // release makes a cancelled or released bundle's instance idle; it stays carved.

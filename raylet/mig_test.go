@@ -13,6 +13,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 // H100 profile ids (placement/mig.go).
@@ -25,7 +26,7 @@ const (
 // (closed at cleanup).
 func simulatedMIGNode(t *testing.T) (nvml.Interface, []*pb.GPUInfo, *gpu.MIGManager) {
 	t.Helper()
-	lib, _, err := gpu.Simulate("dgx-h100", gpu.SimOptions{Seed: "n1", SysfsDir: t.TempDir()})
+	lib, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "n1", SysfsDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func migBundle(pg string, index int32, profileID, start int32, reuse bool, destr
 // simInstances is GPU 0's GPU instances in the simulated driver, start → MIG device UUID.
 func simInstances(t *testing.T, lib nvml.Interface) map[int]string {
 	t.Helper()
-	state, ok := gpu.SimulatedMIGState(lib)
+	state, ok := gpusim.SimulatedMIGState(lib)
 	if !ok || len(state) == 0 {
 		t.Fatal("no simulated MIG state")
 	}

@@ -2,7 +2,6 @@ package raylet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -24,10 +23,6 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
-
-// ErrNodeDead is returned by Wait when the GCS declared this node DEAD: as in Ray, the
-// raylet then exits and a new raylet joins with a new node id.
-var ErrNodeDead = errors.New("the GCS declared this node DEAD")
 
 // Raylet is a running node agent.
 type Raylet struct {
@@ -294,7 +289,7 @@ func (r *Raylet) fenceInterceptor(ctx context.Context, req any, info *grpc.Unary
 		}
 		r.mu.Unlock()
 		if epoch < current {
-			return nil, status.Errorf(codes.FailedPrecondition, "stale GCS epoch %d: this raylet has seen epoch %d", epoch, current)
+			return nil, nodeManagerStatus(fmt.Errorf("%w %d: this raylet has seen epoch %d", ErrStaleEpoch, epoch, current))
 		}
 	}
 	return handler(ctx, req)
@@ -345,34 +340,6 @@ func (r *Raylet) closeAll() {
 	}
 }
 
-// nodeManagerService implements pb.NodeManagerServiceServer.
-type nodeManagerService struct {
-	pb.UnimplementedNodeManagerServiceServer
-	raylet *Raylet
-}
-
-func (s *nodeManagerService) GetNodeStats(ctx context.Context, _ *pb.GetNodeStatsRequest) (*pb.GetNodeStatsReply, error) {
-	r := s.raylet
-	r.mu.Lock()
-	epoch := r.epoch
-	var held []*pb.BundleReservation
-	for _, id := range r.bundles.sortedIDs() {
-		held = append(held, r.bundles.describe(id, r.bundles.reserved[id]))
-	}
-	r.mu.Unlock()
-	return &pb.GetNodeStatsReply{Node: r.Node(), GcsEpoch: epoch, Bundles: held}, nil
-}
-
-func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayletRequest) (*pb.DrainRayletReply, error) {
-	r := s.raylet
-	r.mu.Lock()
-	r.draining = true
-	r.resourcesChangedLocked() // queued lease requests fail at once
-	r.mu.Unlock()
-	r.log.Info().Str("reason", req.Reason).Msg("draining: taking no new work")
-	return &pb.DrainRayletReply{}, nil
-}
-
 // resourceReportLocked is the available resources and the MIG slot maps at the current
 // version. Callers hold mu.
 func (r *Raylet) resourceReportLocked() *pb.ResourceReport {
@@ -419,58 +386,4 @@ func (r *Raylet) everyFractionOf(timeout time.Duration, tick func(now time.Time)
 			tick(now)
 		}
 	}
-}
-
-func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {
-	r := s.raylet
-	var made []*pb.BundleReservation
-	report, err := r.changeBundles(func() error {
-		if err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining); err != nil {
-			return err
-		}
-		r.killOrphanedWorkersLocked("placement group bundle rescheduled") // a newer generation replaced a held one
-		for _, b := range req.Bundles {
-			made = append(made, r.bundles.describeBundle(b.Key))
-		}
-		return nil
-	})
-	if err != nil {
-		r.log.Info().Err(err).Int("bundles", len(req.Bundles)).Msg("prepare refused")
-		return nil, err
-	}
-	return &pb.PrepareBundleResourcesReply{Resources: report, Bundles: made}, nil
-}
-
-func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.CommitBundleResourcesRequest) (*pb.CommitBundleResourcesReply, error) {
-	r := s.raylet
-	report, err := r.changeBundles(func() error { return r.bundles.commit(req.Bundles) })
-	if err != nil {
-		return nil, err
-	}
-	return &pb.CommitBundleResourcesReply{Resources: report}, nil
-}
-
-func (s *nodeManagerService) CancelResourceReserve(ctx context.Context, req *pb.CancelResourceReserveRequest) (*pb.CancelResourceReserveReply, error) {
-	r := s.raylet
-	report, _ := r.changeBundles(func() error {
-		r.bundles.cancel(req.Bundles)
-		r.killOrphanedWorkersLocked("placement group removed")
-		return nil
-	})
-	return &pb.CancelResourceReserveReply{Resources: report}, nil
-}
-
-func (s *nodeManagerService) ReleaseUnusedBundles(ctx context.Context, req *pb.ReleaseUnusedBundlesRequest) (*pb.ReleaseUnusedBundlesReply, error) {
-	r := s.raylet
-	var released, held []*pb.BundleReservation
-	report, _ := r.changeBundles(func() error {
-		released, held = r.bundles.releaseUnused(req.InUse, r.epoch)
-		r.killOrphanedWorkersLocked("placement group bundle released by the GCS")
-		return nil
-	})
-	for _, b := range released {
-		r.log.Info().Str("pg_id", b.Key.PlacementGroupId).Int32("bundle", b.Key.BundleIndex).
-			Int64("generation", b.Key.Generation).Msg("released an orphaned bundle")
-	}
-	return &pb.ReleaseUnusedBundlesReply{Released: released, Held: held, Resources: report}, nil
 }

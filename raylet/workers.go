@@ -3,7 +3,7 @@ package raylet
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -14,12 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/resources"
-	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -92,15 +89,54 @@ const stderrTailBytes = 2048
 // resources.
 func validateLeaseRequest(req *pb.RequestWorkerLeaseRequest) (resources.Set, error) {
 	if req.JobId == "" {
-		return nil, status.Error(codes.InvalidArgument, "job_id: required")
+		return nil, fielderr.New(ErrRequired, "job_id", "required")
 	}
 	if err := checkSHA256(req.ExecutableSha256); err != nil {
 		return nil, err
 	}
 	if req.PlacementGroupId != "" && req.BundleIndex < resources.AnyBundle {
-		return nil, status.Errorf(codes.InvalidArgument, "bundle_index: %d; want a bundle index, or -1 for any bundle of the group here", req.BundleIndex)
+		return nil, fielderr.New(ErrInvalidLease, "bundle_index", "%d; want a bundle index, or -1 for any bundle of the group here", req.BundleIndex)
 	}
 	return validateLeaseResources(req.Resources)
+}
+
+// requestWorkerLease leases a worker for req: it takes the resources (waiting for room
+// when the request queues), then hands them to an idle worker or a new one.
+func (r *Raylet) requestWorkerLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*pb.RequestWorkerLeaseReply, error) {
+	request, err := validateLeaseRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := r.reserveLease(ctx, req, request)
+	if err != nil {
+		return nil, err
+	}
+	w, err := r.leaseWorker(ctx, req, lease)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		// The caller gave up: the reply would be lost, and the lease with it.
+		if r.workers[w.id] == w && w.state == workerLeased {
+			r.returnWorkerLocked(w, false)
+		}
+		return nil, err
+	}
+	if r.stoppingLocked() { // Stop kills the worker, if it has not yet
+		return nil, r.errStopping()
+	}
+	if req.ActorId != "" {
+		// An actor has one worker: another one here is from an earlier lease whose reply
+		// the GCS lost before it asked again.
+		for _, other := range r.workers {
+			if other != w && other.actorID == req.ActorId {
+				r.killWorkerLocked(other, "replaced by a newer lease for actor "+req.ActorId)
+			}
+		}
+	}
+	return &pb.RequestWorkerLeaseReply{Worker: r.describeWorkerLocked(w), Resources: r.resourceReportLocked()}, nil
 }
 
 // reserveLease takes the lease's resources, waiting for room when the request queues.
@@ -111,13 +147,13 @@ func (r *Raylet) reserveLease(ctx context.Context, req *pb.RequestWorkerLeaseReq
 		lease, err := r.reserveLeaseLocked(leaseID, req, request)
 		room := r.roomFreed
 		r.mu.Unlock()
-		if err == nil || status.Code(err) != codes.ResourceExhausted || !req.Queue {
+		if err == nil || !errors.Is(err, ErrNoRoom) || !req.Queue {
 			return lease, err
 		}
 		select {
 		case <-room:
 		case <-ctx.Done():
-			return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(), "waited for room until the call ended: %s", status.Convert(err).Message())
+			return nil, refusef(ctx.Err(), "waited for room until the call ended: %s", err)
 		case <-r.stop:
 			return nil, r.errStopping()
 		}
@@ -129,7 +165,7 @@ func (r *Raylet) reserveLeaseLocked(leaseID string, req *pb.RequestWorkerLeaseRe
 		return nil, r.errStopping()
 	}
 	if r.draining {
-		return nil, status.Errorf(codes.FailedPrecondition, "node %s is draining and takes no new worker leases", r.cfg.NodeID)
+		return nil, refusef(ErrDraining, "node %s is draining and takes no new worker leases", r.cfg.NodeID)
 	}
 	var lease *workerLease
 	var err error
@@ -158,7 +194,7 @@ func (r *Raylet) stoppingLocked() bool {
 }
 
 func (r *Raylet) errStopping() error {
-	return status.Errorf(codes.Unavailable, "node %s: raylet stopping", r.cfg.NodeID)
+	return refusef(ErrStopping, "node %s: raylet stopping", r.cfg.NodeID)
 }
 
 // releaseLease gives back a lease no worker holds yet.
@@ -216,7 +252,7 @@ func (r *Raylet) checkNotOrphanedLocked(lease *workerLease) error {
 	}
 	r.bundles.releaseLease(lease)
 	r.resourcesChangedLocked()
-	return status.Errorf(codes.FailedPrecondition, "placement group %s bundle %d was released while the lease was being granted",
+	return refusef(ErrBundleNotHeld, "placement group %s bundle %d was released while the lease was being granted",
 		lease.bundle.placementGroupID, lease.bundle.index)
 }
 
@@ -275,7 +311,7 @@ func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLe
 		r.bundles.releaseLease(lease)
 		r.resourcesChangedLocked()
 		r.mu.Unlock()
-		return nil, status.Errorf(codes.Internal, "start worker %s (%s): %v", w.id, path, err)
+		return nil, refusef(ErrWorkerFailed, "start worker %s (%s): %w", w.id, path, err)
 	}
 	r.mu.Lock()
 	w.process = w.cmd.Process
@@ -322,19 +358,19 @@ func (r *Raylet) attachWorkerLogs(w *worker) (func(), error) {
 		return func() {}, nil
 	}
 	if err := os.MkdirAll(r.cfg.WorkerLogDir, 0o755); err != nil {
-		return nil, status.Errorf(codes.Internal, "worker log directory: %v", err)
+		return nil, refusef(ErrInternal, "worker log directory: %w", err)
 	}
 	open := func(suffix string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(r.cfg.WorkerLogDir, "worker-"+w.id+suffix), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	}
 	stdout, err := open(".out")
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "worker %s log: %v", w.id, err)
+		return nil, refusef(ErrInternal, "worker %s log: %w", w.id, err)
 	}
 	stderr, err := open(".err")
 	if err != nil {
 		_ = stdout.Close()
-		return nil, status.Errorf(codes.Internal, "worker %s log: %v", w.id, err)
+		return nil, refusef(ErrInternal, "worker %s log: %w", w.id, err)
 	}
 	w.cmd.Stdout, w.cmd.Stderr, w.stderrPath = stdout, stderr, stderr.Name()
 	return func() { _ = stdout.Close(); _ = stderr.Close() }, nil
@@ -363,21 +399,22 @@ func (r *Raylet) awaitRegistration(ctx context.Context, w *worker) (*worker, err
 		return nil, r.exitedBeforeLease(w)
 	case <-timer.C:
 		r.killWorker(w, "did not register in time")
-		return nil, status.Errorf(codes.Unavailable, "worker %s did not call RegisterWorker within %s; killed it%s",
+		return nil, refusef(ErrWorkerStartTimeout, "worker %s did not call RegisterWorker within %s; killed it%s",
 			w.id, r.cfg.WorkerStartTimeout, stderrTail(w.stderrPath))
 	case <-ctx.Done():
 		r.killWorker(w, "the lease request ended before the worker registered")
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, ctx.Err()
 	}
 }
 
 // exitedBeforeLease is the error for a worker gone before its lease was handed out:
-// killed on purpose (Aborted), or crashed, most likely a bad executable (Internal).
+// killed on purpose (ErrWorkerKilled), or crashed, most likely a bad executable
+// (ErrWorkerFailed).
 func (r *Raylet) exitedBeforeLease(w *worker) error {
 	if strings.HasPrefix(w.exitDetail, "killed: ") {
-		return status.Errorf(codes.Aborted, "worker %s was %s before its lease was granted", w.id, w.exitDetail)
+		return refusef(ErrWorkerKilled, "worker %s was %s before its lease was granted", w.id, w.exitDetail)
 	}
-	return status.Errorf(codes.Internal, "worker %s exited before registering: %s%s", w.id, w.exitDetail, stderrTail(w.stderrPath))
+	return refusef(ErrWorkerFailed, "worker %s exited before registering: %s%s", w.id, w.exitDetail, stderrTail(w.stderrPath))
 }
 
 // stderrTail quotes the end of a worker's stderr file for an error message.
@@ -400,175 +437,31 @@ func stderrTail(path string) string {
 	return ""
 }
 
-func (r *Raylet) killWorker(w *worker, reason string) {
+// registerWorker records the address of a worker this raylet started and wakes the
+// lease request waiting for it. A retried registration with the same address is fine.
+func (r *Raylet) registerWorker(workerID, address string) error {
+	if address == "" {
+		return fielderr.New(ErrRequired, "address", "required")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.killWorkerLocked(w, reason)
-}
-
-// killWorkerLocked SIGKILLs a worker, releases its lease at once and drops it from the
-// pool; its death watch then reports the exit as intentional ("killed: reason"). The
-// state is left as it was, so the watch knows whether a lease holder died.
-func (r *Raylet) killWorkerLocked(w *worker, reason string) {
-	if w.killReason == "" {
-		w.killReason = reason
+	w := r.workers[workerID]
+	if w == nil {
+		return refusef(ErrUnknownWorker, "worker %s: not a live worker of node %s", workerID, r.cfg.NodeID)
 	}
-	r.releaseWorkerLeaseLocked(w)
-	if r.workers[w.id] == w {
-		delete(r.workers, w.id)
-	}
-	if w.process != nil {
-		_ = w.process.Kill()
-	}
-}
-
-func (r *Raylet) releaseWorkerLeaseLocked(w *worker) {
-	if w.lease == nil {
-		return
-	}
-	r.bundles.releaseLease(w.lease)
-	w.lease = nil
-	r.resourcesChangedLocked()
-}
-
-// watchWorker waits for the worker process to exit, for whatever reason, then releases
-// its lease, drops it from the pool and, if a lease holder died, tells the GCS (which
-// restarts or buries the actor it ran).
-func (r *Raylet) watchWorker(w *worker) {
-	err := w.cmd.Wait()
-	detail := fmt.Sprint(err)
-	if w.cmd.ProcessState != nil {
-		detail = w.cmd.ProcessState.String() // "exit status 2", "signal: killed"
-	}
-	r.mu.Lock()
-	intentional := w.killReason != ""
-	if intentional {
-		detail = "killed: " + w.killReason
-	}
-	leased := w.state == workerLeased
-	r.releaseWorkerLeaseLocked(w)
-	if r.workers[w.id] == w {
-		delete(r.workers, w.id)
-	}
-	w.exitDetail = detail
-	actorID := w.actorID
-	r.mu.Unlock()
-	close(w.exited)
-
-	r.log.Info().Str("worker_id", w.id).Int("pid", w.process.Pid).Str("job_id", w.key.jobID).Str("actor_id", actorID).
-		Str("exit_detail", detail).Bool("intentional", intentional).Msg("worker exited")
-	if leased {
-		r.reportWorkerFailure(&pb.ReportWorkerFailureRequest{
-			NodeId: r.cfg.NodeID, WorkerId: w.id, ActorId: actorID, ExitDetail: detail, Intentional: intentional,
-		})
-	}
-}
-
-// reportWorkerFailure tells the GCS, retrying with backoff while it is unreachable (a
-// missed report would leave the actor ALIVE on a dead worker) until it answers or the
-// raylet stops: the GCS then learns of the whole node's end instead.
-func (r *Raylet) reportWorkerFailure(req *pb.ReportWorkerFailureRequest) {
-	backoff := rpcutil.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
-	for attempt := 1; ; attempt++ {
-		select {
-		case <-r.stop:
-			return
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := r.actors.ReportWorkerFailure(ctx, req)
-		cancel()
-		if !rpcutil.IsUnavailable(err) {
-			if err != nil {
-				r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("the GCS refused a worker failure report")
-			}
-			return
-		}
-		if attempt == 1 {
-			r.log.Warn().Err(err).Str("worker_id", req.WorkerId).Str("actor_id", req.ActorId).Msg("could not report a worker failure to the GCS; retrying")
-		}
-		select {
-		case <-r.stop:
-			return
-		case <-time.After(backoff.Next()):
-		}
-	}
-}
-
-// idleWorkerLoop kills workers idle for IdleWorkerTimeout, until Stop.
-func (r *Raylet) idleWorkerLoop() {
-	r.everyFractionOf(r.cfg.IdleWorkerTimeout, func(now time.Time) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, w := range r.workers {
-			if w.state == workerIdle && now.Sub(w.idleSince) >= r.cfg.IdleWorkerTimeout {
-				r.killWorkerLocked(w, "idle for "+r.cfg.IdleWorkerTimeout.String())
-			}
-		}
-	})
-}
-
-// executableCacheLoop removes the cached executables unused for ExecutableCacheTTL
-// (see executableCache.prune), until Stop.
-func (r *Raylet) executableCacheLoop() {
-	r.everyFractionOf(r.cfg.ExecutableCacheTTL, func(now time.Time) {
-		r.pruneExecutableCache(now)
-	})
-}
-
-func (r *Raylet) pruneExecutableCache(now time.Time) {
-	pruned, err := r.executables.prune(now, r.cfg.ExecutableCacheTTL, r.executablesInUse)
-	for _, p := range pruned {
-		r.log.Info().Str("sha256", p.sha256).Int64("bytes", p.bytes).Dur("unused_for", p.unusedFor).
-			Msg("removed a cached executable")
-	}
-	if err != nil {
-		r.log.Warn().Err(err).Msg("could not prune the executable cache")
-	}
-}
-
-// executablesInUse is the executables of the live worker processes (starting, leased
-// or idle): a worker that restarts from the same file must find it.
-func (r *Raylet) executablesInUse() map[string]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	used := map[string]bool{}
-	for _, w := range r.workers {
-		used[w.key.executableSHA256] = true
-	}
-	return used
-}
-
-// killOrphanedWorkersLocked kills the workers leased from bundles no longer held, and
-// the idle workers started for them (their environment names the old bundle and its
-// GPUs). Bundle changes call it under mu, so no worker outlives its bundle.
-func (r *Raylet) killOrphanedWorkersLocked(reason string) {
-	for _, w := range r.workers {
-		if w.lease != nil && r.bundles.orphaned(w.lease) || !r.bundles.holds(w.bundle, w.bundleHolder) {
-			r.killWorkerLocked(w, reason)
-		}
-	}
-}
-
-// stopWorkers kills every worker and waits (bounded) for them to exit.
-func (r *Raylet) stopWorkers() {
-	r.mu.Lock()
-	var exits []chan struct{}
-	for _, w := range r.workers {
+	if r.stoppingLocked() {
 		r.killWorkerLocked(w, "raylet stopped")
-		if w.process != nil { // a worker still starting is killed once it started
-			exits = append(exits, w.exited)
-		}
+		return r.errStopping()
 	}
-	r.mu.Unlock()
-	deadline := time.After(5 * time.Second)
-	for _, exited := range exits {
-		select {
-		case <-exited:
-		case <-deadline:
-			return
-		}
+	switch w.address {
+	case "":
+		w.address = address
+		close(w.registered)
+	case address: // a retried registration
+	default:
+		return refusef(ErrWorkerRegistered, "worker %s registered already with address %s", workerID, w.address)
 	}
+	return nil
 }
 
 // describeWorkerLocked is a worker as WorkerInfo.
@@ -590,138 +483,4 @@ func (r *Raylet) describeWorkerLocked(w *worker) *pb.WorkerInfo {
 		}
 	}
 	return info
-}
-
-func (s *nodeManagerService) RequestWorkerLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*pb.RequestWorkerLeaseReply, error) {
-	r := s.raylet
-	request, err := validateLeaseRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	lease, err := r.reserveLease(ctx, req, request)
-	if err != nil {
-		return nil, err
-	}
-	w, err := r.leaseWorker(ctx, req, lease)
-	if err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		// The caller gave up: the reply would be lost, and the lease with it.
-		if r.workers[w.id] == w && w.state == workerLeased {
-			r.returnWorkerLocked(w, false)
-		}
-		return nil, status.FromContextError(err).Err()
-	}
-	if r.stoppingLocked() { // Stop kills the worker, if it has not yet
-		return nil, r.errStopping()
-	}
-	if req.ActorId != "" {
-		// An actor has one worker: another one here is from an earlier lease whose reply
-		// the GCS lost before it asked again.
-		for _, other := range r.workers {
-			if other != w && other.actorID == req.ActorId {
-				r.killWorkerLocked(other, "replaced by a newer lease for actor "+req.ActorId)
-			}
-		}
-	}
-	return &pb.RequestWorkerLeaseReply{Worker: r.describeWorkerLocked(w), Resources: r.resourceReportLocked()}, nil
-}
-
-func (s *nodeManagerService) ReturnWorker(ctx context.Context, req *pb.ReturnWorkerRequest) (*pb.ReturnWorkerReply, error) {
-	r := s.raylet
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w := r.workers[req.WorkerId]; w != nil && (w.state == workerLeased || w.state == workerIdle && req.Disconnect) {
-		r.returnWorkerLocked(w, req.Disconnect)
-	}
-	return &pb.ReturnWorkerReply{Resources: r.resourceReportLocked()}, nil
-}
-
-// returnWorkerLocked ends a worker's lease. The worker goes idle for reuse unless the
-// caller disconnects it or it ran an actor (an actor's worker is never reused). Its end
-// is no failure: the caller returned it, so nothing is reported to the GCS.
-func (r *Raylet) returnWorkerLocked(w *worker, disconnect bool) {
-	wasActor := w.actorID != ""
-	r.releaseWorkerLeaseLocked(w)
-	w.state, w.actorID, w.detached, w.idleSince = workerIdle, "", false, time.Now()
-	switch {
-	case disconnect:
-		r.killWorkerLocked(w, "returned with disconnect")
-	case wasActor:
-		r.killWorkerLocked(w, "actor worker returned")
-	}
-}
-
-func (s *nodeManagerService) KillWorker(ctx context.Context, req *pb.KillWorkerRequest) (*pb.KillWorkerReply, error) {
-	r := s.raylet
-	reason := req.Reason
-	if reason == "" {
-		reason = "KillWorker"
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w := r.workers[req.WorkerId]; w != nil {
-		r.killWorkerLocked(w, reason)
-	}
-	return &pb.KillWorkerReply{Resources: r.resourceReportLocked()}, nil
-}
-
-func (s *nodeManagerService) KillJobWorkers(ctx context.Context, req *pb.KillJobWorkersRequest) (*pb.KillJobWorkersReply, error) {
-	r := s.raylet
-	if req.JobId == "" {
-		return nil, status.Error(codes.InvalidArgument, "job_id: required")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	killed := int32(0)
-	for _, w := range r.workers {
-		if w.key.jobID == req.JobId && !w.detached {
-			r.killWorkerLocked(w, "job "+req.JobId+" finished")
-			killed++
-		}
-	}
-	return &pb.KillJobWorkersReply{Killed: killed}, nil
-}
-
-func (s *nodeManagerService) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequest) (*pb.RegisterWorkerReply, error) {
-	r := s.raylet
-	if req.Address == "" {
-		return nil, status.Error(codes.InvalidArgument, "address: required")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	w := r.workers[req.WorkerId]
-	if w == nil {
-		return nil, status.Errorf(codes.NotFound, "worker %s: not a live worker of node %s", req.WorkerId, r.cfg.NodeID)
-	}
-	if r.stoppingLocked() {
-		r.killWorkerLocked(w, "raylet stopped")
-		return nil, r.errStopping()
-	}
-	switch w.address {
-	case "":
-		w.address = req.Address
-		close(w.registered)
-	case req.Address: // a retried registration
-	default:
-		return nil, status.Errorf(codes.FailedPrecondition, "worker %s registered already with address %s", req.WorkerId, w.address)
-	}
-	return &pb.RegisterWorkerReply{}, nil
-}
-
-func (s *nodeManagerService) GetWorkers(ctx context.Context, _ *pb.GetWorkersRequest) (*pb.GetWorkersReply, error) {
-	r := s.raylet
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	reply := &pb.GetWorkersReply{}
-	for _, w := range r.workers {
-		if w.state != workerStarting {
-			reply.Workers = append(reply.Workers, r.describeWorkerLocked(w))
-		}
-	}
-	slices.SortFunc(reply.Workers, func(a, b *pb.WorkerInfo) int { return strings.Compare(a.WorkerId, b.WorkerId) })
-	return reply, nil
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 // simulatedGPUs is a simulated dgx-h100's eight GPUs as a raylet's config lists them.
 func simulatedGPUs(t *testing.T) []*pb.GPUInfo {
 	t.Helper()
-	lib, _, err := gpu.Simulate("dgx-h100", gpu.SimOptions{Seed: "workers", SysfsDir: t.TempDir()})
+	lib, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "workers", SysfsDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +41,11 @@ func withGPUs(t *testing.T) func(*Config) {
 	return func(cfg *Config) { cfg.GPUs = simulatedGPUs(t) }
 }
 
+// wantCode checks the gRPC code a client sees for err (nodeManagerStatus keeps a status
+// a handler returned; it maps the plain errors of the ledger, pool and cache).
 func wantCode(t *testing.T, err error, code codes.Code, contains ...string) {
 	t.Helper()
-	if status.Code(err) != code {
+	if status.Code(nodeManagerStatus(err)) != code {
 		t.Fatalf("error %v: want %s", err, code)
 	}
 	for _, s := range contains {

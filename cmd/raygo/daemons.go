@@ -22,6 +22,7 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet"
 	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 // storeFlags select and configure the GCS's store (shared by start and gcs-server).
@@ -282,7 +283,7 @@ func discoverGPUs(cfg *raylet.Config, rf nodeResourceFlags, simDir string, log z
 	lib, sysfs := nvml.New(), "/sys"
 	if rf.gpuSim != "" {
 		var err error
-		lib, sysfs, err = gpu.Simulate(rf.gpuSim, gpu.SimOptions{Seed: cfg.NodeID, Rack: rf.gpuRack, SysfsDir: simDir,
+		lib, sysfs, err = gpusim.Simulate(rf.gpuSim, gpusim.SimOptions{Seed: cfg.NodeID, Rack: rf.gpuRack, SysfsDir: simDir,
 			MIGStateFile: filepath.Join(simDir, "mig-"+cfg.NodeID+".json")})
 		if err != nil {
 			return nil, badInput("--gpu-sim: %v", err)

@@ -17,7 +17,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
-	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 // defaultAddress is the GCS address when neither --address nor RAYGO_ADDRESS says.
@@ -100,7 +100,7 @@ type nodeResourceFlags struct {
 func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mig, "mig", "off", "MIG mode of this node's GPUs: on (every GPU), off, or per GPU: 0:on,1:on (the others off). A GPU in MIG mode offers MIG slices (nvidia.com/mig-<profile>) instead of a whole GPU")
 	fs.DurationVar(&f.migIdle, "mig-idle-timeout", 5*time.Minute, "an idle MIG instance (released, kept for reuse by the same profile) is destroyed after this long")
-	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpu.SimulatedModels(), ", "))
+	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpusim.SimulatedModels(), ", "))
 	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+nodelabel.Rack)
 	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
 	fs.StringVar(&f.numCPUs, "num-cpus", "", "CPUs this node offers (default: detected cores)")
@@ -148,8 +148,8 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 	if err != nil {
 		return nil, nil, err
 	}
-	if f.gpuSim != "" && !slices.Contains(gpu.SimulatedModels(), f.gpuSim) {
-		return nil, nil, badInput("--gpu-sim %q: must be one of %s", f.gpuSim, strings.Join(gpu.SimulatedModels(), ", "))
+	if f.gpuSim != "" && !slices.Contains(gpusim.SimulatedModels(), f.gpuSim) {
+		return nil, nil, badInput("--gpu-sim %q: must be one of %s", f.gpuSim, strings.Join(gpusim.SimulatedModels(), ", "))
 	}
 	if _, err := parseMIGFlag(f.mig, 0); err != nil {
 		return nil, nil, err

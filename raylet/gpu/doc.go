@@ -1,7 +1,7 @@
 // Package gpu owns what a raylet knows about its node's GPUs: discovery through NVML
 // (go-nvml), the NVLink islands and multi-node NVLink domain, the GPU ↔ NIC ↔ rail map read
-// from the PCI tree in sysfs, and the simulated machines behind `raygo start --gpu-sim`.
-// It returns plain Go values; the raylet turns them into protos (GPUInfo, NodeInfo
+// from the PCI tree in sysfs, and MIG carving. The simulated machines behind
+// `raygo start --gpu-sim` are package gpusim, written apart from this one. It returns plain Go values; the raylet turns them into protos (GPUInfo, NodeInfo
 // nvlink_domain) and labels, so this package has no gRPC.
 //
 // Discovery:
@@ -28,19 +28,9 @@
 // Which profile and start is placement's decision (placement.PlanMIG); this package only
 // carries it out. Profiles are the ids hardware reports (mig.Profile.ID): NVML
 // is asked by profile enum and answers the id, and the manager learns that mapping from
-// NVML; the simulation's side of it is simProfileEnums, the one table of it.
-//
-// Simulation: Simulate builds an nvml.Interface for a named machine (SimulatedModels) on
-// go-nvml's dgxa100 mock devices and writes the matching sysfs tree. Every mock function
-// the simulation leaves unset returns ERROR_NOT_SUPPORTED instead of panicking. MIG is
-// simulated as hardware behaves on the models placement has MIG tables for (mig_sim.go:
-// the real profile ids and placements, overlap and invalid starts refused, compute
-// instances destroyed before their GPU instance), replacing the dgxa100 mock's MIG
-// functions; SimulatedMIGState, or ReadSimulatedMIGState on SimOptions.MIGStateFile from
-// another process, shows what the simulated driver holds.
+// NVML; the simulation's side of it is gpusim's table of profile enums.
 //
 // Concurrency: DiscoverTopology and Discover may run concurrently with each other (NVML
-// Init/Shutdown are reference-counted); a simulated nvml.Interface is safe for concurrent
-// use once Simulate has returned; a MIGManager is safe for concurrent use and serializes
-// its calls.
+// Init/Shutdown are reference-counted); a MIGManager is safe for concurrent use and
+// serializes its calls.
 package gpu

@@ -6,10 +6,6 @@ import "errors"
 // logs it once and reports no GPUs; no other NVML call has been made.
 var ErrNVMLUnavailable = errors.New("NVML unavailable")
 
-// ErrUnknownSimulatedModel means Simulate was asked for a machine it does not know; the
-// wrapping error names the model and lists the valid ones.
-var ErrUnknownSimulatedModel = errors.New("unknown simulated GPU model")
-
 // MIG errors. MIGManager's errors wrap one of these and, when NVML refused, the
 // nvml.Return too (errors.Is(err, nvml.ERROR_INSUFFICIENT_RESOURCES) holds); the message
 // names the GPU, the profile and the start.

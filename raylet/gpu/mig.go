@@ -40,13 +40,13 @@ const NoComputeInstance = -1
 
 // MIGManager turns MIG mode on and off, carves and destroys MIG instances, and finds the
 // instances that exist, through NVML: the real library (nvml.New()) or a simulated
-// machine (Simulate).
+// machine (gpusim.Simulate).
 //
 // It speaks the hardware's vocabulary: a profile is its NVML profile id (placement's
 // MIGProfile.ID), a placement its start memory slice. NVML's GetGpuInstanceProfileInfo is
 // asked by profile enum (NVML_GPU_INSTANCE_PROFILE_*) and answers the id; the manager
 // learns each GPU's enum → id mapping by asking for every enum, as nvidia-smi does, and
-// so holds no table of its own (the simulation's is simProfileEnums).
+// so holds no table of its own (the simulation's is in gpusim).
 //
 // Concurrency: safe for concurrent use; calls are serialized, since NVML does not promise
 // that reconfiguring a GPU races safely with reading it, and carving is rare. NVML stays

@@ -14,6 +14,8 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim/gpusimtest"
 )
 
 func newTestManager(t *testing.T, lib nvml.Interface) *MIGManager {
@@ -29,7 +31,7 @@ func newTestManager(t *testing.T, lib nvml.Interface) *MIGManager {
 // simInstances is what the simulated driver holds on a GPU, as "profile@start" strings.
 func simInstances(t *testing.T, lib nvml.Interface, gpu int) []string {
 	t.Helper()
-	state, ok := SimulatedMIGState(lib)
+	state, ok := gpusim.SimulatedMIGState(lib)
 	if !ok || gpu >= len(state) {
 		t.Fatalf("no simulated MIG state for GPU %d", gpu)
 	}
@@ -48,9 +50,9 @@ func TestMIGManagerCarveAndDestroyOnEachModel(t *testing.T) {
 		{{5, 0}, {15, 6}, {15, 4}},          // 4g, two 1g with 2 memory slices
 		{{0, 0}},                            // 7g
 	}
-	for _, m := range migMachines {
-		t.Run(m.machine, func(t *testing.T) {
-			lib := simulateMIG(t, m.machine, SimOptions{})
+	for _, m := range gpusimtest.MIGMachines {
+		t.Run(m.Machine, func(t *testing.T) {
+			lib := gpusimtest.SimulateMIG(t, m.Machine, gpusim.SimOptions{})
 			manager := newTestManager(t, lib)
 			const gpu = 1
 			if err := manager.SetMode(gpu, true); err != nil {
@@ -66,7 +68,7 @@ func TestMIGManagerCarveAndDestroyOnEachModel(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					profile, _ := m.model.ProfileByID(c.profileID)
+					profile, _ := m.Model.ProfileByID(c.profileID)
 					if info.GPU != gpu || info.ProfileID != c.profileID || info.Start != c.start || info.Size != profile.MemorySlices ||
 						info.CIID == NoComputeInstance || info.ComputeInstances != 1 || !strings.HasPrefix(info.DeviceUUID, "MIG-") {
 						t.Errorf("Carve(%s at %d) = %+v", profile.Name, c.start, info)
@@ -111,7 +113,7 @@ func TestMIGManagerCarveAndDestroyOnEachModel(t *testing.T) {
 }
 
 func TestMIGManagerRefusesOverlap(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestMIGManagerRefusesOverlap(t *testing.T) {
 }
 
 func TestMIGManagerRefusesInvalidStartsAndProfiles(t *testing.T) {
-	lib := simulateMIG(t, "dgx-a100-40gb", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-a100-40gb", gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)
@@ -176,7 +178,7 @@ func TestMIGManagerRefusesInvalidStartsAndProfiles(t *testing.T) {
 }
 
 func TestMIGManagerModeOff(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	_, err := manager.Carve(0, 19, 0)
 	if !errors.Is(err, ErrMIGModeOff) || !strings.Contains(err.Error(), "GPU 0") {
@@ -202,7 +204,7 @@ func TestMIGManagerModeOff(t *testing.T) {
 		t.Errorf("SetMode to the current mode: %v", err)
 	}
 	// A GPU without MIG.
-	gb200 := newTestManager(t, simulateMIG(t, "gb200-nvl72", SimOptions{}))
+	gb200 := newTestManager(t, gpusimtest.SimulateMIG(t, "gb200-nvl72", gpusim.SimOptions{}))
 	if err := gb200.SetMode(0, true); !errors.Is(err, ErrMIGUnsupported) {
 		t.Errorf("MIG on a GB200: err = %v, want ErrMIGUnsupported", err)
 	}
@@ -210,7 +212,7 @@ func TestMIGManagerModeOff(t *testing.T) {
 
 // Destroy takes the compute instance first; NVML refuses the GPU instance alone.
 func TestMIGManagerDestroyOrder(t *testing.T) {
-	lib := simulateMIG(t, "dgx-a100-80gb", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-a100-80gb", gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	if err := manager.SetMode(5, true); err != nil {
 		t.Fatal(err)
@@ -219,7 +221,7 @@ func TestMIGManagerDestroyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gi, ret := device(t, lib, 5).GetGpuInstanceById(carved.GIID)
+	gi, ret := gpusimtest.Device(t, lib, 5).GetGpuInstanceById(carved.GIID)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
@@ -240,7 +242,7 @@ func TestMIGManagerDestroyOrder(t *testing.T) {
 // A raylet that restarts finds the instances through NVML, including a GPU instance whose
 // carve stopped before its compute instance, which it can then destroy.
 func TestMIGManagerRediscoversAfterRestart(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	first, err := NewMIGManager(lib)
 	if err != nil {
 		t.Fatal(err)
@@ -263,8 +265,8 @@ func TestMIGManagerRediscoversAfterRestart(t *testing.T) {
 		t.Errorf("Instances after Close: err = %v", err)
 	}
 	// The half-carved instance: a GPU instance without a compute instance.
-	dev := device(t, lib, 7)
-	if _, ret := createGI(dev, profileInfo(t, dev, 9), 4, 4); ret != nvml.SUCCESS {
+	dev := gpusimtest.Device(t, lib, 7)
+	if _, ret := gpusimtest.CreateGI(dev, gpusimtest.ProfileInfo(t, dev, 9), 4, 4); ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
 
@@ -310,7 +312,7 @@ func (failingComputeGpuInstance) CreateComputeInstance(*nvml.ComputeInstanceProf
 
 // A carve that cannot finish destroys its GPU instance: the GPU is left as it was.
 func TestMIGManagerCarveUndoesAHalfCarve(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	manager := newTestManager(t, failingComputeLib{lib})
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)
@@ -336,18 +338,7 @@ func TestNewMIGManagerWithoutDriver(t *testing.T) {
 func TestNewMIGManagerCallsNothingAfterAFailedInit(t *testing.T) {
 	var calls atomic.Int32
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
-	v := reflect.ValueOf(lib).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		field := v.Field(i)
-		if field.Kind() != reflect.Func || !field.IsNil() {
-			continue
-		}
-		results := notSupportedResults(field.Type())
-		field.Set(reflect.MakeFunc(field.Type(), func([]reflect.Value) []reflect.Value {
-			calls.Add(1)
-			return results
-		}))
-	}
+	gpusim.RecordUnsetCalls(lib, func(string) { calls.Add(1) })
 	if _, err := NewMIGManager(lib); !errors.Is(err, ErrNVMLUnavailable) {
 		t.Fatalf("err = %v, want ErrNVMLUnavailable", err)
 	}
@@ -358,7 +349,7 @@ func TestNewMIGManagerCallsNothingAfterAFailedInit(t *testing.T) {
 
 // One manager used from many goroutines, each carving on its own GPU while others list.
 func TestMIGManagerConcurrentUse(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -390,7 +381,7 @@ func TestMIGManagerConcurrentUse(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	state, _ := SimulatedMIGState(lib)
+	state, _ := gpusim.SimulatedMIGState(lib)
 	for _, g := range state {
 		if len(g.GPUInstances) != 0 {
 			t.Errorf("GPU %d: %+v left", g.Index, g.GPUInstances)
@@ -400,7 +391,7 @@ func TestMIGManagerConcurrentUse(t *testing.T) {
 
 // The slot map a raylet builds from Instances is one placement accepts.
 func TestMIGManagerInstancesMakeAValidSlotMap(t *testing.T) {
-	lib := simulateMIG(t, testH200Machine, SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, gpusim.TestMachineH200, gpusim.SimOptions{})
 	manager := newTestManager(t, lib)
 	if err := manager.SetMode(0, true); err != nil {
 		t.Fatal(err)

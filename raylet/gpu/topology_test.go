@@ -10,19 +10,21 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 )
 
 const gib = 1 << 30
 
 // simulatedTopology discovers a simulated node, failing the test on any error.
-func simulatedTopology(t *testing.T, model string, opts SimOptions) *Topology {
+func simulatedTopology(t *testing.T, model string, opts gpusim.SimOptions) *Topology {
 	t.Helper()
 	if opts.SysfsDir == "" {
 		opts.SysfsDir = t.TempDir()
 	}
-	lib, sysfsRoot, err := Simulate(model, opts)
+	lib, sysfsRoot, err := gpusim.Simulate(model, opts)
 	if err != nil {
-		t.Fatalf("Simulate(%s): %v", model, err)
+		t.Fatalf("gpusim.Simulate(%s): %v", model, err)
 	}
 	topo, err := DiscoverTopology(lib, sysfsRoot)
 	if err != nil {
@@ -49,12 +51,12 @@ func TestDiscoverTopologySimulatedModels(t *testing.T) {
 		{"pcie-8gpu-nvlink-pairs", "H100", 79 * gib, [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}}, []int{0, 0, 1, 1, 2, 2, 3, 3}, false},
 		{"gb200-nvl72", "GB200", 180 * gib, [][]int{{0, 1, 2, 3}}, []int{0, 1, 2, 3}, true},
 	}
-	if len(tests) != len(SimulatedModels()) {
-		t.Fatalf("table covers %d models, SimulatedModels has %d: %v", len(tests), len(SimulatedModels()), SimulatedModels())
+	if len(tests) != len(gpusim.SimulatedModels()) {
+		t.Fatalf("table covers %d models, SimulatedModels has %d: %v", len(tests), len(gpusim.SimulatedModels()), gpusim.SimulatedModels())
 	}
 	for _, tc := range tests {
 		t.Run(tc.model, func(t *testing.T) {
-			topo := simulatedTopology(t, tc.model, SimOptions{Seed: "node-1", Rack: "rack-a"})
+			topo := simulatedTopology(t, tc.model, gpusim.SimOptions{Seed: "node-1", Rack: "rack-a"})
 			if len(topo.GPUs) != len(tc.rails) {
 				t.Fatalf("%d GPUs, want %d", len(topo.GPUs), len(tc.rails))
 			}
@@ -101,9 +103,9 @@ func TestDiscoverTopologySimulatedModels(t *testing.T) {
 
 func TestGB200NVLinkDomainIsTheRack(t *testing.T) {
 	sysfs := t.TempDir()
-	a := simulatedTopology(t, "gb200-nvl72", SimOptions{Seed: "node-a", Rack: "rack-1", SysfsDir: sysfs})
-	b := simulatedTopology(t, "gb200-nvl72", SimOptions{Seed: "node-b", Rack: "rack-1", SysfsDir: sysfs})
-	c := simulatedTopology(t, "gb200-nvl72", SimOptions{Seed: "node-c", Rack: "rack-2", SysfsDir: sysfs})
+	a := simulatedTopology(t, "gb200-nvl72", gpusim.SimOptions{Seed: "node-a", Rack: "rack-1", SysfsDir: sysfs})
+	b := simulatedTopology(t, "gb200-nvl72", gpusim.SimOptions{Seed: "node-b", Rack: "rack-1", SysfsDir: sysfs})
+	c := simulatedTopology(t, "gb200-nvl72", gpusim.SimOptions{Seed: "node-c", Rack: "rack-2", SysfsDir: sysfs})
 	if a.NVLinkDomain == "" || a.NVLinkDomain != b.NVLinkDomain {
 		t.Errorf("same rack: domains %q and %q, want equal and set", a.NVLinkDomain, b.NVLinkDomain)
 	}
@@ -116,9 +118,9 @@ func TestGB200NVLinkDomainIsTheRack(t *testing.T) {
 }
 
 func TestSimulatedUUIDsFollowTheSeed(t *testing.T) {
-	first := simulatedTopology(t, "dgx-h100", SimOptions{Seed: "node-1"})
-	again := simulatedTopology(t, "dgx-h100", SimOptions{Seed: "node-1"})
-	other := simulatedTopology(t, "dgx-h100", SimOptions{Seed: "node-2"})
+	first := simulatedTopology(t, "dgx-h100", gpusim.SimOptions{Seed: "node-1"})
+	again := simulatedTopology(t, "dgx-h100", gpusim.SimOptions{Seed: "node-1"})
+	other := simulatedTopology(t, "dgx-h100", gpusim.SimOptions{Seed: "node-2"})
 	uuids := map[string]bool{}
 	for i := range first.GPUs {
 		if first.GPUs[i].UUID != again.GPUs[i].UUID {
@@ -148,7 +150,7 @@ func TestDiscoverTopologyWithoutDriverReportsUnavailable(t *testing.T) {
 func TestDiscoverTopologyCallsNothingAfterFailedInit(t *testing.T) {
 	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
 	var called []string
-	recordCalls(lib, func(name string) { called = append(called, name) })
+	gpusim.RecordUnsetCalls(lib, func(name string) { called = append(called, name) })
 	if _, err := DiscoverTopology(lib, ""); !errors.Is(err, ErrNVMLUnavailable) {
 		t.Fatalf("err = %v, want ErrNVMLUnavailable", err)
 	}
@@ -157,22 +159,6 @@ func TestDiscoverTopologyCallsNothingAfterFailedInit(t *testing.T) {
 	}
 	if len(called) != 0 {
 		t.Fatalf("NVML called after the failed Init: %v", called)
-	}
-}
-
-// recordCalls sets every unset function of a mock to report its name and return zeros.
-func recordCalls(mockStruct any, record func(name string)) {
-	v := reflect.ValueOf(mockStruct).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		field, name := v.Field(i), v.Type().Field(i).Name
-		if field.Kind() != reflect.Func || !field.IsNil() {
-			continue
-		}
-		fnType := field.Type()
-		field.Set(reflect.MakeFunc(fnType, func([]reflect.Value) []reflect.Value {
-			record(name)
-			return notSupportedResults(fnType)
-		}))
 	}
 }
 
@@ -190,7 +176,7 @@ func TestDiscoverTopologyOnBareMockDegrades(t *testing.T) {
 func TestDiscoverTopologyWithoutNVLinkSupport(t *testing.T) {
 	server := dgxa100.New()
 	for _, d := range server.Devices {
-		fillUnsetWithNotSupported(&d.(*dgxa100.Device).Device)
+		gpusim.FillUnsetWithNotSupported(&d.(*dgxa100.Device).Device)
 	}
 	topo, err := DiscoverTopology(server, "")
 	if err != nil {
@@ -217,13 +203,16 @@ func assertNoNVLinkNoRail(t *testing.T, topo *Topology, wantGPUs int) {
 // Switch-attached GPUs that NVML says cannot reach each other over NVLink (different
 // Fabric Manager partitions) are different islands.
 func TestNVSwitchPartitionsFollowP2PStatus(t *testing.T) {
-	lib, _, err := Simulate("dgx-h100", SimOptions{Seed: "node-1"})
+	lib, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "node-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := lib.(*simServer).Server
 	partition := func(d nvml.Device) int { return d.(*dgxa100.Device).Index / 4 }
-	for _, d := range server.Devices {
+	for i := range 8 {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			t.Fatalf("DeviceGetHandleByIndex(%d): %v", i, ret)
+		}
 		d.(*dgxa100.Device).GetP2PStatusFunc = func(other nvml.Device, _ nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
 			if partition(d) != partition(other) {
 				return nvml.P2P_STATUS_NOT_SUPPORTED, nvml.SUCCESS

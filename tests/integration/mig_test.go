@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
@@ -30,9 +30,9 @@ func TestMIGSlicesAreCarvedReusedAndDestroyed(t *testing.T) {
 	if info.ResourcesTotal["nvidia.com/mig-1g.10gb"] != 7 || info.ResourcesTotal["nvidia.com/mig-3g.40gb"] != 2 {
 		t.Errorf("informational MIG totals: %v", info.ResourcesTotal)
 	}
-	nvmlState := func() []gpu.SimGPUInstance {
+	nvmlState := func() []gpusim.SimGPUInstance {
 		t.Helper()
-		state, err := gpu.ReadSimulatedMIGState(filepath.Join(node.SessionDir, "mig-"+node.NodeID+".json"))
+		state, err := gpusim.ReadSimulatedMIGState(filepath.Join(node.SessionDir, "mig-"+node.NodeID+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,9 +1,10 @@
-package gpu
+package gpusim
 
 import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -154,6 +155,11 @@ func pairedSwitches(n, gpusEach, nicsEach int, firstBus, busStep uint32, switche
 	return switches
 }
 
+// TestMachineH200 is a DGX H200 for the tests of the H200 MIG tables: the dgx-h100
+// layout with H200 GPUs. Simulate builds it; SimulatedModels does not list it, so
+// `raygo start --gpu-sim` does not offer it (no simulated machine has H200s yet).
+const TestMachineH200 = "test-dgx-h200"
+
 // SimulatedModels lists the machines Simulate knows, sorted.
 func SimulatedModels() []string {
 	models := make([]string, 0, len(simMachines))
@@ -175,6 +181,10 @@ func SimulatedModels() []string {
 // on the others the MIG functions return ERROR_NOT_SUPPORTED.
 func Simulate(model string, opts SimOptions) (nvml.Interface, string, error) {
 	machine, ok := simMachines[model]
+	if model == TestMachineH200 {
+		machine, ok = simMachines["dgx-h100"], true
+		machine.deviceName, machine.memoryBytes = "NVIDIA H200", 143771*mib
+	}
 	if !ok {
 		return nil, "", fmt.Errorf("%w %q; valid models: %s", ErrUnknownSimulatedModel, model, strings.Join(SimulatedModels(), ", "))
 	}
@@ -243,18 +253,44 @@ func newSimServer(devices []*dgxa100.Device, mig *simMIG) *simServer {
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	s.DeviceGetHandleByPciBusIdFunc = func(busID string) (nvml.Device, nvml.Return) {
-		want := normalizeBusID(busID)
+		want, ok := parseBusID(busID)
 		for _, d := range devices {
-			if want != "" && normalizeBusID(d.PciBusID) == want {
+			if have, _ := parseBusID(d.PciBusID); ok && have == want {
 				return d, nvml.SUCCESS
 			}
 		}
 		return nil, nvml.ERROR_NOT_FOUND
 	}
 	delegateToHandleMethods(&s.Interface)
-	fillUnsetWithNotSupported(&s.Interface)
-	fillUnsetWithNotSupported(&s.ExtendedInterface)
+	FillUnsetWithNotSupported(&s.Interface)
+	FillUnsetWithNotSupported(&s.ExtendedInterface)
 	return &simServer{Server: s, mig: mig}
+}
+
+// parseBusID reads a PCI bus id as DeviceGetHandleByPciBusId accepts it:
+// "[domain:]bus:device.function" in hex, in either case, with a domain of any width. The
+// simulation keeps its own reading rather than share the discovery code's, so a bug
+// there cannot hide behind the same bug here.
+func parseBusID(id string) (parsed [4]uint64, ok bool) {
+	parts := strings.Split(strings.TrimSpace(id), ":")
+	if len(parts) == 2 {
+		parts = append([]string{"0"}, parts...)
+	}
+	if len(parts) != 3 {
+		return parsed, false
+	}
+	device, function, found := strings.Cut(parts[2], ".")
+	if !found {
+		return parsed, false
+	}
+	for i, field := range []string{parts[0], parts[1], device, function} {
+		v, err := strconv.ParseUint(field, 16, 32)
+		if err != nil {
+			return parsed, false
+		}
+		parsed[i] = v
+	}
+	return parsed, true
 }
 
 // newDevice is GPU index of the machine; peers are all the node's GPUs (filled in by the
@@ -370,7 +406,7 @@ func (m simMachine) newDevice(model string, index int, layout simLayout, opts Si
 		}
 		return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED
 	}
-	fillUnsetWithNotSupported(&d.Device)
+	FillUnsetWithNotSupported(&d.Device)
 	return d
 }
 

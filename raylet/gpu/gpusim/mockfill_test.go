@@ -1,4 +1,4 @@
-package gpu
+package gpusim
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 func TestFillUnsetReturnsNotSupportedInsteadOfPanicking(t *testing.T) {
 	d := &mock.Device{GetNameFunc: func() (string, nvml.Return) { return "kept", nvml.SUCCESS }}
-	fillUnsetWithNotSupported(d)
+	FillUnsetWithNotSupported(d)
 	if name, ret := d.GetName(); name != "kept" || ret != nvml.SUCCESS {
 		t.Errorf("GetName() = %q, %v; a set function must be kept", name, nvml.ErrorString(ret))
 	}

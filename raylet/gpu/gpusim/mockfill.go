@@ -1,4 +1,4 @@
-package gpu
+package gpusim
 
 import (
 	"reflect"
@@ -10,21 +10,33 @@ import (
 
 var returnType = reflect.TypeFor[nvml.Return]()
 
-// fillUnsetWithNotSupported makes a go-nvml mock (a pointer to a moq struct such as
+// FillUnsetWithNotSupported makes a go-nvml mock (a pointer to a moq struct such as
 // mock.Interface or mock.Device, whose methods call its XxxFunc fields and panic when one is
 // nil) answer ERROR_NOT_SUPPORTED from every function left unset: each nil XxxFunc field
 // becomes a function returning zero values with every nvml.Return result set to
 // ERROR_NOT_SUPPORTED. Functions already set are kept. Call it before the mock is shared:
 // it writes the fields without a lock.
-func fillUnsetWithNotSupported(mockStruct any) {
+func FillUnsetWithNotSupported(mockStruct any) { fillUnset(mockStruct, nil) }
+
+// RecordUnsetCalls is FillUnsetWithNotSupported, and each call of a function it set
+// calls record with the function's field name ("DeviceGetCountFunc") first: tests use it
+// to see what code calls on a mock, e.g. nothing after a failed Init.
+func RecordUnsetCalls(mockStruct any, record func(name string)) { fillUnset(mockStruct, record) }
+
+func fillUnset(mockStruct any, record func(name string)) {
 	v := reflect.ValueOf(mockStruct).Elem()
 	for i := 0; i < v.NumField(); i++ {
-		field, fieldType := v.Field(i), v.Type().Field(i)
-		if field.Kind() != reflect.Func || !field.IsNil() || !field.CanSet() || !strings.HasSuffix(fieldType.Name, "Func") {
+		field, name := v.Field(i), v.Type().Field(i).Name
+		if field.Kind() != reflect.Func || !field.IsNil() || !field.CanSet() || !strings.HasSuffix(name, "Func") {
 			continue
 		}
 		results := notSupportedResults(field.Type())
-		field.Set(reflect.MakeFunc(field.Type(), func([]reflect.Value) []reflect.Value { return results }))
+		field.Set(reflect.MakeFunc(field.Type(), func([]reflect.Value) []reflect.Value {
+			if record != nil {
+				record(name)
+			}
+			return results
+		}))
 	}
 }
 

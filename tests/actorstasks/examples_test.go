@@ -1,4 +1,4 @@
-package workers
+package actorstasks
 
 import (
 	"os/exec"

@@ -1,4 +1,4 @@
-package gpu
+package gpusim_test
 
 import (
 	"os"
@@ -9,101 +9,28 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/raygo-dev/raygo/internal/mig"
+
+	"github.com/raygo-dev/raygo/raylet/gpu"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim/gpusimtest"
 )
 
-// testH200Machine is a DGX H200 for the MIG tests: no simulated machine has H200s yet.
-const testH200Machine = "test-dgx-h200"
-
-// migMachines are the simulated machines with MIG and the MIG model of their GPUs.
-var migMachines = []struct {
-	machine string
-	model   mig.Model
-}{
-	{"dgx-a100-40gb", mig.A100_40GB},
-	{"dgx-a100-80gb", mig.A100_80GB},
-	{"dgx-h100", mig.H100_80GB},
-	{"pcie-8gpu-nvlink-pairs", mig.H100_80GB},
-	{testH200Machine, mig.H200_141GB},
-}
-
-// simulateMIG builds a simulated machine, testH200Machine included.
-func simulateMIG(t *testing.T, machine string, opts SimOptions) nvml.Interface {
+// newManager is a MIG manager on lib, closed when the test ends.
+func newManager(t *testing.T, lib nvml.Interface) *gpu.MIGManager {
 	t.Helper()
-	if opts.Seed == "" {
-		opts.Seed = "node-1"
-	}
-	var lib nvml.Interface
-	var err error
-	if machine == testH200Machine {
-		m := simMachines["dgx-h100"]
-		m.deviceName, m.memoryBytes = "NVIDIA H200", 143771*mib
-		lib, _, err = m.simulate(machine, opts)
-	} else {
-		lib, _, err = Simulate(machine, opts)
-	}
+	manager, err := gpu.NewMIGManager(lib)
 	if err != nil {
-		t.Fatalf("simulate %s: %v", machine, err)
+		t.Fatalf("NewMIGManager: %v", err)
 	}
-	return lib
-}
-
-func device(t *testing.T, lib nvml.Interface, index int) nvml.Device {
-	t.Helper()
-	dev, ret := lib.DeviceGetHandleByIndex(index)
-	if ret != nvml.SUCCESS {
-		t.Fatalf("DeviceGetHandleByIndex(%d): %v", index, ret)
-	}
-	return dev
-}
-
-// profileInfo asks NVML for a profile by its enum, as the real API is asked.
-func profileInfo(t *testing.T, dev nvml.Device, id int) nvml.GpuInstanceProfileInfo {
-	t.Helper()
-	for profileEnum, profileID := range simProfileEnums {
-		if profileID == id {
-			info, ret := dev.GetGpuInstanceProfileInfo(profileEnum)
-			if ret != nvml.SUCCESS {
-				t.Fatalf("GetGpuInstanceProfileInfo(%d): %v", profileEnum, ret)
-			}
-			return info
-		}
-	}
-	t.Fatalf("no enum for profile id %d", id)
-	return nvml.GpuInstanceProfileInfo{}
-}
-
-func enableMIG(t *testing.T, dev nvml.Device) {
-	t.Helper()
-	if activation, ret := dev.SetMigMode(nvml.DEVICE_MIG_ENABLE); ret != nvml.SUCCESS || activation != nvml.SUCCESS {
-		t.Fatalf("SetMigMode(on) = %v, %v", activation, ret)
-	}
-}
-
-func createGI(dev nvml.Device, info nvml.GpuInstanceProfileInfo, start, size int) (nvml.GpuInstance, nvml.Return) {
-	return dev.CreateGpuInstanceWithPlacement(&info, &nvml.GpuInstancePlacement{Start: uint32(start), Size: uint32(size)})
-}
-
-// Every profile of every table is reachable through an NVML profile enum.
-func TestSimProfileEnumsCoverPlacementTables(t *testing.T) {
-	ids := map[int]bool{}
-	for _, id := range simProfileEnums {
-		ids[id] = true
-	}
-	for _, model := range mig.Models() {
-		for _, profile := range model.Profiles() {
-			if !ids[profile.ID] {
-				t.Errorf("%s: no NVML profile enum answers profile id %d (%s)", model, profile.ID, profile.Name)
-			}
-		}
-	}
+	t.Cleanup(func() { _ = manager.Close() })
+	return manager
 }
 
 // GetGpuInstanceProfileInfo answers the hardware profile ids and sizes, and the possible
 // placements are the real table's, on every model.
 func TestSimulatedMIGProfilesAreTheHardwareTables(t *testing.T) {
-	for _, m := range migMachines {
-		dev := device(t, simulateMIG(t, m.machine, SimOptions{}), 0)
+	for _, m := range gpusimtest.MIGMachines {
+		dev := gpusimtest.Device(t, gpusimtest.SimulateMIG(t, m.Machine, gpusim.SimOptions{}), 0)
 		var got []int
 		for profileEnum := 0; profileEnum < nvml.GPU_INSTANCE_PROFILE_COUNT; profileEnum++ {
 			info, ret := dev.GetGpuInstanceProfileInfo(profileEnum)
@@ -111,57 +38,57 @@ func TestSimulatedMIGProfilesAreTheHardwareTables(t *testing.T) {
 				continue
 			}
 			if ret != nvml.SUCCESS {
-				t.Fatalf("%s: GetGpuInstanceProfileInfo(%d): %v", m.machine, profileEnum, ret)
+				t.Fatalf("%s: GetGpuInstanceProfileInfo(%d): %v", m.Machine, profileEnum, ret)
 			}
-			profile, ok := m.model.ProfileByID(int(info.Id))
+			profile, ok := m.Model.ProfileByID(int(info.Id))
 			if !ok {
-				t.Fatalf("%s: enum %d answered profile id %d, not in the %s table", m.machine, profileEnum, info.Id, m.model)
+				t.Fatalf("%s: enum %d answered profile id %d, not in the %s table", m.Machine, profileEnum, info.Id, m.Model)
 			}
 			got = append(got, profile.ID)
 			if int(info.SliceCount) != profile.ComputeSlices || int(info.InstanceCount) != profile.MaxInstances {
-				t.Errorf("%s %s: slices %d, instances %d; want %d, %d", m.machine, profile.Name, info.SliceCount, info.InstanceCount, profile.ComputeSlices, profile.MaxInstances)
+				t.Errorf("%s %s: slices %d, instances %d; want %d, %d", m.Machine, profile.Name, info.SliceCount, info.InstanceCount, profile.ComputeSlices, profile.MaxInstances)
 			}
 			placements, ret := dev.GetGpuInstancePossiblePlacements(&info)
 			if ret != nvml.SUCCESS {
-				t.Fatalf("%s %s: GetGpuInstancePossiblePlacements: %v", m.machine, profile.Name, ret)
+				t.Fatalf("%s %s: GetGpuInstancePossiblePlacements: %v", m.Machine, profile.Name, ret)
 			}
 			var starts []int
 			for _, p := range placements {
 				starts = append(starts, int(p.Start))
 				if int(p.Size) != profile.MemorySlices {
-					t.Errorf("%s %s: placement size %d, want %d", m.machine, profile.Name, p.Size, profile.MemorySlices)
+					t.Errorf("%s %s: placement size %d, want %d", m.Machine, profile.Name, p.Size, profile.MemorySlices)
 				}
 			}
 			if !slices.Equal(starts, profile.ValidStarts()) {
-				t.Errorf("%s %s: starts %v, want %v", m.machine, profile.Name, starts, profile.ValidStarts())
+				t.Errorf("%s %s: starts %v, want %v", m.Machine, profile.Name, starts, profile.ValidStarts())
 			}
 		}
 		slices.Sort(got)
 		if !slices.Equal(got, []int{0, 5, 9, 14, 15, 19, 20}) {
-			t.Errorf("%s: profile ids %v", m.machine, got)
+			t.Errorf("%s: profile ids %v", m.Machine, got)
 		}
 		if _, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_COUNT); ret != nvml.ERROR_INVALID_ARGUMENT {
-			t.Errorf("%s: profile enum past the last: %v, want ERROR_INVALID_ARGUMENT", m.machine, ret)
+			t.Errorf("%s: profile enum past the last: %v, want ERROR_INVALID_ARGUMENT", m.Machine, ret)
 		}
 	}
 }
 
 // The driver refuses what hardware refuses, with hardware's return codes.
 func TestSimulatedMIGRefusesWhatHardwareRefuses(t *testing.T) {
-	dev := device(t, simulateMIG(t, "dgx-h100", SimOptions{}), 0)
-	gi3g := profileInfo(t, dev, 9)
-	if _, ret := createGI(dev, gi3g, 4, 4); ret != nvml.ERROR_NOT_SUPPORTED {
+	dev := gpusimtest.Device(t, gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{}), 0)
+	gi3g := gpusimtest.ProfileInfo(t, dev, 9)
+	if _, ret := gpusimtest.CreateGI(dev, gi3g, 4, 4); ret != nvml.ERROR_NOT_SUPPORTED {
 		t.Fatalf("carve with MIG mode off: %v, want ERROR_NOT_SUPPORTED", ret)
 	}
 	if _, ret := dev.GetGpuInstances(&gi3g); ret != nvml.ERROR_NOT_SUPPORTED {
 		t.Fatalf("GetGpuInstances with MIG mode off: %v, want ERROR_NOT_SUPPORTED", ret)
 	}
-	enableMIG(t, dev)
-	if _, ret := createGI(dev, gi3g, 4, 4); ret != nvml.SUCCESS {
+	gpusimtest.EnableMIG(t, dev)
+	if _, ret := gpusimtest.CreateGI(dev, gi3g, 4, 4); ret != nvml.SUCCESS {
 		t.Fatalf("3g.40gb at 4: %v", ret)
 	}
-	me := profileInfo(t, dev, 20)
-	if _, ret := createGI(dev, me, 0, 1); ret != nvml.SUCCESS {
+	me := gpusimtest.ProfileInfo(t, dev, 20)
+	if _, ret := gpusimtest.CreateGI(dev, me, 0, 1); ret != nvml.SUCCESS {
 		t.Fatalf("1g.10gb+me at 0: %v", ret)
 	}
 	for _, c := range []struct {
@@ -180,7 +107,7 @@ func TestSimulatedMIGRefusesWhatHardwareRefuses(t *testing.T) {
 		{"a size not the profile's", 19, 1, 2, nvml.ERROR_INVALID_ARGUMENT},
 		{"a start past the GPU", 19, 8, 1, nvml.ERROR_INVALID_ARGUMENT},
 	} {
-		if _, ret := createGI(dev, profileInfo(t, dev, c.profileID), c.start, c.size); ret != c.want {
+		if _, ret := gpusimtest.CreateGI(dev, gpusimtest.ProfileInfo(t, dev, c.profileID), c.start, c.size); ret != c.want {
 			t.Errorf("%s: %v, want %v", c.name, ret, c.want)
 		}
 	}
@@ -189,7 +116,7 @@ func TestSimulatedMIGRefusesWhatHardwareRefuses(t *testing.T) {
 	}
 	// What remains, [1,4), takes one 2g at 2 and one 1g at 1: not 2g at 0.
 	for id, want := range map[int]int{19: 3, 14: 1, 15: 1, 9: 0, 0: 0, 20: 0} {
-		info := profileInfo(t, dev, id)
+		info := gpusimtest.ProfileInfo(t, dev, id)
 		if got, ret := dev.GetGpuInstanceRemainingCapacity(&info); ret != nvml.SUCCESS || got != want {
 			t.Errorf("remaining capacity of profile %d: %d (%v), want %d", id, got, ret, want)
 		}
@@ -199,10 +126,10 @@ func TestSimulatedMIGRefusesWhatHardwareRefuses(t *testing.T) {
 // Compute instances go before their GPU instance; MIG mode stays on while instances exist;
 // a destroyed instance's handles fail.
 func TestSimulatedMIGDestroyOrder(t *testing.T) {
-	lib := simulateMIG(t, "dgx-a100-80gb", SimOptions{})
-	dev := device(t, lib, 3)
-	enableMIG(t, dev)
-	gi, ret := createGI(dev, profileInfo(t, dev, 14), 2, 2)
+	lib := gpusimtest.SimulateMIG(t, "dgx-a100-80gb", gpusim.SimOptions{})
+	dev := gpusimtest.Device(t, lib, 3)
+	gpusimtest.EnableMIG(t, dev)
+	gi, ret := gpusimtest.CreateGI(dev, gpusimtest.ProfileInfo(t, dev, 14), 2, 2)
 	if ret != nvml.SUCCESS {
 		t.Fatal(ret)
 	}
@@ -238,7 +165,7 @@ func TestSimulatedMIGDestroyOrder(t *testing.T) {
 	if _, ret := gi.GetInfo(); ret != nvml.ERROR_INVALID_ARGUMENT {
 		t.Errorf("GetInfo of a destroyed GPU instance: %v, want ERROR_INVALID_ARGUMENT", ret)
 	}
-	state, _ := SimulatedMIGState(lib)
+	state, _ := gpusim.SimulatedMIGState(lib)
 	if len(state[3].GPUInstances) != 0 {
 		t.Errorf("GPU 3 still has %+v", state[3].GPUInstances)
 	}
@@ -250,16 +177,16 @@ func TestSimulatedMIGDestroyOrder(t *testing.T) {
 // MIG devices: one per compute instance, "MIG-" UUIDs unique across GPUs and carvings,
 // the same every time they are listed, found by UUID through the library.
 func TestSimulatedMIGDeviceUUIDs(t *testing.T) {
-	lib := simulateMIG(t, "dgx-h100", SimOptions{})
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{})
 	seen := map[string]bool{}
 	for round := 0; round < 2; round++ {
 		for i := 0; i < 2; i++ {
-			dev := device(t, lib, i)
+			dev := gpusimtest.Device(t, lib, i)
 			if round == 0 {
-				enableMIG(t, dev)
+				gpusimtest.EnableMIG(t, dev)
 			}
-			info := profileInfo(t, dev, 19)
-			gi, ret := createGI(dev, info, 3, 1)
+			info := gpusimtest.ProfileInfo(t, dev, 19)
+			gi, ret := gpusimtest.CreateGI(dev, info, 3, 1)
 			if ret != nvml.SUCCESS {
 				t.Fatal(ret)
 			}
@@ -316,15 +243,15 @@ func TestSimulatedMIGDeviceUUIDs(t *testing.T) {
 }
 
 func TestSimulatedMIGUnsupportedOnGB200(t *testing.T) {
-	lib := simulateMIG(t, "gb200-nvl72", SimOptions{})
-	dev := device(t, lib, 0)
+	lib := gpusimtest.SimulateMIG(t, "gb200-nvl72", gpusim.SimOptions{})
+	dev := gpusimtest.Device(t, lib, 0)
 	if _, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_1_SLICE); ret != nvml.ERROR_NOT_SUPPORTED {
 		t.Errorf("GetGpuInstanceProfileInfo: %v, want ERROR_NOT_SUPPORTED", ret)
 	}
-	if state, ok := SimulatedMIGState(lib); !ok || len(state) != 0 {
+	if state, ok := gpusim.SimulatedMIGState(lib); !ok || len(state) != 0 {
 		t.Errorf("SimulatedMIGState = %v, %v; want none, true", state, ok)
 	}
-	if _, ok := SimulatedMIGState(nvml.New()); ok {
+	if _, ok := gpusim.SimulatedMIGState(nvml.New()); ok {
 		t.Error("SimulatedMIGState of the real library: ok")
 	}
 }
@@ -333,8 +260,8 @@ func TestSimulatedMIGUnsupportedOnGB200(t *testing.T) {
 // its instances; another seed's file is refused.
 func TestSimulatedMIGStateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mig-node-1.json")
-	lib := simulateMIG(t, "dgx-h100", SimOptions{Seed: "node-1", MIGStateFile: path})
-	manager := newTestManager(t, lib)
+	lib := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{Seed: "node-1", MIGStateFile: path})
+	manager := newManager(t, lib)
 	if err := manager.SetMode(2, true); err != nil {
 		t.Fatal(err)
 	}
@@ -342,11 +269,11 @@ func TestSimulatedMIGStateFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := ReadSimulatedMIGState(path)
+	state, err := gpusim.ReadSimulatedMIGState(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inMemory, _ := SimulatedMIGState(lib)
+	inMemory, _ := gpusim.SimulatedMIGState(lib)
 	if len(state) != 8 || !state[2].MIGEnabled || state[1].MIGEnabled || len(state[2].GPUInstances) != 1 {
 		t.Fatalf("state file: %+v", state)
 	}
@@ -358,8 +285,8 @@ func TestSimulatedMIGStateFile(t *testing.T) {
 		t.Errorf("in-memory state %+v", inMemory[2])
 	}
 
-	restarted := simulateMIG(t, "dgx-h100", SimOptions{Seed: "node-1", MIGStateFile: path})
-	found, err := newTestManager(t, restarted).Instances(2)
+	restarted := gpusimtest.SimulateMIG(t, "dgx-h100", gpusim.SimOptions{Seed: "node-1", MIGStateFile: path})
+	found, err := newManager(t, restarted).Instances(2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +294,7 @@ func TestSimulatedMIGStateFile(t *testing.T) {
 		t.Errorf("after a restart: %+v, want [%+v]", found, carved)
 	}
 	// A new carve after the restart gets a new UUID.
-	again, err := newTestManager(t, restarted).Carve(2, 15, 4)
+	again, err := newManager(t, restarted).Carve(2, 15, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,13 +302,13 @@ func TestSimulatedMIGStateFile(t *testing.T) {
 		t.Errorf("UUID %s issued twice", again.DeviceUUID)
 	}
 
-	if _, _, err := Simulate("dgx-h100", SimOptions{Seed: "node-2", MIGStateFile: path}); err == nil || !strings.Contains(err.Error(), "SimOptions.Seed") {
+	if _, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "node-2", MIGStateFile: path}); err == nil || !strings.Contains(err.Error(), "SimOptions.Seed") {
 		t.Errorf("another node's state file: err = %v, want one naming SimOptions.Seed", err)
 	}
 	if err := os.WriteFile(path, []byte(`{"version": 1, "gpus": [{"index": 0, "uuid": "x"}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := Simulate("dgx-h100", SimOptions{Seed: "node-1", MIGStateFile: path}); err == nil {
+	if _, _, err := gpusim.Simulate("dgx-h100", gpusim.SimOptions{Seed: "node-1", MIGStateFile: path}); err == nil {
 		t.Error("a state file for other GPUs: accepted")
 	}
 }
@@ -389,17 +316,17 @@ func TestSimulatedMIGStateFile(t *testing.T) {
 // The simulated driver is safe for concurrent use: raw NVML calls on one GPU from several
 // goroutines never carve overlapping instances.
 func TestSimulatedMIGConcurrentCarving(t *testing.T) {
-	lib := simulateMIG(t, "dgx-a100-40gb", SimOptions{})
-	dev := device(t, lib, 0)
-	enableMIG(t, dev)
-	info := profileInfo(t, dev, 19)
+	lib := gpusimtest.SimulateMIG(t, "dgx-a100-40gb", gpusim.SimOptions{})
+	dev := gpusimtest.Device(t, lib, 0)
+	gpusimtest.EnableMIG(t, dev)
+	info := gpusimtest.ProfileInfo(t, dev, 19)
 	var wg sync.WaitGroup
 	results := make([]nvml.Return, 16)
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, results[i] = createGI(dev, info, i%7, 1)
+			_, results[i] = gpusimtest.CreateGI(dev, info, i%7, 1)
 		}()
 	}
 	wg.Wait()
@@ -411,7 +338,7 @@ func TestSimulatedMIGConcurrentCarving(t *testing.T) {
 			t.Errorf("concurrent carve: %v", ret)
 		}
 	}
-	state, _ := SimulatedMIGState(lib)
+	state, _ := gpusim.SimulatedMIGState(lib)
 	if created != 7 || len(state[0].GPUInstances) != 7 {
 		t.Errorf("%d carves succeeded, %d instances; want 7 (one per start)", created, len(state[0].GPUInstances))
 	}

@@ -1,7 +1,7 @@
-// Package workers tests the Go SDK's tasks and actors end to end: clusters of real
+// Package actorstasks tests the Go SDK's tasks and actors end to end: clusters of real
 // raygo processes on loopback, with this test binary as the driver and, started by the
 // raylets, as the workers.
-package workers
+package actorstasks
 
 import (
 	"context"

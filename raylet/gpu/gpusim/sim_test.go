@@ -1,4 +1,4 @@
-package gpu
+package gpusim
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
 func TestSimulateUnknownModelNamesTheValidOnes(t *testing.T) {
@@ -76,12 +78,12 @@ func TestSimulateWithoutSysfsDir(t *testing.T) {
 	if err != nil || root != "" {
 		t.Fatalf("Simulate: root %q, err %v; want no root", root, err)
 	}
-	topo, err := DiscoverTopology(lib, root)
+	topo, err := gpu.DiscoverTopology(lib, root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range topo.GPUs {
-		if g.Rail != NoRail || g.NIC != "" {
+		if g.Rail != gpu.NoRail || g.NIC != "" {
 			t.Errorf("GPU %d: rail %d NIC %q without sysfs", g.Index, g.Rail, g.NIC)
 		}
 	}

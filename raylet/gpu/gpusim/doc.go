@@ -1,0 +1,23 @@
+// Package gpusim simulates the GPU servers a raylet runs on, for machines without GPUs
+// (`raygo start --gpu-sim`) and for tests: Simulate builds an nvml.Interface for a named
+// machine (SimulatedModels) on go-nvml's dgxa100 mock devices and writes the matching
+// PCI tree under a sysfs directory (sim.go, sim_sysfs.go). Every mock function the
+// simulation leaves unset returns ERROR_NOT_SUPPORTED instead of panicking (mockfill.go).
+//
+// MIG is simulated as hardware behaves on the models that have MIG tables (A100, H100,
+// H200): the real profile ids and placements, overlap and invalid starts refused, compute
+// instances destroyed before their GPU instance (mig_sim.go, mig_sim_compute.go),
+// replacing the dgxa100 mock's MIG functions. The simulation shares the MIG data tables
+// (internal/mig) with the scheduler but never its feasibility code: whether an instance
+// fits is decided by its own geometry check (mig_sim_geometry.go), cross-checked against
+// the scheduler's allocator in a test, so a bug in either shows. SimulatedMIGState, or
+// ReadSimulatedMIGState on SimOptions.MIGStateFile from another process, shows what the
+// simulated driver holds (mig_sim_state.go).
+//
+// The package is the simulated hardware only: discovery and MIG carving are package gpu,
+// which runs unchanged on a simulated machine and on a real one. Test helpers for code
+// running on simulated GPUs are in gpusimtest.
+//
+// Concurrency: a simulated nvml.Interface is safe for concurrent use once Simulate has
+// returned.
+package gpusim
