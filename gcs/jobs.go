@@ -95,6 +95,9 @@ func (j *jobManager) AddJob(ctx context.Context, req *pb.AddJobRequest) (*pb.Add
 		return nil, errorf(errUnavailable, "allocate job id: %v", err)
 	}
 	now := j.now().UnixMilli()
+	if err := checkName("namespace", req.Namespace); err != nil {
+		return nil, err
+	}
 	namespace := req.Namespace
 	if namespace == "" {
 		namespace = "default"

@@ -2,7 +2,6 @@ package gcs
 
 import (
 	"context"
-	"strings"
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
@@ -20,13 +19,16 @@ type kvService struct {
 }
 
 func kvKey(namespace string, key []byte) (string, error) {
-	if strings.Contains(namespace, kvNamespaceSeparator) {
-		return "", errorf(fielderr.ErrInvalid, "%s", "namespace: must not contain a NUL byte")
+	if err := checkName("namespace", namespace); err != nil {
+		return "", err
 	}
 	return namespace + kvNamespaceSeparator + string(key), nil
 }
 
 func requireKey(key []byte) error {
+	if len(key) > maxNameBytes {
+		return errorf(fielderr.ErrInvalid, "key: must be at most %d bytes, got %d", maxNameBytes, len(key))
+	}
 	if len(key) == 0 {
 		return errorf(fielderr.ErrInvalid, "%s", "key: required")
 	}
@@ -59,6 +61,9 @@ func (k *kvService) KVPut(ctx context.Context, req *pb.KVPutRequest) (*pb.KVPutR
 	key, err := kvKey(req.Namespace, req.Key)
 	if err != nil {
 		return nil, err
+	}
+	if len(req.Value) > maxKVValueBytes {
+		return nil, errorf(fielderr.ErrInvalid, "value: must be at most %d bytes, got %d", maxKVValueBytes, len(req.Value))
 	}
 	if !req.Overwrite {
 		added, err := k.store.PutIfAbsent(ctx, store.TableKV, key, req.Value)

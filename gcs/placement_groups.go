@@ -140,6 +140,12 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if req.Strategy == "" {
 		return nil, errorf(fielderr.ErrInvalid, "%s", "strategy: required: one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
 	}
+	if err := checkName("name", req.Name); err != nil {
+		return nil, err
+	}
+	if err := checkName("namespace", req.Namespace); err != nil {
+		return nil, err
+	}
 	if req.Lifetime != "" && req.Lifetime != lifetimeDetached {
 		return nil, errorf(fielderr.ErrInvalid, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
 	}
@@ -282,6 +288,12 @@ func (m *pgManager) GetPlacementGroup(ctx context.Context, req *pb.GetPlacementG
 func (m *pgManager) GetNamedPlacementGroup(ctx context.Context, req *pb.GetNamedPlacementGroupRequest) (*pb.GetNamedPlacementGroupReply, error) {
 	if req.Name == "" {
 		return nil, errorf(fielderr.ErrInvalid, "%s", "name: required")
+	}
+	if err := checkName("name", req.Name); err != nil {
+		return nil, err
+	}
+	if err := checkName("namespace", req.Namespace); err != nil {
+		return nil, err
 	}
 	namespace := req.Namespace
 	if namespace == "" {

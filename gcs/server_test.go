@@ -50,6 +50,7 @@ type clients struct {
 	nodes pb.NodeInfoServiceClient
 	kv    pb.InternalKVServiceClient
 	jobs  pb.JobInfoServiceClient
+	pgs   pb.PlacementGroupServiceClient
 }
 
 func dial(t *testing.T, addr string, version uint32) clients {
@@ -59,7 +60,7 @@ func dial(t *testing.T, addr string, version uint32) clients {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return clients{pb.NewNodeInfoServiceClient(conn), pb.NewInternalKVServiceClient(conn), pb.NewJobInfoServiceClient(conn)}
+	return clients{pb.NewNodeInfoServiceClient(conn), pb.NewInternalKVServiceClient(conn), pb.NewJobInfoServiceClient(conn), pb.NewPlacementGroupServiceClient(conn)}
 }
 
 func TestKVIsNamespaced(t *testing.T) {
@@ -276,5 +277,39 @@ func TestRegisterRefusesBadResources(t *testing.T) {
 	_, err = c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "good", ResourcesAvailable: map[string]float64{"CPU": math.Inf(1)}})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `resources_available["CPU"]`) {
 		t.Fatalf("heartbeat with an infinite amount: %v", err)
+	}
+}
+
+// Names, namespaces and keys are bounded at 1 KiB and refuse NUL; a KV value at 1 MiB (a
+// 200 MB group name was accepted, and a 5 MB one broke every client listing the groups).
+func TestNamesAndValuesAreBounded(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	long := strings.Repeat("n", maxNameBytes+1)
+	bundles := []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}
+	for field, req := range map[string]*pb.CreatePlacementGroupRequest{
+		"name: must be at most 1024 bytes, got 1025":      {Strategy: "PACK", Lifetime: lifetimeDetached, Bundles: bundles, Name: long},
+		"namespace: must be at most 1024 bytes, got 1025": {Strategy: "PACK", Lifetime: lifetimeDetached, Bundles: bundles, Name: "a", Namespace: long},
+		"name: must not contain a NUL byte":               {Strategy: "PACK", Lifetime: lifetimeDetached, Bundles: bundles, Name: "a\x00b"},
+	} {
+		if _, err := c.pgs.CreatePlacementGroup(ctx, req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), field) {
+			t.Errorf("create: %v, want InvalidArgument %q", err, field)
+		}
+	}
+	if _, err := c.pgs.CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: lifetimeDetached, Bundles: bundles, Name: strings.Repeat("n", maxNameBytes)}); err != nil {
+		t.Errorf("a name of exactly 1 KiB: %v", err)
+	}
+	if _, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: long}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "namespace") {
+		t.Errorf("job namespace of 1025 bytes: %v", err)
+	}
+	if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Key: []byte(long), Value: []byte("v")}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "key") {
+		t.Errorf("KV key of 1025 bytes: %v", err)
+	}
+	if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Key: []byte("k"), Value: make([]byte, maxKVValueBytes+1)}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "value") {
+		t.Errorf("KV value of 1 MiB + 1: %v", err)
+	}
+	if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Key: []byte("k"), Value: make([]byte, maxKVValueBytes)}); err != nil {
+		t.Errorf("KV value of exactly 1 MiB: %v", err)
 	}
 }
