@@ -88,7 +88,7 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 	bin := harness.Binary(t)
 	for _, args := range [][]string{{"--help"}, {"start", "--help"}, {"stop", "--help"}, {"status", "--help"},
 		{"list", "--help"}, {"list", "nodes", "--help"}, {"list", "placement-groups", "--help"}, {"list", "actors", "--help"},
-		{"drain", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"}} {
+		{"drain", "--help"}, {"debug", "--help"}, {"debug", "check-invariants", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"}} {
 		stdout, stderr, code := harness.Run(t, bin, args)
 		if code != 0 {
 			t.Errorf("raygo %v: exit %d: %s", args, code, stderr)

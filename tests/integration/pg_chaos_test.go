@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/invariants"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet"
 	"github.com/raygo-dev/raygo/sdk"
@@ -75,7 +75,7 @@ func runChaos(t *testing.T, seed uint64) {
 		}
 	}
 	harness.Eventually(t, 20*time.Second, "invariants after the random sequence", func() error {
-		return checkInvariants(ctx, client, alive)
+		return checkInvariants(ctx, client, harness.DialPlacementGroups(t, c.GCS.Address()), alive)
 	})
 	for _, pg := range groups {
 		if err := pg.Remove(ctx); err != nil {
@@ -101,19 +101,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func checkInvariants(ctx context.Context, client *sdk.Client, alive map[string]*raylet.Raylet) error {
+// checkInvariants checks DESIGN.md's invariants (internal/invariants) on the settled
+// cluster, and what settling must bring on top: no group left PREPARED or PENDING with a
+// placed bundle, every reservation committed, strategies kept.
+func checkInvariants(ctx context.Context, client *sdk.Client, pgs pb.PlacementGroupServiceClient, alive map[string]*raylet.Raylet) error {
 	table, err := client.PlacementGroupTable(ctx)
 	if err != nil {
 		return err
 	}
-	placed := map[string]bool{} // pg/index → placed by the GCS
 	for _, g := range table {
 		nodes := map[string]int{}
 		for _, b := range g.Bundles {
 			if b.NodeID == "" {
-				if g.State == "CREATED" {
-					return fmt.Errorf("partial gang: CREATED group %s has bundle %d unplaced", g.ID, b.Index)
-				}
 				continue
 			}
 			if g.State == "PENDING" {
@@ -123,7 +122,6 @@ func checkInvariants(ctx context.Context, client *sdk.Client, alive map[string]*
 				return fmt.Errorf("group %s bundle %d on dead node %s", g.ID, b.Index, b.NodeID)
 			}
 			nodes[b.NodeID]++
-			placed[fmt.Sprintf("%s/%d", g.ID, b.Index)] = true
 		}
 		switch {
 		case g.State == "PREPARED":
@@ -134,34 +132,25 @@ func checkInvariants(ctx context.Context, client *sdk.Client, alive map[string]*
 			return fmt.Errorf("STRICT_SPREAD group %s: %d bundles on %d nodes", g.ID, len(g.Bundles), len(nodes))
 		}
 	}
-	held := map[string]bool{}
+	raw, err := pgs.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+	if err != nil {
+		return err
+	}
+	var view []invariants.Node
 	for id, r := range alive {
 		stats, err := statsOf(ctx, r)
 		if err != nil {
 			return err
 		}
 		for _, b := range stats.Bundles {
-			key := fmt.Sprintf("%s/%d", b.Key.PlacementGroupId, b.Key.BundleIndex)
-			if held[key] {
-				return fmt.Errorf("bundle %s held twice", key)
-			}
-			held[key] = true
 			if b.State != pb.BundleReservationState_BUNDLE_COMMITTED {
-				return fmt.Errorf("node %s holds bundle %s %s", id, key, b.State)
-			}
-			if !placed[key] {
-				return fmt.Errorf("leak: node %s holds bundle %s that no group has there", id, key)
+				return fmt.Errorf("node %s holds bundle %s[%d] %s", id, b.Key.PlacementGroupId, b.Key.BundleIndex, b.State)
 			}
 		}
+		view = append(view, invariants.Node{ID: id, Alive: true, Total: r.Node().ResourcesTotal, Bundles: stats.Bundles})
 	}
-	var missing []string
-	for key := range placed {
-		if !held[key] {
-			missing = append(missing, key)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the GCS placed bundles no raylet holds: %s", strings.Join(missing, ", "))
+	if violations := invariants.Check(raw.PlacementGroups, view); len(violations) > 0 {
+		return fmt.Errorf("%d violations: %v", len(violations), violations)
 	}
 	return nil
 }

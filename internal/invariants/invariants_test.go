@@ -1,0 +1,79 @@
+package invariants
+
+import (
+	"reflect"
+	"testing"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+func group(id string, state pb.PlacementGroupState, nodes ...string) *pb.PlacementGroupInfo {
+	g := &pb.PlacementGroupInfo{PlacementGroupId: id, State: state}
+	for i, node := range nodes {
+		g.Bundles = append(g.Bundles, &pb.Bundle{BundleIndex: int32(i), NodeId: node})
+	}
+	return g
+}
+
+func held(id string, index int32, state pb.BundleReservationState, cpu float64) *pb.BundleReservation {
+	return &pb.BundleReservation{Key: &pb.BundleKey{PlacementGroupId: id, BundleIndex: index}, State: state,
+		Resources: map[string]float64{"CPU": cpu}}
+}
+
+const (
+	committed = pb.BundleReservationState_BUNDLE_COMMITTED
+	prepared  = pb.BundleReservationState_BUNDLE_PREPARED
+	created   = pb.PlacementGroupState_CREATED
+)
+
+func node(id string, cpu float64, bundles ...*pb.BundleReservation) Node {
+	return Node{ID: id, Alive: true, Total: map[string]float64{"CPU": cpu}, Bundles: bundles}
+}
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		name   string
+		groups []*pb.PlacementGroupInfo
+		nodes  []Node
+		want   []Violation
+	}{
+		{"settled", []*pb.PlacementGroupInfo{group("g", created, "a", "b"), group("p", pb.PlacementGroupState_PENDING, "")},
+			[]Node{node("a", 4, held("g", 0, committed, 1)), node("b", 4, held("g", 1, committed, 1))}, nil},
+		{"created with an unplaced bundle", []*pb.PlacementGroupInfo{group("g", created, "a", "")},
+			[]Node{node("a", 4, held("g", 0, committed, 1))},
+			[]Violation{{PartialGang, "CREATED group g: bundle 1 is not placed"}}},
+		{"created but only prepared", []*pb.PlacementGroupInfo{group("g", created, "a")},
+			[]Node{node("a", 4, held("g", 0, prepared, 1))},
+			[]Violation{{PartialGang, "CREATED group g: bundle 0 is not held committed on a"}}},
+		{"held twice", []*pb.PlacementGroupInfo{group("g", created, "a")},
+			[]Node{node("a", 4, held("g", 0, committed, 1)), node("b", 4, held("g", 0, committed, 1))},
+			[]Violation{{DoubleAllocation, "bundle g[0] is held on a and b"}, {Leak, "node b holds bundle g[0] (committed), which no live group has there"}}},
+		{"more than the node's total", []*pb.PlacementGroupInfo{group("g", created, "a", "a")},
+			[]Node{node("a", 1, held("g", 0, committed, 1), held("g", 1, committed, 0.5))},
+			[]Violation{{DoubleAllocation, "node a holds 1.5 CPU in bundles, its total is 1"}}},
+		{"removed group still held", []*pb.PlacementGroupInfo{group("g", pb.PlacementGroupState_REMOVED, "")},
+			[]Node{node("a", 4, held("g", 0, committed, 1))},
+			[]Violation{{Leak, "node a holds bundle g[0] (committed), which no live group has there"}}},
+		{"placed but not held", []*pb.PlacementGroupInfo{group("g", pb.PlacementGroupState_RESCHEDULING, "a", "")},
+			[]Node{node("a", 4)},
+			[]Violation{{Lost, "the table places bundle g[0] on a, which does not hold it"}}},
+		{"dead nodes are not asked", []*pb.PlacementGroupInfo{group("g", created, "a")},
+			[]Node{{ID: "a", Alive: false}}, nil},
+	}
+	for _, c := range cases {
+		if got := Check(c.groups, c.nodes); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s:\n got %v\nwant %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSettledKeepsOnlyWhatEveryViewShows(t *testing.T) {
+	transient := Violation{Leak, "node a holds bundle g[0] (prepared), which no live group has there"}
+	real := Violation{DoubleAllocation, "bundle h[0] is held on a and b"}
+	if got := Settled([]Violation{transient, real}, []Violation{real}); !reflect.DeepEqual(got, []Violation{real}) {
+		t.Errorf("Settled = %v", got)
+	}
+	if got := Settled(); got != nil {
+		t.Errorf("Settled() = %v", got)
+	}
+}
