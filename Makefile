@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.cache/bin
 TEST_TIMEOUT ?= 12m
 FUZZ_TIME ?= 5s
 
-.PHONY: all build deps venv proto test check demo bench compat clean
+.PHONY: all build deps venv proto test check demo bench compat chaos clean
 
 all: build
 
@@ -61,6 +61,13 @@ demo: deps build venv
 ## time (-p 1), so one benchmark's load does not skew another's figures.
 bench: deps build
 	RAYGO_BENCH=1 $(GO) test -count=1 -p 1 -run 'Bench' -v ./placement/ ./tests/... | grep '^BENCH' 
+
+## chaos: the chaos sequence of tests/chaos, long (CHAOS_STEPS, default 200; CHAOS_SEED,
+## default 1); `make test` runs a short one.
+CHAOS_STEPS ?= 200
+CHAOS_SEED ?= 1
+chaos: deps build
+	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos seed|LOST|not true'
 
 ## compat: the scripts in tests/compat under Ray (from PyPI, in .venv-ray/, on a local
 ## Ray cluster) and under raygo; one PASS/FAIL line per script. Not part of test.
