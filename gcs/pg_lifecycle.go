@@ -150,8 +150,9 @@ func (m *pgManager) onNodeRegistered() { m.retryAllNow() }
 func (m *pgManager) onResourcesReported() {}
 
 var (
-	_ nodeListener = (*pgManager)(nil)
-	_ jobListener  = (*pgManager)(nil)
+	_ nodeListener   = (*pgManager)(nil)
+	_ jobListener    = (*pgManager)(nil)
+	_ groupDirectory = (*pgManager)(nil)
 )
 
 // onJobDead removes the non-detached groups the job created.
