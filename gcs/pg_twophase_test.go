@@ -162,8 +162,10 @@ func newTwoPhaseFixture(t *testing.T, nodes ...string) *twoPhaseFixture {
 // GCS's would.
 func (f *twoPhaseFixture) newManager() *pgManager {
 	if f.caller != nil {
-		f.caller.Stop()
+		// The store first: a call the stopped caller releases must find the process's
+		// writes already refused.
 		f.writer.stop()
+		f.caller.Stop()
 	}
 	f.caller = f.raylets.Caller()
 	f.writer = &stoppableStore{Store: f.store}
