@@ -21,6 +21,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -141,6 +142,8 @@ type actorManager struct {
 
 	wake     chan struct{}
 	retryAll atomic.Bool
+	// spreadCursor is where the next SPREAD actor's round over the nodes starts.
+	spreadCursor uint64
 
 	// reconcileRetry and killRetry: the spacing of reconcile rounds and of KillWorker
 	// retries (reconcileRetry and killRetryMin/Max).
@@ -873,9 +876,9 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 		}
 	}
 	m.mu.Unlock()
-	groups := map[string]*groupView{}
+	groups := map[string]*placement.WorkGroup{}
 	for id := range groupIDs {
-		groups[id] = newGroupView(m.server.pgs.info(id))
+		groups[id] = newWorkGroup(m.server.pgs.info(id))
 	}
 
 	m.mu.Lock()
@@ -898,9 +901,14 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	sort.SliceStable(queue, func(i, j int) bool {
 		return queue[i].info.State == pb.ActorState_ACTOR_RESTARTING && queue[j].info.State != pb.ActorState_ACTOR_RESTARTING
 	})
-	views := m.nodeViewsLocked(nodes)
+	views := workNodes(nodes)
 	for _, e := range queue {
-		decision := chooseActorNodes(e.info.SchedulingStrategy, e.request, views, groups[e.info.SchedulingStrategy.GetPlacementGroupId()])
+		strategy := e.info.SchedulingStrategy
+		req := workRequest(e.info.ActorId, strategy, e.request, m.spreadCursor)
+		if strategy.GetKind() == strategySpread {
+			m.spreadCursor++
+		}
+		decision := chooseActorNodes(req, views, groups[strategy.GetPlacementGroupId()])
 		switch {
 		case decision.Fail != "":
 			m.buryLocked(e, decision.Fail)
@@ -911,8 +919,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 			m.startPlacementLocked(e, decision.Targets)
 			// Later actors of this round see the first target as taken.
 			for i := range views {
-				if views[i].ID == decision.Targets[0].NodeID {
-					views[i].Actors++
+				if views[i].ID == placement.NodeID(decision.Targets[0].NodeID) {
 					if available, err := views[i].Available.Subtract(e.request); err == nil {
 						views[i].Available = available
 					}
@@ -923,18 +930,10 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	return next
 }
 
-// nodeViewsLocked turns the ALIVE nodes into the actor scheduler's view. Callers hold mu.
-func (m *actorManager) nodeViewsLocked(nodes []*pb.NodeInfo) []actorNodeView {
-	actorsOn := map[string]int{}
-	for _, e := range m.actors {
-		switch {
-		case e.info.State == pb.ActorState_ACTOR_ALIVE:
-			actorsOn[e.info.NodeId]++
-		case e.creating != nil:
-			actorsOn[e.creating.NodeId]++
-		}
-	}
-	views := make([]actorNodeView, 0, len(nodes))
+// workNodes turns the ALIVE nodes into the chooser's view (rows whose resources do not
+// parse are left out).
+func workNodes(nodes []*pb.NodeInfo) []placement.WorkNode {
+	views := make([]placement.WorkNode, 0, len(nodes))
 	for _, n := range nodes {
 		total, err := resources.SetFromFloat(n.ResourcesTotal)
 		if err != nil {
@@ -944,7 +943,7 @@ func (m *actorManager) nodeViewsLocked(nodes []*pb.NodeInfo) []actorNodeView {
 		if err != nil {
 			continue
 		}
-		views = append(views, actorNodeView{ID: n.NodeId, Total: total, Available: available, Draining: n.IsDraining, Actors: actorsOn[n.NodeId]})
+		views = append(views, placement.WorkNode{ID: placement.NodeID(n.NodeId), Total: total, Available: available, Draining: n.IsDraining})
 	}
 	return views
 }
@@ -1185,179 +1184,54 @@ type actorPlacement struct {
 	Wait, Fail string
 }
 
-// actorNodeView is what the actor scheduler knows of one ALIVE node.
-type actorNodeView struct {
-	ID               string
-	Total, Available resources.Set
-	Draining         bool
-	// Actors counts the actors this GCS runs, or is starting, on the node.
-	Actors int
+// workRequest turns a SchedulingStrategy into the chooser's request for one actor (or
+// one task's scheduling key, named id).
+func workRequest(id string, strategy *pb.SchedulingStrategy, request resources.Set, spreadCursor uint64) placement.WorkRequest {
+	req := placement.WorkRequest{ID: id, Resources: request, BundleIndex: resources.AnyBundle, SpreadCursor: spreadCursor}
+	switch strategy.GetKind() {
+	case strategySpread:
+		req.Strategy = placement.WorkSpread
+	case strategyNodeAffinity:
+		req.Strategy, req.NodeID, req.Soft = placement.WorkNodeAffinity, placement.NodeID(strategy.NodeId), strategy.Soft
+	case strategyPlacementGroup:
+		req.Strategy, req.BundleIndex = placement.WorkPlacementGroup, int(strategy.BundleIndex)
+	}
+	return req
 }
 
-// groupView is what the actor scheduler knows of a placement group.
-type groupView struct {
-	ID    string
-	State pb.PlacementGroupState
-	// BundleNodes is each bundle's node ("" while it is not placed).
-	BundleNodes []string
-}
-
-func newGroupView(info *pb.PlacementGroupInfo) *groupView {
+// newWorkGroup is the chooser's view of a placement group (nil: unknown). Bundles are
+// usable while the group is CREATED, or RESCHEDULING (its placed bundles stay committed).
+func newWorkGroup(info *pb.PlacementGroupInfo) *placement.WorkGroup {
 	if info == nil {
 		return nil
 	}
-	g := &groupView{ID: info.PlacementGroupId, State: info.State, BundleNodes: make([]string, len(info.Bundles))}
+	g := &placement.WorkGroup{ID: info.PlacementGroupId, Removed: info.State == pb.PlacementGroupState_REMOVED,
+		Usable:      info.State == pb.PlacementGroupState_CREATED || info.State == pb.PlacementGroupState_RESCHEDULING,
+		BundleNodes: make([]placement.NodeID, len(info.Bundles))}
 	for i, b := range info.Bundles {
-		g.BundleNodes[i] = b.NodeId
+		g.BundleNodes[i] = placement.NodeID(b.NodeId)
 	}
 	return g
 }
 
-// chooseActorNodes decides where an actor may get a worker. It is pure: the node and
-// group views in, the decision out.
-func chooseActorNodes(strategy *pb.SchedulingStrategy, request resources.Set, nodes []actorNodeView, group *groupView) actorPlacement {
-	switch strategy.GetKind() {
-	case strategyPlacementGroup:
-		return choosePlacementGroupNodes(strategy, nodes, group)
-	case strategyNodeAffinity:
-		return chooseAffinityNode(strategy, request, nodes)
-	case strategySpread:
-		return chooseByScore(request, nodes, "", spreadOrder)
+// chooseActorNodes decides where an actor may get a worker: placement.ChooseNodes over
+// the node and group views, its Choice turned into the actor's targets, pending reason
+// or death cause.
+func chooseActorNodes(req placement.WorkRequest, nodes []placement.WorkNode, group *placement.WorkGroup) actorPlacement {
+	choice := placement.ChooseNodes(req, nodes, group)
+	switch choice.Outcome {
+	case placement.WorkPlaced:
+		out := actorPlacement{Targets: make([]leaseTarget, len(choice.Targets))}
+		for i, t := range choice.Targets {
+			out.Targets[i] = leaseTarget{NodeID: string(t.Node), BundleIndex: int32(t.BundleIndex)}
+		}
+		return out
+	case placement.WorkUnschedulable:
+		if choice.Cause.Code == placement.ReasonGroupRemoved {
+			return actorPlacement{Fail: deathGroupRemoved}
+		}
+		return actorPlacement{Fail: choice.Message}
 	default:
-		return chooseByScore(request, nodes, "", defaultOrder)
+		return actorPlacement{Wait: choice.Message}
 	}
-}
-
-// choosePlacementGroupNodes targets the node of the requested bundle, or with bundle
-// index -1 the nodes holding the group's bundles in bundle order. Bundles are usable
-// while the group is CREATED, or RESCHEDULING (its placed bundles stay committed).
-func choosePlacementGroupNodes(strategy *pb.SchedulingStrategy, nodes []actorNodeView, group *groupView) actorPlacement {
-	if group == nil || group.State == pb.PlacementGroupState_REMOVED {
-		return actorPlacement{Fail: deathGroupRemoved}
-	}
-	index := strategy.BundleIndex
-	wait := fmt.Sprintf("waiting for placement group %s bundle %d", group.ID, index)
-	if group.State != pb.PlacementGroupState_CREATED && group.State != pb.PlacementGroupState_RESCHEDULING {
-		return actorPlacement{Wait: wait}
-	}
-	alive := map[string]bool{}
-	for _, n := range nodes {
-		alive[n.ID] = true
-	}
-	if index >= 0 {
-		if int(index) < len(group.BundleNodes) && alive[group.BundleNodes[index]] {
-			return actorPlacement{Targets: []leaseTarget{{NodeID: group.BundleNodes[index], BundleIndex: index}}}
-		}
-		return actorPlacement{Wait: wait}
-	}
-	var out actorPlacement
-	seen := map[string]bool{}
-	for _, node := range group.BundleNodes {
-		if alive[node] && !seen[node] {
-			seen[node] = true
-			out.Targets = append(out.Targets, leaseTarget{NodeID: node, BundleIndex: resources.AnyBundle})
-		}
-	}
-	if len(out.Targets) == 0 {
-		out.Wait = wait
-	}
-	return out
-}
-
-// chooseAffinityNode targets the named node; a soft affinity falls back to DEFAULT
-// (after the named node, when it has room), a hard one waits for the node's room, and
-// fails when the node is gone or can never hold the actor.
-func chooseAffinityNode(strategy *pb.SchedulingStrategy, request resources.Set, nodes []actorNodeView) actorPlacement {
-	var node *actorNodeView
-	for i := range nodes {
-		if nodes[i].ID == strategy.NodeId {
-			node = &nodes[i]
-		}
-	}
-	var problem string
-	fatal := false
-	switch {
-	case node == nil:
-		problem, fatal = fmt.Sprintf("node %s is not ALIVE", strategy.NodeId), true
-	case node.Draining:
-		problem = fmt.Sprintf("node %s is draining", strategy.NodeId)
-	case !request.IsSubsetOf(node.Total):
-		problem, fatal = fmt.Sprintf("node %s can never hold %s (total %s)", strategy.NodeId, request, node.Total), true
-	case !request.IsSubsetOf(node.Available):
-		problem = fmt.Sprintf("node %s does not have %s available now", strategy.NodeId, request)
-	}
-	if problem == "" {
-		out := actorPlacement{Targets: []leaseTarget{{NodeID: strategy.NodeId, BundleIndex: resources.AnyBundle}}}
-		if strategy.Soft {
-			out.Targets = append(out.Targets, chooseByScore(request, nodes, strategy.NodeId, defaultOrder).Targets...)
-		}
-		return out
-	}
-	if strategy.Soft {
-		out := chooseByScore(request, nodes, strategy.NodeId, defaultOrder)
-		if len(out.Targets) == 0 {
-			out.Wait = problem + "; " + out.Wait
-		}
-		return out
-	}
-	if fatal {
-		return actorPlacement{Fail: "node affinity (soft=false): " + problem}
-	}
-	return actorPlacement{Wait: "node affinity (soft=false): " + problem}
-}
-
-// defaultOrder prefers the node with the most available CPU, then the fewest actors.
-func defaultOrder(a, b actorNodeView) bool {
-	if a.Available["CPU"] != b.Available["CPU"] {
-		return a.Available["CPU"] > b.Available["CPU"]
-	}
-	if a.Actors != b.Actors {
-		return a.Actors < b.Actors
-	}
-	return a.ID < b.ID
-}
-
-// spreadOrder prefers the node with the fewest actors, then the most available CPU.
-func spreadOrder(a, b actorNodeView) bool {
-	if a.Actors != b.Actors {
-		return a.Actors < b.Actors
-	}
-	if a.Available["CPU"] != b.Available["CPU"] {
-		return a.Available["CPU"] > b.Available["CPU"]
-	}
-	return a.ID < b.ID
-}
-
-// chooseByScore filters the nodes (cheapest first: draining, then totals, then what is
-// available now), leaves out skip, and orders the rest by better.
-func chooseByScore(request resources.Set, nodes []actorNodeView, skip string, better func(a, b actorNodeView) bool) actorPlacement {
-	var candidates []actorNodeView
-	active, feasible := 0, 0
-	for _, n := range nodes {
-		if n.ID == skip || n.Draining {
-			continue
-		}
-		active++
-		if !request.IsSubsetOf(n.Total) {
-			continue
-		}
-		feasible++
-		if request.IsSubsetOf(n.Available) {
-			candidates = append(candidates, n)
-		}
-	}
-	switch {
-	case active == 0:
-		return actorPlacement{Wait: "no ALIVE node that is not draining"}
-	case feasible == 0:
-		return actorPlacement{Wait: fmt.Sprintf("infeasible: no ALIVE node has %s in total; waiting for a node that does", request)}
-	case len(candidates) == 0:
-		return actorPlacement{Wait: fmt.Sprintf("no node has %s available now", request)}
-	}
-	sort.Slice(candidates, func(i, j int) bool { return better(candidates[i], candidates[j]) })
-	out := actorPlacement{Targets: make([]leaseTarget, len(candidates))}
-	for i, n := range candidates {
-		out.Targets[i] = leaseTarget{NodeID: n.ID, BundleIndex: resources.AnyBundle}
-	}
-	return out
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -499,16 +500,24 @@ func parseResources(t *testing.T, amounts map[string]float64) resources.Set {
 
 func TestChooseActorNodes(t *testing.T) {
 	cpu := func(n float64) map[string]float64 { return map[string]float64{"CPU": n} }
-	node := func(id string, total, available float64, actors int) actorNodeView {
-		return actorNodeView{ID: id, Total: parseResources(t, cpu(total)), Available: parseResources(t, cpu(available)), Actors: actors}
+	node := func(id string, total, available float64) placement.WorkNode {
+		return placement.WorkNode{ID: placement.NodeID(id), Total: parseResources(t, cpu(total)), Available: parseResources(t, cpu(available))}
 	}
-	draining := node("d", 64, 64, 0)
+	draining := node("d", 64, 64)
 	draining.Draining = true
-	nodes := []actorNodeView{node("a", 8, 2, 0), node("b", 8, 6, 3), node("c", 16, 4, 1), draining}
-	group := &groupView{ID: "pg1", State: pb.PlacementGroupState_CREATED, BundleNodes: []string{"c", "a", "c", ""}}
-	pending := &groupView{ID: "pg1", State: pb.PlacementGroupState_PENDING, BundleNodes: []string{"", "", "", ""}}
-	rescheduling := &groupView{ID: "pg1", State: pb.PlacementGroupState_RESCHEDULING, BundleNodes: []string{"c", "", "a", ""}}
-	removed := &groupView{ID: "pg1", State: pb.PlacementGroupState_REMOVED, BundleNodes: []string{"", "", "", ""}}
+	// Critical utilisation: a 0.75, b 0.25 (under scheduler_spread_threshold), c 0.75.
+	nodes := []placement.WorkNode{node("a", 8, 2), node("b", 8, 6), node("c", 16, 4), draining}
+	info := func(state pb.PlacementGroupState, bundleNodes ...string) *pb.PlacementGroupInfo {
+		g := &pb.PlacementGroupInfo{PlacementGroupId: "pg1", State: state}
+		for i, n := range bundleNodes {
+			g.Bundles = append(g.Bundles, &pb.Bundle{BundleIndex: int32(i), NodeId: n})
+		}
+		return g
+	}
+	group := newWorkGroup(info(pb.PlacementGroupState_CREATED, "c", "a", "c", ""))
+	pending := newWorkGroup(info(pb.PlacementGroupState_PENDING, "", "", "", ""))
+	rescheduling := newWorkGroup(info(pb.PlacementGroupState_RESCHEDULING, "c", "", "a", ""))
+	removed := newWorkGroup(info(pb.PlacementGroupState_REMOVED, "", "", "", ""))
 	strategy := func(kind string) *pb.SchedulingStrategy { return &pb.SchedulingStrategy{Kind: kind} }
 	inGroup := func(index int32) *pb.SchedulingStrategy {
 		return &pb.SchedulingStrategy{Kind: strategyPlacementGroup, PlacementGroupId: "pg1", BundleIndex: index}
@@ -517,22 +526,28 @@ func TestChooseActorNodes(t *testing.T) {
 		return &pb.SchedulingStrategy{Kind: strategyNodeAffinity, NodeId: id, Soft: soft}
 	}
 	t1 := func(id string, bundle int32) leaseTarget { return leaseTarget{NodeID: id, BundleIndex: bundle} }
+	// a and c tie above the threshold: the actor id orders them.
+	const actorID = "actor-1"
+	tied := []leaseTarget{t1("a", -1), t1("c", -1)}
+	if ac := placement.ChooseNodes(placement.WorkRequest{ID: actorID, Resources: parseResources(t, cpu(1))}, []placement.WorkNode{nodes[0], nodes[2]}, nil); ac.Targets[0].Node == "c" {
+		tied = []leaseTarget{t1("c", -1), t1("a", -1)}
+	}
 	cases := []struct {
 		name       string
 		strategy   *pb.SchedulingStrategy
 		request    map[string]float64
-		nodes      []actorNodeView
-		group      *groupView
+		nodes      []placement.WorkNode
+		group      *placement.WorkGroup
 		want       []leaseTarget
 		wait, fail string // substrings
 	}{
-		{"default: most CPU first, draining left out", strategy(strategyDefault), cpu(1), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1), t1("a", -1)}, "", ""},
+		{"default: under the spread threshold first, draining left out", strategy(strategyDefault), cpu(1), nodes, nil, append([]leaseTarget{t1("b", -1)}, tied...), "", ""},
 		{"default: only nodes with room", strategy(""), cpu(3), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1)}, "", ""},
 		{"default: no room now", strategy(strategyDefault), cpu(7), nodes, nil, nil, "no node has {CPU: 7} available now", ""},
 		{"default: infeasible", strategy(strategyDefault), cpu(32), nodes, nil, nil, "infeasible", ""},
-		{"default: zero request fits anywhere", strategy(strategyDefault), nil, nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1), t1("a", -1)}, "", ""},
+		{"default: zero request fits anywhere", strategy(strategyDefault), nil, nodes, nil, append([]leaseTarget{t1("b", -1)}, tied...), "", ""},
 		{"default: no nodes", strategy(strategyDefault), cpu(1), nil, nil, nil, "no ALIVE node", ""},
-		{"spread: fewest actors first", strategy(strategySpread), cpu(1), nodes, nil, []leaseTarget{t1("a", -1), t1("c", -1), t1("b", -1)}, "", ""},
+		{"spread: round-robin from the cursor", strategy(strategySpread), cpu(1), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1), t1("a", -1)}, "", ""},
 		{"group: the bundle's node", inGroup(1), cpu(1), nodes, group, []leaseTarget{t1("a", 1)}, "", ""},
 		{"group: any bundle, distinct nodes in bundle order", inGroup(-1), nil, nodes, group, []leaseTarget{t1("c", -1), t1("a", -1)}, "", ""},
 		{"group: bundle not placed", inGroup(3), nil, nodes, group, nil, "waiting for placement group pg1 bundle 3", ""},
@@ -547,13 +562,13 @@ func TestChooseActorNodes(t *testing.T) {
 		{"affinity hard: no room waits", affinity("a", false), cpu(3), nodes, nil, nil, "node a does not have {CPU: 3} available now", ""},
 		{"affinity soft: no room falls back", affinity("a", true), cpu(3), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1)}, "", ""},
 		{"affinity hard: dead node fails", affinity("zz", false), cpu(1), nodes, nil, nil, "", "node zz is not ALIVE"},
-		{"affinity soft: dead node falls back", affinity("zz", true), cpu(1), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1), t1("a", -1)}, "", ""},
+		{"affinity soft: dead node falls back", affinity("zz", true), cpu(1), nodes, nil, append([]leaseTarget{t1("b", -1)}, tied...), "", ""},
 		{"affinity hard: never fits fails", affinity("a", false), cpu(9), nodes, nil, nil, "", "node a can never hold {CPU: 9}"},
 		{"affinity hard: draining waits", affinity("d", false), cpu(1), nodes, nil, nil, "node d is draining", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := chooseActorNodes(tc.strategy, parseResources(t, tc.request), tc.nodes, tc.group)
+			got := chooseActorNodes(workRequest(actorID, tc.strategy, parseResources(t, tc.request), 1), tc.nodes, tc.group)
 			if !slices.Equal(got.Targets, tc.want) {
 				t.Errorf("targets %v, want %v", got.Targets, tc.want)
 			}
