@@ -53,7 +53,7 @@ func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget
 			if invalid == len(targets) {
 				m.buryLocked(e, "cannot be scheduled: "+strings.Join(refusals, "; "))
 			} else {
-				m.waitLocked(e, "no worker lease yet: "+strings.Join(refusals, "; "), time.Now())
+				m.waitLocked(e, "no worker lease yet: "+strings.Join(refusals, "; "), m.server.cfg.Now())
 			}
 		}
 		m.mu.Unlock()

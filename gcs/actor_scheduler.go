@@ -16,9 +16,10 @@ import (
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
 func (m *actorManager) loop(stop <-chan struct{}) {
 	for {
-		wait := m.scheduleRound(time.Now())
-		if time.Since(m.lastPrune) >= time.Second {
-			m.lastPrune = time.Now()
+		now := m.server.cfg.Now()
+		wait := m.scheduleRound(now)
+		if now.Sub(m.lastPrune) >= time.Second {
+			m.lastPrune = now
 			m.pruneDead()
 		}
 		select {
