@@ -14,6 +14,7 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -37,7 +38,7 @@ func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	}
 	required, err := resources.ParseTaskResources(req.RequiredResources)
 	if err != nil {
-		return nil, invalid("%s", requiredResourcesError(err))
+		return nil, invalid("%s", resourcesError("required_resources", err))
 	}
 	if req.MaxRestarts < -1 {
 		return nil, invalid("max_restarts: must be >= -1 (-1 restarts without limit), got %d", req.MaxRestarts)
@@ -45,25 +46,8 @@ func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	if req.MaxTaskRetries < -1 {
 		return nil, invalid("max_task_retries: must be >= -1 (-1 retries without limit), got %d", req.MaxTaskRetries)
 	}
-	s := req.SchedulingStrategy
-	switch s.GetKind() {
-	case "", strategyDefault, strategySpread, strategyPlacementGroup, strategyNodeAffinity:
-	default:
-		return nil, invalid("scheduling_strategy.kind: must be DEFAULT (or empty), SPREAD, PLACEMENT_GROUP or NODE_AFFINITY, got %q", s.GetKind())
-	}
-	if s.GetKind() == strategyPlacementGroup {
-		if s.PlacementGroupId == "" {
-			return nil, invalid("scheduling_strategy.placement_group_id: required with kind PLACEMENT_GROUP")
-		}
-	} else if s.GetPlacementGroupId() != "" {
-		return nil, invalid("scheduling_strategy.placement_group_id: only used with kind PLACEMENT_GROUP, got kind %q", s.GetKind())
-	}
-	if s.GetKind() == strategyNodeAffinity {
-		if s.NodeId == "" {
-			return nil, invalid("scheduling_strategy.node_id: required with kind NODE_AFFINITY")
-		}
-	} else if s.GetNodeId() != "" {
-		return nil, invalid("scheduling_strategy.node_id: only used with kind NODE_AFFINITY, got kind %q", s.GetKind())
+	if err := checkSchedulingStrategy(req.SchedulingStrategy); err != nil {
+		return nil, err
 	}
 	if req.ExecutableSha256 == "" {
 		return nil, invalid("executable_sha256: required (upload the worker executable with ExecutableService first)")
@@ -74,14 +58,48 @@ func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	return required, nil
 }
 
-// requiredResourcesError puts "required_resources" in front of the field a resource
-// error names: `["GPU"]: ...` becomes `required_resources["GPU"]: ...`.
-func requiredResourcesError(err error) string {
+// checkSchedulingStrategy checks a strategy's fields (nil is DEFAULT). Errors are
+// InvalidArgument naming the field.
+func checkSchedulingStrategy(s *pb.SchedulingStrategy) error {
+	invalid := func(format string, args ...any) error {
+		return status.Errorf(codes.InvalidArgument, format, args...)
+	}
+	switch s.GetKind() {
+	case strategyDefault, strategySpread, strategyPlacementGroup, strategyNodeAffinity:
+	default:
+		return invalid("scheduling_strategy.kind: must be DEFAULT, SPREAD, PLACEMENT_GROUP or NODE_AFFINITY, got %d", s.GetKind())
+	}
+	kind := strategyName(s.GetKind())
+	if s.GetKind() == strategyPlacementGroup {
+		if s.PlacementGroupId == "" {
+			return invalid("scheduling_strategy.placement_group_id: required with kind PLACEMENT_GROUP")
+		}
+	} else if s.GetPlacementGroupId() != "" {
+		return invalid("scheduling_strategy.placement_group_id: only used with kind PLACEMENT_GROUP, got kind %q", kind)
+	}
+	if s.GetKind() == strategyNodeAffinity {
+		if s.NodeId == "" {
+			return invalid("scheduling_strategy.node_id: required with kind NODE_AFFINITY")
+		}
+	} else if s.GetNodeId() != "" {
+		return invalid("scheduling_strategy.node_id: only used with kind NODE_AFFINITY, got kind %q", kind)
+	}
+	return nil
+}
+
+// strategyName is Ray's name of a strategy kind: the enum value without its prefix.
+func strategyName(k pb.SchedulingStrategyKind) string {
+	return strings.TrimPrefix(k.String(), "SCHEDULING_STRATEGY_")
+}
+
+// resourcesError puts the request's field in front of the field a resource error
+// names: `["GPU"]: ...` becomes `required_resources["GPU"]: ...`.
+func resourcesError(field string, err error) string {
 	var fieldErr *fielderr.Error
 	if errors.As(err, &fieldErr) {
-		return "required_resources" + fieldErr.Field + ": " + fieldErr.Problem
+		return field + fieldErr.Field + ": " + fieldErr.Problem
 	}
-	return "required_resources: " + err.Error()
+	return field + ": " + err.Error()
 }
 
 // CreateActor implements pb.ActorInfoServiceServer: validate, persist PENDING_CREATION,
@@ -102,9 +120,6 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	strategy := proto.Clone(req.GetSchedulingStrategy()).(*pb.SchedulingStrategy)
 	if strategy == nil {
 		strategy = &pb.SchedulingStrategy{}
-	}
-	if strategy.Kind == "" {
-		strategy.Kind = strategyDefault
 	}
 	pgID, bundleIndex := "", int32(resources.AnyBundle)
 	if strategy.Kind == strategyPlacementGroup {
@@ -165,7 +180,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	m.mu.Unlock()
 	m.kick()
 	m.server.log.Info().Str("actor_id", info.ActorId).Str("job_id", info.JobId).Str("class_name", info.ClassName).
-		Str("name", info.Name).Str("strategy", strategy.Kind).Str("pg_id", pgID).Msg("actor registered")
+		Str("name", info.Name).Str("strategy", strategyName(strategy.Kind)).Str("pg_id", pgID).Msg("actor registered")
 	return &pb.CreateActorReply{Actor: reply}, nil
 }
 
@@ -321,4 +336,53 @@ func (m *actorManager) ReportWorkerFailure(ctx context.Context, req *pb.ReportWo
 		}
 	}
 	return &pb.ReportWorkerFailureReply{}, nil
+}
+
+// ChooseLeaseTargets implements pb.ActorInfoServiceServer: the actor scheduler's node
+// choice (placement.ChooseNodes over the ALIVE nodes) for the SDK's tasks.
+func (m *actorManager) ChooseLeaseTargets(ctx context.Context, req *pb.ChooseLeaseTargetsRequest) (*pb.ChooseLeaseTargetsReply, error) {
+	request, err := resources.ParseTaskResources(req.Resources)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%s", resourcesError("resources", err))
+	}
+	strategy := req.SchedulingStrategy
+	if err := checkSchedulingStrategy(strategy); err != nil {
+		return nil, err
+	}
+	nodes := m.server.nodes.aliveNodes()
+	var group *placement.WorkGroup
+	if strategy.GetKind() == strategyPlacementGroup {
+		group = newWorkGroup(m.server.pgs.info(strategy.PlacementGroupId))
+	}
+	var cursor uint64
+	if strategy.GetKind() == strategySpread {
+		cursor = m.leaseSpreadCursor.Add(1) - 1
+	}
+	choice := placement.ChooseNodes(workRequest(req.RequestId, strategy, request, cursor), workNodes(nodes), group)
+
+	addresses := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		addresses[n.NodeId] = n.RayletAddress
+	}
+	reply := &pb.ChooseLeaseTargetsReply{Outcome: leaseOutcomes[choice.Outcome], Reason: choice.Message, ReasonCode: string(choice.Cause.Code)}
+	target := func(t placement.Target, now bool) *pb.LeaseTarget {
+		return &pb.LeaseTarget{NodeId: string(t.Node), RayletAddress: addresses[string(t.Node)], BundleIndex: int32(t.BundleIndex), AvailableNow: now}
+	}
+	for _, t := range choice.Targets {
+		reply.Targets = append(reply.Targets, target(t, true))
+	}
+	for _, t := range choice.Later {
+		reply.Targets = append(reply.Targets, target(t, false))
+	}
+	for _, r := range choice.Rejected {
+		reply.Rejected = append(reply.Rejected, &pb.RejectedNode{NodeId: string(r.Node), Code: string(r.Reason.Code), Message: r.Reason.String()})
+	}
+	return reply, nil
+}
+
+var leaseOutcomes = map[placement.WorkOutcome]pb.LeaseOutcome{
+	placement.WorkPlaced:        pb.LeaseOutcome_LEASE_OUTCOME_PLACED,
+	placement.WorkNotNow:        pb.LeaseOutcome_LEASE_OUTCOME_NOT_NOW,
+	placement.WorkInfeasible:    pb.LeaseOutcome_LEASE_OUTCOME_INFEASIBLE,
+	placement.WorkUnschedulable: pb.LeaseOutcome_LEASE_OUTCOME_UNSCHEDULABLE,
 }

@@ -44,12 +44,12 @@ const (
 	defaultNamespace = "default"
 )
 
-// Scheduling strategy kinds (SchedulingStrategy.kind); "" means DEFAULT.
+// Scheduling strategy kinds (SchedulingStrategy.kind).
 const (
-	strategyDefault        = "DEFAULT"
-	strategySpread         = "SPREAD"
-	strategyPlacementGroup = "PLACEMENT_GROUP"
-	strategyNodeAffinity   = "NODE_AFFINITY"
+	strategyDefault        = pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT
+	strategySpread         = pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_SPREAD
+	strategyPlacementGroup = pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP
+	strategyNodeAffinity   = pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY
 )
 
 // Death causes recorded in ActorInfo.death_cause. Worker and node losses without
@@ -135,8 +135,10 @@ type actorManager struct {
 
 	wake     chan struct{}
 	retryAll atomic.Bool
-	// spreadCursor is where the next SPREAD actor's round over the nodes starts.
-	spreadCursor uint64
+	// spreadCursor is where the next SPREAD actor's round over the nodes starts;
+	// leaseSpreadCursor the same for ChooseLeaseTargets (lock-free).
+	spreadCursor      uint64
+	leaseSpreadCursor atomic.Uint64
 
 	// reconcileRetry and killRetry: the spacing of reconcile rounds and of KillWorker
 	// retries (reconcileRetry and killRetryMin/Max).

@@ -120,7 +120,7 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 		{"empty resource name", func(r *pb.CreateActorRequest) { r.RequiredResources = map[string]float64{"": 1} }, []string{`required_resources[""]`, "empty"}},
 		{"max_restarts", func(r *pb.CreateActorRequest) { r.MaxRestarts = -2 }, []string{"max_restarts", "-2"}},
 		{"max_task_retries", func(r *pb.CreateActorRequest) { r.MaxTaskRetries = -5 }, []string{"max_task_retries", "-5"}},
-		{"strategy kind", func(r *pb.CreateActorRequest) { r.SchedulingStrategy = &pb.SchedulingStrategy{Kind: "PACK"} }, []string{"scheduling_strategy.kind", `"PACK"`}},
+		{"strategy kind", func(r *pb.CreateActorRequest) { r.SchedulingStrategy = &pb.SchedulingStrategy{Kind: 99} }, []string{"scheduling_strategy.kind", "got 99"}},
 		{"group without id", func(r *pb.CreateActorRequest) {
 			r.SchedulingStrategy = &pb.SchedulingStrategy{Kind: strategyPlacementGroup}
 		}, []string{"scheduling_strategy.placement_group_id", "required"}},
@@ -152,12 +152,12 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 			}
 		})
 	}
-	for _, kind := range []string{"", strategyDefault, strategySpread} {
+	for _, kind := range []pb.SchedulingStrategyKind{strategyDefault, strategySpread} {
 		req := valid()
 		req.SchedulingStrategy = &pb.SchedulingStrategy{Kind: kind}
 		req.MaxRestarts, req.MaxTaskRetries = -1, -1
 		if _, err := checkActorRequest(req); err != nil {
-			t.Errorf("kind %q: %v", kind, err)
+			t.Errorf("kind %v: %v", kind, err)
 		}
 	}
 }
@@ -518,7 +518,7 @@ func TestChooseActorNodes(t *testing.T) {
 	pending := newWorkGroup(info(pb.PlacementGroupState_PENDING, "", "", "", ""))
 	rescheduling := newWorkGroup(info(pb.PlacementGroupState_RESCHEDULING, "c", "", "a", ""))
 	removed := newWorkGroup(info(pb.PlacementGroupState_REMOVED, "", "", "", ""))
-	strategy := func(kind string) *pb.SchedulingStrategy { return &pb.SchedulingStrategy{Kind: kind} }
+	strategy := func(kind pb.SchedulingStrategyKind) *pb.SchedulingStrategy { return &pb.SchedulingStrategy{Kind: kind} }
 	inGroup := func(index int32) *pb.SchedulingStrategy {
 		return &pb.SchedulingStrategy{Kind: strategyPlacementGroup, PlacementGroupId: "pg1", BundleIndex: index}
 	}
@@ -542,7 +542,7 @@ func TestChooseActorNodes(t *testing.T) {
 		wait, fail string // substrings
 	}{
 		{"default: under the spread threshold first, draining left out", strategy(strategyDefault), cpu(1), nodes, nil, append([]leaseTarget{t1("b", -1)}, tied...), "", ""},
-		{"default: only nodes with room", strategy(""), cpu(3), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1)}, "", ""},
+		{"default: only nodes with room", nil, cpu(3), nodes, nil, []leaseTarget{t1("b", -1), t1("c", -1)}, "", ""},
 		{"default: no room now", strategy(strategyDefault), cpu(7), nodes, nil, nil, "no node has {CPU: 7} available now", ""},
 		{"default: infeasible", strategy(strategyDefault), cpu(32), nodes, nil, nil, "infeasible", ""},
 		{"default: zero request fits anywhere", strategy(strategyDefault), nil, nodes, nil, append([]leaseTarget{t1("b", -1)}, tied...), "", ""},
