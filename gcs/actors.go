@@ -230,6 +230,7 @@ func (m *actorManager) load(ctx context.Context) error {
 		if info.SchedulingStrategy == nil {
 			info.SchedulingStrategy = &pb.SchedulingStrategy{Kind: strategyDefault}
 		}
+		upgradeLegacyKind(info.SchedulingStrategy)
 		entries = append(entries, &actorEntry{info: info, request: request, changed: make(chan struct{})})
 		if job := m.server.jobs.get(info.JobId); job == nil || job.IsDead {
 			jobDead[info.JobId] = true
@@ -319,4 +320,18 @@ func deadActorsToPrune(dead []deadActor, nowMs int64, retention time.Duration, m
 		}
 	}
 	return drop
+}
+
+// upgradeLegacyKind sets the kind of a strategy stored before the kind was an enum.
+func upgradeLegacyKind(s *pb.SchedulingStrategy) {
+	//lint:ignore SA1019 the one reader of the deprecated field
+	legacy := s.LegacyKind
+	if legacy == "" {
+		return
+	}
+	if kind, ok := pb.SchedulingStrategyKind_value["SCHEDULING_STRATEGY_"+legacy]; ok {
+		s.Kind = pb.SchedulingStrategyKind(kind)
+	}
+	//lint:ignore SA1019 cleared once read
+	s.LegacyKind = ""
 }

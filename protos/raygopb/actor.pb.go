@@ -205,6 +205,11 @@ func (LeaseOutcome) EnumDescriptor() ([]byte, []int) {
 type SchedulingStrategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  SchedulingStrategyKind `protobuf:"varint,6,opt,name=kind,proto3,enum=raygo.v1.SchedulingStrategyKind" json:"kind,omitempty"`
+	// The kind as a string ("SPREAD", ...), as actor rows stored before the enum have it;
+	// the GCS reads it when it loads such a row. Nothing sets it.
+	//
+	// Deprecated: Marked as deprecated in actor.proto.
+	LegacyKind string `protobuf:"bytes,1,opt,name=legacy_kind,json=legacyKind,proto3" json:"legacy_kind,omitempty"`
 	// PLACEMENT_GROUP: the group and the bundle (-1: any bundle of the group with room).
 	PlacementGroupId string `protobuf:"bytes,2,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
 	BundleIndex      int32  `protobuf:"varint,3,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
@@ -251,6 +256,14 @@ func (x *SchedulingStrategy) GetKind() SchedulingStrategyKind {
 		return x.Kind
 	}
 	return SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT
+}
+
+// Deprecated: Marked as deprecated in actor.proto.
+func (x *SchedulingStrategy) GetLegacyKind() string {
+	if x != nil {
+		return x.LegacyKind
+	}
+	return ""
 }
 
 func (x *SchedulingStrategy) GetPlacementGroupId() string {
@@ -1473,13 +1486,15 @@ var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
 	"\n" +
-	"\vactor.proto\x12\braygo.v1\"\xce\x01\n" +
+	"\vactor.proto\x12\braygo.v1\"\xed\x01\n" +
 	"\x12SchedulingStrategy\x124\n" +
-	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12,\n" +
+	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12#\n" +
+	"\vlegacy_kind\x18\x01 \x01(\tB\x02\x18\x01R\n" +
+	"legacyKind\x12,\n" +
 	"\x12placement_group_id\x18\x02 \x01(\tR\x10placementGroupId\x12!\n" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
-	"\x04soft\x18\x05 \x01(\bR\x04softJ\x04\b\x01\x10\x02\"\x9d\b\n" +
+	"\x04soft\x18\x05 \x01(\bR\x04soft\"\x9d\b\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
