@@ -8,9 +8,14 @@
 // Each table has a manager. Managers never hold a pointer to one another: they read the
 // others through narrow interfaces and subscribe to their events (events.go); Start wires
 // them. A manager is split by role: its service (the RPC handlers), its scheduler (the
-// queue, backoff, the snapshot handed to the pure placement core, the attempt) and its
-// commit (for placement groups, the two-phase reservation on the raylets behind
-// BundleReserver: bundle_reserver.go, with the in-memory reservertest beside it). What
-// the managers share about rows is in rows.go; the clock is Config.Now. Domain code
-// returns plain errors (errors.go); statusOf maps them to gRPC codes at the boundary.
+// queue, backoff, the view handed to the pure placement core, the attempt) and its commit.
+// For placement groups: placement_groups.go, pg_scheduler.go, pg_commit.go (the two-phase
+// reservation on the raylets behind BundleReserver: bundle_reserver.go, with the in-memory
+// reservertest beside it) and pg_lifecycle.go (nodes, jobs and GCS restarts). For actors:
+// actors.go (the table, its entries, loading and pruning), actor_service.go (the
+// ActorInfoService handlers, ChooseLeaseTargets among them), actor_scheduler.go (the loop,
+// the queue, backoff, the node view handed to placement.ChooseNodes) and actor_commit.go
+// (leasing a worker, running the constructor, restarts, deaths, worker kills). What the
+// managers share about rows is in rows.go; the clock is Config.Now. Domain code returns
+// plain errors (errors.go); statusOf maps them to gRPC codes at the boundary.
 package gcs

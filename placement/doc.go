@@ -1,5 +1,8 @@
 // Package placement is raygo's pure scheduling core for placement groups: a cluster
 // snapshot and a request go in, a plan (bundle → node) or a typed failure comes out.
+// It also chooses nodes for single-shape work (ChooseNodes, single.go): actors and the
+// tasks of one scheduling key, with Ray's DEFAULT (hybrid), SPREAD, NODE_AFFINITY and
+// PLACEMENT_GROUP strategies, an ordered list of nodes or a typed outcome with reasons.
 //
 // It owns decisions only. The vocabulary it decides over is shared with every other part
 // and lives in leaf packages: resource amounts, sets and their validation in

@@ -54,6 +54,19 @@ const (
 	// ReasonMIGTooFewSlices: even with every instance gone, the node's MIG GPUs cannot
 	// hold the group's MIG bundles with Resource among them (the capacity view).
 	ReasonMIGTooFewSlices ReasonCode = "mig_too_few_slices"
+
+	// The codes below are single-shape work's (ChooseNodes): they are a placement
+	// group's state, not one node's, and appear as Choice.Cause. A hard node affinity
+	// to a node missing from the ALIVE nodes is ReasonDead.
+
+	// ReasonGroupNotReady: the work's placement group is not placed yet (PENDING), so no
+	// bundle of it holds resources.
+	ReasonGroupNotReady ReasonCode = "group_not_ready"
+	// ReasonBundleNotPlaced: the group is placed, but the bundle asked for (or, for any
+	// bundle, every bundle) has no ALIVE node now (lost, being placed again).
+	ReasonBundleNotPlaced ReasonCode = "bundle_not_placed"
+	// ReasonGroupRemoved: the work's placement group was removed; it can never run.
+	ReasonGroupRemoved ReasonCode = "group_removed"
 )
 
 // Reason is one rejection of one node. Which fields are set depends on Code.
@@ -124,6 +137,12 @@ func (r Reason) String() string {
 		return fmt.Sprintf("no room on the MIG GPUs for %s now", r.Resource)
 	case ReasonMIGTooFewSlices:
 		return fmt.Sprintf("the MIG GPUs, even empty, have no room for %s", r.Resource)
+	case ReasonGroupNotReady:
+		return "placement group not placed yet"
+	case ReasonBundleNotPlaced:
+		return "bundle has no ALIVE node"
+	case ReasonGroupRemoved:
+		return "placement group removed"
 	default:
 		return string(r.Code)
 	}

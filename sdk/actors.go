@@ -124,7 +124,7 @@ func (c *Client) CreateActor(ctx context.Context, className string, args []any, 
 	}
 	strategy := o.strategy
 	if strategy == nil {
-		strategy = &pb.SchedulingStrategy{Kind: "DEFAULT", BundleIndex: -1}
+		strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT, BundleIndex: -1}
 	}
 	namespace := o.namespace
 	if namespace == "" {

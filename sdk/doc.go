@@ -35,6 +35,10 @@
 // and never returns, so code before Connect runs in workers too; call ServeIfWorker
 // first in main if that matters. Arguments and results travel msgpack-encoded.
 //
+// The client does not choose nodes: the GCS orders the nodes for each task shape with the
+// same chooser it runs for actors (Ray's DEFAULT hybrid policy unless WithSpread, OnNode
+// or InPlacementGroup say otherwise), and the client leases workers from them in order.
+//
 // Resources default as Ray's: a task holds 1 CPU while it runs, an actor none (see
 // WithCPUs, WithGPUs, WithResources). A task whose worker dies runs again up to
 // WithMaxRetries (default 3); an actor whose worker dies is restarted up to

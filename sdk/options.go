@@ -101,20 +101,22 @@ func InPlacementGroup(pg *PlacementGroup, bundleIndex int) Option {
 // InPlacementGroupID is InPlacementGroup for a group known by id.
 func InPlacementGroupID(placementGroupID string, bundleIndex int) Option {
 	return func(o *callOptions) {
-		o.strategy = &pb.SchedulingStrategy{Kind: "PLACEMENT_GROUP", PlacementGroupId: placementGroupID, BundleIndex: int32(bundleIndex)}
+		o.strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP, PlacementGroupId: placementGroupID, BundleIndex: int32(bundleIndex)}
 	}
 }
 
 // WithSpread spreads tasks or actors over the nodes (Ray's "SPREAD" strategy).
 func WithSpread() Option {
-	return func(o *callOptions) { o.strategy = &pb.SchedulingStrategy{Kind: "SPREAD"} }
+	return func(o *callOptions) {
+		o.strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_SPREAD}
+	}
 }
 
 // OnNode runs it on one node (Ray's NodeAffinitySchedulingStrategy); soft lets it run
 // elsewhere when that node is dead or full.
 func OnNode(nodeID string, soft bool) Option {
 	return func(o *callOptions) {
-		o.strategy = &pb.SchedulingStrategy{Kind: "NODE_AFFINITY", NodeId: nodeID, Soft: soft}
+		o.strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY, NodeId: nodeID, Soft: soft}
 	}
 }
 

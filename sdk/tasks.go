@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,8 +29,6 @@ const (
 	// leaseTimeout bounds one lease request: a first worker on a node may have to fetch
 	// the executable from the GCS and start.
 	leaseTimeout = 2 * time.Minute
-	// nodeCacheAge is how long the node table read from the GCS is reused.
-	nodeCacheAge = time.Second
 )
 
 // Submit runs a registered task function on the cluster and returns a ref to its
@@ -69,9 +66,9 @@ func (c *Client) Submit(ctx context.Context, function string, args []any, opts .
 	}
 	strategy := o.strategy
 	if strategy == nil {
-		strategy = &pb.SchedulingStrategy{Kind: "DEFAULT"}
+		strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT}
 	}
-	if strategy.Kind == "PLACEMENT_GROUP" {
+	if strategy.Kind == pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP {
 		if err := c.checkFitsPlacementGroup(ctx, strategy, resources); err != nil {
 			return nil, fmt.Errorf("task %q: %w", function, err)
 		}
@@ -190,12 +187,6 @@ type taskSubmitter struct {
 
 	mu     sync.Mutex
 	queues map[string]*schedulingQueue
-	// spread rotates the first node tried, so leases spread over the nodes.
-	spread int
-
-	nodesMu sync.Mutex
-	nodes   []*pb.NodeInfo
-	nodesAt time.Time
 }
 
 func newTaskSubmitter(c *Client) *taskSubmitter {
@@ -356,105 +347,55 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 	}
 }
 
-// candidateRaylets lists the raylet addresses to ask for a lease, best first.
+// candidateRaylets asks the GCS where q may lease a worker (ActorInfoService.
+// ChooseLeaseTargets: the node choice the GCS makes for actors) and returns the raylet
+// addresses, best first. A group not placed yet is waited for here.
 func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
-	st := q.strategy
-	if st.Kind == "PLACEMENT_GROUP" {
-		ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
-		defer cancel()
-		reply, err := s.c.pgs.WaitPlacementGroupUntilReady(ctx, &pb.WaitPlacementGroupUntilReadyRequest{PlacementGroupId: st.PlacementGroupId})
-		if status.Code(err) == codes.FailedPrecondition {
-			return nil, fmt.Errorf("placement group %s: %w", st.PlacementGroupId, ErrRemoved)
-		}
-		if err != nil {
-			return nil, err
-		}
-		var out []string
-		for _, b := range reply.PlacementGroup.Bundles {
-			if (st.BundleIndex < 0 || b.BundleIndex == st.BundleIndex) && b.NodeAddress != "" && !slices.Contains(out, b.NodeAddress) {
-				out = append(out, b.NodeAddress)
-			}
-		}
-		return out, nil
-	}
-	nodes, err := s.aliveNodes()
-	if err != nil {
-		return nil, err
-	}
-	want, err := resources.SetFromFloat(q.resources)
-	if err != nil {
-		return nil, err
-	}
-	var fitsNow, fitsLater []string
-	var affinity string
-	for _, n := range nodes {
-		if n.IsDraining {
-			continue
-		}
-		total, errTotal := resources.SetFromFloat(n.ResourcesTotal)
-		avail, errAvail := resources.SetFromFloat(n.ResourcesAvailable)
-		if errTotal != nil || errAvail != nil || !want.IsSubsetOf(total) {
-			continue
-		}
-		if st.Kind == "NODE_AFFINITY" && n.NodeId == st.NodeId {
-			affinity = n.RayletAddress
-			continue
-		}
-		if want.IsSubsetOf(avail) {
-			fitsNow = append(fitsNow, n.RayletAddress)
-		} else {
-			fitsLater = append(fitsLater, n.RayletAddress)
-		}
-	}
-	if st.Kind == "NODE_AFFINITY" {
-		if affinity == "" && !st.Soft {
-			return nil, fmt.Errorf("%w: node affinity (soft=false): node %s is not alive or can never hold %v", ErrUnschedulable, st.NodeId, q.resources)
-		}
-		if !st.Soft {
-			return []string{affinity}, nil
-		}
-	}
-	// Rotate the start so concurrent leases (and SPREAD) go to different nodes.
-	s.mu.Lock()
-	s.spread++
-	shift := s.spread
-	s.mu.Unlock()
-	out := append(rotate(fitsNow, shift), rotate(fitsLater, shift)...)
-	if affinity != "" {
-		out = append([]string{affinity}, out...)
-	}
-	return out, nil
-}
-
-func rotate(list []string, by int) []string {
-	if len(list) == 0 {
-		return nil
-	}
-	by %= len(list)
-	return append(append([]string(nil), list[by:]...), list[:by]...)
-}
-
-// aliveNodes returns the GCS's node table, read at most once per nodeCacheAge.
-func (s *taskSubmitter) aliveNodes() ([]*pb.NodeInfo, error) {
-	s.nodesMu.Lock()
-	defer s.nodesMu.Unlock()
-	if s.nodes != nil && time.Since(s.nodesAt) < nodeCacheAge {
-		return s.nodes, nil
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
 	defer cancel()
-	reply, err := s.c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{AliveOnly: true})
-	if err != nil {
-		return nil, s.c.wrap("list nodes", err)
+	req := &pb.ChooseLeaseTargetsRequest{RequestId: q.key, Resources: q.resources, SchedulingStrategy: q.strategy}
+	for {
+		reply, err := s.c.actors.ChooseLeaseTargets(ctx, req)
+		if err != nil {
+			return nil, s.c.wrap("choose lease targets", err)
+		}
+		switch reply.Outcome {
+		case pb.LeaseOutcome_LEASE_OUTCOME_PLACED, pb.LeaseOutcome_LEASE_OUTCOME_NOT_NOW:
+			if reply.ReasonCode == reasonGroupNotReady {
+				if err := s.waitGroupReady(ctx, q.strategy.PlacementGroupId); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			out := make([]string, 0, len(reply.Targets))
+			for _, t := range reply.Targets {
+				out = append(out, t.RayletAddress)
+			}
+			return out, nil
+		case pb.LeaseOutcome_LEASE_OUTCOME_UNSCHEDULABLE:
+			if reply.ReasonCode == reasonGroupRemoved {
+				return nil, fmt.Errorf("placement group %s: %w", q.strategy.PlacementGroupId, ErrRemoved)
+			}
+			return nil, fmt.Errorf("%w: %s", ErrUnschedulable, reply.Reason)
+		default: // infeasible: wait for a node that can hold it
+			return nil, status.Errorf(codes.Unavailable, "%s", reply.Reason)
+		}
 	}
-	s.nodes, s.nodesAt = reply.Nodes, time.Now()
-	return s.nodes, nil
 }
 
-func (s *taskSubmitter) forgetNodes() {
-	s.nodesMu.Lock()
-	s.nodes = nil
-	s.nodesMu.Unlock()
+// The GCS's reason codes (placement.ReasonCode) the submitter acts on.
+const (
+	reasonGroupNotReady = "group_not_ready"
+	reasonGroupRemoved  = "group_removed"
+)
+
+// waitGroupReady blocks until a placement group is placed (ErrRemoved if it is removed).
+func (s *taskSubmitter) waitGroupReady(ctx context.Context, placementGroupID string) error {
+	_, err := s.c.pgs.WaitPlacementGroupUntilReady(ctx, &pb.WaitPlacementGroupUntilReadyRequest{PlacementGroupId: placementGroupID})
+	if status.Code(err) == codes.FailedPrecondition {
+		return fmt.Errorf("placement group %s: %w", placementGroupID, ErrRemoved)
+	}
+	return err
 }
 
 // requestWorker asks the candidate raylets for a worker in turn. With waitForRoom the
@@ -465,13 +406,13 @@ func (s *taskSubmitter) requestWorker(q *schedulingQueue, waitForRoom bool) (*pb
 		return nil, nil, err
 	}
 	if len(raylets) == 0 {
-		return nil, nil, status.Errorf(codes.Unavailable, "no alive node can ever hold %v (waiting for one to join)", q.resources)
+		return nil, nil, status.Errorf(codes.Unavailable, "no node to lease %v from yet", q.resources)
 	}
 	req := &pb.RequestWorkerLeaseRequest{
 		JobId: s.c.jobID, ExecutableSha256: s.c.executable, Resources: q.resources,
 		PlacementGroupId: q.strategy.PlacementGroupId, BundleIndex: q.strategy.BundleIndex,
 	}
-	if q.strategy.Kind != "PLACEMENT_GROUP" {
+	if q.strategy.Kind != pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP {
 		req.BundleIndex = -1
 	}
 	var lastErr error
@@ -490,12 +431,8 @@ func (s *taskSubmitter) requestWorker(q *schedulingQueue, waitForRoom bool) (*pb
 			return reply.Worker, raylet, nil
 		}
 		lastErr = err
-		switch status.Code(err) {
-		case codes.InvalidArgument:
+		if status.Code(err) == codes.InvalidArgument {
 			return nil, nil, err
-		case codes.Unavailable, codes.FailedPrecondition:
-			// A dead or draining node, or a bundle that moved: read the tables again.
-			s.forgetNodes()
 		}
 	}
 	return nil, nil, lastErr

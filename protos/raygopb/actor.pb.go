@@ -21,6 +21,64 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SchedulingStrategyKind is Ray's scheduling strategy of a task or an actor.
+type SchedulingStrategyKind int32
+
+const (
+	// Ray's hybrid policy: pack onto nodes whose critical resource utilisation is under
+	// scheduler_spread_threshold (0.5), in a fixed order, then the least utilised.
+	SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT SchedulingStrategyKind = 0
+	// Round-robin over the nodes that could hold it.
+	SchedulingStrategyKind_SCHEDULING_STRATEGY_SPREAD SchedulingStrategyKind = 1
+	// A bundle of a placement group (placement_group_id, bundle_index).
+	SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP SchedulingStrategyKind = 2
+	// One node (node_id, soft).
+	SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY SchedulingStrategyKind = 3
+)
+
+// Enum value maps for SchedulingStrategyKind.
+var (
+	SchedulingStrategyKind_name = map[int32]string{
+		0: "SCHEDULING_STRATEGY_DEFAULT",
+		1: "SCHEDULING_STRATEGY_SPREAD",
+		2: "SCHEDULING_STRATEGY_PLACEMENT_GROUP",
+		3: "SCHEDULING_STRATEGY_NODE_AFFINITY",
+	}
+	SchedulingStrategyKind_value = map[string]int32{
+		"SCHEDULING_STRATEGY_DEFAULT":         0,
+		"SCHEDULING_STRATEGY_SPREAD":          1,
+		"SCHEDULING_STRATEGY_PLACEMENT_GROUP": 2,
+		"SCHEDULING_STRATEGY_NODE_AFFINITY":   3,
+	}
+)
+
+func (x SchedulingStrategyKind) Enum() *SchedulingStrategyKind {
+	p := new(SchedulingStrategyKind)
+	*p = x
+	return p
+}
+
+func (x SchedulingStrategyKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SchedulingStrategyKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_actor_proto_enumTypes[0].Descriptor()
+}
+
+func (SchedulingStrategyKind) Type() protoreflect.EnumType {
+	return &file_actor_proto_enumTypes[0]
+}
+
+func (x SchedulingStrategyKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SchedulingStrategyKind.Descriptor instead.
+func (SchedulingStrategyKind) EnumDescriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{0}
+}
+
 // ActorState follows Ray's actor states; Ray's names are these without "ACTOR_"
 // (the enum values share the package scope with NodeState).
 type ActorState int32
@@ -64,11 +122,11 @@ func (x ActorState) String() string {
 }
 
 func (ActorState) Descriptor() protoreflect.EnumDescriptor {
-	return file_actor_proto_enumTypes[0].Descriptor()
+	return file_actor_proto_enumTypes[1].Descriptor()
 }
 
 func (ActorState) Type() protoreflect.EnumType {
-	return &file_actor_proto_enumTypes[0]
+	return &file_actor_proto_enumTypes[1]
 }
 
 func (x ActorState) Number() protoreflect.EnumNumber {
@@ -77,16 +135,81 @@ func (x ActorState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ActorState.Descriptor instead.
 func (ActorState) EnumDescriptor() ([]byte, []int) {
-	return file_actor_proto_rawDescGZIP(), []int{0}
+	return file_actor_proto_rawDescGZIP(), []int{1}
+}
+
+// LeaseOutcome is the kind of a ChooseLeaseTargets decision.
+type LeaseOutcome int32
+
+const (
+	LeaseOutcome_LEASE_OUTCOME_UNSPECIFIED LeaseOutcome = 0
+	// Targets with available_now are listed.
+	LeaseOutcome_LEASE_OUTCOME_PLACED LeaseOutcome = 1
+	// Nodes could hold it once resources are freed (targets, none available now), or its
+	// placement group is not placed yet: wait.
+	LeaseOutcome_LEASE_OUTCOME_NOT_NOW LeaseOutcome = 2
+	// No ALIVE node could ever hold it: wait for one to join.
+	LeaseOutcome_LEASE_OUTCOME_INFEASIBLE LeaseOutcome = 3
+	// It can never run as asked (hard affinity to a node that is gone or too small, a
+	// removed placement group).
+	LeaseOutcome_LEASE_OUTCOME_UNSCHEDULABLE LeaseOutcome = 4
+)
+
+// Enum value maps for LeaseOutcome.
+var (
+	LeaseOutcome_name = map[int32]string{
+		0: "LEASE_OUTCOME_UNSPECIFIED",
+		1: "LEASE_OUTCOME_PLACED",
+		2: "LEASE_OUTCOME_NOT_NOW",
+		3: "LEASE_OUTCOME_INFEASIBLE",
+		4: "LEASE_OUTCOME_UNSCHEDULABLE",
+	}
+	LeaseOutcome_value = map[string]int32{
+		"LEASE_OUTCOME_UNSPECIFIED":   0,
+		"LEASE_OUTCOME_PLACED":        1,
+		"LEASE_OUTCOME_NOT_NOW":       2,
+		"LEASE_OUTCOME_INFEASIBLE":    3,
+		"LEASE_OUTCOME_UNSCHEDULABLE": 4,
+	}
+)
+
+func (x LeaseOutcome) Enum() *LeaseOutcome {
+	p := new(LeaseOutcome)
+	*p = x
+	return p
+}
+
+func (x LeaseOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_actor_proto_enumTypes[2].Descriptor()
+}
+
+func (LeaseOutcome) Type() protoreflect.EnumType {
+	return &file_actor_proto_enumTypes[2]
+}
+
+func (x LeaseOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseOutcome.Descriptor instead.
+func (LeaseOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{2}
 }
 
 // SchedulingStrategy says where a task or an actor runs, as Ray's scheduling strategies.
-// With none of the fields set it is Ray's "DEFAULT": any node with room.
+// With none of the fields set it is Ray's "DEFAULT".
 type SchedulingStrategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "DEFAULT" (or empty), "SPREAD" (prefer the least-loaded node), "PLACEMENT_GROUP"
-	// or "NODE_AFFINITY".
-	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Kind  SchedulingStrategyKind `protobuf:"varint,6,opt,name=kind,proto3,enum=raygo.v1.SchedulingStrategyKind" json:"kind,omitempty"`
+	// The kind as a string ("SPREAD", ...), as actor rows stored before the enum have it;
+	// the GCS reads it when it loads such a row. Nothing sets it.
+	//
+	// Deprecated: Marked as deprecated in actor.proto.
+	LegacyKind string `protobuf:"bytes,1,opt,name=legacy_kind,json=legacyKind,proto3" json:"legacy_kind,omitempty"`
 	// PLACEMENT_GROUP: the group and the bundle (-1: any bundle of the group with room).
 	PlacementGroupId string `protobuf:"bytes,2,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
 	BundleIndex      int32  `protobuf:"varint,3,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
@@ -128,9 +251,17 @@ func (*SchedulingStrategy) Descriptor() ([]byte, []int) {
 	return file_actor_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *SchedulingStrategy) GetKind() string {
+func (x *SchedulingStrategy) GetKind() SchedulingStrategyKind {
 	if x != nil {
 		return x.Kind
+	}
+	return SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT
+}
+
+// Deprecated: Marked as deprecated in actor.proto.
+func (x *SchedulingStrategy) GetLegacyKind() string {
+	if x != nil {
+		return x.LegacyKind
 	}
 	return ""
 }
@@ -1077,13 +1208,289 @@ func (*ReportWorkerFailureReply) Descriptor() ([]byte, []int) {
 	return file_actor_proto_rawDescGZIP(), []int{13}
 }
 
+type ChooseLeaseTargetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the work (the SDK sends its scheduling key): it seeds DEFAULT's shuffle of
+	// equally utilised nodes, so one piece of work gets one order.
+	RequestId          string              `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Resources          map[string]float64  `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	SchedulingStrategy *SchedulingStrategy `protobuf:"bytes,3,opt,name=scheduling_strategy,json=schedulingStrategy,proto3" json:"scheduling_strategy,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ChooseLeaseTargetsRequest) Reset() {
+	*x = ChooseLeaseTargetsRequest{}
+	mi := &file_actor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChooseLeaseTargetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChooseLeaseTargetsRequest) ProtoMessage() {}
+
+func (x *ChooseLeaseTargetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChooseLeaseTargetsRequest.ProtoReflect.Descriptor instead.
+func (*ChooseLeaseTargetsRequest) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ChooseLeaseTargetsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ChooseLeaseTargetsRequest) GetResources() map[string]float64 {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *ChooseLeaseTargetsRequest) GetSchedulingStrategy() *SchedulingStrategy {
+	if x != nil {
+		return x.SchedulingStrategy
+	}
+	return nil
+}
+
+// LeaseTarget is one raylet to ask for a worker lease.
+type LeaseTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RayletAddress string                 `protobuf:"bytes,2,opt,name=raylet_address,json=rayletAddress,proto3" json:"raylet_address,omitempty"`
+	// The bundle index to pass (-1: none, or any bundle of the group).
+	BundleIndex int32 `protobuf:"varint,3,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
+	// False: the node could hold the work but has no room now (a queued lease waits there).
+	AvailableNow  bool `protobuf:"varint,4,opt,name=available_now,json=availableNow,proto3" json:"available_now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseTarget) Reset() {
+	*x = LeaseTarget{}
+	mi := &file_actor_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseTarget) ProtoMessage() {}
+
+func (x *LeaseTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseTarget.ProtoReflect.Descriptor instead.
+func (*LeaseTarget) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LeaseTarget) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *LeaseTarget) GetRayletAddress() string {
+	if x != nil {
+		return x.RayletAddress
+	}
+	return ""
+}
+
+func (x *LeaseTarget) GetBundleIndex() int32 {
+	if x != nil {
+		return x.BundleIndex
+	}
+	return 0
+}
+
+func (x *LeaseTarget) GetAvailableNow() bool {
+	if x != nil {
+		return x.AvailableNow
+	}
+	return false
+}
+
+// RejectedNode is one node left out of a decision, with its reason code
+// (placement.ReasonCode: "draining", "insufficient_total", ...) and in words.
+type RejectedNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectedNode) Reset() {
+	*x = RejectedNode{}
+	mi := &file_actor_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectedNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectedNode) ProtoMessage() {}
+
+func (x *RejectedNode) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectedNode.ProtoReflect.Descriptor instead.
+func (*RejectedNode) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RejectedNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *RejectedNode) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *RejectedNode) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ChooseLeaseTargetsReply struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome LeaseOutcome           `protobuf:"varint,1,opt,name=outcome,proto3,enum=raygo.v1.LeaseOutcome" json:"outcome,omitempty"`
+	// Best first: the nodes with room now, then those that could hold it later.
+	Targets []*LeaseTarget `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	// Why no node has room now (outcomes other than PLACED), and the cause's code when it
+	// is the placement group's or the affinity node's ("group_removed", "dead", ...).
+	Reason        string          `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	ReasonCode    string          `protobuf:"bytes,4,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	Rejected      []*RejectedNode `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChooseLeaseTargetsReply) Reset() {
+	*x = ChooseLeaseTargetsReply{}
+	mi := &file_actor_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChooseLeaseTargetsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChooseLeaseTargetsReply) ProtoMessage() {}
+
+func (x *ChooseLeaseTargetsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChooseLeaseTargetsReply.ProtoReflect.Descriptor instead.
+func (*ChooseLeaseTargetsReply) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ChooseLeaseTargetsReply) GetOutcome() LeaseOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LeaseOutcome_LEASE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ChooseLeaseTargetsReply) GetTargets() []*LeaseTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *ChooseLeaseTargetsReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ChooseLeaseTargetsReply) GetReasonCode() string {
+	if x != nil {
+		return x.ReasonCode
+	}
+	return ""
+}
+
+func (x *ChooseLeaseTargetsReply) GetRejected() []*RejectedNode {
+	if x != nil {
+		return x.Rejected
+	}
+	return nil
+}
+
 var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
 	"\n" +
-	"\vactor.proto\x12\braygo.v1\"\xa6\x01\n" +
-	"\x12SchedulingStrategy\x12\x12\n" +
-	"\x04kind\x18\x01 \x01(\tR\x04kind\x12,\n" +
+	"\vactor.proto\x12\braygo.v1\"\xed\x01\n" +
+	"\x12SchedulingStrategy\x124\n" +
+	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12#\n" +
+	"\vlegacy_kind\x18\x01 \x01(\tB\x02\x18\x01R\n" +
+	"legacyKind\x12,\n" +
 	"\x12placement_group_id\x18\x02 \x01(\tR\x10placementGroupId\x12!\n" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -1169,7 +1576,36 @@ const file_actor_proto_rawDesc = "" +
 	"\vexit_detail\x18\x04 \x01(\tR\n" +
 	"exitDetail\x12 \n" +
 	"\vintentional\x18\x05 \x01(\bR\vintentional\"\x1a\n" +
-	"\x18ReportWorkerFailureReply*|\n" +
+	"\x18ReportWorkerFailureReply\"\x99\x02\n" +
+	"\x19ChooseLeaseTargetsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12P\n" +
+	"\tresources\x18\x02 \x03(\v22.raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntryR\tresources\x12M\n" +
+	"\x13scheduling_strategy\x18\x03 \x01(\v2\x1c.raygo.v1.SchedulingStrategyR\x12schedulingStrategy\x1a<\n" +
+	"\x0eResourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x95\x01\n" +
+	"\vLeaseTarget\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12%\n" +
+	"\x0eraylet_address\x18\x02 \x01(\tR\rrayletAddress\x12!\n" +
+	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12#\n" +
+	"\ravailable_now\x18\x04 \x01(\bR\favailableNow\"U\n" +
+	"\fRejectedNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xe9\x01\n" +
+	"\x17ChooseLeaseTargetsReply\x120\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x16.raygo.v1.LeaseOutcomeR\aoutcome\x12/\n" +
+	"\atargets\x18\x02 \x03(\v2\x15.raygo.v1.LeaseTargetR\atargets\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vreason_code\x18\x04 \x01(\tR\n" +
+	"reasonCode\x122\n" +
+	"\brejected\x18\x05 \x03(\v2\x16.raygo.v1.RejectedNodeR\brejected*\xa9\x01\n" +
+	"\x16SchedulingStrategyKind\x12\x1f\n" +
+	"\x1bSCHEDULING_STRATEGY_DEFAULT\x10\x00\x12\x1e\n" +
+	"\x1aSCHEDULING_STRATEGY_SPREAD\x10\x01\x12'\n" +
+	"#SCHEDULING_STRATEGY_PLACEMENT_GROUP\x10\x02\x12%\n" +
+	"!SCHEDULING_STRATEGY_NODE_AFFINITY\x10\x03*|\n" +
 	"\n" +
 	"ActorState\x12\x1b\n" +
 	"\x17ACTOR_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1177,14 +1613,21 @@ const file_actor_proto_rawDesc = "" +
 	"\vACTOR_ALIVE\x10\x02\x12\x14\n" +
 	"\x10ACTOR_RESTARTING\x10\x03\x12\x0e\n" +
 	"\n" +
-	"ACTOR_DEAD\x10\x042\xfb\x03\n" +
+	"ACTOR_DEAD\x10\x04*\xa1\x01\n" +
+	"\fLeaseOutcome\x12\x1d\n" +
+	"\x19LEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14LEASE_OUTCOME_PLACED\x10\x01\x12\x19\n" +
+	"\x15LEASE_OUTCOME_NOT_NOW\x10\x02\x12\x1c\n" +
+	"\x18LEASE_OUTCOME_INFEASIBLE\x10\x03\x12\x1f\n" +
+	"\x1bLEASE_OUTCOME_UNSCHEDULABLE\x10\x042\xd9\x04\n" +
 	"\x10ActorInfoService\x12G\n" +
 	"\vCreateActor\x12\x1c.raygo.v1.CreateActorRequest\x1a\x1a.raygo.v1.CreateActorReply\x12J\n" +
 	"\fGetActorInfo\x12\x1d.raygo.v1.GetActorInfoRequest\x1a\x1b.raygo.v1.GetActorInfoReply\x12Y\n" +
 	"\x11GetNamedActorInfo\x12\".raygo.v1.GetNamedActorInfoRequest\x1a .raygo.v1.GetNamedActorInfoReply\x12S\n" +
 	"\x0fGetAllActorInfo\x12 .raygo.v1.GetAllActorInfoRequest\x1a\x1e.raygo.v1.GetAllActorInfoReply\x12A\n" +
 	"\tKillActor\x12\x1a.raygo.v1.KillActorRequest\x1a\x18.raygo.v1.KillActorReply\x12_\n" +
-	"\x13ReportWorkerFailure\x12$.raygo.v1.ReportWorkerFailureRequest\x1a\".raygo.v1.ReportWorkerFailureReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\x13ReportWorkerFailure\x12$.raygo.v1.ReportWorkerFailureRequest\x1a\".raygo.v1.ReportWorkerFailureReply\x12\\\n" +
+	"\x12ChooseLeaseTargets\x12#.raygo.v1.ChooseLeaseTargetsRequest\x1a!.raygo.v1.ChooseLeaseTargetsReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_actor_proto_rawDescOnce sync.Once
@@ -1198,54 +1641,69 @@ func file_actor_proto_rawDescGZIP() []byte {
 	return file_actor_proto_rawDescData
 }
 
-var file_actor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_actor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_actor_proto_goTypes = []any{
-	(ActorState)(0),                    // 0: raygo.v1.ActorState
-	(*SchedulingStrategy)(nil),         // 1: raygo.v1.SchedulingStrategy
-	(*ActorInfo)(nil),                  // 2: raygo.v1.ActorInfo
-	(*CreateActorRequest)(nil),         // 3: raygo.v1.CreateActorRequest
-	(*CreateActorReply)(nil),           // 4: raygo.v1.CreateActorReply
-	(*GetActorInfoRequest)(nil),        // 5: raygo.v1.GetActorInfoRequest
-	(*GetActorInfoReply)(nil),          // 6: raygo.v1.GetActorInfoReply
-	(*GetNamedActorInfoRequest)(nil),   // 7: raygo.v1.GetNamedActorInfoRequest
-	(*GetNamedActorInfoReply)(nil),     // 8: raygo.v1.GetNamedActorInfoReply
-	(*GetAllActorInfoRequest)(nil),     // 9: raygo.v1.GetAllActorInfoRequest
-	(*GetAllActorInfoReply)(nil),       // 10: raygo.v1.GetAllActorInfoReply
-	(*KillActorRequest)(nil),           // 11: raygo.v1.KillActorRequest
-	(*KillActorReply)(nil),             // 12: raygo.v1.KillActorReply
-	(*ReportWorkerFailureRequest)(nil), // 13: raygo.v1.ReportWorkerFailureRequest
-	(*ReportWorkerFailureReply)(nil),   // 14: raygo.v1.ReportWorkerFailureReply
-	nil,                                // 15: raygo.v1.ActorInfo.RequiredResourcesEntry
-	nil,                                // 16: raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	(SchedulingStrategyKind)(0),        // 0: raygo.v1.SchedulingStrategyKind
+	(ActorState)(0),                    // 1: raygo.v1.ActorState
+	(LeaseOutcome)(0),                  // 2: raygo.v1.LeaseOutcome
+	(*SchedulingStrategy)(nil),         // 3: raygo.v1.SchedulingStrategy
+	(*ActorInfo)(nil),                  // 4: raygo.v1.ActorInfo
+	(*CreateActorRequest)(nil),         // 5: raygo.v1.CreateActorRequest
+	(*CreateActorReply)(nil),           // 6: raygo.v1.CreateActorReply
+	(*GetActorInfoRequest)(nil),        // 7: raygo.v1.GetActorInfoRequest
+	(*GetActorInfoReply)(nil),          // 8: raygo.v1.GetActorInfoReply
+	(*GetNamedActorInfoRequest)(nil),   // 9: raygo.v1.GetNamedActorInfoRequest
+	(*GetNamedActorInfoReply)(nil),     // 10: raygo.v1.GetNamedActorInfoReply
+	(*GetAllActorInfoRequest)(nil),     // 11: raygo.v1.GetAllActorInfoRequest
+	(*GetAllActorInfoReply)(nil),       // 12: raygo.v1.GetAllActorInfoReply
+	(*KillActorRequest)(nil),           // 13: raygo.v1.KillActorRequest
+	(*KillActorReply)(nil),             // 14: raygo.v1.KillActorReply
+	(*ReportWorkerFailureRequest)(nil), // 15: raygo.v1.ReportWorkerFailureRequest
+	(*ReportWorkerFailureReply)(nil),   // 16: raygo.v1.ReportWorkerFailureReply
+	(*ChooseLeaseTargetsRequest)(nil),  // 17: raygo.v1.ChooseLeaseTargetsRequest
+	(*LeaseTarget)(nil),                // 18: raygo.v1.LeaseTarget
+	(*RejectedNode)(nil),               // 19: raygo.v1.RejectedNode
+	(*ChooseLeaseTargetsReply)(nil),    // 20: raygo.v1.ChooseLeaseTargetsReply
+	nil,                                // 21: raygo.v1.ActorInfo.RequiredResourcesEntry
+	nil,                                // 22: raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	nil,                                // 23: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
 }
 var file_actor_proto_depIdxs = []int32{
-	0,  // 0: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
-	15, // 1: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
-	1,  // 2: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	16, // 3: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
-	1,  // 4: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	2,  // 5: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
-	2,  // 6: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	2,  // 7: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	2,  // 8: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
-	3,  // 9: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
-	5,  // 10: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
-	7,  // 11: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
-	9,  // 12: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
-	11, // 13: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
-	13, // 14: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
-	4,  // 15: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
-	6,  // 16: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
-	8,  // 17: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
-	10, // 18: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
-	12, // 19: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
-	14, // 20: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	0,  // 0: raygo.v1.SchedulingStrategy.kind:type_name -> raygo.v1.SchedulingStrategyKind
+	1,  // 1: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
+	21, // 2: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
+	3,  // 3: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	22, // 4: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	3,  // 5: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	4,  // 6: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 7: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 8: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 9: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
+	23, // 10: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	3,  // 11: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	2,  // 12: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
+	18, // 13: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
+	19, // 14: raygo.v1.ChooseLeaseTargetsReply.rejected:type_name -> raygo.v1.RejectedNode
+	5,  // 15: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
+	7,  // 16: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
+	9,  // 17: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
+	11, // 18: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
+	13, // 19: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
+	15, // 20: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
+	17, // 21: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
+	6,  // 22: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
+	8,  // 23: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
+	10, // 24: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
+	12, // 25: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
+	14, // 26: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
+	16, // 27: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
+	20, // 28: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
+	22, // [22:29] is the sub-list for method output_type
+	15, // [15:22] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_actor_proto_init() }
@@ -1258,8 +1716,8 @@ func file_actor_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actor_proto_rawDesc), len(file_actor_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

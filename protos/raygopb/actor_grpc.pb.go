@@ -25,6 +25,7 @@ const (
 	ActorInfoService_GetAllActorInfo_FullMethodName     = "/raygo.v1.ActorInfoService/GetAllActorInfo"
 	ActorInfoService_KillActor_FullMethodName           = "/raygo.v1.ActorInfoService/KillActor"
 	ActorInfoService_ReportWorkerFailure_FullMethodName = "/raygo.v1.ActorInfoService/ReportWorkerFailure"
+	ActorInfoService_ChooseLeaseTargets_FullMethodName  = "/raygo.v1.ActorInfoService/ChooseLeaseTargets"
 )
 
 // ActorInfoServiceClient is the client API for ActorInfoService service.
@@ -54,6 +55,11 @@ type ActorInfoServiceClient interface {
 	// ReportWorkerFailure: a raylet tells that a leased worker exited. The GCS restarts or
 	// buries the actor it ran, if any.
 	ReportWorkerFailure(ctx context.Context, in *ReportWorkerFailureRequest, opts ...grpc.CallOption) (*ReportWorkerFailureReply, error)
+	// ChooseLeaseTargets decides where work of one shape (the SDK's tasks of one
+	// scheduling key) may lease a worker, with the node choice the actor scheduler uses
+	// over the GCS's view of the nodes. Bad input is InvalidArgument naming the field; a
+	// decision that finds no node is a reply (outcome and reason), not an error.
+	ChooseLeaseTargets(ctx context.Context, in *ChooseLeaseTargetsRequest, opts ...grpc.CallOption) (*ChooseLeaseTargetsReply, error)
 }
 
 type actorInfoServiceClient struct {
@@ -124,6 +130,16 @@ func (c *actorInfoServiceClient) ReportWorkerFailure(ctx context.Context, in *Re
 	return out, nil
 }
 
+func (c *actorInfoServiceClient) ChooseLeaseTargets(ctx context.Context, in *ChooseLeaseTargetsRequest, opts ...grpc.CallOption) (*ChooseLeaseTargetsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChooseLeaseTargetsReply)
+	err := c.cc.Invoke(ctx, ActorInfoService_ChooseLeaseTargets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActorInfoServiceServer is the server API for ActorInfoService service.
 // All implementations must embed UnimplementedActorInfoServiceServer
 // for forward compatibility.
@@ -151,6 +167,11 @@ type ActorInfoServiceServer interface {
 	// ReportWorkerFailure: a raylet tells that a leased worker exited. The GCS restarts or
 	// buries the actor it ran, if any.
 	ReportWorkerFailure(context.Context, *ReportWorkerFailureRequest) (*ReportWorkerFailureReply, error)
+	// ChooseLeaseTargets decides where work of one shape (the SDK's tasks of one
+	// scheduling key) may lease a worker, with the node choice the actor scheduler uses
+	// over the GCS's view of the nodes. Bad input is InvalidArgument naming the field; a
+	// decision that finds no node is a reply (outcome and reason), not an error.
+	ChooseLeaseTargets(context.Context, *ChooseLeaseTargetsRequest) (*ChooseLeaseTargetsReply, error)
 	mustEmbedUnimplementedActorInfoServiceServer()
 }
 
@@ -178,6 +199,9 @@ func (UnimplementedActorInfoServiceServer) KillActor(context.Context, *KillActor
 }
 func (UnimplementedActorInfoServiceServer) ReportWorkerFailure(context.Context, *ReportWorkerFailureRequest) (*ReportWorkerFailureReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportWorkerFailure not implemented")
+}
+func (UnimplementedActorInfoServiceServer) ChooseLeaseTargets(context.Context, *ChooseLeaseTargetsRequest) (*ChooseLeaseTargetsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChooseLeaseTargets not implemented")
 }
 func (UnimplementedActorInfoServiceServer) mustEmbedUnimplementedActorInfoServiceServer() {}
 func (UnimplementedActorInfoServiceServer) testEmbeddedByValue()                          {}
@@ -308,6 +332,24 @@ func _ActorInfoService_ReportWorkerFailure_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorInfoService_ChooseLeaseTargets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChooseLeaseTargetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorInfoServiceServer).ChooseLeaseTargets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorInfoService_ChooseLeaseTargets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorInfoServiceServer).ChooseLeaseTargets(ctx, req.(*ChooseLeaseTargetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActorInfoService_ServiceDesc is the grpc.ServiceDesc for ActorInfoService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -338,6 +380,10 @@ var ActorInfoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportWorkerFailure",
 			Handler:    _ActorInfoService_ReportWorkerFailure_Handler,
+		},
+		{
+			MethodName: "ChooseLeaseTargets",
+			Handler:    _ActorInfoService_ChooseLeaseTargets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

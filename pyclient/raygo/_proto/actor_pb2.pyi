@@ -7,6 +7,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class SchedulingStrategyKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULING_STRATEGY_DEFAULT: _ClassVar[SchedulingStrategyKind]
+    SCHEDULING_STRATEGY_SPREAD: _ClassVar[SchedulingStrategyKind]
+    SCHEDULING_STRATEGY_PLACEMENT_GROUP: _ClassVar[SchedulingStrategyKind]
+    SCHEDULING_STRATEGY_NODE_AFFINITY: _ClassVar[SchedulingStrategyKind]
+
 class ActorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACTOR_STATE_UNSPECIFIED: _ClassVar[ActorState]
@@ -14,25 +21,44 @@ class ActorState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACTOR_ALIVE: _ClassVar[ActorState]
     ACTOR_RESTARTING: _ClassVar[ActorState]
     ACTOR_DEAD: _ClassVar[ActorState]
+
+class LeaseOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEASE_OUTCOME_UNSPECIFIED: _ClassVar[LeaseOutcome]
+    LEASE_OUTCOME_PLACED: _ClassVar[LeaseOutcome]
+    LEASE_OUTCOME_NOT_NOW: _ClassVar[LeaseOutcome]
+    LEASE_OUTCOME_INFEASIBLE: _ClassVar[LeaseOutcome]
+    LEASE_OUTCOME_UNSCHEDULABLE: _ClassVar[LeaseOutcome]
+SCHEDULING_STRATEGY_DEFAULT: SchedulingStrategyKind
+SCHEDULING_STRATEGY_SPREAD: SchedulingStrategyKind
+SCHEDULING_STRATEGY_PLACEMENT_GROUP: SchedulingStrategyKind
+SCHEDULING_STRATEGY_NODE_AFFINITY: SchedulingStrategyKind
 ACTOR_STATE_UNSPECIFIED: ActorState
 ACTOR_PENDING_CREATION: ActorState
 ACTOR_ALIVE: ActorState
 ACTOR_RESTARTING: ActorState
 ACTOR_DEAD: ActorState
+LEASE_OUTCOME_UNSPECIFIED: LeaseOutcome
+LEASE_OUTCOME_PLACED: LeaseOutcome
+LEASE_OUTCOME_NOT_NOW: LeaseOutcome
+LEASE_OUTCOME_INFEASIBLE: LeaseOutcome
+LEASE_OUTCOME_UNSCHEDULABLE: LeaseOutcome
 
 class SchedulingStrategy(_message.Message):
-    __slots__ = ("kind", "placement_group_id", "bundle_index", "node_id", "soft")
+    __slots__ = ("kind", "legacy_kind", "placement_group_id", "bundle_index", "node_id", "soft")
     KIND_FIELD_NUMBER: _ClassVar[int]
+    LEGACY_KIND_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     BUNDLE_INDEX_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     SOFT_FIELD_NUMBER: _ClassVar[int]
-    kind: str
+    kind: SchedulingStrategyKind
+    legacy_kind: str
     placement_group_id: str
     bundle_index: int
     node_id: str
     soft: bool
-    def __init__(self, kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[SchedulingStrategyKind, str]] = ..., legacy_kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ...) -> None: ...
 
 class ActorInfo(_message.Message):
     __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices")
@@ -205,3 +231,56 @@ class ReportWorkerFailureRequest(_message.Message):
 class ReportWorkerFailureReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ChooseLeaseTargetsRequest(_message.Message):
+    __slots__ = ("request_id", "resources", "scheduling_strategy")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    resources: _containers.ScalarMap[str, float]
+    scheduling_strategy: SchedulingStrategy
+    def __init__(self, request_id: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ...) -> None: ...
+
+class LeaseTarget(_message.Message):
+    __slots__ = ("node_id", "raylet_address", "bundle_index", "available_now")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RAYLET_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    AVAILABLE_NOW_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    raylet_address: str
+    bundle_index: int
+    available_now: bool
+    def __init__(self, node_id: _Optional[str] = ..., raylet_address: _Optional[str] = ..., bundle_index: _Optional[int] = ..., available_now: _Optional[bool] = ...) -> None: ...
+
+class RejectedNode(_message.Message):
+    __slots__ = ("node_id", "code", "message")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    code: str
+    message: str
+    def __init__(self, node_id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ChooseLeaseTargetsReply(_message.Message):
+    __slots__ = ("outcome", "targets", "reason", "reason_code", "rejected")
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    outcome: LeaseOutcome
+    targets: _containers.RepeatedCompositeFieldContainer[LeaseTarget]
+    reason: str
+    reason_code: str
+    rejected: _containers.RepeatedCompositeFieldContainer[RejectedNode]
+    def __init__(self, outcome: _Optional[_Union[LeaseOutcome, str]] = ..., targets: _Optional[_Iterable[_Union[LeaseTarget, _Mapping]]] = ..., reason: _Optional[str] = ..., reason_code: _Optional[str] = ..., rejected: _Optional[_Iterable[_Union[RejectedNode, _Mapping]]] = ...) -> None: ...

@@ -67,6 +67,11 @@ class ActorInfoServiceStub:
                 request_serializer=actor__pb2.ReportWorkerFailureRequest.SerializeToString,
                 response_deserializer=actor__pb2.ReportWorkerFailureReply.FromString,
                 _registered_method=True)
+        self.ChooseLeaseTargets = channel.unary_unary(
+                '/raygo.v1.ActorInfoService/ChooseLeaseTargets',
+                request_serializer=actor__pb2.ChooseLeaseTargetsRequest.SerializeToString,
+                response_deserializer=actor__pb2.ChooseLeaseTargetsReply.FromString,
+                _registered_method=True)
 
 
 class ActorInfoServiceServicer:
@@ -124,6 +129,16 @@ class ActorInfoServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChooseLeaseTargets(self, request, context):
+        """ChooseLeaseTargets decides where work of one shape (the SDK's tasks of one
+        scheduling key) may lease a worker, with the node choice the actor scheduler uses
+        over the GCS's view of the nodes. Bad input is InvalidArgument naming the field; a
+        decision that finds no node is a reply (outcome and reason), not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ActorInfoServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +171,11 @@ def add_ActorInfoServiceServicer_to_server(servicer, server):
                     servicer.ReportWorkerFailure,
                     request_deserializer=actor__pb2.ReportWorkerFailureRequest.FromString,
                     response_serializer=actor__pb2.ReportWorkerFailureReply.SerializeToString,
+            ),
+            'ChooseLeaseTargets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChooseLeaseTargets,
+                    request_deserializer=actor__pb2.ChooseLeaseTargetsRequest.FromString,
+                    response_serializer=actor__pb2.ChooseLeaseTargetsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -323,6 +343,33 @@ class ActorInfoService:
             '/raygo.v1.ActorInfoService/ReportWorkerFailure',
             actor__pb2.ReportWorkerFailureRequest.SerializeToString,
             actor__pb2.ReportWorkerFailureReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChooseLeaseTargets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.ActorInfoService/ChooseLeaseTargets',
+            actor__pb2.ChooseLeaseTargetsRequest.SerializeToString,
+            actor__pb2.ChooseLeaseTargetsReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,226 @@
+package gcs
+
+// The actor manager's scheduler: the loop, the queue of pending actors (restarting
+// first, then by start time), backoff, the node view handed to placement.ChooseNodes,
+// and the start of each attempt.
+
+import (
+	"sort"
+	"time"
+
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// loop runs scheduling rounds when woken, when a retry is due, and at least every second.
+func (m *actorManager) loop(stop <-chan struct{}) {
+	for {
+		now := m.server.cfg.Now()
+		wait := m.scheduleRound(now)
+		if now.Sub(m.lastPrune) >= time.Second {
+			m.lastPrune = now
+			m.pruneDead()
+		}
+		select {
+		case <-stop:
+			return
+		case <-m.wake:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// scheduleRound decides a node for every pending actor whose retry is due (restarting
+// actors first, then by start time) and starts a placement for each that got targets.
+// It returns how long until the next retry is due.
+func (m *actorManager) scheduleRound(now time.Time) time.Duration {
+	retryAll := m.retryAll.Swap(false)
+	next := time.Second
+	// The inputs come first, without mu: the node table and the groups pending actors use.
+	nodes := m.server.nodes.aliveNodes()
+	m.mu.Lock()
+	groupIDs := map[string]bool{}
+	for _, e := range m.actors {
+		if e.pending() && !e.placing {
+			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
+				groupIDs[pg] = true
+			}
+		}
+	}
+	m.mu.Unlock()
+	groups := map[string]*placement.WorkGroup{}
+	for id := range groupIDs {
+		groups[id] = newWorkGroup(m.server.pgs.info(id))
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var queue []*actorEntry
+	for _, e := range m.actors {
+		if !e.pending() || e.placing {
+			continue
+		}
+		if !retryAll && e.nextAttempt.After(now) {
+			next = min(next, e.nextAttempt.Sub(now))
+			continue
+		}
+		queue = append(queue, e)
+	}
+	if len(queue) == 0 {
+		return next
+	}
+	sortActors(queue)
+	sort.SliceStable(queue, func(i, j int) bool {
+		return queue[i].info.State == pb.ActorState_ACTOR_RESTARTING && queue[j].info.State != pb.ActorState_ACTOR_RESTARTING
+	})
+	views := workNodes(nodes)
+	for _, e := range queue {
+		strategy := e.info.SchedulingStrategy
+		req := workRequest(e.info.ActorId, strategy, e.request, m.spreadCursor)
+		if strategy.GetKind() == strategySpread {
+			m.spreadCursor++
+		}
+		decision := chooseActorNodes(req, views, groups[strategy.GetPlacementGroupId()])
+		switch {
+		case decision.Fail != "":
+			m.buryLocked(e, decision.Fail)
+		case len(decision.Targets) == 0:
+			m.waitLocked(e, decision.Wait, now)
+			next = min(next, e.backoff)
+		default:
+			m.startPlacementLocked(e, decision.Targets)
+			// Later actors of this round see the first target as taken.
+			for i := range views {
+				if views[i].ID == placement.NodeID(decision.Targets[0].NodeID) {
+					if available, err := views[i].Available.Subtract(e.request); err == nil {
+						views[i].Available = available
+					}
+				}
+			}
+		}
+	}
+	return next
+}
+
+// sortActors orders actors by start time, then id.
+func sortActors(entries []*actorEntry) {
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i].info, entries[j].info
+		if a.StartTimeMs != b.StartTimeMs {
+			return a.StartTimeMs < b.StartTimeMs
+		}
+		return a.ActorId < b.ActorId
+	})
+}
+
+// workNodes turns the ALIVE nodes into the chooser's view (rows whose resources do not
+// parse are left out).
+func workNodes(nodes []*pb.NodeInfo) []placement.WorkNode {
+	views := make([]placement.WorkNode, 0, len(nodes))
+	for _, n := range nodes {
+		total, err := resources.SetFromFloat(n.ResourcesTotal)
+		if err != nil {
+			continue
+		}
+		available, err := resources.SetFromFloat(n.ResourcesAvailable)
+		if err != nil {
+			continue
+		}
+		views = append(views, placement.WorkNode{ID: placement.NodeID(n.NodeId), Total: total, Available: available, Draining: n.IsDraining})
+	}
+	return views
+}
+
+// waitLocked records why an actor has no worker yet and backs off.
+func (m *actorManager) waitLocked(e *actorEntry, reason string, now time.Time) {
+	if e.backoff == 0 {
+		e.backoff = actorRetryBackoffMin
+	} else {
+		e.backoff = min(2*e.backoff, actorRetryBackoffMax)
+	}
+	e.nextAttempt = now.Add(e.backoff)
+	if e.info.PendingReason != reason {
+		e.info.PendingReason = reason
+		m.logPersistError(m.persistLocked(e))
+		m.server.log.Debug().Str("actor_id", e.info.ActorId).Str("pg_id", e.info.PlacementGroupId).Str("reason", reason).Msg("actor waiting")
+	}
+}
+
+// startPlacementLocked starts attempt e.attempt+1 on the targets in the background.
+func (m *actorManager) startPlacementLocked(e *actorEntry, targets []leaseTarget) {
+	e.attempt++
+	e.placing = true
+	lease := &pb.RequestWorkerLeaseRequest{
+		JobId: e.info.JobId, ExecutableSha256: e.info.ExecutableSha256, Resources: e.info.RequiredResources,
+		PlacementGroupId: e.info.SchedulingStrategy.GetPlacementGroupId(), ActorId: e.info.ActorId, Detached: e.info.IsDetached,
+	}
+	create := &pb.CreateActorOnWorkerRequest{ActorId: e.info.ActorId, ClassName: e.info.ClassName,
+		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts}
+	go m.place(e, e.attempt, targets, lease, create)
+}
+
+// leaseTarget is one raylet to ask for a worker, with the bundle index to pass.
+type leaseTarget struct {
+	NodeID      string
+	BundleIndex int32
+}
+
+// actorPlacement is the actor scheduler's decision for one actor: raylets to ask in
+// order, or why there is none now (Wait: pending_reason) or ever (Fail: death_cause).
+type actorPlacement struct {
+	Targets    []leaseTarget
+	Wait, Fail string
+}
+
+// workRequest turns a SchedulingStrategy into the chooser's request for one actor (or
+// one task's scheduling key, named id).
+func workRequest(id string, strategy *pb.SchedulingStrategy, request resources.Set, spreadCursor uint64) placement.WorkRequest {
+	req := placement.WorkRequest{ID: id, Resources: request, BundleIndex: resources.AnyBundle, SpreadCursor: spreadCursor}
+	switch strategy.GetKind() {
+	case strategySpread:
+		req.Strategy = placement.WorkSpread
+	case strategyNodeAffinity:
+		req.Strategy, req.NodeID, req.Soft = placement.WorkNodeAffinity, placement.NodeID(strategy.NodeId), strategy.Soft
+	case strategyPlacementGroup:
+		req.Strategy, req.BundleIndex = placement.WorkPlacementGroup, int(strategy.BundleIndex)
+	}
+	return req
+}
+
+// newWorkGroup is the chooser's view of a placement group (nil: unknown). Bundles are
+// usable while the group is CREATED, or RESCHEDULING (its placed bundles stay committed).
+func newWorkGroup(info *pb.PlacementGroupInfo) *placement.WorkGroup {
+	if info == nil {
+		return nil
+	}
+	g := &placement.WorkGroup{ID: info.PlacementGroupId, Removed: info.State == pb.PlacementGroupState_REMOVED,
+		Usable:      info.State == pb.PlacementGroupState_CREATED || info.State == pb.PlacementGroupState_RESCHEDULING,
+		BundleNodes: make([]placement.NodeID, len(info.Bundles))}
+	for i, b := range info.Bundles {
+		g.BundleNodes[i] = placement.NodeID(b.NodeId)
+	}
+	return g
+}
+
+// chooseActorNodes decides where an actor may get a worker: placement.ChooseNodes over
+// the node and group views, its Choice turned into the actor's targets, pending reason
+// or death cause.
+func chooseActorNodes(req placement.WorkRequest, nodes []placement.WorkNode, group *placement.WorkGroup) actorPlacement {
+	choice := placement.ChooseNodes(req, nodes, group)
+	switch choice.Outcome {
+	case placement.WorkPlaced:
+		out := actorPlacement{Targets: make([]leaseTarget, len(choice.Targets))}
+		for i, t := range choice.Targets {
+			out.Targets[i] = leaseTarget{NodeID: string(t.Node), BundleIndex: int32(t.BundleIndex)}
+		}
+		return out
+	case placement.WorkUnschedulable:
+		if choice.Cause.Code == placement.ReasonGroupRemoved {
+			return actorPlacement{Fail: deathGroupRemoved}
+		}
+		return actorPlacement{Fail: choice.Message}
+	default:
+		return actorPlacement{Wait: choice.Message}
+	}
+}
