@@ -24,7 +24,7 @@ import (
 // constructor on it, and record the outcome unless the attempt was superseded meanwhile
 // (then the worker is killed).
 func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget, lease *pb.RequestWorkerLeaseRequest, create *pb.CreateActorOnWorkerRequest) {
-	log := m.server.log.With().Str("actor_id", create.ActorId).Str("job_id", lease.JobId).Logger()
+	log := m.log.With().Str("actor_id", create.ActorId).Str("job_id", lease.JobId).Logger()
 	var worker *pb.WorkerInfo
 	var target leaseTarget
 	var refusals []string
@@ -53,7 +53,7 @@ func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget
 			if invalid == len(targets) {
 				m.buryLocked(e, "cannot be scheduled: "+strings.Join(refusals, "; "))
 			} else {
-				m.waitLocked(e, "no worker lease yet: "+strings.Join(refusals, "; "), m.server.cfg.Now())
+				m.waitLocked(e, "no worker lease yet: "+strings.Join(refusals, "; "), m.now())
 			}
 		}
 		m.mu.Unlock()
@@ -122,7 +122,7 @@ func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget
 
 // requestLease asks one raylet for a dedicated worker.
 func (m *actorManager) requestLease(t leaseTarget, lease *pb.RequestWorkerLeaseRequest) (*pb.WorkerInfo, error) {
-	client, err := m.server.nodes.rayletClient(t.NodeID)
+	client, err := m.nodes.rayletClient(t.NodeID)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
@@ -134,7 +134,7 @@ func (m *actorManager) requestLease(t leaseTarget, lease *pb.RequestWorkerLeaseR
 	if err != nil {
 		return nil, err
 	}
-	m.server.nodes.applyResourceReport(t.NodeID, reply.Resources)
+	m.nodes.applyResourceReport(t.NodeID, reply.Resources)
 	if reply.Worker == nil || reply.Worker.WorkerId == "" || reply.Worker.Address == "" {
 		return nil, status.Errorf(codes.Internal, "raylet granted a lease without a worker id and address")
 	}
@@ -152,7 +152,7 @@ func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid
 		e.info.BundleIndex = e.requestedBundle()
 	}
 	e.info.PendingReason = ""
-	e.nextAttempt, e.backoff = time.Time{}, 0
+	e.retry.reset()
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
 }
@@ -172,11 +172,11 @@ func (m *actorManager) workerLostLocked(e *actorEntry, why string) {
 	e.info.GpuIds, e.info.CudaVisibleDevices = nil, ""
 	e.info.BundleIndex = e.requestedBundle()
 	e.info.PendingReason = "restarting: " + why
-	e.nextAttempt, e.backoff = time.Time{}, 0
+	e.retry.reset()
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	m.kick()
-	m.server.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Int64("num_restarts", e.info.NumRestarts).
+	m.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Int64("num_restarts", e.info.NumRestarts).
 		Str("reason", why).Msg("actor RESTARTING")
 }
 
@@ -193,14 +193,14 @@ func (m *actorManager) buryLocked(e *actorEntry, cause string) {
 	e.info.Address = ""
 	e.info.State = pb.ActorState_ACTOR_DEAD
 	e.info.DeathCause = cause
-	e.info.EndTimeMs = m.server.nowMs()
+	e.info.EndTimeMs = m.now().UnixMilli()
 	e.info.PendingReason = ""
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == e.info.ActorId {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
-	m.server.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Str("node_id", e.info.NodeId).
+	m.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Str("node_id", e.info.NodeId).
 		Str("death_cause", cause).Msg("actor DEAD")
 }
 
@@ -231,16 +231,16 @@ func (m *actorManager) onPlacementGroupRemoved(pgID string) {
 // remaining workers (its task workers), best effort.
 func (m *actorManager) onJobDead(job *pb.JobInfo) {
 	m.buryWhere(deathJobFinished, func(e *actorEntry) bool { return e.info.JobId == job.JobId && !e.info.IsDetached })
-	for _, n := range m.server.nodes.aliveNodes() {
+	for _, n := range m.nodes.aliveNodes() {
 		go func() {
-			client, err := m.server.nodes.rayletClient(n.NodeId)
+			client, err := m.nodes.rayletClient(n.NodeId)
 			if err != nil {
 				return
 			}
 			ctx, cancel := context.WithTimeout(m.ctx, rayletCallTimeout)
 			defer cancel()
 			if _, err := client.KillJobWorkers(ctx, &pb.KillJobWorkersRequest{JobId: job.JobId}); err != nil {
-				m.server.log.Debug().Err(err).Str("node_id", n.NodeId).Str("job_id", job.JobId).Msg("KillJobWorkers failed")
+				m.log.Debug().Err(err).Str("node_id", n.NodeId).Str("job_id", job.JobId).Msg("KillJobWorkers failed")
 			}
 		}()
 	}
@@ -288,7 +288,7 @@ func (m *actorManager) reconcileWorkers(nodeID string) {
 		}
 	}
 	m.mu.Unlock()
-	client, err := m.server.nodes.rayletClient(nodeID)
+	client, err := m.nodes.rayletClient(nodeID)
 	if err != nil {
 		return
 	}
@@ -297,7 +297,7 @@ func (m *actorManager) reconcileWorkers(nodeID string) {
 	reply, err := client.GetWorkers(ctx, &pb.GetWorkersRequest{})
 	if err != nil {
 		if status.Code(err) != codes.Unimplemented {
-			m.server.log.Debug().Err(err).Str("node_id", nodeID).Msg("could not list the raylet's workers")
+			m.log.Debug().Err(err).Str("node_id", nodeID).Msg("could not list the raylet's workers")
 		}
 		return
 	}
@@ -331,7 +331,7 @@ func (m *actorManager) reconcileWorkers(nodeID string) {
 	}
 	m.mu.Unlock()
 	for _, w := range orphans {
-		m.server.log.Info().Str("node_id", nodeID).Str("worker_id", w.WorkerId).Str("actor_id", w.ActorId).Msg("killing an orphaned actor worker")
+		m.log.Info().Str("node_id", nodeID).Str("worker_id", w.WorkerId).Str("actor_id", w.ActorId).Msg("killing an orphaned actor worker")
 		m.killWorker(nodeID, w.WorkerId, "orphaned actor worker")
 	}
 	if undecided > 0 {
@@ -351,10 +351,10 @@ func (m *actorManager) killWorker(nodeID, workerID, reason string) {
 		return
 	}
 	go func() {
-		log := m.server.log.With().Str("node_id", nodeID).Str("worker_id", workerID).Logger()
+		log := m.log.With().Str("node_id", nodeID).Str("worker_id", workerID).Logger()
 		backoff := m.killRetry
 		for {
-			client, err := m.server.nodes.rayletClient(nodeID)
+			client, err := m.nodes.rayletClient(nodeID)
 			if err != nil {
 				log.Debug().Err(err).Msg("KillWorker not sent: the node is not ALIVE, its workers died with it")
 				return
@@ -364,7 +364,7 @@ func (m *actorManager) killWorker(nodeID, workerID, reason string) {
 			cancel()
 			switch {
 			case err == nil:
-				m.server.nodes.applyResourceReport(nodeID, reply.Resources)
+				m.nodes.applyResourceReport(nodeID, reply.Resources)
 				m.retryAllNow()
 				return
 			case m.ctx.Err() != nil:

@@ -16,7 +16,7 @@ import (
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
 func (m *actorManager) loop(stop <-chan struct{}) {
 	for {
-		now := m.server.cfg.Now()
+		now := m.now()
 		wait := m.scheduleRound(now)
 		if now.Sub(m.lastPrune) >= time.Second {
 			m.lastPrune = now
@@ -38,7 +38,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	retryAll := m.retryAll.Swap(false)
 	next := time.Second
 	// The inputs come first, without mu: the node table and the groups pending actors use.
-	nodes := m.server.nodes.aliveNodes()
+	nodes := m.nodes.aliveNodes()
 	m.mu.Lock()
 	groupIDs := map[string]bool{}
 	for _, e := range m.actors {
@@ -51,7 +51,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	m.mu.Unlock()
 	groups := map[string]*placement.WorkGroup{}
 	for id := range groupIDs {
-		groups[id] = newWorkGroup(m.server.pgs.info(id))
+		groups[id] = newWorkGroup(m.groups.info(id))
 	}
 
 	m.mu.Lock()
@@ -61,8 +61,8 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 		if !e.pending() || e.placing {
 			continue
 		}
-		if !retryAll && e.nextAttempt.After(now) {
-			next = min(next, e.nextAttempt.Sub(now))
+		if !retryAll && e.retry.next.After(now) {
+			next = min(next, e.retry.next.Sub(now))
 			continue
 		}
 		queue = append(queue, e)
@@ -87,7 +87,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 			m.buryLocked(e, decision.Fail)
 		case len(decision.Targets) == 0:
 			m.waitLocked(e, decision.Wait, now)
-			next = min(next, e.backoff)
+			next = min(next, e.retry.delay)
 		default:
 			m.startPlacementLocked(e, decision.Targets)
 			// Later actors of this round see the first target as taken.
@@ -134,16 +134,11 @@ func workNodes(nodes []*pb.NodeInfo) []placement.WorkNode {
 
 // waitLocked records why an actor has no worker yet and backs off.
 func (m *actorManager) waitLocked(e *actorEntry, reason string, now time.Time) {
-	if e.backoff == 0 {
-		e.backoff = actorRetryBackoffMin
-	} else {
-		e.backoff = min(2*e.backoff, actorRetryBackoffMax)
-	}
-	e.nextAttempt = now.Add(e.backoff)
+	e.retry.fail(now, actorRetryBackoffMin, actorRetryBackoffMax)
 	if e.info.PendingReason != reason {
 		e.info.PendingReason = reason
 		m.logPersistError(m.persistLocked(e))
-		m.server.log.Debug().Str("actor_id", e.info.ActorId).Str("pg_id", e.info.PlacementGroupId).Str("reason", reason).Msg("actor waiting")
+		m.log.Debug().Str("actor_id", e.info.ActorId).Str("pg_id", e.info.PlacementGroupId).Str("reason", reason).Msg("actor waiting")
 	}
 }
 

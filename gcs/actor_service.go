@@ -110,7 +110,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		return nil, err
 	}
 	// Lookups, cheapest first: the job, the placement group, the executable (a store read).
-	job := m.server.jobs.get(req.JobId)
+	job := m.jobs.get(req.JobId)
 	if job == nil {
 		return nil, status.Errorf(codes.InvalidArgument, "job_id: no job %q", req.JobId)
 	}
@@ -128,7 +128,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		}
 		pgID, bundleIndex = strategy.PlacementGroupId, strategy.BundleIndex
 	}
-	held, err := m.server.executables.has(ctx, req.ExecutableSha256)
+	held, err := m.executables.has(ctx, req.ExecutableSha256)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		ActorId: newActorID(), JobId: req.JobId, ClassName: req.ClassName, Name: req.Name, Namespace: namespace,
 		State: pb.ActorState_ACTOR_PENDING_CREATION, RequiredResources: required.ToFloat(), SchedulingStrategy: strategy,
 		PlacementGroupId: pgID, BundleIndex: bundleIndex, IsDetached: req.IsDetached,
-		MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries, StartTimeMs: m.server.nowMs(),
+		MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries, StartTimeMs: m.now().UnixMilli(),
 		ExecutableSha256: req.ExecutableSha256, ConstructorArgs: req.ConstructorArgs,
 		PendingReason: "waiting for its first scheduling attempt",
 	}
@@ -170,7 +170,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	m.mu.Unlock()
 	// The job may have finished since the check above, its onJobDead sweep running
 	// before the insert. A job that finishes from now on finds the actor in its sweep.
-	if job := m.server.jobs.get(req.JobId); !req.IsDetached && (job == nil || job.IsDead) {
+	if job := m.jobs.get(req.JobId); !req.IsDetached && (job == nil || job.IsDead) {
 		m.mu.Lock()
 		m.buryLocked(e, deathJobFinished)
 		m.mu.Unlock()
@@ -179,7 +179,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 	reply := proto.Clone(info).(*pb.ActorInfo)
 	m.mu.Unlock()
 	m.kick()
-	m.server.log.Info().Str("actor_id", info.ActorId).Str("job_id", info.JobId).Str("class_name", info.ClassName).
+	m.log.Info().Str("actor_id", info.ActorId).Str("job_id", info.JobId).Str("class_name", info.ClassName).
 		Str("name", info.Name).Str("strategy", strategyName(strategy.Kind)).Str("pg_id", pgID).Msg("actor registered")
 	return &pb.CreateActorReply{Actor: reply}, nil
 }
@@ -187,7 +187,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 // checkFitsGroup checks that a PLACEMENT_GROUP actor names a live group and fits the
 // bundle(s) it asks for.
 func (m *actorManager) checkFitsGroup(strategy *pb.SchedulingStrategy, request resources.Set) error {
-	group := m.server.pgs.info(strategy.PlacementGroupId)
+	group := m.groups.info(strategy.PlacementGroupId)
 	if group == nil {
 		return status.Errorf(codes.NotFound, "scheduling_strategy.placement_group_id: no placement group %s", strategy.PlacementGroupId)
 	}
@@ -291,7 +291,7 @@ func (m *actorManager) KillActor(ctx context.Context, req *pb.KillActorRequest) 
 	}
 	m.mu.Unlock()
 	m.killWorker(node, worker, deathKilled)
-	m.server.log.Info().Str("actor_id", req.ActorId).Bool("no_restart", req.NoRestart).Msg("actor killed")
+	m.log.Info().Str("actor_id", req.ActorId).Bool("no_restart", req.NoRestart).Msg("actor killed")
 	return &pb.KillActorReply{}, nil
 }
 
@@ -324,7 +324,7 @@ func (m *actorManager) ReportWorkerFailure(ctx context.Context, req *pb.ReportWo
 		switch {
 		case e == nil || e.dead():
 		case e.info.State == pb.ActorState_ACTOR_ALIVE && e.info.WorkerId == req.WorkerId:
-			m.server.log.Warn().Str("actor_id", e.info.ActorId).Str("node_id", req.NodeId).Str("worker_id", req.WorkerId).
+			m.log.Warn().Str("actor_id", e.info.ActorId).Str("node_id", req.NodeId).Str("worker_id", req.WorkerId).
 				Str("exit_detail", req.ExitDetail).Msg("actor's worker exited")
 			m.workerLostLocked(e, why)
 			return &pb.ReportWorkerFailureReply{}, nil
@@ -349,10 +349,10 @@ func (m *actorManager) ChooseLeaseTargets(ctx context.Context, req *pb.ChooseLea
 	if err := checkSchedulingStrategy(strategy); err != nil {
 		return nil, err
 	}
-	nodes := m.server.nodes.aliveNodes()
+	nodes := m.nodes.aliveNodes()
 	var group *placement.WorkGroup
 	if strategy.GetKind() == strategyPlacementGroup {
-		group = newWorkGroup(m.server.pgs.info(strategy.PlacementGroupId))
+		group = newWorkGroup(m.groups.info(strategy.PlacementGroupId))
 	}
 	var cursor uint64
 	if strategy.GetKind() == strategySpread {

@@ -3,7 +3,6 @@ package gcs
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/rs/zerolog"
 )
 
 // Actor-manager settings.
@@ -72,9 +72,8 @@ type actorEntry struct {
 	// gives its worker back instead of touching the actor.
 	attempt int64
 	// placing: a goroutine is leasing a worker or running the constructor for attempt.
-	placing     bool
-	nextAttempt time.Time
-	backoff     time.Duration
+	placing bool
+	retry   retryBackoff
 	// creating is the worker running the constructor of the current attempt;
 	// cancelCreate stops that call, and creatingLost says why its worker was lost.
 	creating     *pb.WorkerInfo
@@ -122,7 +121,7 @@ func (e *actorEntry) endAttemptLocked() {
 // retryAllNow, which takes no lock.
 type actorManager struct {
 	pb.UnimplementedActorInfoServiceServer
-	server *Server
+	actorDeps
 	// ctx ends when the server stops; every raylet and worker call runs under it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -149,9 +148,30 @@ type actorManager struct {
 	workerConns map[string]*grpc.ClientConn // worker address → connection
 }
 
-func newActorManager(s *Server) *actorManager {
+// actorDeps is what the actor manager is given: the store, the tables it reads, the
+// clock and the retention of dead actors.
+type actorDeps struct {
+	store       store.Store
+	nodes       nodeDirectory
+	groups      groupDirectory
+	jobs        jobDirectory
+	executables executableChecker
+	now         func() time.Time
+	log         zerolog.Logger
+	// deadActorRetention and maxDeadActors are Config.DeadActorRetention and MaxDeadActors.
+	deadActorRetention time.Duration
+	maxDeadActors      int
+}
+
+// executableChecker tells whether a worker executable is uploaded (and counts the check
+// as a use of it).
+type executableChecker interface {
+	has(ctx context.Context, sha string) (bool, error)
+}
+
+func newActorManager(deps actorDeps) *actorManager {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &actorManager{server: s, ctx: ctx, cancel: cancel, actors: map[string]*actorEntry{}, names: map[string]string{},
+	return &actorManager{actorDeps: deps, ctx: ctx, cancel: cancel, actors: map[string]*actorEntry{}, names: map[string]string{},
 		wake: make(chan struct{}, 1), workerConns: map[string]*grpc.ClientConn{},
 		reconcileRetry: reconcileRetry, killRetry: rpcutil.Backoff{Min: killRetryMin, Max: killRetryMax}}
 }
@@ -185,19 +205,12 @@ func (m *actorManager) close() {
 // persistLocked writes an actor's row. Callers hold mu, so rows reach the store in the
 // order the state changed.
 func (m *actorManager) persistLocked(e *actorEntry) error {
-	raw, err := proto.Marshal(e.info)
-	if err != nil {
-		return fmt.Errorf("encode actor %s: %w", e.info.ActorId, err)
-	}
-	if err := m.server.store.Put(context.Background(), store.TableActors, e.info.ActorId, raw); err != nil {
-		return fmt.Errorf("persist actor %s: %w", e.info.ActorId, err)
-	}
-	return nil
+	return putRow(m.store, store.TableActors, e.info.ActorId, "actor "+e.info.ActorId, e.info)
 }
 
 func (m *actorManager) logPersistError(err error) {
 	if err != nil {
-		m.server.log.Error().Err(err).Msg("actor table write failed")
+		m.log.Error().Err(err).Msg("actor table write failed")
 	}
 }
 
@@ -208,12 +221,12 @@ func newActorID() string { return ids.Random(actorIDBytes) }
 // PENDING_CREATION and RESTARTING actors are scheduled again by the loop. Actors whose
 // job finished or whose group was removed while a dying GCS could not record it die now.
 func (m *actorManager) load(ctx context.Context) error {
-	rows, err := m.server.store.GetAll(ctx, store.TableActors)
+	rows, err := m.store.GetAll(ctx, store.TableActors)
 	if err != nil {
 		return fmt.Errorf("load actor table: %w", err)
 	}
 	alive := map[string]bool{}
-	for _, n := range m.server.nodes.aliveNodes() {
+	for _, n := range m.nodes.aliveNodes() {
 		alive[n.NodeId] = true
 	}
 	entries := make([]*actorEntry, 0, len(rows))
@@ -232,11 +245,11 @@ func (m *actorManager) load(ctx context.Context) error {
 		}
 		upgradeLegacyKind(info.SchedulingStrategy)
 		entries = append(entries, &actorEntry{info: info, request: request, changed: make(chan struct{})})
-		if job := m.server.jobs.get(info.JobId); job == nil || job.IsDead {
+		if job := m.jobs.get(info.JobId); job == nil || job.IsDead {
 			jobDead[info.JobId] = true
 		}
 		if pg := info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
-			if g := m.server.pgs.info(pg); g == nil || g.State == pb.PlacementGroupState_REMOVED {
+			if g := m.groups.info(pg); g == nil || g.State == pb.PlacementGroupState_REMOVED {
 				groupGone[pg] = true
 			}
 		}
@@ -266,22 +279,21 @@ func (m *actorManager) load(ctx context.Context) error {
 
 // pruneDead forgets DEAD actors beyond the configured age and count.
 func (m *actorManager) pruneDead() {
-	cfg := m.server.cfg
 	m.mu.Lock()
-	var dead []deadActor
+	var dead []deadRow
 	for id, e := range m.actors {
 		if e.dead() {
-			dead = append(dead, deadActor{ID: id, EndTimeMs: e.info.EndTimeMs})
+			dead = append(dead, deadRow{ID: id, EndTimeMs: e.info.EndTimeMs})
 		}
 	}
-	drop := deadActorsToPrune(dead, m.server.nowMs(), cfg.DeadActorRetention, cfg.MaxDeadActors)
+	drop := deadRowsToPrune(dead, m.now().UnixMilli(), m.deadActorRetention, m.maxDeadActors)
 	for _, id := range drop {
 		delete(m.actors, id)
 	}
 	m.mu.Unlock()
 	if len(drop) > 0 {
-		if _, err := m.server.store.Delete(context.Background(), store.TableActors, drop...); err != nil {
-			m.server.log.Error().Err(err).Msg("could not delete dead actors")
+		if _, err := m.store.Delete(context.Background(), store.TableActors, drop...); err != nil {
+			m.log.Error().Err(err).Msg("could not delete dead actors")
 		}
 	}
 }
@@ -294,32 +306,6 @@ func (m *actorManager) addExecutableRefs(refs executableRefs) {
 	for _, e := range m.actors {
 		refs.add(e.info.ExecutableSha256, !e.dead(), e.info.EndTimeMs)
 	}
-}
-
-// deadActor is what pruning needs of a DEAD actor.
-type deadActor struct {
-	ID        string
-	EndTimeMs int64
-}
-
-// deadActorsToPrune returns the dead actors to forget: those that died more than
-// retention before nowMs, and the oldest deaths beyond maxKept.
-func deadActorsToPrune(dead []deadActor, nowMs int64, retention time.Duration, maxKept int) []string {
-	sorted := append([]deadActor(nil), dead...)
-	sort.Slice(sorted, func(i, j int) bool {
-		if sorted[i].EndTimeMs != sorted[j].EndTimeMs {
-			return sorted[i].EndTimeMs < sorted[j].EndTimeMs
-		}
-		return sorted[i].ID < sorted[j].ID
-	})
-	cutoff := nowMs - retention.Milliseconds()
-	var drop []string
-	for i, d := range sorted {
-		if len(sorted)-i > maxKept || d.EndTimeMs < cutoff {
-			drop = append(drop, d.ID)
-		}
-	}
-	return drop
 }
 
 // upgradeLegacyKind sets the kind of a strategy stored before the kind was an enum.

@@ -159,7 +159,7 @@ func TestDeadActorsArePrunedByAgeAndCount(t *testing.T) {
 }
 
 func TestDeadActorsToPrune(t *testing.T) {
-	dead := []deadActor{{"c", 3000}, {"a", 1000}, {"b", 2000}, {"d", 3000}}
+	dead := []deadRow{{"c", 3000}, {"a", 1000}, {"b", 2000}, {"d", 3000}}
 	cases := []struct {
 		name      string
 		now       int64
@@ -180,7 +180,7 @@ func TestDeadActorsToPrune(t *testing.T) {
 			if tc.name == "nothing dead" {
 				input = nil
 			}
-			if got := deadActorsToPrune(input, tc.now, tc.retention, tc.max); !slices.Equal(got, tc.want) {
+			if got := deadRowsToPrune(input, tc.now, tc.retention, tc.max); !slices.Equal(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})

@@ -58,10 +58,10 @@ type executableService struct {
 	lastUse map[string]time.Time
 }
 
-func newExecutableService(s *Server) *executableService {
+func newExecutableService(cfg Config, startTime time.Time, log zerolog.Logger) *executableService {
 	return &executableService{
-		store: s.store, maxBytes: s.cfg.MaxExecutableBytes, grace: s.cfg.ExecutableGracePeriod,
-		now: s.cfg.Now, startTime: s.startTime, log: s.log, lastUse: map[string]time.Time{},
+		store: cfg.Store, maxBytes: cfg.MaxExecutableBytes, grace: cfg.ExecutableGracePeriod,
+		now: cfg.Now, startTime: startTime, log: log, lastUse: map[string]time.Time{},
 	}
 }
 

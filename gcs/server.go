@@ -78,8 +78,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		reserver = cfg.WrapReserver(reserver)
 	}
 	s.pgs = newPGManager(pgDeps{store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
-	s.executables = newExecutableService(s)
-	s.actors = newActorManager(s)
+	s.executables = newExecutableService(cfg, s.startTime, s.log)
+	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
+		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors})
 	// The managers meet only through these subscriptions (events.go).
 	s.nodes.subscribe(s.pgs)
 	s.nodes.subscribe(s.actors)
@@ -210,6 +211,3 @@ func (s *Server) closeAll() {
 	}
 	_ = s.store.Close()
 }
-
-// nowMs is the server clock in Unix milliseconds.
-func (s *Server) nowMs() int64 { return s.cfg.Now().UnixMilli() }
