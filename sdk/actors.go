@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -399,6 +398,3 @@ func (a *Actor) watch() {
 		}
 	}
 }
-
-// ErrAlreadyExists: a live actor already has that name in the namespace.
-var ErrAlreadyExists = errors.New("already exists")

@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -19,20 +18,6 @@ import (
 
 // DefaultAddress is the GCS address when neither Options.Address nor RAYGO_ADDRESS says.
 const DefaultAddress = "127.0.0.1:6380"
-
-// Errors the client returns; match them with errors.Is.
-var (
-	// ErrInvalidArgument wraps the server's message for bad input (the field is named).
-	ErrInvalidArgument = errors.New("invalid argument")
-	// ErrNotFound: no placement group with that id or name.
-	ErrNotFound = errors.New("not found")
-	// ErrRemoved: the placement group was removed.
-	ErrRemoved = errors.New("placement group removed")
-	// ErrUnavailable: the GCS could not be reached.
-	ErrUnavailable = errors.New("GCS unavailable")
-	// ErrClosed: the client was closed; its waiting tasks fail with it.
-	ErrClosed = errors.New("client closed")
-)
 
 // Options configure Connect.
 type Options struct {

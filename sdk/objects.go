@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -144,15 +143,3 @@ type TaskError struct {
 func (e *TaskError) Error() string {
 	return fmt.Sprintf("%s failed: %s: %s", e.Function, e.Type, e.Message)
 }
-
-var (
-	// ErrTaskFailed: a task's worker died (or could not be leased) more often than the
-	// task's retries allow.
-	ErrTaskFailed = errors.New("task failed")
-	// ErrUnschedulable: the task can never run where it must (a hard node affinity to
-	// a node that is dead or too small).
-	ErrUnschedulable = errors.New("task unschedulable")
-	// ErrActorDied: the actor is DEAD (the error says why), or its worker died during a
-	// call that had no retries left.
-	ErrActorDied = errors.New("actor died")
-)

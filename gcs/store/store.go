@@ -8,7 +8,6 @@ package store
 
 import (
 	"context"
-	"errors"
 )
 
 // Table names used by the GCS. A table is created on first write.
@@ -23,9 +22,6 @@ const (
 	// bytes under "<sha256>/<chunk index, zero-padded>", written in one Apply.
 	TableExecutables = "executables"
 )
-
-// ErrClosed is returned by every call after Close.
-var ErrClosed = errors.New("store: closed")
 
 // OpKind says what one Op of a batch does.
 type OpKind int
