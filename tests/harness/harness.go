@@ -287,3 +287,25 @@ func DialPlacementGroups(t testing.TB, addr string) pb.PlacementGroupServiceClie
 	t.Cleanup(func() { _ = conn.Close() })
 	return pb.NewPlacementGroupServiceClient(conn)
 }
+
+// PrepareOrphan makes the raylet at rayletAddress hold one prepared CPU bundle of a group
+// the GCS at gcsAddress never recorded, with that GCS's epoch: what a GCS that died before
+// persisting PREPARED leaves behind.
+func PrepareOrphan(t testing.TB, ctx context.Context, gcsAddress, rayletAddress, groupID string) {
+	t.Helper()
+	info, err := Dial(t, gcsAddress).Nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := info.GcsEpoch
+	conn, err := rpcutil.Dial(rayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := pb.NewNodeManagerServiceClient(conn).PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: []*pb.BundleReservation{{
+		Key: &pb.BundleKey{PlacementGroupId: groupID, BundleIndex: 0, Generation: 1}, Resources: map[string]float64{"CPU": 1},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raygo-dev/raygo/internal/rpcutil"
-	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
@@ -41,22 +39,7 @@ func TestCheckInvariantsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcs := harness.Dial(t, c.GCSAddress)
-	info, err := gcs.Nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	epoch := info.GcsEpoch
-	conn, err := rpcutil.Dial(nodes[0].RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := pb.NewNodeManagerServiceClient(conn).PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: []*pb.BundleReservation{{
-		Key: &pb.BundleKey{PlacementGroupId: "ghost", BundleIndex: 0, Generation: 1}, Resources: map[string]float64{"CPU": 1},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
+	harness.PrepareOrphan(t, ctx, c.GCSAddress, nodes[0].RayletAddress, "ghost")
 	stdout, stderr, code = harness.Run(t, bin, check)
 	if code != 1 || !strings.Contains(stdout, "leak: node "+nodes[0].NodeId+" holds bundle ghost[0] (prepared)") || !strings.Contains(stderr, "1 invariant violations") {
 		t.Fatalf("a ghost reservation: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)

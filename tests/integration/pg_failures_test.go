@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
@@ -125,30 +124,13 @@ func TestGCSKilledBetweenPrepareAndCommitNeverDoubleAllocates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	gcs := harness.Dial(t, c.GCSAddress)
-	info, err := gcs.Nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	// An orphan: a bundle prepared on a raylet by this GCS epoch for a group the GCS never
 	// recorded (as if the GCS died before persisting PREPARED).
 	nodes, err := c.Nodes()
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphanNode := nodes[1]
-	epoch := info.GcsEpoch
-	conn, err := rpcutil.Dial(orphanNode.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := pb.NewNodeManagerServiceClient(conn).PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: []*pb.BundleReservation{{
-		Key: &pb.BundleKey{PlacementGroupId: "0rphan", BundleIndex: 0, Generation: 1}, Resources: map[string]float64{"CPU": 1},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
+	harness.PrepareOrphan(t, ctx, c.GCSAddress, nodes[1].RayletAddress, "0rphan")
 
 	if err := os.WriteFile(hook, nil, 0o644); err != nil {
 		t.Fatal(err)
