@@ -169,7 +169,7 @@ func unusableShare(node *FragmentationNode, shape *WorkloadShape, free Amount) A
 
 // WorkloadHistogram learns a workload distribution from the requests seen: a histogram
 // of shapes whose weights decay by Decay per observation, so recent requests count
-// more (with Decay 0.999, a request seen 693 requests ago counts half). It is pure
+// more (with Decay 0.9999, a request seen 6,931 requests ago counts half). It is pure
 // state: the caller feeds it (the GCS, each bundle it is asked to place) and passes
 // Distribution to Schedule in Request.Workload. Not safe for concurrent use.
 type WorkloadHistogram struct {
@@ -187,7 +187,7 @@ type WorkloadHistogram struct {
 }
 
 // DefaultWorkloadDecay is the decay per observation of NewWorkloadHistogram.
-const DefaultWorkloadDecay = 0.999
+const DefaultWorkloadDecay = 0.9999
 
 // NewWorkloadHistogram returns an empty histogram with DefaultWorkloadDecay.
 func NewWorkloadHistogram() *WorkloadHistogram {
@@ -247,13 +247,14 @@ func (h *WorkloadHistogram) Distribution() WorkloadDistribution {
 }
 
 // ShapeOfBundle is the workload shape of one bundle of a group (weight 1): its CPU,
-// memory, GPUs or GPU fraction, MIG profile and selector; oneIsland for a STRICT_PACK
-// group kept in one NVLink island.
+// GPUs or GPU fraction, MIG profile and selector; oneIsland for a STRICT_PACK group
+// kept in one NVLink island. Memory is left out, as FGD's shapes leave it out: it
+// varies from task to task far more than CPU and GPU, and would split the histogram
+// into many shapes of one task each.
 func ShapeOfBundle(bundle ResourceSet, selector LabelSelector, oneIsland bool) WorkloadShape {
 	gpu := gpuRequestOf(bundle["GPU"])
 	return WorkloadShape{
 		CPU:         bundle["CPU"],
-		Memory:      bundle["memory"],
 		GPUs:        gpu.whole,
 		GPUFraction: gpu.fraction,
 		OneIsland:   oneIsland && gpu.whole > 0,

@@ -13,12 +13,26 @@ import (
 // decides on a snapshot of the cluster, and Reserve takes the plan. Every node lists
 // its GPUs, one NVLink island per node (the trace does not say more), so a share gets
 // a GPU index that other shares may use too, as Ray's fractional GPUs.
+//
+// The workload for the fragmentation scoring stage (Request.Workload) is learned as
+// the GCS would learn it: a placement.WorkloadHistogram of the tasks seen so far (each
+// task is observed as it arrives), its heaviest shapes up to 95 % of the weight.
 type Raygo struct {
-	snapshot *placement.Snapshot
-	nodeOf   map[placement.NodeID]int
+	// NoWorkload leaves Request.Workload nil: raygo's placement without the
+	// fragmentation stage.
+	NoWorkload bool
+
+	snapshot  *placement.Snapshot
+	nodeOf    map[placement.NodeID]int
+	histogram *placement.WorkloadHistogram
 }
 
-func (p *Raygo) Name() string { return "raygo" }
+func (p *Raygo) Name() string {
+	if p.NoWorkload {
+		return "raygo_nofrag"
+	}
+	return "raygo"
+}
 
 func (p *Raygo) Start(c *Cluster, _ []Task) error {
 	nodes := make([]placement.Node, len(c.Nodes))
@@ -45,13 +59,21 @@ func (p *Raygo) Start(c *Cluster, _ []Task) error {
 		return err
 	}
 	p.snapshot = snapshot
+	p.histogram = placement.NewWorkloadHistogram()
 	return nil
 }
 
 func (p *Raygo) Choose(_ *Cluster, task *Task, _ *rand.Rand) (Choice, bool) {
 	request := placement.Request{Bundles: []placement.ResourceSet{BundleOf(task)}, Strategy: placement.StrategyPack}
+	var selector placement.LabelSelector
 	if len(task.GPUModels) > 0 && task.GPUs > 0 {
-		request.BundleLabelSelectors = []placement.LabelSelector{modelSelector(task.GPUModels)}
+		selector = modelSelector(task.GPUModels)
+		request.BundleLabelSelectors = []placement.LabelSelector{selector}
+	}
+	if !p.NoWorkload {
+		p.histogram.Observe(placement.ShapeOfBundle(request.Bundles[0], selector, false))
+		workload := heaviestShapes(p.histogram.Distribution(), 0.95)
+		request.Workload = &workload
 	}
 	plan, err := placement.Schedule(p.snapshot, request)
 	if err != nil {
@@ -86,4 +108,18 @@ func BundleOf(task *Task) placement.ResourceSet {
 // mibToAmount converts MiB to a memory amount in bytes, as Ray counts memory.
 func mibToAmount(mib int64) placement.Amount {
 	return placement.Amount(mib<<20) * placement.AmountScale
+}
+
+// heaviestShapes keeps the heaviest shapes of a distribution (heaviest first) up to
+// coverage of its weight.
+func heaviestShapes(distribution placement.WorkloadDistribution, coverage float64) placement.WorkloadDistribution {
+	covered := 0.0
+	for i, shape := range distribution.Shapes {
+		if covered >= coverage {
+			distribution.Shapes = distribution.Shapes[:i]
+			break
+		}
+		covered += shape.Weight
+	}
+	return distribution
 }
