@@ -17,9 +17,10 @@ import "math"
 //   - other groups (PACK, and groups on clusters without GPU topology) rank by it
 //     first, then by the strategy's preferences, then best fit.
 //
-// It is measured in the attempt that places the group (the nodes' free resources now),
-// not in the capacity attempt that only tells Infeasible from NotNow. PACK's fill of a
-// group over several nodes (fillNodes) does not use it.
+// It runs in both attempts, the one that places the group (the nodes' free resources
+// now) and the one that tells Infeasible from NotNow (every node idle), so that a group
+// is NotNow exactly when it would be placed on the idle cluster. PACK's fill of a group
+// over several nodes (fillNodes) does not use it.
 
 // Key slots of the stage (scoring.go): fragmentationFirst before the strategy's
 // preferences, fragmentationAfter between them and best fit.
@@ -53,10 +54,9 @@ func (d *decision) asksForTopology() bool {
 
 // setFragmentation fills the stage's slot of key with the growth of node's expected
 // fragmentation if bundles (positions in d.bundles; nil: every bundle) went there, with
-// whole GPUs confined to island when it is >= 0. It does nothing without a workload or
-// in the capacity view.
+// whole GPUs confined to island when it is >= 0. It does nothing without a workload.
 func (d *decision) setFragmentation(key []float64, a *attempt, node int, island int32, bundles []int) {
-	if d.request.Workload == nil || len(d.request.Workload.Shapes) == 0 || a.view != viewAvailable {
+	if d.request.Workload == nil || len(d.request.Workload.Shapes) == 0 {
 		return
 	}
 	slot := fragmentationFirst
@@ -77,14 +77,13 @@ const fragmentationResolution = 0.2
 
 // fragmentationReplacesBestFit reports whether the stage ranks the group's candidates
 // instead of best fit (the island best fit among the strategy's preferences, and the
-// resource best fit): for groups that do not ask for GPU topology, with a workload, in
-// the attempt that places the group. Best fit is a stand-in for what the stage
+// resource best fit): for groups that do not ask for GPU topology, with a workload. Best fit is a stand-in for what the stage
 // measures; after the stage it only scatters ties, which go instead to the lower node
 // id, a fixed order that fills nodes early in it and leaves those late in it idle for
 // large tasks. On the Alibaba trace (tracereplay, gpuspec33, seed 42) best fit after
 // the stage left about 13 % of the GPUs unallocated, the lower id about 8 %.
 func (d *decision) fragmentationReplacesBestFit() bool {
-	return d.request.Workload != nil && len(d.request.Workload.Shapes) > 0 && !d.asksForTopology() && d.placing == viewAvailable
+	return d.request.Workload != nil && len(d.request.Workload.Shapes) > 0 && !d.asksForTopology()
 }
 
 // islandBestFit is the island best-fit preference (the island's free GPUs left after

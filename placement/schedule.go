@@ -114,10 +114,8 @@ type decision struct {
 	everyNodeList []int
 	// domainFailures caches domainFillFailure.
 	domainFailures map[domainView]*failure
-	// fragmentation is the fragmentation stage's scratch (fragmentation_score.go), and
-	// placing the view of the attempt being placed (place sets it).
+	// fragmentation is the fragmentation stage's scratch (fragmentation_score.go).
 	fragmentation fragmentationScratch
-	placing       viewKind
 }
 
 type decisionResource struct {

@@ -43,7 +43,6 @@ const (
 )
 
 func (d *decision) place(a *attempt) *failure {
-	d.placing = a.view
 	switch d.strategy {
 	case StrategyStrictPack:
 		return d.placeStrictPack(a)
