@@ -70,7 +70,8 @@ func (w *WorkloadDistribution) totalWeight() float64 {
 type FragmentationNode struct {
 	// FreeCPU and FreeMemory are what the node has not reserved.
 	FreeCPU, FreeMemory Amount
-	// GPUFree is each whole GPU's free share, 0..AmountScale.
+	// GPUFree is each whole GPU's free share, 0..AmountScale (at most MaxGPUsPerNode
+	// GPUs, as in a snapshot; partly free GPUs beyond it are not counted).
 	GPUFree []Amount
 	// GPUIslands is each GPU's NVLink island (same order as GPUFree); nil: one island.
 	GPUIslands []int32
@@ -84,18 +85,16 @@ type FragmentationNode struct {
 // node's free GPUs (shares summed, in GPUs) shape i could not use. The expectation is
 // never negative and never above the node's free GPUs.
 func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, perShape []float64) float64 {
-	free := Amount(0)
-	for _, share := range node.GPUFree {
-		free += share
+	summary := summarizeGPUs(node)
+	if summary.free == 0 {
+		clear(perShape[:min(len(perShape), len(workload.Shapes))])
+		return 0
 	}
 	total := workload.totalWeight()
 	expected := 0.0
 	for i := range workload.Shapes {
 		shape := &workload.Shapes[i]
-		unusable := Amount(0)
-		if free > 0 {
-			unusable = unusableShare(node, shape, free)
-		}
+		unusable := unusableShare(node, &summary, shape)
 		if perShape != nil {
 			perShape[i] = float64(unusable) / AmountScale
 		}
@@ -104,11 +103,43 @@ func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, 
 		}
 	}
 	// Rounding of the weights could leave the sum a hair above the free GPUs.
-	return math.Min(expected, float64(free)/AmountScale)
+	return math.Min(expected, float64(summary.free)/AmountScale)
 }
 
-// unusableShare is how much of free (the node's free GPU shares) shape cannot use.
-func unusableShare(node *FragmentationNode, shape *WorkloadShape, free Amount) Amount {
+// gpuSummary is what the shapes read of a node's GPUs, computed once per node: the
+// free shares summed, the wholly free GPUs, and the partly free shares (ascending).
+type gpuSummary struct {
+	free, partial Amount
+	whole         int
+	partials      [MaxGPUsPerNode]Amount
+	partialCount  int
+}
+
+func summarizeGPUs(node *FragmentationNode) gpuSummary {
+	var summary gpuSummary
+	for _, share := range node.GPUFree {
+		summary.free += share
+		switch {
+		case share == AmountScale:
+			summary.whole++
+		case share > 0 && summary.partialCount < MaxGPUsPerNode:
+			// Insertion keeps partials ascending: a node has few GPUs.
+			at := summary.partialCount
+			for at > 0 && summary.partials[at-1] > share {
+				summary.partials[at] = summary.partials[at-1]
+				at--
+			}
+			summary.partials[at] = share
+			summary.partialCount++
+			summary.partial += share
+		}
+	}
+	return summary
+}
+
+// unusableShare is how much of the node's free GPU shares shape cannot use.
+func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *WorkloadShape) Amount {
+	free := summary.free
 	switch {
 	case !shape.usesGPU() || shape.MIGProfile != "":
 		return free
@@ -118,13 +149,14 @@ func unusableShare(node *FragmentationNode, shape *WorkloadShape, free Amount) A
 		return free
 	}
 	if shape.GPUFraction > 0 {
-		fits, small := false, Amount(0)
-		for _, share := range node.GPUFree {
+		fits := summary.whole > 0
+		small := Amount(0)
+		for _, share := range summary.partials[:summary.partialCount] {
 			if share >= shape.GPUFraction {
 				fits = true
-			} else {
-				small += share
+				break
 			}
+			small += share
 		}
 		if !fits {
 			return free
@@ -132,29 +164,35 @@ func unusableShare(node *FragmentationNode, shape *WorkloadShape, free Amount) A
 		return small
 	}
 	// Whole GPUs: partly used GPUs never serve them.
-	partial, whole := Amount(0), 0
-	for _, share := range node.GPUFree {
-		if share == AmountScale {
-			whole++
-		} else {
-			partial += share
-		}
-	}
-	if whole < shape.GPUs {
+	if summary.whole < shape.GPUs {
 		return free
 	}
 	if !shape.OneIsland || node.GPUIslands == nil {
-		return partial
+		return summary.partial
 	}
 	// One island: wholly free GPUs of islands with too few of them are unusable too.
-	perIsland := make(map[int32]int, 4)
+	var islands [MaxGPUsPerNode]int32
+	var counts [MaxGPUsPerNode]int
+	distinct := 0
 	for g, share := range node.GPUFree {
-		if share == AmountScale {
-			perIsland[node.GPUIslands[g]]++
+		if share != AmountScale {
+			continue
 		}
+		slot := 0
+		for slot < distinct && islands[slot] != node.GPUIslands[g] {
+			slot++
+		}
+		if slot == MaxGPUsPerNode {
+			continue // beyond a snapshot's largest node: not counted
+		}
+		if slot == distinct {
+			islands[slot] = node.GPUIslands[g]
+			distinct++
+		}
+		counts[slot]++
 	}
 	fits, stranded := false, 0
-	for _, count := range perIsland {
+	for _, count := range counts[:distinct] {
 		if count >= shape.GPUs {
 			fits = true
 		} else {
@@ -164,7 +202,7 @@ func unusableShare(node *FragmentationNode, shape *WorkloadShape, free Amount) A
 	if !fits {
 		return free
 	}
-	return partial + Amount(stranded)*AmountScale
+	return summary.partial + Amount(stranded)*AmountScale
 }
 
 // WorkloadHistogram learns a workload distribution from the requests seen: a histogram

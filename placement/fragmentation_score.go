@@ -35,6 +35,10 @@ type fragmentationScratch struct {
 	after   []Amount
 	islands []int32
 	picked  []int
+	// before caches, per node the group has not touched, its fragmentation now, for the
+	// view it was measured in (a SPREAD group measures every node once per bundle).
+	before     []float64
+	beforeView []viewKind
 }
 
 // asksForTopology reports whether the group's GPU topology preferences rank before
@@ -111,7 +115,7 @@ func (d *decision) fragmentationGrowth(a *attempt, node int, island int32, bundl
 	}
 	n.Labels = d.snapshot.nodes[node].labels
 	n.FreeCPU, n.FreeMemory = d.freeOf(a, node, "CPU"), d.freeOf(a, node, "memory")
-	before := NodeFragmentation(n, d.request.Workload, nil)
+	before := d.fragmentationNow(a, node)
 
 	after := scratch.after[:len(gpus)]
 	copy(after, n.GPUFree)
@@ -140,6 +144,24 @@ func (d *decision) fragmentationGrowth(a *attempt, node int, island int32, bundl
 	}
 	n.GPUFree = after
 	return NodeFragmentation(n, d.request.Workload, nil) - before
+}
+
+// fragmentationNow is the fragmentation of scratch.node (node as the attempt sees it),
+// cached for nodes without the group's bundles.
+func (d *decision) fragmentationNow(a *attempt, node int) float64 {
+	scratch := &d.fragmentation
+	if a.groupNode(node) != nil {
+		return NodeFragmentation(&scratch.node, d.request.Workload, nil)
+	}
+	if scratch.before == nil {
+		scratch.before = make([]float64, len(d.snapshot.nodes))
+		scratch.beforeView = make([]viewKind, len(d.snapshot.nodes))
+	}
+	if scratch.beforeView[node] != a.view {
+		scratch.before[node] = NodeFragmentation(&scratch.node, d.request.Workload, nil)
+		scratch.beforeView[node] = a.view
+	}
+	return scratch.before[node]
 }
 
 // freeOf is what node has left of the named resource for the group in the attempt.
