@@ -14,17 +14,26 @@ import (
 // TestDecisionLatencyBench is the decision-latency benchmark of `make bench`: 2,000
 // mixed placement groups on 1,250 simulated DGX H100 nodes (GPUs, NVLink islands, rails
 // and scalable units listed) kept about 70% busy. It prints
-// exactly one line to stdout, "BENCH placement_decision_p99_us <value> us". It is not a
-// test and is skipped unless RAYGO_BENCH=1.
+// "BENCH placement_decision_p99_us <value> us", then the same stream with the workload
+// learned from it passed to every decision (the fragmentation scoring stage):
+// "BENCH placement_decision_p99_us_workload <value> us". It is not a test and is
+// skipped unless RAYGO_BENCH=1.
 func TestDecisionLatencyBench(t *testing.T) {
 	benchgate.Require(t)
-	result, err := placementsim.RunDecisionLatency(placementsim.DefaultLatencyConfig(), time.Now)
-	if err != nil {
-		t.Fatal(err)
+	for _, run := range []struct {
+		suffix string
+		learn  bool
+	}{{"", false}, {"_workload", true}} {
+		config := placementsim.DefaultLatencyConfig()
+		config.LearnWorkload = run.learn
+		result, err := placementsim.RunDecisionLatency(config, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s decisions=%d placed=%d not_now=%d infeasible=%d p50=%v p99=%v max=%v busy_gpu_fraction=%.2f", run.suffix,
+			result.Decisions, result.Placed, result.NotNow, result.Infeasible, result.P50, result.P99, result.Max, result.FinalBusyGPUFraction)
+		fmt.Printf("BENCH placement_decision_p99_us%s %.1f us\n", run.suffix, result.P99Microseconds())
 	}
-	t.Logf("decisions=%d placed=%d not_now=%d infeasible=%d p50=%v p99=%v max=%v busy_gpu_fraction=%.2f",
-		result.Decisions, result.Placed, result.NotNow, result.Infeasible, result.P50, result.P99, result.Max, result.FinalBusyGPUFraction)
-	fmt.Printf("BENCH placement_decision_p99_us %.1f us\n", result.P99Microseconds())
 }
 
 // benchmarkSnapshot is the default fleet, built once per benchmark.

@@ -61,7 +61,14 @@
 // EstimateAllReduce is a fabric cost model: the all-reduce bus bandwidth a placement
 // would get.
 //
+// Fragmentation (fragmentation.go, fragmentation_score.go). NodeFragmentation is FGD's
+// measure: the expected number of a node's free GPUs that a task drawn from a workload
+// distribution (WorkloadDistribution; learned with WorkloadHistogram) could not use,
+// with the per-shape counts. With Request.Workload set, a scoring stage ranks feasible
+// nodes by how much their fragmentation would grow.
+//
 // The subpackage placementsim holds a simulated cluster, machine models (DGX H100, PCIe
 // NVLink pairs, GB200 NVL72 trays) and seeded request streams for property tests, the
-// decision-latency benchmark and the topology benchmark.
+// decision-latency benchmark and the topology benchmark; tracereplay replays the
+// Alibaba GPU trace through raygo's placement and the FGD paper's policies.
 package placement

@@ -61,6 +61,7 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 		}
 		if record.gpuCount == 0 {
 			rank.setPreferences(float64(freeAfter[d.gpuResource]/resources.AmountScale), 1, 0)
+			d.setFragmentation(rank.candidateKey, a, node, -1, nil)
 			d.setBestFit(rank, node, freeAfter)
 			if rank.offer(node) {
 				best = islandChoice{node: node, island: -1}
@@ -76,7 +77,8 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 			if fit, _ := d.gpusFitGroup(a, node, island, false); !fit {
 				continue
 			}
-			rank.setPreferences(float64(islandFree-need), 1, 0)
+			rank.setPreferences(d.islandBestFit(islandFree-need), 1, 0)
+			d.setFragmentation(rank.candidateKey, a, node, island, nil)
 			d.setBestFit(rank, node, freeAfter)
 			if rank.offer(node) {
 				best = islandChoice{node: node, island: island}

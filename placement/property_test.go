@@ -106,6 +106,11 @@ func runRandomOperation(t *testing.T, rng *rand.Rand, cluster *placementsim.Clus
 	switch roll := rng.IntN(100); {
 	case roll < 55:
 		request := placementsim.RandomRequest(rng)
+		if len(request.Bundles)%2 == 0 {
+			// Half the groups (chosen without drawing from rng, so the sequences stay
+			// as they were) run the fragmentation scoring stage too.
+			request.Workload = &propertyWorkload
+		}
 		outcomes[createChecked(t, cluster, request, outcomes)]++
 		return fmt.Sprintf("create %s %v selectors=%v", request.Strategy, request.Bundles, request.BundleLabelSelectors)
 	case roll < 80:
@@ -247,3 +252,12 @@ func mustSnapshot(t *testing.T, nodes []placement.Node) *placement.Snapshot {
 	}
 	return snapshot
 }
+
+// propertyWorkload is a mixed workload for the fragmentation scoring stage: whole GPUs
+// (one, and eight in one NVLink island), a GPU share, CPU only.
+var propertyWorkload = placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{
+	{CPU: 8 * resources.AmountScale, GPUs: 1, Weight: 4},
+	{CPU: 8 * resources.AmountScale, GPUs: 8, OneIsland: true, Weight: 1},
+	{CPU: 2 * resources.AmountScale, GPUFraction: resources.AmountScale / 2, Weight: 2},
+	{CPU: 4 * resources.AmountScale, Weight: 1},
+}}

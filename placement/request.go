@@ -75,6 +75,10 @@ type Request struct {
 	//     multi-node NVLink domain, to the nodes of that domain (ReasonNotGroupDomain).
 	//   - PACK prefers nodes in the map; SPREAD prefers nodes not in it.
 	PlacedBundles map[int]NodeID
+	// Workload is the workload the fragmentation scoring stage measures against
+	// (fragmentation_score.go): among feasible nodes, prefer the one whose expected
+	// fragmentation grows least. Nil: no such stage. Read only.
+	Workload *WorkloadDistribution
 }
 
 // ParseRequest checks a wire request with Ray's rules and converts it. The first

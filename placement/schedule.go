@@ -119,6 +119,8 @@ type decision struct {
 	everyNodeList []int
 	// domainFailures caches domainFillFailure.
 	domainFailures map[domainView]*failure
+	// fragmentation is the fragmentation stage's scratch (fragmentation_score.go).
+	fragmentation fragmentationScratch
 }
 
 type decisionResource struct {

@@ -11,7 +11,9 @@ import (
 // order and only a strictly better key replaces the best, so ties go to the lower node
 // id and a decision can be replayed.
 //
-//	key[0:4]  the strategy's preferences: SPREAD prefers the node with the fewest of
+//	key[0]    the fragmentation growth, for groups that do not ask for GPU topology
+//	          (fragmentation_score.go; 0 without Request.Workload).
+//	key[1:5]  the strategy's preferences: SPREAD prefers the node with the fewest of
 //	          the group's bundles, then one in the scalable units chosen for the
 //	          group, then one where the bundle's GPUs sit on the target rails inside one
 //	          NVLink island, then one where they do not break into a wholly free island
@@ -19,7 +21,8 @@ import (
 //	          that takes the most bundles, then the fewest NVLink islands for them; the
 //	          island search (islands.go) prefers the least free GPUs left in the island,
 //	          then the fewest nodes, then a node-local island.
-//	key[4:]   best fit: for each decision resource in priority order (GPU first), the
+//	key[5]    the fragmentation growth, for groups that ask for GPU topology.
+//	key[6:]   best fit: for each decision resource in priority order (GPU first), the
 //	          fraction of the node's total that would stay free after the placement.
 //	          The least leftover wins.
 //
@@ -31,8 +34,9 @@ import (
 // node's idle GPUs, so CPU-only work goes first to nodes without idle GPUs and does not
 // strand them.
 
-// preferenceSlots is the number of key entries before the best-fit fractions.
-const preferenceSlots = 4
+// preferenceSlots is the number of key entries before the best-fit fractions: the
+// strategy's four and the fragmentation stage's two (fragmentationFirst, fragmentationAfter).
+const preferenceSlots = 6
 
 // ranking keeps the best candidate seen so far. Fill candidateKey, then call offer.
 type ranking struct {
@@ -67,10 +71,16 @@ func keyLess(a, b []float64) bool {
 	return false
 }
 
-// setPreferences fills the strategy slots of the candidate key (unused ones are 0).
+// setPreferences fills the strategy slots of the candidate key (unused ones are 0) and
+// zeroes the fragmentation slots (setFragmentation fills one).
 func (r *ranking) setPreferences(preferences ...float64) {
-	copy(r.candidateKey, preferences)
-	clear(r.candidateKey[len(preferences):preferenceSlots])
+	setPreferenceKey(r.candidateKey, preferences...)
+}
+
+// setPreferenceKey fills the strategy slots of key and zeroes the fragmentation slots.
+func setPreferenceKey(key []float64, preferences ...float64) {
+	clear(key[:preferenceSlots])
+	copy(key[fragmentationFirst+1:fragmentationAfter], preferences)
 }
 
 // setBestFit fills the best-fit slots of the ranking's candidate key.
@@ -82,6 +92,10 @@ func (d *decision) setBestFit(r *ranking, node int, freeAfter []resources.Amount
 // the placement, per decision resource.
 func (d *decision) setBestFitKey(key []float64, node int, freeAfter []resources.Amount) {
 	key = key[preferenceSlots:]
+	if d.fragmentationReplacesBestFit() {
+		clear(key)
+		return
+	}
 	for resource := range d.resources {
 		total := d.totalAt(node, resource)
 		if total <= 0 {

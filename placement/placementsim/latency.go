@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -20,6 +21,10 @@ type LatencyConfig struct {
 	BusyGPUFraction float64
 	// Seed seeds the request stream.
 	Seed uint64
+	// LearnWorkload feeds every request's bundles to a placement.WorkloadHistogram (not
+	// timed) and passes what it learned to Schedule (Request.Workload), so the decisions
+	// run the fragmentation scoring stage.
+	LearnWorkload bool
 }
 
 // DefaultLatencyConfig is the benchmark of `make bench`: the default fleet, 2,000
@@ -56,11 +61,23 @@ func RunDecisionLatency(config LatencyConfig, now func() time.Time) (LatencyResu
 	stream := NewRequestStream(config.Seed, config.Fleet.Zones)
 	latencies := make([]time.Duration, 0, config.Requests)
 	var result LatencyResult
+	histogram := placement.NewWorkloadHistogram()
 	for range config.Requests {
 		if err := holdBusyFraction(cluster, config.BusyGPUFraction); err != nil {
 			return LatencyResult{}, err
 		}
 		request := stream.Next()
+		if config.LearnWorkload {
+			for i, bundle := range request.Bundles {
+				var selector nodelabel.Selector
+				if len(request.BundleLabelSelectors) > 0 {
+					selector = request.BundleLabelSelectors[i]
+				}
+				histogram.Observe(placement.ShapeOfBundle(bundle, selector, request.Strategy == placement.StrategyStrictPack))
+			}
+			workload := histogram.Distribution()
+			request.Workload = &workload
+		}
 		start := now()
 		plan, err := placement.Schedule(cluster.Snapshot(), request)
 		latencies = append(latencies, now().Sub(start))

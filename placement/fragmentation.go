@@ -1,0 +1,316 @@
+package placement
+
+import (
+	"math"
+	"sort"
+
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+)
+
+// Fragmentation, as "Beware of Fragmentation" (Weng et al., USENIX ATC 2023) defines
+// it: a node's fragmentation, for a workload, is the expected number of its free GPUs
+// that a task drawn from the workload's distribution could not use. A task "could not
+// use" every free GPU of a node it cannot run on at all (too few CPUs or memory, the
+// wrong GPU model, too few whole GPUs, no GPU with its fraction free, or it asks for no
+// GPU or for a MIG slice, which never takes a whole GPU); on a node it can run on, the
+// free shares of the GPUs too small for it (partly used GPUs for whole-GPU tasks, GPUs
+// with less than its fraction free for fractional ones, wholly free GPUs in NVLink
+// islands too small for a task that needs one island).
+//
+// NodeFragmentation is the one function that computes it: per shape, how many free
+// GPUs are unusable (the per-shape free-but-unschedulable counts), and their expectation
+// under the shapes' weights. The scoring stage (Request.Workload, fragmentation_score.go)
+// and the trace replayer's FGD policy both call it.
+
+// LabelAcceleratorType is Ray's node label for the GPU model ("ray.io/accelerator-type",
+// e.g. "H100"); a workload shape or a bundle selects GPU models with it.
+const LabelAcceleratorType = "ray.io/accelerator-type"
+
+// WorkloadShape is one request shape of a workload: what one task (one bundle) asks.
+type WorkloadShape struct {
+	// CPU and Memory are the amounts asked (0: none).
+	CPU, Memory resources.Amount
+	// GPUs is the number of whole GPUs asked (0: none); GPUFraction a share of one GPU,
+	// 0 < GPUFraction < resources.AmountScale (0: none). At most one of them is set.
+	GPUs        int
+	GPUFraction resources.Amount
+	// OneIsland: the whole GPUs must come from one NVLink island (a STRICT_PACK gang).
+	OneIsland bool
+	// MIGProfile is the MIG resource asked ("nvidia.com/mig-1g.10gb"), or "". A MIG
+	// slice lives on a GPU in MIG mode, never on a whole GPU, so it can use none of the
+	// free whole GPUs this measure counts.
+	MIGProfile string
+	// Selector is the shape's label selector (e.g. on LabelAcceleratorType); a node it
+	// does not match can run none of it.
+	Selector nodelabel.Selector
+	// Weight is the shape's share of the workload (any scale: NodeFragmentation
+	// normalizes by the sum). Weights <= 0 are ignored.
+	Weight float64
+}
+
+// usesGPU reports whether the shape takes whole GPUs or a fraction of one.
+func (s *WorkloadShape) usesGPU() bool { return s.GPUs > 0 || s.GPUFraction > 0 }
+
+// WorkloadDistribution is the workload a fragmentation is measured against: shapes with
+// weights. The zero value (no shapes) measures nothing: every node's fragmentation is 0.
+type WorkloadDistribution struct {
+	Shapes []WorkloadShape
+}
+
+// totalWeight is the sum of the positive weights.
+func (w *WorkloadDistribution) totalWeight() float64 {
+	total := 0.0
+	for i := range w.Shapes {
+		if w.Shapes[i].Weight > 0 {
+			total += w.Shapes[i].Weight
+		}
+	}
+	return total
+}
+
+// FragmentationNode is one node's free capacity, as the measure reads it.
+type FragmentationNode struct {
+	// FreeCPU and FreeMemory are what the node has not reserved.
+	FreeCPU, FreeMemory resources.Amount
+	// GPUFree is each whole GPU's free share, 0..AmountScale (at most MaxGPUsPerNode
+	// GPUs, as in a snapshot; partly free GPUs beyond it are not counted).
+	GPUFree []resources.Amount
+	// GPUIslands is each GPU's NVLink island (same order as GPUFree); nil: one island.
+	GPUIslands []int32
+	// Labels are the node's labels, for the shapes' selectors.
+	Labels map[string]string
+}
+
+// NodeFragmentation returns the node's expected fragmentation under workload, in GPUs:
+// Σ over shapes of p(shape) × unusable(shape). When perShape is not nil (len at least
+// len(workload.Shapes)), perShape[i] is set to unusable(shape i): how many of the
+// node's free GPUs (shares summed, in GPUs) shape i could not use. The expectation is
+// never negative and never above the node's free GPUs.
+func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, perShape []float64) float64 {
+	summary := summarizeGPUs(node)
+	if summary.free == 0 {
+		clear(perShape[:min(len(perShape), len(workload.Shapes))])
+		return 0
+	}
+	total := workload.totalWeight()
+	expected := 0.0
+	for i := range workload.Shapes {
+		shape := &workload.Shapes[i]
+		unusable := unusableShare(node, &summary, shape)
+		if perShape != nil {
+			perShape[i] = float64(unusable) / resources.AmountScale
+		}
+		if shape.Weight > 0 && total > 0 {
+			expected += shape.Weight / total * float64(unusable) / resources.AmountScale
+		}
+	}
+	// Rounding of the weights could leave the sum a hair above the free GPUs.
+	return math.Min(expected, float64(summary.free)/resources.AmountScale)
+}
+
+// gpuSummary is what the shapes read of a node's GPUs, computed once per node: the
+// free shares summed, the wholly free GPUs, and the partly free shares (ascending).
+type gpuSummary struct {
+	free, partial resources.Amount
+	whole         int
+	partials      [MaxGPUsPerNode]resources.Amount
+	partialCount  int
+}
+
+func summarizeGPUs(node *FragmentationNode) gpuSummary {
+	var summary gpuSummary
+	for _, share := range node.GPUFree {
+		summary.free += share
+		switch {
+		case share == resources.AmountScale:
+			summary.whole++
+		case share > 0 && summary.partialCount < MaxGPUsPerNode:
+			// Insertion keeps partials ascending: a node has few GPUs.
+			at := summary.partialCount
+			for at > 0 && summary.partials[at-1] > share {
+				summary.partials[at] = summary.partials[at-1]
+				at--
+			}
+			summary.partials[at] = share
+			summary.partialCount++
+			summary.partial += share
+		}
+	}
+	return summary
+}
+
+// unusableShare is how much of the node's free GPU shares shape cannot use.
+func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *WorkloadShape) resources.Amount {
+	free := summary.free
+	switch {
+	case !shape.usesGPU() || shape.MIGProfile != "":
+		return free
+	case node.FreeCPU < shape.CPU || node.FreeMemory < shape.Memory:
+		return free
+	case len(shape.Selector) > 0 && !shape.Selector.Matches(node.Labels):
+		return free
+	}
+	if shape.GPUFraction > 0 {
+		fits := summary.whole > 0
+		small := resources.Amount(0)
+		for _, share := range summary.partials[:summary.partialCount] {
+			if share >= shape.GPUFraction {
+				fits = true
+				break
+			}
+			small += share
+		}
+		if !fits {
+			return free
+		}
+		return small
+	}
+	// Whole GPUs: partly used GPUs never serve them.
+	if summary.whole < shape.GPUs {
+		return free
+	}
+	if !shape.OneIsland || node.GPUIslands == nil {
+		return summary.partial
+	}
+	// One island: wholly free GPUs of islands with too few of them are unusable too.
+	var islands [MaxGPUsPerNode]int32
+	var counts [MaxGPUsPerNode]int
+	distinct := 0
+	for g, share := range node.GPUFree {
+		if share != resources.AmountScale {
+			continue
+		}
+		slot := 0
+		for slot < distinct && islands[slot] != node.GPUIslands[g] {
+			slot++
+		}
+		if slot == MaxGPUsPerNode {
+			continue // beyond a snapshot's largest node: not counted
+		}
+		if slot == distinct {
+			islands[slot] = node.GPUIslands[g]
+			distinct++
+		}
+		counts[slot]++
+	}
+	fits, stranded := false, 0
+	for _, count := range counts[:distinct] {
+		if count >= shape.GPUs {
+			fits = true
+		} else {
+			stranded += count
+		}
+	}
+	if !fits {
+		return free
+	}
+	return summary.partial + resources.Amount(stranded)*resources.AmountScale
+}
+
+// WorkloadHistogram learns a workload distribution from the requests seen: a histogram
+// of shapes whose weights decay by Decay per observation, so recent requests count
+// more (with Decay 0.9999, a request seen 6,931 requests ago counts half). It is pure
+// state: the caller feeds it (the GCS, each bundle it is asked to place) and passes
+// Distribution to Schedule in Request.Workload. Not safe for concurrent use.
+type WorkloadHistogram struct {
+	// Decay is the factor every weight is multiplied by per observation, in (0, 1];
+	// 1 keeps every request forever.
+	Decay float64
+	// MaxShapes caps the distinct shapes kept (the lightest go first); 0: 64.
+	MaxShapes int
+
+	shapes []WorkloadShape
+	keys   []string
+	// scale is what one observation weighs now: it grows by 1/Decay per observation
+	// instead of every weight shrinking, and weights are rescaled when it gets large.
+	scale float64
+}
+
+// DefaultWorkloadDecay is the decay per observation of NewWorkloadHistogram.
+const DefaultWorkloadDecay = 0.9999
+
+// NewWorkloadHistogram returns an empty histogram with DefaultWorkloadDecay.
+func NewWorkloadHistogram() *WorkloadHistogram {
+	return &WorkloadHistogram{Decay: DefaultWorkloadDecay}
+}
+
+// Observe adds one request of shape (its Weight is ignored).
+func (h *WorkloadHistogram) Observe(shape WorkloadShape) {
+	if h.scale == 0 {
+		h.scale = 1
+	} else if h.Decay > 0 && h.Decay < 1 {
+		h.scale /= h.Decay
+	}
+	if h.scale > 1e12 {
+		for i := range h.shapes {
+			h.shapes[i].Weight /= h.scale
+		}
+		h.scale = 1
+	}
+	key := shapeKey(&shape)
+	for i, known := range h.keys {
+		if known == key {
+			h.shapes[i].Weight += h.scale
+			return
+		}
+	}
+	shape.Weight = h.scale
+	limit := h.MaxShapes
+	if limit <= 0 {
+		limit = 64
+	}
+	if len(h.shapes) >= limit {
+		lightest := 0
+		for i := range h.shapes {
+			if h.shapes[i].Weight < h.shapes[lightest].Weight {
+				lightest = i
+			}
+		}
+		h.shapes[lightest], h.keys[lightest] = shape, key
+		return
+	}
+	h.shapes = append(h.shapes, shape)
+	h.keys = append(h.keys, key)
+}
+
+// Distribution returns the shapes seen, heaviest first, with weights summing to 1 (no
+// shapes when nothing was observed).
+func (h *WorkloadHistogram) Distribution() WorkloadDistribution {
+	out := WorkloadDistribution{Shapes: make([]WorkloadShape, len(h.shapes))}
+	copy(out.Shapes, h.shapes)
+	total := out.totalWeight()
+	for i := range out.Shapes {
+		out.Shapes[i].Weight /= total
+	}
+	sort.SliceStable(out.Shapes, func(i, j int) bool { return out.Shapes[i].Weight > out.Shapes[j].Weight })
+	return out
+}
+
+// ShapeOfBundle is the workload shape of one bundle of a group (weight 1): its CPU,
+// GPUs or GPU fraction, MIG profile and selector; oneIsland for a STRICT_PACK group
+// kept in one NVLink island. Memory is left out, as FGD's shapes leave it out: it
+// varies from task to task far more than CPU and GPU, and would split the histogram
+// into many shapes of one task each.
+func ShapeOfBundle(bundle resources.Set, selector nodelabel.Selector, oneIsland bool) WorkloadShape {
+	gpu := gpuRequestOf(bundle["GPU"])
+	return WorkloadShape{
+		CPU:         bundle["CPU"],
+		GPUs:        gpu.whole,
+		GPUFraction: gpu.fraction,
+		OneIsland:   oneIsland && gpu.whole > 0,
+		MIGProfile:  migResourceOf(bundle),
+		Selector:    selector,
+		Weight:      1,
+	}
+}
+
+// shapeKey identifies a shape in the histogram (every field but the weight).
+func shapeKey(s *WorkloadShape) string {
+	island := "0"
+	if s.OneIsland {
+		island = "1"
+	}
+	return s.CPU.String() + "/" + s.Memory.String() + "/" + resources.Amount(s.GPUs).String() + "/" +
+		s.GPUFraction.String() + "/" + island + "/" + s.MIGProfile + "/" + s.Selector.String()
+}

@@ -1,0 +1,180 @@
+package placement_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+const gpu = resources.AmountScale
+
+func gpuShares(shares ...float64) []resources.Amount {
+	out := make([]resources.Amount, len(shares))
+	for i, share := range shares {
+		out[i] = resources.Amount(math.Round(share * gpu))
+	}
+	return out
+}
+
+func TestNodeFragmentationPerShape(t *testing.T) {
+	h100 := nodelabel.Selector{{Key: placement.LabelAcceleratorType, Values: []string{"H100"}}}
+	cpus := func(n int) resources.Amount { return resources.Amount(n * gpu) }
+	cases := []struct {
+		name  string
+		node  placement.FragmentationNode
+		shape placement.WorkloadShape
+		want  float64 // unusable GPUs
+	}{
+		{"idle node, one whole GPU", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(1, 1, 1, 1)},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 1}, 0},
+		{"partly used GPUs strand whole-GPU tasks", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(0.5, 0.25, 1, 1)},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 2}, 0.75},
+		{"too few whole GPUs: all free is unusable", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(0.5, 1, 1, 0)},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 4}, 2.5},
+		{"fraction: GPUs with less free are unusable", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(0.25, 0.5, 1)},
+			placement.WorkloadShape{CPU: cpus(1), GPUFraction: gpu / 2}, 0.25},
+		{"fraction fits no GPU", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(0.25, 0.3)},
+			placement.WorkloadShape{CPU: cpus(1), GPUFraction: gpu / 2}, 0.55},
+		{"CPU short", placement.FragmentationNode{FreeCPU: cpus(1), GPUFree: gpuShares(1, 1)},
+			placement.WorkloadShape{CPU: cpus(2), GPUs: 1}, 2},
+		{"memory short", placement.FragmentationNode{FreeCPU: cpus(4), FreeMemory: 10, GPUFree: gpuShares(1, 1)},
+			placement.WorkloadShape{CPU: cpus(2), Memory: 11, GPUs: 1}, 2},
+		{"CPU-only task uses no GPU", placement.FragmentationNode{FreeCPU: cpus(4), GPUFree: gpuShares(1, 0.5)},
+			placement.WorkloadShape{CPU: cpus(2)}, 1.5},
+		{"MIG slice uses no whole GPU", placement.FragmentationNode{FreeCPU: cpus(4), GPUFree: gpuShares(1)},
+			placement.WorkloadShape{MIGProfile: "nvidia.com/mig-1g.10gb", GPUFraction: 0}, 1},
+		{"wrong GPU model", placement.FragmentationNode{FreeCPU: cpus(4), GPUFree: gpuShares(1, 1), Labels: map[string]string{placement.LabelAcceleratorType: "A100"}},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 1, Selector: h100}, 2},
+		{"right GPU model", placement.FragmentationNode{FreeCPU: cpus(4), GPUFree: gpuShares(1, 1), Labels: map[string]string{placement.LabelAcceleratorType: "H100"}},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 1, Selector: h100}, 0},
+		{"one island: small islands strand their free GPUs", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(1, 1, 1, 0, 1, 1, 1, 1), GPUIslands: []int32{0, 0, 0, 0, 1, 1, 1, 1}},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 4, OneIsland: true}, 3},
+		{"one island: none large enough", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(1, 1, 1, 0, 1, 1, 1, 0), GPUIslands: []int32{0, 0, 0, 0, 1, 1, 1, 1}},
+			placement.WorkloadShape{CPU: cpus(1), GPUs: 4, OneIsland: true}, 6},
+		{"no free GPU: nothing to strand", placement.FragmentationNode{FreeCPU: cpus(8), GPUFree: gpuShares(0, 0)},
+			placement.WorkloadShape{CPU: cpus(1)}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.shape.Weight = 1
+			workload := placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{c.shape}}
+			perShape := make([]float64, 1)
+			expected := placement.NodeFragmentation(&c.node, &workload, perShape)
+			if math.Abs(perShape[0]-c.want) > 1e-9 || math.Abs(expected-c.want) > 1e-9 {
+				t.Fatalf("unusable = %v, expected = %v, want %v", perShape[0], expected, c.want)
+			}
+		})
+	}
+}
+
+// The expectation weighs each shape's unusable GPUs by its share of the weights.
+func TestNodeFragmentationExpectation(t *testing.T) {
+	node := placement.FragmentationNode{FreeCPU: 8 * gpu, GPUFree: gpuShares(0.5, 1, 1, 1)}
+	workload := placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{
+		{CPU: gpu, GPUs: 1, Weight: 3},              // 0.5 unusable
+		{CPU: gpu, GPUFraction: gpu / 4, Weight: 1}, // 0 unusable
+	}}
+	got := placement.NodeFragmentation(&node, &workload, nil)
+	if want := 0.75 * 0.5; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("expected fragmentation %v, want %v", got, want)
+	}
+	if got := placement.NodeFragmentation(&node, &placement.WorkloadDistribution{}, nil); got != 0 {
+		t.Fatalf("empty workload: fragmentation %v, want 0", got)
+	}
+}
+
+// Property: on random nodes and workloads, the expectation is never negative, never
+// above the node's free GPUs, each per-shape count lies in [0, free], and a workload
+// whose shapes all fit and can use every free GPU gives 0.
+func TestNodeFragmentationProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 17))
+	fractions := []resources.Amount{gpu / 10, gpu / 4, gpu / 2, 3 * gpu / 4}
+	for iteration := range 2000 {
+		node := placement.FragmentationNode{FreeCPU: resources.Amount(rng.IntN(64)) * gpu, FreeMemory: resources.Amount(rng.IntN(100))}
+		gpus := 1 + rng.IntN(8)
+		free := 0.0
+		for g := range gpus {
+			share := resources.Amount(0)
+			switch rng.IntN(3) {
+			case 0:
+				share = gpu
+			case 1:
+				share = resources.Amount(rng.IntN(gpu))
+			}
+			node.GPUFree = append(node.GPUFree, share)
+			node.GPUIslands = append(node.GPUIslands, int32(g/4))
+			free += float64(share) / gpu
+		}
+		var workload placement.WorkloadDistribution
+		for range 1 + rng.IntN(6) {
+			shape := placement.WorkloadShape{CPU: resources.Amount(rng.IntN(16)) * gpu, Memory: resources.Amount(rng.IntN(50)), Weight: rng.Float64()}
+			switch rng.IntN(3) {
+			case 0:
+				shape.GPUs = 1 + rng.IntN(8)
+				shape.OneIsland = rng.IntN(2) == 0
+			case 1:
+				shape.GPUFraction = fractions[rng.IntN(len(fractions))]
+			}
+			workload.Shapes = append(workload.Shapes, shape)
+		}
+		perShape := make([]float64, len(workload.Shapes))
+		expected := placement.NodeFragmentation(&node, &workload, perShape)
+		if expected < 0 || expected > free+1e-9 {
+			t.Fatalf("iteration %d: expected fragmentation %v outside [0, %v]", iteration, expected, free)
+		}
+		for i, unusable := range perShape {
+			if unusable < 0 || unusable > free+1e-9 {
+				t.Fatalf("iteration %d: shape %d unusable %v outside [0, %v]", iteration, i, unusable, free)
+			}
+		}
+		// A fractional shape that any free share can take and the node's CPU and memory
+		// allow strands nothing.
+		smallest := resources.Amount(gpu)
+		for _, share := range node.GPUFree {
+			if share > 0 {
+				smallest = min(smallest, share)
+			}
+		}
+		if free > 0 && smallest < gpu {
+			fitting := placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{{GPUFraction: smallest, Weight: 1}}}
+			if got := placement.NodeFragmentation(&node, &fitting, nil); got != 0 {
+				t.Fatalf("iteration %d: a shape every free GPU can serve leaves %v unusable, want 0", iteration, got)
+			}
+		}
+	}
+}
+
+func TestWorkloadHistogramDecays(t *testing.T) {
+	histogram := placement.NewWorkloadHistogram()
+	histogram.Decay = 0.5
+	old := placement.WorkloadShape{CPU: gpu, GPUs: 8}
+	recent := placement.WorkloadShape{CPU: gpu, GPUFraction: gpu / 2}
+	histogram.Observe(old)
+	histogram.Observe(recent)
+	histogram.Observe(recent)
+	// Weights: old 1, recent 2 + 4 = 6 (each observation weighs twice the one before).
+	distribution := histogram.Distribution()
+	if len(distribution.Shapes) != 2 {
+		t.Fatalf("shapes = %d, want 2", len(distribution.Shapes))
+	}
+	if first := distribution.Shapes[0]; first.GPUFraction != gpu/2 || math.Abs(first.Weight-6.0/7) > 1e-9 {
+		t.Fatalf("heaviest shape %+v, want the fractional one with weight 6/7", first)
+	}
+	if got := placement.NewWorkloadHistogram().Distribution(); len(got.Shapes) != 0 {
+		t.Fatalf("empty histogram has %d shapes", len(got.Shapes))
+	}
+}
+
+func TestShapeOfBundle(t *testing.T) {
+	shape := placement.ShapeOfBundle(parseResources("CPU=4 GPU=0.5 memory=100"), nil, true)
+	if shape.CPU != 4*gpu || shape.GPUFraction != gpu/2 || shape.GPUs != 0 || shape.OneIsland || shape.Memory != 0 {
+		t.Fatalf("shape %+v", shape)
+	}
+	if shape := placement.ShapeOfBundle(parseResources("GPU=2"), nil, true); shape.GPUs != 2 || !shape.OneIsland {
+		t.Fatalf("shape %+v", shape)
+	}
+}
