@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/benchgate"
-	"github.com/raygo-dev/raygo/tests/tracefiles"
 	"github.com/raygo-dev/raygo/placement/tracereplay"
+	"github.com/raygo-dev/raygo/tests/tracefiles"
 )
 
 // traceSeeds are the paper's ten seeds (its runs use -tuneseed 42..51).
