@@ -435,7 +435,9 @@ func (m *pgManager) remove(id string) {
 	e.info.RemovedTimeMs = m.server.nowMs()
 	e.info.PendingReason, e.info.NodeRejections = "", nil
 	for _, b := range e.info.Bundles {
-		unplace(b)
+		// Ray's table keeps a removed group's last node ids; nothing reads them as held,
+		// since every use of a bundle's node skips REMOVED groups.
+		b.NodeAddress, b.GpuIds, b.DeviceUuids, b.CudaVisibleDevices = "", nil, nil, ""
 	}
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == id {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))

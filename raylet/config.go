@@ -25,6 +25,15 @@ const (
 	ResourceCPU    = "CPU"
 	ResourceGPU    = "GPU"
 	ResourceMemory = "memory"
+	// ResourceObjectStoreMemory is Ray's object store size in bytes. raygo has no object
+	// store; the resource exists so that bundles asking for it (as Ray Train's and Tune's
+	// default bundles may) are placed as in Ray.
+	ResourceObjectStoreMemory = "object_store_memory"
+	// ResourceNodeIPPrefix + the node's IP is 1 on every node, and ResourceHeadNode is 1
+	// on the head node: Ray's implicit resources, with which Ray Train, Tune and vLLM pin
+	// a bundle to a node (e.g. {"node:10.0.0.5": 0.001}).
+	ResourceNodeIPPrefix = "node:"
+	ResourceHeadNode     = "node:__internal_head__"
 
 	LabelNodeID          = "ray.io/node-id"
 	LabelAcceleratorType = "ray.io/accelerator-type"
@@ -139,6 +148,10 @@ func (c Config) Validate() error {
 	}
 	if err := ValidateResources(c.Resources); err != nil {
 		return fmt.Errorf("raylet config: %w", err)
+	}
+	if _, set := c.Resources[ResourceHeadNode]; set {
+		// As Ray: the raylet sets it on the head node only.
+		return fmt.Errorf("raylet config: Resources[%q]: a reserved resource name, set by the raylet on the head node", ResourceHeadNode)
 	}
 	if c.HeartbeatInterval <= 0 {
 		return errors.New("raylet config: HeartbeatInterval must be positive")

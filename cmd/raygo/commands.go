@@ -14,6 +14,7 @@ import (
 
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/raylet"
 )
 
 func runStop(args []string, stdout, stderr io.Writer) error {
@@ -153,6 +154,9 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	for _, name := range names {
 		if placement.IsMIGResource(name) {
 			continue // shown below, from the slot maps
+		}
+		if strings.HasPrefix(name, raylet.ResourceNodeIPPrefix) {
+			continue // node:<ip> and node:__internal_head__ pin work to a node; ray status hides them too
 		}
 		used := totals[name] - available[name]
 		if name == "memory" || strings.HasSuffix(name, "memory") {

@@ -108,6 +108,9 @@ func checkInvariants(ctx context.Context, client *sdk.Client, alive map[string]*
 	}
 	placed := map[string]bool{} // pg/index → placed by the GCS
 	for _, g := range table {
+		if g.State == "REMOVED" { // holds nothing; its rows keep the last node ids, as Ray's
+			continue
+		}
 		nodes := map[string]int{}
 		for _, b := range g.Bundles {
 			if b.NodeID == "" {
