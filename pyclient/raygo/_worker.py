@@ -161,6 +161,7 @@ def init(
         raise TypeError(f"namespace must be a str, got {type(namespace).__name__}")
     if namespace is not None and not namespace:
         raise ValueError("namespace must be a non-empty string")
+    resolved = resolve_address(address)  # before the reinit check, as Ray checks the address first
     with _lock:
         if _client is not None:
             if ignore_reinit_error:
@@ -170,7 +171,7 @@ def init(
                 "Maybe you called raygo.init twice by accident? This error can be suppressed by "
                 "passing in 'ignore_reinit_error=True' or by calling 'raygo.shutdown()' prior to 'raygo.init()'."
             )
-        _client = GcsClient(resolve_address(address), namespace or str(uuid.uuid4()), _connect_timeout_s)
+        _client = GcsClient(resolved, namespace or str(uuid.uuid4()), _connect_timeout_s)
         if _node_ip_address:
             _client.driver_ip = _node_ip_address
         logger.info("raygo: connected to %s as job %s (namespace %s)", _client.address, _client.job_id, _client.namespace)

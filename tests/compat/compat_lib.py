@@ -43,16 +43,16 @@ RAY_NODE_KEYS = {"NodeID", "Alive", "alive", "NodeManagerAddress", "NodeManagerH
 _results: Dict[str, Any] = {}
 
 
-def connect(namespace: str) -> None:
-    """ray.init on the cluster under test (Ray's nodes listen on loopback only)."""
-    if BACKEND == "ray":
-        ray.init(address=ADDRESS, namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
-    else:
-        ray.init(address=ADDRESS, namespace=namespace)
+def connect(namespace: str) -> Any:
+    """ray.init on the cluster under test, the same call for both backends: RAY_ADDRESS names
+    the cluster, and its nodes listen on loopback only. Returns init's context.
+    """
+    context = ray.init(namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
     if os.environ.get("COMPAT_DEBUG"):
         live = {k: (v["name"], v["state"], v["bundles"]) for k, v in placement_group_table().items()
                 if v["state"] != "REMOVED"}
         print(f"{BACKEND} at start: available {ray.available_resources()}, live groups {live}", file=sys.stderr)
+    return context
 
 
 def record(key: str, value: Any) -> None:
