@@ -451,6 +451,12 @@ def get_runtime_context() -> RuntimeContext:
         return _runtime_context
 
 
+def get_gpu_ids() -> List[int]:
+    """The GPUs this process holds: none, for a driver (Ray's ``ray.get_gpu_ids()``)."""
+    global_client()
+    return []
+
+
 def get_node_ip_address(address: str = "8.8.8.8:53") -> str:
     """This machine's IP as the cluster sees it (Ray's ``ray.util.get_node_ip_address``):
     when connected, the driver's IP (the address the GCS is reached from, or

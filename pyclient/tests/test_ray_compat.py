@@ -74,7 +74,7 @@ def test_runtime_context(driver: Cluster) -> None:
     assert context.get() == {"job_id": context.job_id, "node_id": context.node_id, "namespace": context.namespace}
     assert context.get_placement_group_id() is None and context.current_placement_group_id.is_nil()
     assert context.get_task_id() is None and context.get_actor_id() is None
-    assert context.get_accelerator_ids()["GPU"] == []
+    assert context.get_accelerator_ids()["GPU"] == [] and raygo.get_gpu_ids() == []
     assert raygo.util.get_node_ip_address() == "127.0.0.1"
     raygo.shutdown()
     with pytest.raises(RuntimeError, match="not been initialized"):

@@ -35,7 +35,8 @@ for name in ("get_node_ip_address", "get_node_instance_id", "placement_group", "
              "get_placement_group", "get_current_placement_group", "placement_group_table"):
     record(f"has.util.{name}", callable(getattr(ray.util, name, None)))
 for name in ("NodeID", "JobID", "WorkerID", "ActorID", "PlacementGroupID", "ObjectRef", "get_runtime_context",
-             "nodes", "cluster_resources", "available_resources", "is_initialized", "shutdown", "init", "get", "wait"):
+             "nodes", "cluster_resources", "available_resources", "is_initialized", "shutdown", "init", "get", "wait",
+             "get_gpu_ids"):
     record(f"has.ray.{name}", hasattr(ray, name))
 context = ray.get_runtime_context()
 for name in ("get_job_id", "get_node_id", "get_worker_id", "get_node_labels", "get", "get_placement_group_id",

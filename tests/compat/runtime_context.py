@@ -27,6 +27,7 @@ record("current_placement_group_id_nil", context.current_placement_group_id.is_n
 record("capture_child_tasks", context.should_capture_child_tasks_in_placement_group)
 record("task_and_actor", [context.get_task_id(), context.get_actor_id()])
 record("gpu_ids", context.get_accelerator_ids()["GPU"])
+record("get_gpu_ids", ray.get_gpu_ids())
 record("node_ip", ray.util.get_node_ip_address())
 record("node_ip_is_the_nodes", nodes[node_id]["NodeManagerAddress"] == ray.util.get_node_ip_address())
 record("node_id_roundtrip", ray.NodeID.from_hex(node_id).hex() == node_id)
