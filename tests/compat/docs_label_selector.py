@@ -15,7 +15,9 @@ for name, selectors in cases.items():
     pg = placement_group([{"CPU": 1}] * len(selectors), strategy="STRICT_SPREAD", bundle_label_selector=selectors)
     ray.get(pg.ready(), timeout=30)
     row = placement_group_table(pg)
-    record(name, sorted(zone_of[row["bundles_to_node_id"][i]] for i in range(len(selectors))))
+    zones = sorted(zone_of[row["bundles_to_node_id"][i]] for i in range(len(selectors)))
+    # in(a,b) with one bundle may take either zone; the others leave one choice.
+    record(name, zones[0] in ("a", "b") if name == "in" else zones)
     ray.util.remove_placement_group(pg)
 # A selector no node matches waits.
 pg = placement_group([{"CPU": 1}], bundle_label_selector=[{"zone": "mars"}])
