@@ -10,10 +10,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import threading
-import uuid
 import socket
 import sys
+import threading
+import uuid
 from typing import Any, Dict, Iterator, List, Optional
 
 from raygo._gcs import GcsClient, parse_address
