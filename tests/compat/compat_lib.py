@@ -48,6 +48,10 @@ def connect(namespace: str) -> Any:
     the cluster, and its nodes listen on loopback only. Returns init's context.
     """
     context = ray.init(namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
+    # Ray may hold an earlier script's CPUs for a while after their group is removed: start
+    # every script on a cluster with every CPU free (or after a minute, as it is).
+    wait_until("every CPU free", lambda: ray.available_resources().get("CPU") == ray.cluster_resources().get("CPU"),
+               timeout=60)
     if os.environ.get("COMPAT_DEBUG"):
         live = {k: (v["name"], v["state"], v["bundles"]) for k, v in placement_group_table().items()
                 if v["state"] != "REMOVED"}
