@@ -240,7 +240,9 @@ func (m *pgManager) remove(id string) error {
 	removed.RemovedTimeMs = m.now().UnixMilli()
 	removed.PendingReason, removed.NodeRejections = "", nil
 	for _, b := range removed.Bundles {
-		unplace(b)
+		// Ray's table keeps a removed group's last node ids; nothing reads them as held,
+		// since every use of a bundle's node skips REMOVED groups.
+		b.NodeAddress, b.GpuIds, b.DeviceUuids, b.CudaVisibleDevices = "", nil, nil, ""
 	}
 	if err := putRow(m.store, store.TablePlacementGroups, id, "placement group "+id, removed); err != nil {
 		m.mu.Unlock()

@@ -2,7 +2,9 @@ package gcs
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -311,5 +313,22 @@ func TestNamesAndValuesAreBounded(t *testing.T) {
 	}
 	if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Key: []byte("k"), Value: make([]byte, maxKVValueBytes)}); err != nil {
 		t.Errorf("KV value of exactly 1 MiB: %v", err)
+	}
+}
+
+// The Python client bounds names as the GCS does: both read the shared rules file.
+func TestNameLimitMatchesTheSharedRules(t *testing.T) {
+	raw, err := os.ReadFile("../internal/resources/testdata/bundle_rules.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		MaxNameBytes int `json:"max_name_bytes_gcs"`
+	}
+	if err := json.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	if rules.MaxNameBytes != maxNameBytes {
+		t.Errorf("bundle_rules.json says names are at most %d bytes, the GCS %d", rules.MaxNameBytes, maxNameBytes)
 	}
 }

@@ -130,6 +130,10 @@ func (c Config) Validate() error {
 	if _, err := resources.ParseNodeResources(c.Resources); err != nil {
 		return fmt.Errorf("raylet config: Resources%w", err)
 	}
+	if _, set := c.Resources[resources.HeadNode]; set {
+		// As Ray: the raylet sets it on the head node only.
+		return fmt.Errorf("raylet config: Resources[%q]: a reserved resource name, set by the raylet on the head node", resources.HeadNode)
+	}
 	if c.HeartbeatInterval <= 0 {
 		return errors.New("raylet config: HeartbeatInterval must be positive")
 	}

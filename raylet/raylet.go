@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,19 +144,24 @@ func (r *Raylet) describeNode() *pb.NodeInfo {
 		labels[nodelabel.AcceleratorType] = gpu.AcceleratorType(r.cfg.GPUs[0].Model)
 	}
 	maps.Copy(labels, r.cfg.Labels)
+	hostname, err := os.Hostname()
+	if err != nil {
+		hostname = r.cfg.NodeIP // as Ray does when the host has no name
+	}
 	return &pb.NodeInfo{
-		NodeId:             r.cfg.NodeID,
-		NodeIp:             r.cfg.NodeIP,
-		NodeName:           r.cfg.NodeName,
-		IsHeadNode:         r.cfg.IsHead,
-		State:              pb.NodeState_ALIVE,
-		ResourcesTotal:     totals,
-		ResourcesAvailable: maps.Clone(totals),
-		Labels:             labels,
-		RayletAddress:      r.listener.Addr().String(),
-		GossipAddress:      r.gossip.Address(),
-		Gpus:               gpus,
-		NvlinkDomain:       r.cfg.NVLinkDomain,
+		NodeId:              r.cfg.NodeID,
+		NodeIp:              r.cfg.NodeIP,
+		NodeName:            r.cfg.NodeName,
+		NodeManagerHostname: hostname,
+		IsHeadNode:          r.cfg.IsHead,
+		State:               pb.NodeState_ALIVE,
+		ResourcesTotal:      totals,
+		ResourcesAvailable:  maps.Clone(totals),
+		Labels:              labels,
+		RayletAddress:       r.listener.Addr().String(),
+		GossipAddress:       r.gossip.Address(),
+		Gpus:                gpus,
+		NvlinkDomain:        r.cfg.NVLinkDomain,
 	}
 }
 

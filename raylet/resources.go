@@ -17,15 +17,36 @@ import (
 // fixedPointScale is Ray's resource granularity: amounts are multiples of 1/10000.
 const fixedPointScale = 10000
 
+// Ray's default object store size: this share of the node's memory, at most
+// objectStoreMaxBytes (ray_constants DEFAULT_OBJECT_STORE_MEMORY_PROPORTION and
+// DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES). Ray also caps it by /dev/shm, which holds its
+// object store; raygo has none, so that cap does not apply.
+const (
+	objectStoreMemoryShare = 0.3
+	objectStoreMaxBytes    = 200e9
+)
+
 func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fixedPointScale }
 
-// detectTotals returns the node's resources — detected CPU cores, memory and GPUs, then
-// the configured overrides on top — and the whole GPUs offered. GPUs in MIG mode
+// detectTotals returns the node's resources — detected CPU cores, memory and GPUs,
+// Ray's implicit ones (object_store_memory, node:<ip>, node:__internal_head__ on the head),
+// then the configured overrides on top — and the whole GPUs offered. GPUs in MIG mode
 // (cfg.MIGGPUs) are offered as MIG slices instead, so neither counts nor lists them.
 func detectTotals(cfg Config) (map[string]float64, []*pb.GPUInfo) {
+	memory := float64(totalMemoryBytes())
+	objectStore, set := cfg.Resources[resources.ObjectStoreMemory]
+	if !set {
+		objectStore = math.Floor(min(memory*objectStoreMemoryShare, objectStoreMaxBytes))
+	}
 	totals := map[string]float64{
-		resources.CPU:    float64(runtime.NumCPU()),
-		resources.Memory: float64(totalMemoryBytes()),
+		resources.CPU: float64(runtime.NumCPU()),
+		// As Ray's: what the object store takes is not offered as memory.
+		resources.Memory:                    max(memory-objectStore, 0),
+		resources.ObjectStoreMemory:         objectStore,
+		resources.NodeIPPrefix + cfg.NodeIP: 1,
+	}
+	if cfg.IsHead {
+		totals[resources.HeadNode] = 1
 	}
 	for name, amount := range cfg.Resources {
 		totals[name] = roundAmount(amount)

@@ -3,9 +3,28 @@
 # placement-group scripts of tests/compat under Ray and under raygo and compares them.
 # Needs .venv/ (`make venv`) and bin/raygo (`make build`). Extra arguments go to run.py
 # (script names, to run only those).
+#
+# Both clusters run inside a network namespace this script creates (unshare -n as root,
+# else unshare -rn in a user namespace), with loopback as its only interface: Ray
+# advertises the machine's own address even when told 127.0.0.1, and must reach nothing
+# but loopback. If no namespace can be created, it stops before running anything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+
+netns=()
+for candidate in "unshare -n" "unshare -rn"; do
+  # shellcheck disable=SC2086 # the candidate is a command and its flags
+  if $candidate ip link set lo up 2>/dev/null; then
+    read -r -a netns <<< "$candidate"
+    break
+  fi
+done
+if [ ${#netns[@]} -eq 0 ]; then
+  echo "compat: cannot create a network namespace with loopback up (unshare -n / unshare -rn, and ip from iproute2); not running Ray" >&2
+  exit 1
+fi
+
 venv=.venv-ray
 req=tests/compat/requirements-ray.txt
 stamp=$venv/.raygo-installed
@@ -17,4 +36,5 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi
-exec .venv/bin/python tests/compat/run.py "$@"
+# shellcheck disable=SC2016 # expanded by the inner shell
+exec "${netns[@]}" bash -c 'ip link set lo up && exec .venv/bin/python tests/compat/run.py "$@"' compat "$@"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -153,6 +154,9 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	for _, name := range names {
 		if mig.IsResource(name) {
 			continue // shown below, from the slot maps
+		}
+		if strings.HasPrefix(name, resources.NodeIPPrefix) {
+			continue // node:<ip> and node:__internal_head__ pin work to a node; ray status hides them too
 		}
 		used := totals[name] - available[name]
 		if name == "memory" || strings.HasSuffix(name, "memory") {

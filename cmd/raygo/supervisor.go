@@ -193,7 +193,7 @@ func (s *supervisor) startRaylet(ctx context.Context) error {
 	args := []string{"raylet", "--address", o.gcsAddress, "--node-ip-address", o.nodeIP, "--node-id", s.nodeID,
 		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "raylet.log"),
 		"--resources", o.resources.resources, "--num-cpus", o.resources.numCPUs, "--num-gpus", o.resources.numGPUs,
-		"--labels", o.resources.labels, "--node-name", o.nodeName,
+		"--object-store-memory", o.resources.objectStoreMemory, "--labels", o.resources.labels, "--node-name", o.nodeName,
 		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
 		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String(), "--worker-log-dir", s.logDir}
 	if o.head {

@@ -107,9 +107,12 @@ type NodeInfo struct {
 	NvlinkDomain string `protobuf:"bytes,18,opt,name=nvlink_domain,json=nvlinkDomain,proto3" json:"nvlink_domain,omitempty"`
 	// The node's GPUs in MIG mode with their slot maps. They are not in gpus and not
 	// counted in the GPU resource.
-	MigGpus       []*MIGGPUInfo `protobuf:"bytes,19,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MigGpus []*MIGGPUInfo `protobuf:"bytes,19,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
+	// The host name of the node's machine (Ray's node_manager_hostname); node_name
+	// defaults to the IP, as Ray's.
+	NodeManagerHostname string `protobuf:"bytes,20,opt,name=node_manager_hostname,json=nodeManagerHostname,proto3" json:"node_manager_hostname,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -273,6 +276,13 @@ func (x *NodeInfo) GetMigGpus() []*MIGGPUInfo {
 		return x.MigGpus
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetNodeManagerHostname() string {
+	if x != nil {
+		return x.NodeManagerHostname
+	}
+	return ""
 }
 
 // MIGGPUInfo is one GPU in MIG mode and the MIG instances carved on it.
@@ -651,7 +661,7 @@ var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
 	"\n" +
-	"\fcommon.proto\x12\braygo.v1\"\xec\a\n" +
+	"\fcommon.proto\x12\braygo.v1\"\xa0\b\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIp\x12\x1b\n" +
@@ -674,7 +684,8 @@ const file_common_proto_rawDesc = "" +
 	"\rstate_message\x18\x10 \x01(\tR\fstateMessage\x12%\n" +
 	"\x04gpus\x18\x11 \x03(\v2\x11.raygo.v1.GPUInfoR\x04gpus\x12#\n" +
 	"\rnvlink_domain\x18\x12 \x01(\tR\fnvlinkDomain\x12/\n" +
-	"\bmig_gpus\x18\x13 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x1aA\n" +
+	"\bmig_gpus\x18\x13 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x122\n" +
+	"\x15node_manager_hostname\x18\x14 \x01(\tR\x13nodeManagerHostname\x1aA\n" +
 	"\x13ResourcesTotalEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aE\n" +

@@ -6,7 +6,7 @@ import to ``import raygo as ray``::
     import raygo as ray
     from raygo.util.placement_group import placement_group
 
-    ray.init(address="127.0.0.1:6380")          # or RAYGO_ADDRESS
+    ray.init(address="127.0.0.1:6380")          # or RAYGO_ADDRESS / RAY_ADDRESS
     pg = placement_group([{"GPU": 1, "CPU": 4}] * 8, strategy="STRICT_PACK")
     ray.get(pg.ready())
     row = ray.util.placement_group_table(pg)
@@ -16,7 +16,7 @@ The client talks gRPC to the GCS only; it runs no tasks or actors.
 """
 
 from raygo import exceptions, util
-from raygo._ids import PlacementGroupID
+from raygo._ids import ActorID, JobID, NodeID, PlacementGroupID, WorkerID
 from raygo._object_ref import ObjectRef, get, wait
 from raygo._version import __version__
 from raygo._worker import (
@@ -24,6 +24,7 @@ from raygo._worker import (
     RuntimeContext,
     available_resources,
     cluster_resources,
+    get_gpu_ids,
     get_runtime_context,
     init,
     is_initialized,
@@ -32,8 +33,12 @@ from raygo._worker import (
 )
 
 __all__ = [
+    "ActorID",
+    "JobID",
+    "NodeID",
     "ObjectRef",
     "PlacementGroupID",
+    "WorkerID",
     "RaygoContext",
     "RuntimeContext",
     "__version__",
@@ -41,6 +46,7 @@ __all__ = [
     "cluster_resources",
     "exceptions",
     "get",
+    "get_gpu_ids",
     "get_runtime_context",
     "init",
     "is_initialized",

@@ -19,6 +19,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import grpc
 
 from raygo._proto import (
+    actor_pb2,
+    actor_pb2_grpc,
     gcs_pb2,
     gcs_pb2_grpc,
     placement_group_pb2,
@@ -103,6 +105,9 @@ class GcsClient:
         self._nodes = gcs_pb2_grpc.NodeInfoServiceStub(channel)
         self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
         self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)
+        self._actors = actor_pb2_grpc.ActorInfoServiceStub(channel)
+        # What Ray records as the driver's node IP: the address this machine reaches the GCS from.
+        self.driver_ip = _driver_ip(host)
         self._lock = threading.Lock()
         self._closed = False
         self._stop_renewal = threading.Event()
@@ -113,7 +118,7 @@ class GcsClient:
                 self._jobs.AddJob,
                 gcs_pb2.AddJobRequest(
                     namespace=namespace,
-                    driver_ip=_driver_ip(host),
+                    driver_ip=self.driver_ip,
                     driver_pid=os.getpid(),
                     entrypoint=" ".join(sys.argv) or "python",
                 ),
@@ -223,6 +228,21 @@ class GcsClient:
 
     def all_nodes(self) -> Sequence[Any]:
         return self.call("list nodes", self._nodes.GetAllNodeInfo, gcs_pb2.GetAllNodeInfoRequest()).nodes
+
+    def driver_node(self) -> Optional[Any]:
+        """The ALIVE node this driver runs on, as Ray picks it: one with the driver's IP,
+        the head first; None when no node has it (a driver on a machine without a node).
+        """
+        from raygo._proto import common_pb2
+
+        here = [n for n in self.all_nodes() if n.state == common_pb2.ALIVE and n.node_ip == self.driver_ip]
+        here.sort(key=lambda n: (not n.is_head_node, n.start_time_ms, n.node_id))
+        return here[0] if here else None
+
+    # --- actors ------------------------------------------------------------------------
+
+    def all_actors(self) -> Sequence[Any]:
+        return self.call("list actors", self._actors.GetAllActorInfo, actor_pb2.GetAllActorInfoRequest()).actors
 
     # --- placement groups --------------------------------------------------------------
 
@@ -390,7 +410,9 @@ def nonnegative_timeout(timeout: Optional[float], name: str = "timeout") -> Opti
     """Checks a timeout argument in seconds: None (wait forever) or a number >= 0."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout != timeout:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"The '{name}' argument must be a number of seconds or None. Received {timeout!r}")
+    if timeout != timeout:
         raise ValueError(f"The '{name}' argument must be a number of seconds or None. Received {timeout!r}")
     if timeout < 0:
         raise ValueError(f"The '{name}' argument must be nonnegative. Received {timeout}")

@@ -75,12 +75,13 @@ def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional
 
     Args:
         object_refs: an ``ObjectRef`` or a list of them.
-        timeout: seconds to wait for all of them; None waits as long as it takes.
+        timeout: seconds to wait for all of them; None (or, as in Ray, a negative number)
+            waits as long as it takes.
 
     Raises:
         GetTimeoutError: the timeout passed before every ref resolved.
         TaskPlacementGroupRemoved: (from ``pg.ready()``) the group was removed first.
-        ValueError / TypeError: not a ref or a list of refs, or a negative timeout.
+        ValueError / TypeError: not a ref or a list of refs, or a timeout that is no number.
     """
     single = isinstance(object_refs, ObjectRef)
     if single:
@@ -95,6 +96,8 @@ def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional
             f"Invalid type of object refs, {type(object_refs)}, is given. "
             "'object_refs' must either be an ObjectRef or a list of ObjectRefs."
         )
+    if timeout is not None and not isinstance(timeout, bool) and isinstance(timeout, (int, float)) and timeout < 0:
+        timeout = None  # as Ray's get: a negative timeout waits as long as it takes
     timeout = nonnegative_timeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     values = []
@@ -129,7 +132,9 @@ def wait(
             raise TypeError(f"wait() expected a list of raygo.ObjectRef, got list containing {type(ref)}")
     if len(set(object_refs)) != len(object_refs):
         raise ValueError("Wait requires a list of unique object refs.")
-    if isinstance(num_returns, bool) or not isinstance(num_returns, int) or num_returns <= 0:
+    if isinstance(num_returns, bool) or not isinstance(num_returns, int):
+        raise TypeError(f"num_returns must be an int, got {num_returns!r}")
+    if num_returns <= 0:
         raise ValueError(f"Invalid number of objects to return {num_returns}.")
     if num_returns > len(object_refs) and object_refs:
         raise ValueError("num_returns cannot be greater than the number of objects provided to raygo.wait.")

@@ -11,6 +11,9 @@ import math
 from typing import Mapping, Optional, Tuple
 
 MAX_RESOURCE_NAME_BYTES = 256
+# Names, namespaces and KV keys the GCS stores are at most this long, without NUL bytes
+# (README, "Limits"; Go: gcs/limits.go; both tests read bundle_rules.json).
+MAX_NAME_BYTES = 1024
 # The largest amount: amounts are exact multiples of 1/10000 in a signed 64-bit integer.
 MAX_AMOUNT = float((2**63 - 1) // 10_000 - 1)
 # Amounts are kept in units of 1/10000 (Ray's FixedPoint), rounded to the nearest unit.
@@ -88,4 +91,14 @@ def check_bundle(bundle: Mapping[str, float]) -> Optional[Tuple[str, str]]:
         )
     if all(unit == 0 for unit in units.values()):
         return "", "a bundle must request at least one resource with a positive amount"
+    return None
+
+
+def check_name(value: str) -> Optional[str]:
+    """Returns ``None`` for a name, namespace or key the GCS accepts, else the problem."""
+    size = len(value.encode())
+    if size > MAX_NAME_BYTES:
+        return f"must be at most {MAX_NAME_BYTES} bytes, got {size}"
+    if "\x00" in value:
+        return "must not contain a NUL byte"
     return None

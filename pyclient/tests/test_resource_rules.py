@@ -26,6 +26,7 @@ def test_limits_and_mig_profiles_match_the_gcs() -> None:
     assert _resources.MAX_RESOURCE_NAME_BYTES == RULES["max_name_bytes"]
     assert _resources.MAX_AMOUNT == RULES["max_amount"]
     assert _resources.MIG_PROFILE_NAMES == set(RULES["mig_profiles"])
+    assert _resources.MAX_NAME_BYTES == RULES["max_name_bytes_gcs"]
 
 
 @pytest.mark.parametrize("case", RULES["cases"], ids=[c["name"] for c in RULES["cases"]])
@@ -46,3 +47,11 @@ def test_bundle_rule(case: Dict[str, Any]) -> None:
     # Ray's own words come first for the bundles Ray itself refuses (only zeros).
     if "at least one resource" not in case["error"]["contains"]:
         assert str(refused.value).startswith("bundles[1]" + field + ": ")
+
+
+def test_names_are_bounded_as_the_gcs_bounds_them() -> None:
+    assert _resources.check_name("n" * _resources.MAX_NAME_BYTES) is None
+    assert _resources.check_name("n" * (_resources.MAX_NAME_BYTES + 1)) == "must be at most 1024 bytes, got 1025"
+    assert _resources.check_name("a\x00b") == "must not contain a NUL byte"
+    with pytest.raises(ValueError, match="name: must be at most 1024 bytes"):
+        validate_placement_group([{"CPU": 1}], name="n" * 1025)

@@ -1,5 +1,6 @@
 """Bad input: refused with ValueError before any RPC (client checks, Ray's messages), or with
-the GCS's own message (server checks), and nothing created either way.
+the GCS's own message (server checks), and nothing created either way; arguments of the wrong
+type raise TypeError where Ray does.
 """
 
 from __future__ import annotations
@@ -34,14 +35,24 @@ BAD_ARGUMENTS = [
     pytest.param(dict(bundles=[{"CPU": 1}], strategy="PACKED"), "Invalid placement group strategy", id="strategy"),
     pytest.param(dict(bundles=[{"CPU": 1}], strategy="pack"), "Invalid placement group strategy", id="strategy-case"),
     pytest.param(dict(bundles=[{"CPU": 1}], lifetime="forever"), "lifetime", id="lifetime"),
-    pytest.param(dict(bundles=[{"CPU": 1}], name=3), "name", id="name-not-a-string"),
     pytest.param(dict(bundles=[{"CPU": 1}], bundle_label_selector=[{}, {}]), "length", id="selector-count"),
     pytest.param(dict(bundles=[{"CPU": 1}], bundle_label_selector=[]), "length", id="selector-empty-list"),
     pytest.param(dict(bundles=[{"CPU": 1}], bundle_label_selector={"zone": "a"}), "must be a list", id="selector-type"),
     pytest.param(dict(bundles=[{"CPU": 1}], bundle_label_selector=[{"zone": 1}]), "string dictionary", id="selector-value"),
     pytest.param(dict(bundles=[{"CPU": 1}], topology="rack"), "topology", id="topology"),
-    pytest.param(dict(bundles=[{"CPU": 1}], _soft_target_node_id="ab" * 28), "_soft_target_node_id", id="soft-target"),
-    pytest.param(dict(bundles=[{"CPU": 1}], fallback_strategy=[{"bundles": [{"CPU": 1}]}]), "fallback", id="fallback"),
+    pytest.param(dict(bundles=[{"CPU": 1}], _soft_target_node_id="ab" * 28), "only works with STRICT_PACK",
+                 id="soft-target-not-strict-pack"),
+    pytest.param(dict(bundles=[{"CPU": 1}], strategy="STRICT_PACK", _soft_target_node_id="zz"),
+                 "Invalid hex ID of _soft_target_node_id", id="soft-target-bad-hex"),
+    pytest.param(dict(bundles=[{"CPU": 1}], strategy="PACK", topology_strategy={"ray.io/node-id": "PACK"}),
+                 "cannot both be specified", id="strategy-and-topology-strategy"),
+    pytest.param(dict(bundles=[{"CPU": 1}], topology_strategy=["PACK"]), "must be a dict", id="topology-strategy-type"),
+    pytest.param(dict(bundles=[{"CPU": 1}], topology_strategy={"ray.io/node-id": "PACKED"}),
+                 "Invalid topology strategy", id="topology-strategy-value"),
+    pytest.param(dict(bundles=[{"CPU": 1}], topology_strategy={"ray.io/gpu-domain": "SPREAD"}),
+                 "only 'STRICT_PACK' is supported", id="topology-label-not-strict-pack"),
+    pytest.param(dict(bundles=[{"CPU": 1}], topology_strategy={"ray.io/gpu-domain": "STRICT_PACK"}),
+                 "raygo does not support topology_strategy label 'ray.io/gpu-domain'", id="topology-label"),
 ]
 
 
@@ -100,7 +111,7 @@ def test_scheduling_strategy_checks_the_bundle_index(driver: Cluster) -> None:
     for index in (2, -2):
         with pytest.raises(ValueError, match=f"bundle index {index} is invalid. Valid placement group indexes: 0 to 1"):
             PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
-    with pytest.raises(ValueError, match="must be an int"):
+    with pytest.raises(TypeError, match="must be an int"):
         PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index="0")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be -1"):
         PlacementGroupSchedulingStrategy(None, placement_group_bundle_index=0)
@@ -108,7 +119,32 @@ def test_scheduling_strategy_checks_the_bundle_index(driver: Cluster) -> None:
         PlacementGroupSchedulingStrategy(PlacementGroup.empty(), placement_group_bundle_index=0)
 
 
-def test_wait_timeout_must_be_a_number(driver: Cluster) -> None:
-    pg = placement_group([{"CPU": 1}])
-    with pytest.raises(ValueError, match="timeout_seconds"):
+def test_wrong_types_are_type_errors_as_in_ray(no_rpc: None) -> None:
+    with pytest.raises(TypeError, match="name"):
+        placement_group([{"CPU": 1}], name=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="fallback_strategy"):  # not a keyword of Ray 2.60's placement_group
+        placement_group([{"CPU": 1}], fallback_strategy=[])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="placement_group_name"):
+        raygo.util.get_placement_group(3)  # type: ignore[arg-type]
+    pg = PlacementGroup(raygo.PlacementGroupID.from_random())
+    with pytest.raises(TypeError, match="timeout_seconds"):
         pg.wait("soon")  # type: ignore[arg-type]
+    ref = PlacementGroup.empty().ready()
+    with pytest.raises(TypeError, match="num_returns"):
+        raygo.wait([ref], num_returns="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="timeout"):
+        raygo.get(ref, timeout="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="address"):
+        raygo._worker.resolve_address(3)  # type: ignore[arg-type]
+
+
+def test_negative_timeouts_behave_as_in_ray(driver: Cluster) -> None:
+    waiting = placement_group([{"CPU": 1000}])
+    # pg.wait: a negative timeout waits no time.
+    assert waiting.wait(-1) is False
+    # get: a negative timeout waits as long as it takes (here: for a ready group).
+    created = placement_group([{"CPU": 1}])
+    assert raygo.get(created.ready(), timeout=-1) == created
+    # wait: refused, as Ray refuses it.
+    with pytest.raises(ValueError, match="nonnegative"):
+        raygo.wait([waiting.ready()], timeout=-1)

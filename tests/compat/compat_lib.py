@@ -43,16 +43,22 @@ RAY_NODE_KEYS = {"NodeID", "Alive", "alive", "NodeManagerAddress", "NodeManagerH
 _results: Dict[str, Any] = {}
 
 
-def connect(namespace: str) -> None:
-    """ray.init on the cluster under test (Ray's nodes listen on loopback only)."""
-    if BACKEND == "ray":
-        ray.init(address=ADDRESS, namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
-    else:
-        ray.init(address=ADDRESS, namespace=namespace)
+def connect(namespace: str) -> Any:
+    """ray.init on the cluster under test, the same call for both backends: RAY_ADDRESS names
+    the cluster, and its nodes listen on loopback only. Returns init's context.
+    """
+    context = ray.init(namespace=namespace, _node_ip_address="127.0.0.1", logging_level="ERROR")
+    # Ray may hold an earlier script's CPUs for a while after their group is removed: start
+    # every script on a cluster with every CPU free (or after a minute, as it is). A second
+    # driver (run_driver) starts while its script holds groups, so it does not wait.
+    if not os.environ.get("COMPAT_SECOND_DRIVER"):
+        wait_until("every CPU free",
+                   lambda: ray.available_resources().get("CPU") == ray.cluster_resources().get("CPU"), timeout=60)
     if os.environ.get("COMPAT_DEBUG"):
         live = {k: (v["name"], v["state"], v["bundles"]) for k, v in placement_group_table().items()
                 if v["state"] != "REMOVED"}
         print(f"{BACKEND} at start: available {ray.available_resources()}, live groups {live}", file=sys.stderr)
+    return context
 
 
 def record(key: str, value: Any) -> None:
@@ -111,7 +117,7 @@ def run_driver(code: str) -> str:
     """Runs code as another driver process of the same backend; returns its stdout."""
     preamble = "import sys; sys.path.insert(0, %r)\n" % os.path.dirname(os.path.abspath(__file__))
     result = subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(code)], capture_output=True,
-                            text=True, timeout=120, env=os.environ.copy(), check=False)
+                            text=True, timeout=120, env=dict(os.environ, COMPAT_SECOND_DRIVER="1"), check=False)
     if result.returncode != 0:
         print(result.stderr[-3000:], file=sys.stderr)
     return result.stdout

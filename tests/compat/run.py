@@ -1,10 +1,14 @@
 """make compat: runs every placement-group script of tests/compat under Ray and under raygo
 and compares their normalized outcomes.
 
-Both clusters have one shape: a head and three nodes on this machine, 4 CPUs each, labelled
-zone=a, b, c, c. Ray's comes from `ray start --block` in .venv-ray/, raygo's from
-`bin/raygo start --block`; both are stopped at the end (their process groups, which this
-script started, get SIGTERM, then SIGKILL).
+Both clusters have one shape: a head and three nodes on this machine, 4 CPUs and 100 MiB of
+object store each, labelled zone=a, b, c, c. Ray's comes from `ray start --block` in
+.venv-ray/, raygo's from `bin/raygo start --block`; both are stopped at the end (their
+process groups, which this script started, get SIGTERM, then SIGKILL). Each script runs as
+a Ray user runs it: RAY_ADDRESS names the cluster.
+
+It runs only inside a network namespace whose one interface is loopback (scripts/compat.sh
+creates one): otherwise it stops before starting anything.
 
 Prints one `PASS <script>` or `FAIL <script>` line per script (a failure lists the outcomes
 that differ), then `compat: N passed, M failed`. Exit status 1 if any failed.
@@ -30,9 +34,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-SCRIPTS = ["strategies", "lifecycle", "naming", "validation", "cluster_state"]
+# Every script of tests/compat but the harness.
+SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("compat_lib", "run"))
 NODES = [("a", True), ("b", False), ("c", False), ("c", False)]  # (zone, is head)
 CPUS_PER_NODE = 4
+OBJECT_STORE_BYTES = 100 * 1024 * 1024
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
 
 
@@ -109,7 +115,7 @@ def start_ray(processes: Processes, ray_python: str, tmp: Path) -> str:
     port = free_port()
     address = f"127.0.0.1:{port}"
     env = dict(os.environ, **RAY_ENV)
-    common = ["--block", "--num-cpus", str(CPUS_PER_NODE), "--object-store-memory", str(100 * 1024 * 1024),
+    common = ["--block", "--num-cpus", str(CPUS_PER_NODE), "--object-store-memory", str(OBJECT_STORE_BYTES),
               "--node-ip-address", "127.0.0.1", "--disable-usage-stats", "--temp-dir", str(tmp / "ray")]
     probe = ("import ray, sys\nray.init(address=sys.argv[1], _node_ip_address='127.0.0.1', logging_level='ERROR')\n"
              "print(sum(1 for n in ray.nodes() if n['Alive']))\n")
@@ -143,7 +149,8 @@ def start_raygo(processes: Processes, tmp: Path) -> str:
         ready = tmp / f"raygo-{i}.json"
         where = ["--head", "--port", str(port)] if head else ["--address", address]
         processes.start([str(raygo), "start", "--block", *where, "--temp-dir", str(tmp / "raygo"),
-                         "--ready-file", str(ready), "--num-cpus", str(CPUS_PER_NODE), "--labels", f"zone={zone}"],
+                         "--ready-file", str(ready), "--num-cpus", str(CPUS_PER_NODE), "--labels", f"zone={zone}",
+                         "--object-store-memory", str(OBJECT_STORE_BYTES)],
                         tmp / f"raygo-{i}.log", dict(os.environ))
         deadline = time.monotonic() + 60
         while not ready.exists() or not ready.read_text().strip().endswith("}"):
@@ -154,9 +161,10 @@ def start_raygo(processes: Processes, tmp: Path) -> str:
 
 
 def run_script(name: str, python: str, backend: str, address: str) -> Tuple[Optional[Dict[str, Any]], str]:
-    env = dict(os.environ, COMPAT_BACKEND=backend, COMPAT_ADDRESS=address, PYTHONUNBUFFERED="1")
-    env.update(RAY_ENV if backend == "ray" else {"RAYGO_ADDRESS": address})
-    env["RAY_ADDRESS" if backend == "ray" else "RAYGO_ADDRESS"] = address
+    env = dict(os.environ, COMPAT_BACKEND=backend, COMPAT_ADDRESS=address, PYTHONUNBUFFERED="1", RAY_ADDRESS=address)
+    env.pop("RAYGO_ADDRESS", None)
+    if backend == "ray":
+        env.update(RAY_ENV)
     try:
         out = subprocess.run([python, str(HERE / f"{name}.py")], capture_output=True, text=True, env=env,
                              cwd=HERE, timeout=300, check=False)
@@ -192,6 +200,14 @@ def main() -> int:
     parser.add_argument("--raygo-python", default=str(ROOT / ".venv" / "bin" / "python"))
     parser.add_argument("scripts", nargs="*", default=SCRIPTS)
     args = parser.parse_args()
+    unknown = sorted(set(args.scripts) - set(SCRIPTS))
+    if unknown:
+        parser.error(f"no such script in {HERE}: {', '.join(unknown)}")
+    interfaces = sorted(name for _, name in socket.if_nameindex())  # this namespace's (not /sys's)
+    if interfaces != ["lo"]:
+        print(f"compat: not in a network namespace of loopback only (interfaces: {', '.join(interfaces)}); "
+              "run it through scripts/compat.sh (make compat)", file=sys.stderr)
+        return 1
 
     processes = Processes()
     passed = failed = 0

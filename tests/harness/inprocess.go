@@ -48,15 +48,24 @@ func StartInProcess(t testing.TB, st store.Store, mutate ...func(*gcs.Config)) *
 // tests do not depend on the machine) and labels.
 func (c *InProcess) AddRaylet(resources map[string]float64, labels map[string]string) *raylet.Raylet {
 	c.t.Helper()
+	return c.AddRayletWith(func(cfg *raylet.Config) {
+		for k, v := range resources {
+			cfg.Resources[k] = v
+		}
+		cfg.Labels = labels
+	})
+}
+
+// AddRayletWith starts a raylet as AddRaylet does (no resources but what mutate sets),
+// with mutate applied to its config last: e.g. IsHead, or another loopback NodeIP.
+func (c *InProcess) AddRayletWith(mutate func(*raylet.Config)) *raylet.Raylet {
+	c.t.Helper()
 	cfg := raylet.DefaultConfig()
 	cfg.GCSAddress = c.GCS.Address()
 	cfg.Resources = map[string]float64{"CPU": 0, "GPU": 0}
-	for k, v := range resources {
-		cfg.Resources[k] = v
-	}
-	cfg.Labels = labels
 	cfg.NodeName = fmt.Sprintf("node-%d", len(c.Raylets))
 	cfg.HeartbeatInterval = 200 * time.Millisecond
+	mutate(&cfg)
 	r, err := raylet.Start(context.Background(), cfg)
 	if err != nil {
 		c.t.Fatalf("start raylet: %v", err)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Union
 
 from raygo import _resources, _worker
-from raygo._ids import PlacementGroupID
+from raygo._ids import NodeID, PlacementGroupID
 from raygo._object_ref import ObjectRef
 from raygo._proto import placement_group_pb2 as pg_pb2
 from raygo.exceptions import RaySystemError
@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
+# The label every node has with its own id; as a topology_strategy key it stands for the
+# node-level strategy.
+NODE_ID_LABEL_KEY = "ray.io/node-id"
 # raygo's limits, checked by the GCS too (README, "Validation").
 MAX_BUNDLES = 10_000
 MAX_RESOURCE_NAME_BYTES = _resources.MAX_RESOURCE_NAME_BYTES
@@ -78,7 +81,7 @@ class PlacementGroup:
         in Ray). Raises (as Ray does) if the group was removed.
         """
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)):
-            raise ValueError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
+            raise TypeError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
         outcome, _ = _worker.global_client().wait_placement_group(self.id.hex(), float(timeout_seconds))
         if outcome == "removed":
             raise RaySystemError(f"Placement group {self.id!r} does not exist.")
@@ -96,10 +99,12 @@ class PlacementGroup:
         return len(self.bundle_specs)
 
     def _fill_bundle_cache_if_needed(self) -> None:
-        if self.bundle_cache is None and not self.is_empty:
+        # As Ray's: a handle made without bundles (by name, or from an id) reads them from
+        # the table, where zero amounts are left out.
+        if not self.bundle_cache and not self.is_empty:
             info = _worker.global_client().get_placement_group(self.id.hex())
             if info is not None:
-                self.bundle_cache = [dict(b.unit_resources) for b in info.bundles]
+                self.bundle_cache = [_nonzero(b.unit_resources) for b in sorted(info.bundles, key=lambda b: b.bundle_index)]
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, PlacementGroup) and self.id == other.id
@@ -113,16 +118,39 @@ class PlacementGroup:
 
 def validate_placement_group(
     bundles: Any,
-    strategy: Any = "PACK",
+    strategy: Any = None,
     lifetime: Any = None,
+    _soft_target_node_id: Any = None,
     bundle_label_selector: Any = None,
+    topology_strategy: Any = None,
+    *,
     name: Any = "",
     topology: Any = None,
 ) -> None:
     """Checks ``placement_group``'s arguments with Ray's rules plus raygo's limits.
 
-    Raises ValueError naming the problem; makes no RPC.
+    Raises ValueError (TypeError for a name that is no str, as Ray) naming the problem;
+    makes no RPC.
     """
+    if topology_strategy is not None and strategy is not None:
+        raise ValueError(
+            "`strategy` and `topology_strategy` cannot both be specified. "
+            f"Pass node-level packing via `topology_strategy['{NODE_ID_LABEL_KEY}']`."
+        )
+    if strategy is not None and strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
+        raise ValueError(
+            f"Invalid placement group strategy {strategy}. "
+            f"Supported strategies are: {VALID_PLACEMENT_GROUP_STRATEGIES}."
+        )
+    if topology_strategy is not None:
+        _validate_topology_strategy(topology_strategy)
+    node_level_strategy = _node_level_strategy(strategy, topology_strategy)
+    if _soft_target_node_id and node_level_strategy != "STRICT_PACK":
+        raise ValueError(
+            f"_soft_target_node_id currently only works with STRICT_PACK but got {node_level_strategy}"
+        )
+    if _soft_target_node_id and NodeID.from_hex(_soft_target_node_id).is_nil():
+        raise ValueError(f"Invalid hex ID of _soft_target_node_id, got {_soft_target_node_id}")
     _validate_bundles(bundles)
     if bundle_label_selector is not None:
         if not isinstance(bundle_label_selector, list):
@@ -142,17 +170,57 @@ def validate_placement_group(
                     "Bundle label selector must be a list of string dictionary label selectors. "
                     'For example: `[{"market": "spot"}, {"ray.io/accelerator-type": "A100"}]`.'
                 )
-    if strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
-        raise ValueError(
-            f"Invalid placement group strategy {strategy}. "
-            f"Supported strategies are: {sorted(VALID_PLACEMENT_GROUP_STRATEGIES)}."
-        )
     if lifetime not in (None, "detached"):
         raise ValueError(f"Placement group `lifetime` argument must be either `None` or 'detached'. Got {lifetime}.")
     if not isinstance(name, str):
-        raise ValueError(f"Placement group `name` must be a string, got {type(name)}.")
+        raise TypeError(f"Placement group `name` must be a str, got {type(name).__name__}.")
+    problem = _resources.check_name(name)
+    if problem is not None:
+        raise ValueError(f"name: {problem}")
     if topology not in VALID_TOPOLOGIES:
         raise ValueError(f"Placement group `topology` must be None or 'node', got {topology!r}.")
+
+
+def _validate_topology_strategy(topology_strategy: Any) -> None:
+    """Ray's shape checks of ``topology_strategy``, then raygo's limit: only the
+    node-level entry (``ray.io/node-id``), which is the same as ``strategy``.
+    """
+    if not isinstance(topology_strategy, dict):
+        raise ValueError(f"`topology_strategy` must be a dict, got {type(topology_strategy).__name__}.")
+    if len(topology_strategy) > 2:
+        raise ValueError(
+            f"`topology_strategy` must contain 0, 1, or 2 entries: `{NODE_ID_LABEL_KEY}` plus an optional "
+            f"topology label. Got {len(topology_strategy)} entries."
+        )
+    for key, value in topology_strategy.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"`topology_strategy` keys must be non-empty strings, got {key!r}.")
+        if value not in VALID_PLACEMENT_GROUP_STRATEGIES:
+            raise ValueError(
+                f"Invalid topology strategy {value!r} for label {key!r}. "
+                f"Supported strategies are: {VALID_PLACEMENT_GROUP_STRATEGIES}."
+            )
+        if key != NODE_ID_LABEL_KEY and value != "STRICT_PACK":
+            raise ValueError(
+                f"Topology strategy {value!r} for label {key!r} is not supported yet; only 'STRICT_PACK' is "
+                f"supported for topology labels other than `{NODE_ID_LABEL_KEY}` for now."
+            )
+    labels = sorted(key for key in topology_strategy if key != NODE_ID_LABEL_KEY)
+    if labels:
+        # Ray keeps such a group in one value of the label (e.g. one GB200 NVLink domain);
+        # raygo's STRICT_PACK already keeps a group's GPUs in one NVLink island, which
+        # spans a multi-node NVLink domain.
+        raise ValueError(
+            f"raygo does not support topology_strategy label {labels[0]!r}: use strategy='STRICT_PACK', "
+            "which keeps a group's whole GPUs in one NVLink island (one multi-node NVLink domain on GB200)"
+        )
+
+
+def _node_level_strategy(strategy: Optional[str], topology_strategy: Optional[Dict[str, str]]) -> str:
+    """The strategy the group is placed with: Ray's default, PACK, unless one is given."""
+    if topology_strategy is not None:
+        return topology_strategy.get(NODE_ID_LABEL_KEY, "PACK")
+    return strategy if strategy is not None else "PACK"
 
 
 def _validate_bundles(bundles: Any) -> None:
@@ -189,12 +257,12 @@ def _validate_bundles(bundles: Any) -> None:
 
 def placement_group(
     bundles: List[Bundle],
-    strategy: str = "PACK",
+    strategy: Optional[str] = None,
     name: str = "",
     lifetime: Optional[str] = None,
     _soft_target_node_id: Optional[str] = None,
     bundle_label_selector: Optional[List[Dict[str, str]]] = None,
-    fallback_strategy: Optional[List[Dict[str, Any]]] = None,
+    topology_strategy: Optional[Dict[str, str]] = None,
     *,
     topology: Optional[str] = None,
 ) -> PlacementGroup:
@@ -202,30 +270,35 @@ def placement_group(
 
     Args:
         bundles: one ``{resource: amount}`` dict per bundle, e.g. ``[{"GPU": 1, "CPU": 4}] * 8``.
-        strategy: ``"PACK"`` (as few nodes as possible, best effort), ``"SPREAD"`` (distinct
-            nodes while they last), ``"STRICT_PACK"`` (one node; with whole GPUs, one NVLink
-            island), ``"STRICT_SPREAD"`` (distinct nodes, or wait).
+            Besides the nodes' resources, Ray's implicit ones pin a bundle:
+            ``{"node:<ip>": 0.001}`` to a node with that IP, ``{"node:__internal_head__": 0.001}``
+            to the head node.
+        strategy: ``"PACK"`` (the default: as few nodes as possible, best effort),
+            ``"SPREAD"`` (distinct nodes while they last), ``"STRICT_PACK"`` (one node; with
+            whole GPUs, one NVLink island), ``"STRICT_SPREAD"`` (distinct nodes, or wait).
         name: unique among the live groups of the job's namespace; ``""`` for none.
         lifetime: ``None`` (the group dies with this driver's job) or ``"detached"``.
+        _soft_target_node_id: Ray's hint (STRICT_PACK only) of a node to prefer; checked as
+            Ray checks it, and not used: a hint lets the group go anywhere, so raygo places
+            it as any STRICT_PACK group.
         bundle_label_selector: one ``{label: selector}`` dict per bundle, selectors being
             ``"value"``, ``"in(a,b)"``, ``"!value"`` or ``"!in(a,b)"``.
+        topology_strategy: Ray's ``{"ray.io/node-id": strategy}``, instead of ``strategy``;
+            other topology labels are refused (use ``STRICT_PACK``).
         topology: raygo only: ``"node"`` gives ``STRICT_PACK`` Ray's plain one-node meaning
             instead of one NVLink island.
-        _soft_target_node_id, fallback_strategy: Ray options raygo does not support; they
-            must be left unset.
 
     Raises:
-        ValueError: bad bundles, strategy, lifetime, selector or name, before any RPC; or the
-            GCS's refusal (its message names the field). A name already taken raises
-            ``PlacementGroupNameConflictError``, both a ValueError and a RaySystemError.
+        ValueError: bad bundles, strategy, lifetime, selector or topology strategy, before
+            any RPC; or the GCS's refusal (its message names the field). A name already taken
+            raises ``PlacementGroupNameConflictError``, both a ValueError and a RaySystemError.
+        TypeError: a name that is no str.
         ConnectionError: the GCS did not answer.
     """
-    validate_placement_group(bundles, strategy, lifetime, bundle_label_selector, name, topology)
-    if _soft_target_node_id is not None:
-        raise ValueError("raygo does not support _soft_target_node_id; use bundle_label_selector "
-                         "with the node's `ray.io/node-id` label")
-    if fallback_strategy:
-        raise ValueError("raygo does not support fallback_strategy")
+    validate_placement_group(
+        bundles, strategy, lifetime, _soft_target_node_id, bundle_label_selector, topology_strategy,
+        name=name, topology=topology,
+    )
     selectors = bundle_label_selector or [{} for _ in bundles]
     request = pg_pb2.CreatePlacementGroupRequest(
         bundles=[
@@ -234,7 +307,7 @@ def placement_group(
             )
             for bundle, selector in zip(bundles, selectors)
         ],
-        strategy=strategy,
+        strategy=_node_level_strategy(strategy, topology_strategy),
         name=name,
         lifetime=lifetime or "",
         topology=topology or "",
@@ -264,13 +337,13 @@ def get_placement_group(placement_group_name: str) -> PlacementGroup:
     """
     if not placement_group_name:
         raise ValueError("Please supply a non-empty value to get_placement_group")
+    if not isinstance(placement_group_name, str):
+        raise TypeError(f"placement_group_name must be a str, got {type(placement_group_name).__name__}")
     info = _worker.global_client().get_named_placement_group(placement_group_name)
     if info is None:
         raise ValueError(f"Failed to look up placement group with name: {placement_group_name}")
-    return PlacementGroup(
-        PlacementGroupID.from_hex(info.placement_group_id),
-        bundle_cache=[dict(b.unit_resources) for b in info.bundles],
-    )
+    # As Ray's: the bundles are read from the table when needed, zero amounts left out.
+    return PlacementGroup(PlacementGroupID.from_hex(info.placement_group_id))
 
 
 def get_current_placement_group() -> Optional[PlacementGroup]:
@@ -278,6 +351,10 @@ def get_current_placement_group() -> Optional[PlacementGroup]:
     client is a driver only (as a Ray driver, it belongs to no group).
     """
     return None
+
+
+def _nonzero(resources: Any) -> Bundle:
+    return {name: amount for name, amount in resources.items() if amount != 0}
 
 
 _SCHEDULING_STATE_NAMES = {
@@ -293,7 +370,7 @@ def _table_row(info: Any) -> Dict[str, Any]:
         "placement_group_id": info.placement_group_id,
         "name": info.name,
         # As Ray's table, zero amounts are left out (bundle_specs keep them as requested).
-        "bundles": {b.bundle_index: {k: v for k, v in b.unit_resources.items() if v != 0} for b in bundles},
+        "bundles": {b.bundle_index: _nonzero(b.unit_resources) for b in bundles},
         "bundles_to_node_id": {b.bundle_index: b.node_id for b in bundles},
         "strategy": pg_pb2.PlacementStrategy.Name(info.strategy),
         # raygo reports PREPARED (reserved, not yet committed) under its own name.

@@ -1,0 +1,42 @@
+"""ray.get_runtime_context() of a driver, ray.util.get_node_ip_address() and the id types."""
+
+import warnings
+
+from compat_lib import connect, finish, outcome, record, ray
+
+warnings.simplefilter("ignore")  # Ray's deprecation warnings of job_id, node_id and get()
+connect("compat-runtime-context")
+context = ray.get_runtime_context()
+nodes = {n["NodeID"]: n for n in ray.nodes() if n["Alive"]}
+job_id = context.get_job_id()
+record("job_id_length", len(job_id))
+record("job_id_object", [type(context.job_id).__name__, context.job_id.hex() == job_id])
+node_id = context.get_node_id()
+record("node_id_is_a_node", node_id in nodes)
+record("node_id_object", [type(context.node_id).__name__, context.node_id.hex() == node_id])
+record("worker_id_length", len(context.get_worker_id()))
+labels = context.get_node_labels()
+record("node_labels_node_id", labels.get("ray.io/node-id") == node_id)
+record("node_labels_match_node", labels == nodes[node_id]["Labels"])
+got = context.get()
+record("get_keys", sorted(got))
+record("get_values", [got["job_id"].hex() == job_id, got["node_id"].hex() == node_id, got["namespace"]])
+record("namespace", context.namespace)
+record("placement_group_id", context.get_placement_group_id())
+record("current_placement_group_id_nil", context.current_placement_group_id.is_nil())
+record("capture_child_tasks", context.should_capture_child_tasks_in_placement_group)
+record("task_and_actor", [context.get_task_id(), context.get_actor_id()])
+record("gpu_ids", context.get_accelerator_ids()["GPU"])
+record("get_gpu_ids", ray.get_gpu_ids())
+record("node_ip", ray.util.get_node_ip_address())
+record("node_ip_is_the_nodes", nodes[node_id]["NodeManagerAddress"] == ray.util.get_node_ip_address())
+record("node_id_roundtrip", ray.NodeID.from_hex(node_id).hex() == node_id)
+record("node_id_nil_from_bad_hex", ray.NodeID.from_hex("zz").is_nil())
+record("node_id_size", ray.NodeID.size())
+record("job_id_size", ray.JobID.size())
+record("gcs_address", context.gcs_address == ray.get_runtime_context().gcs_address)
+ray.shutdown()
+outcome("node_id_after_shutdown", lambda: context.get_node_id())
+outcome("job_id_after_shutdown", lambda: context.get_job_id())
+connect("compat-runtime-context")
+finish()

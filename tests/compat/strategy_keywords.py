@@ -1,0 +1,31 @@
+"""placement_group's keywords of Ray 2.60: strategy=None (PACK), topology_strategy with the
+node-level entry, _soft_target_node_id (STRICT_PACK only), and the errors for misuse."""
+
+from compat_lib import connect, finish, node_pattern, outcome, placement_group, placement_group_table, record, remove_placement_group, ray
+
+connect("compat-strategy-keywords")
+pg = placement_group([{"CPU": 1}], strategy=None)
+record("none_is_pack", placement_group_table(pg)["strategy"])
+remove_placement_group(pg)
+pg = placement_group([{"CPU": 1}] * 3, topology_strategy={"ray.io/node-id": "STRICT_SPREAD"})
+ray.get(pg.ready(), timeout=30)
+record("topology_node_level", [placement_group_table(pg)["strategy"], node_pattern(pg)])
+remove_placement_group(pg)
+pg = placement_group([{"CPU": 1}], topology_strategy={})
+record("topology_empty_is_pack", placement_group_table(pg)["strategy"])
+remove_placement_group(pg)
+node_id = ray.get_runtime_context().get_node_id()
+pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="STRICT_PACK", _soft_target_node_id=node_id)
+ray.get(pg.ready(), timeout=30)
+record("soft_target", [placement_group_table(pg)["state"], node_pattern(pg)])
+remove_placement_group(pg)
+outcome("both", lambda: placement_group([{"CPU": 1}], strategy="PACK", topology_strategy={"ray.io/node-id": "PACK"}))
+outcome("topology_not_dict", lambda: placement_group([{"CPU": 1}], topology_strategy="PACK"))
+outcome("topology_bad_value", lambda: placement_group([{"CPU": 1}], topology_strategy={"ray.io/node-id": "FAST"}))
+outcome("topology_label_spread", lambda: placement_group([{"CPU": 1}], topology_strategy={"rack": "SPREAD"}))
+outcome("topology_three", lambda: placement_group([{"CPU": 1}], topology_strategy={"a": "STRICT_PACK", "b": "STRICT_PACK", "ray.io/node-id": "PACK"}))
+outcome("soft_target_pack", lambda: placement_group([{"CPU": 1}], _soft_target_node_id=node_id))
+outcome("soft_target_bad_hex", lambda: placement_group([{"CPU": 1}], strategy="STRICT_PACK", _soft_target_node_id="zz"))
+outcome("unknown_keyword", lambda: placement_group([{"CPU": 1}], fallback_strategy=[]))
+outcome("strategy_lowercase", lambda: placement_group([{"CPU": 1}], strategy="pack"))
+finish()
