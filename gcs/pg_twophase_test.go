@@ -251,7 +251,8 @@ func (f *twoPhaseFixture) waitHeld(id string, want int) {
 	})
 }
 
-// checkNoPartialGang: a CREATED group has every bundle on a node, each held committed.
+// checkCreatedIsWhole: the group is CREATED with every bundle on a node, each held
+// committed there (no partial gang).
 func (f *twoPhaseFixture) checkCreatedIsWhole(id string) {
 	f.t.Helper()
 	info := f.waitState(id, pb.PlacementGroupState_CREATED)

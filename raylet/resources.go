@@ -14,9 +14,6 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
-// fixedPointScale is Ray's resource granularity: amounts are multiples of 1/10000.
-const fixedPointScale = 10000
-
 // Ray's default object store size: this share of the node's memory, at most
 // objectStoreMaxBytes (ray_constants DEFAULT_OBJECT_STORE_MEMORY_PROPORTION and
 // DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES). Ray also caps it by /dev/shm, which holds its
@@ -26,7 +23,10 @@ const (
 	objectStoreMaxBytes    = 200e9
 )
 
-func roundAmount(v float64) float64 { return math.Round(v*fixedPointScale) / fixedPointScale }
+// roundAmount rounds to Ray's granularity, a multiple of 1/resources.AmountScale.
+func roundAmount(v float64) float64 {
+	return math.Round(v*resources.AmountScale) / resources.AmountScale
+}
 
 // detectTotals returns the node's resources — detected CPU cores, memory and GPUs,
 // Ray's implicit ones (object_store_memory, node:<ip>, node:__internal_head__ on the head),

@@ -31,13 +31,15 @@ import (
 type faultKind string
 
 const (
-	killGCS     faultKind = "sigkill_gcs"
-	killRaylet  faultKind = "sigkill_raylet"
-	stopRaylet  faultKind = "sigstop_raylet"
-	restartDB   faultKind = "sigkill_redis_then_gcs"
-	noFault     faultKind = "none"
-	settleLimit           = 60 * time.Second
+	killGCS    faultKind = "sigkill_gcs"
+	killRaylet faultKind = "sigkill_raylet"
+	stopRaylet faultKind = "sigstop_raylet"
+	restartDB  faultKind = "sigkill_redis_then_gcs"
+	noFault    faultKind = "none"
 )
+
+// settleLimit bounds how long the cluster may take to settle after one step.
+const settleLimit = 60 * time.Second
 
 func envInt(t *testing.T, name string, fallback int) int {
 	value := os.Getenv(name)
