@@ -37,7 +37,9 @@ func (m *pgManager) retryAllNow() {
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
 func (m *pgManager) loop(stop <-chan struct{}) {
 	for {
-		wait := m.scheduleRound()
+		start := time.Now()
+		wait, attempts := m.scheduleRound()
+		m.rounds.add(SchedulerRound{Start: start, Took: time.Since(start), Attempts: attempts})
 		m.pruneRemoved()
 		select {
 		case <-stop:
@@ -50,8 +52,9 @@ func (m *pgManager) loop(stop <-chan struct{}) {
 
 // scheduleRound tries every pending group whose retry is due, in queue order (groups
 // rescheduling lost bundles first, then arrival order), against one snapshot that each
-// successful plan updates. It returns how long until the next retry is due.
-func (m *pgManager) scheduleRound() time.Duration {
+// successful plan updates. It returns how long until the next retry is due and how many
+// groups it tried.
+func (m *pgManager) scheduleRound() (time.Duration, int) {
 	nodes := m.nodes.aliveNodes()
 	now := m.now()
 	next := time.Second
@@ -62,7 +65,7 @@ func (m *pgManager) scheduleRound() time.Duration {
 		return e.inFlight == nil && (e.info.State == pb.PlacementGroupState_PENDING || e.info.State == pb.PlacementGroupState_RESCHEDULING)
 	})
 	if len(queue) == 0 {
-		return next
+		return next, 0
 	}
 	sort.SliceStable(queue, func(i, j int) bool {
 		return queue[i].info.State == pb.PlacementGroupState_RESCHEDULING && queue[j].info.State != pb.PlacementGroupState_RESCHEDULING
@@ -70,8 +73,9 @@ func (m *pgManager) scheduleRound() time.Duration {
 	snapshot, err := m.snapshotLocked(nodes)
 	if err != nil {
 		m.log.Error().Err(err).Msg("cannot build a cluster snapshot")
-		return next
+		return next, 0
 	}
+	attempts := 0
 	for _, e := range queue {
 		if e.retry.next.After(now) {
 			if d := e.retry.next.Sub(now); d < next {
@@ -80,8 +84,9 @@ func (m *pgManager) scheduleRound() time.Duration {
 			continue
 		}
 		m.attemptLocked(e, snapshot, now)
+		attempts++
 	}
-	return next
+	return next, attempts
 }
 
 // snapshotLocked builds the scheduler's view: alive nodes, their totals and GPUs, and what

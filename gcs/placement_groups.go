@@ -72,6 +72,7 @@ type pgManager struct {
 	wake   chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
 	lastPrune time.Time
+	rounds    roundHistory
 }
 
 // pgDeps is what the placement-group manager is given: the store, the node and job
