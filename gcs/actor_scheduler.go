@@ -37,18 +37,24 @@ func (m *actorManager) loop(stop <-chan struct{}) {
 func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	retryAll := m.retryAll.Swap(false)
 	next := time.Second
-	// The inputs come first, without mu: the node table and the groups pending actors use.
-	nodes := m.nodes.aliveNodes()
+	// The inputs come first, without mu: the groups pending actors use and, when some
+	// actor waits, the node table.
 	m.mu.Lock()
 	groupIDs := map[string]bool{}
+	waiting := false
 	for _, e := range m.actors {
 		if e.pending() && !e.placing {
+			waiting = true
 			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
 				groupIDs[pg] = true
 			}
 		}
 	}
 	m.mu.Unlock()
+	if !waiting {
+		return next
+	}
+	nodes := m.nodes.schedulingNodes()
 	groups := map[string]*placement.WorkGroup{}
 	for id := range groupIDs {
 		groups[id] = newWorkGroup(m.groups.info(id))

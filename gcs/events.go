@@ -14,6 +14,9 @@ import (
 type nodeDirectory interface {
 	// aliveNodes returns copies of the ALIVE nodes.
 	aliveNodes() []*pb.NodeInfo
+	// schedulingNodes returns read-only views of the ALIVE nodes that share the table's
+	// maps and slices (never modified in place): what a scheduler reads, without copying.
+	schedulingNodes() []*pb.NodeInfo
 	// rayletAddress is a node's raylet address ("" for an unknown node).
 	rayletAddress(nodeID string) string
 	// applyResourceReport records the resources a raylet reported with a reply.
@@ -42,10 +45,11 @@ type nodeListener interface {
 	onNodeConnected(node *pb.NodeInfo)
 	// onNodeDead: a node died; whatever it held is gone.
 	onNodeDead(nodeID string)
-	// onNodeRegistered: a node joined, so waiting work may fit now.
-	onNodeRegistered()
-	// onResourcesReported: a raylet reported newer available resources.
-	onResourcesReported()
+	// onNodeRegistered: a node joined (or re-registered), so waiting work may fit now.
+	onNodeRegistered(node *pb.NodeInfo)
+	// onResourcesReported: a raylet reported newer available resources; hasMIG: the
+	// node has MIG GPUs, and the report carried their slot maps.
+	onResourcesReported(hasMIG bool)
 }
 
 // jobListener hears of jobs that finished or lost their driver's lease.

@@ -253,7 +253,7 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 		go l.onNodeConnected(row)
 	}
 	for _, l := range m.listeners {
-		l.onNodeRegistered()
+		l.onNodeRegistered(row)
 	}
 	seeds := append([]string{m.gossipAddress()}, m.gossipSeeds()...)
 	return &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds}, nil
@@ -275,6 +275,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
 	newer := m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
+	hasMIG := len(node.MigGpus) > 0
 	node.StateMessage = ""
 	var reconnected *pb.NodeInfo
 	if m.awaitingReconnect[req.NodeId] {
@@ -283,7 +284,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	delete(m.awaitingReconnect, req.NodeId)
 	m.mu.Unlock()
 	if newer {
-		m.resourcesReported()
+		m.resourcesReported(hasMIG)
 	}
 	if reconnected != nil {
 		m.log.Info().Str("node_id", req.NodeId).Msg("node reconnected after GCS restart")
@@ -394,6 +395,24 @@ func (m *nodeManager) aliveNodes() []*pb.NodeInfo {
 	return out
 }
 
+// schedulingNodes returns the ALIVE nodes for a scheduler to read: each a new message
+// whose maps and slices are the node table's own. The table never changes those in place
+// (a registration or report replaces them), so the views stay valid; callers must not
+// modify them. Far cheaper than aliveNodes' deep copies at thousands of nodes.
+func (m *nodeManager) schedulingNodes() []*pb.NodeInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*pb.NodeInfo, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if n.State == pb.NodeState_ALIVE {
+			out = append(out, &pb.NodeInfo{NodeId: n.NodeId, NodeName: n.NodeName, RayletAddress: n.RayletAddress,
+				IsHeadNode: n.IsHeadNode, State: n.State, ResourcesTotal: n.ResourcesTotal, ResourcesAvailable: n.ResourcesAvailable,
+				Labels: n.Labels, IsDraining: n.IsDraining, Gpus: n.Gpus, NvlinkDomain: n.NvlinkDomain, MigGpus: n.MigGpus})
+		}
+	}
+	return out
+}
+
 // rayletClient returns a client of a node's raylet whose calls carry this GCS's epoch.
 func (m *nodeManager) rayletClient(nodeID string) (pb.NodeManagerServiceClient, error) {
 	m.mu.Lock()
@@ -437,10 +456,11 @@ func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.Resourc
 }
 
 // resourcesReported tells the listeners that a raylet reported newer resources: pending
-// work may fit now. Callers hold no lock.
-func (m *nodeManager) resourcesReported() {
+// work may fit now. hasMIG: the node has MIG GPUs, whose slot maps came with the report.
+// Callers hold no lock.
+func (m *nodeManager) resourcesReported(hasMIG bool) {
 	for _, l := range m.listeners {
-		l.onResourcesReported()
+		l.onResourcesReported(hasMIG)
 	}
 }
 
@@ -450,13 +470,14 @@ func (m *nodeManager) applyResourceReport(nodeID string, report *pb.ResourceRepo
 		return
 	}
 	m.mu.Lock()
-	newer := false
+	newer, hasMIG := false, false
 	if node, ok := m.nodes[nodeID]; ok && node.State == pb.NodeState_ALIVE {
 		newer = m.applyResourcesLocked(node, report)
+		hasMIG = len(node.MigGpus) > 0
 	}
 	m.mu.Unlock()
 	if newer {
-		m.resourcesReported()
+		m.resourcesReported(hasMIG)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
+	"github.com/raygo-dev/raygo/internal/pending"
+
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -77,6 +79,10 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	if !e.live() {
 		m.mu.Unlock()
 		m.cancelAll(byNode) // remove() cancelled too; cancels are idempotent
+		m.mu.Lock()
+		m.releasePlanLocked(id, plan)
+		m.mu.Unlock()
+		m.kick()
 		return
 	}
 	created := e.info.State == pb.PlacementGroupState_PREPARED && m.markCreatedLocked(e)
@@ -108,7 +114,11 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) bool {
 		stats.SchedulingState = pb.SchedulingState_QUEUED
 	}
 	e.retry.reset()
-	e.info.PendingReason, e.info.NodeRejections = "", nil
+	e.info.PendingReason, e.info.PendingReasonCode, e.info.RejectionSummaries = "", "", nil
+	if e.info.State == pb.PlacementGroupState_RESCHEDULING && e.queued == nil {
+		m.queue.add(e)
+		m.kick()
+	}
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	return e.info.State == pb.PlacementGroupState_CREATED
@@ -132,6 +142,7 @@ func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlaceme
 	m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil
+	m.releasePlanLocked(e.info.PlacementGroupId, plan)
 	if e.live() {
 		e.info.State = pb.PlacementGroupState_PENDING
 		for i, b := range e.info.Bundles {
@@ -143,7 +154,9 @@ func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlaceme
 		}
 		e.info.Stats.SchedulingState = pb.SchedulingState_FAILED_TO_COMMIT_RESOURCES
 		e.info.PendingReason = "reservation failed, retrying: " + cause.Error()
+		e.info.PendingReasonCode = string(pending.Internal)
 		m.backoffLocked(e, m.now())
+		m.queue.addAfterBackoff(e)
 		m.logPersistError(m.persistLocked(e))
 		e.notify()
 	}
@@ -180,18 +193,32 @@ func (m *pgManager) recoverPrepared(groups []*pgEntry) {
 		m.log.Warn().Err(err).Str("pg_id", id).Msg("recovered a PREPARED group: commit failed, cancelling and re-queueing")
 		m.cancelAll(byNode)
 		m.mu.Lock()
+		for _, bundles := range byNode {
+			for _, b := range bundles {
+				m.releasedLocked(id, int(b.Key.BundleIndex))
+			}
+		}
 		if e.live() {
 			for _, b := range e.info.Bundles {
 				unplace(b)
 			}
 			e.info.State = pb.PlacementGroupState_PENDING
 			e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
+			m.queue.add(e)
 			m.logPersistError(m.persistLocked(e))
 			e.notify()
 		}
 		m.mu.Unlock()
 	}
 	m.kick()
+}
+
+// releasePlanLocked records that a plan's bundles hold nothing any more (their cancel
+// is confirmed).
+func (m *pgManager) releasePlanLocked(group string, plan map[int]placement.BundlePlacement) {
+	for index := range plan {
+		m.releasedLocked(group, index)
+	}
 }
 
 // forEachNode calls call for every node's bundles in parallel, each bounded by

@@ -34,7 +34,7 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("load placement group table: group %s: %w", id, err)
 		}
-		entries[id] = &pgEntry{info: info, request: request, changed: make(chan struct{})}
+		entries[id] = newPGEntry(info, request)
 		ids = append(ids, id)
 	}
 	// Arrival order is the creation time, then the id.
@@ -51,10 +51,11 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 		e := entries[id]
 		m.seq++
 		e.seq = m.seq
-		m.groups[id] = e
 		if !e.live() {
+			m.removed[id] = e
 			continue
 		}
+		m.groups[id] = e
 		if e.info.Name != "" {
 			m.names[nameKey(e.info.Namespace, e.info.Name)] = id
 		}
@@ -66,8 +67,11 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 				}
 			}
 		}
-		if e.info.State == pb.PlacementGroupState_PREPARED {
+		switch e.info.State {
+		case pb.PlacementGroupState_PREPARED:
 			prepared = append(prepared, e)
+		case pb.PlacementGroupState_PENDING, pb.PlacementGroupState_RESCHEDULING:
+			m.queue.add(e)
 		}
 	}
 	return prepared, nil
@@ -78,9 +82,6 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 func (m *pgManager) onNodeDead(nodeID string) {
 	m.mu.Lock()
 	for _, e := range m.groups {
-		if !e.live() {
-			continue
-		}
 		lost := 0
 		for _, b := range e.info.Bundles {
 			if b.NodeId == nodeID {
@@ -98,12 +99,14 @@ func (m *pgManager) onNodeDead(nodeID string) {
 		e.info.State = pb.PlacementGroupState_RESCHEDULING
 		e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
 		e.retry.reset()
+		m.queue.drop(e)
+		m.queue.add(e)
 		m.logPersistError(m.persistLocked(e))
 		e.notify()
 		m.log.Warn().Str("pg_id", e.info.PlacementGroupId).Str("node_id", nodeID).Int("lost_bundles", lost).Msg("placement group RESCHEDULING")
 	}
 	m.mu.Unlock()
-	m.kick()
+	m.nodesChanged()
 }
 
 // onNodeConnected reconciles a raylet that registered or reconnected to this GCS: it
@@ -112,9 +115,6 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 	m.mu.Lock()
 	var inUse []*pb.BundleKey
 	for id, e := range m.groups {
-		if !e.live() {
-			continue
-		}
 		for _, b := range e.info.Bundles {
 			if b.NodeId == node.NodeId {
 				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
@@ -137,17 +137,22 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 	}
 	m.nodes.applyResourceReport(node.NodeId, reply.Resources)
 	if len(reply.Released) > 0 {
+		// Orphans were never in this GCS's view: nothing to give back there.
 		m.log.Info().Str("node_id", node.NodeId).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
-		m.retryAllNow()
 	}
 }
 
-// onNodeRegistered implements nodeListener: a new node may hold waiting groups.
-func (m *pgManager) onNodeRegistered() { m.retryAllNow() }
+// onNodeRegistered implements nodeListener: a new or changed node may hold waiting groups.
+func (m *pgManager) onNodeRegistered(*pb.NodeInfo) { m.nodesChanged() }
 
-// onResourcesReported implements nodeListener. Nothing to do: the scheduler's view of a
-// node is its total less the bundles this GCS placed, not what the raylet reports.
-func (m *pgManager) onResourcesReported() {}
+// onResourcesReported implements nodeListener. The scheduler's view of a node is its
+// total less the bundles this GCS placed, not what the raylet reports; only MIG slot
+// maps come from the reports.
+func (m *pgManager) onResourcesReported(hasMIG bool) {
+	if hasMIG {
+		m.nodesChanged()
+	}
+}
 
 var (
 	_ nodeListener   = (*pgManager)(nil)
@@ -160,7 +165,7 @@ func (m *pgManager) onJobDead(job *pb.JobInfo) {
 	m.mu.Lock()
 	var ids []string
 	for id, e := range m.groups {
-		if e.live() && !e.info.IsDetached && e.info.CreatorJobId == job.JobId {
+		if !e.info.IsDetached && e.info.CreatorJobId == job.JobId {
 			ids = append(ids, id)
 		}
 	}
@@ -182,15 +187,13 @@ func (m *pgManager) pruneRemoved() {
 	}
 	m.lastPrune = now
 	m.mu.Lock()
-	var removed []deadRow
-	for id, e := range m.groups {
-		if !e.live() {
-			removed = append(removed, deadRow{ID: id, EndTimeMs: e.info.RemovedTimeMs})
-		}
+	removed := make([]deadRow, 0, len(m.removed))
+	for id, e := range m.removed {
+		removed = append(removed, deadRow{ID: id, EndTimeMs: e.info.RemovedTimeMs})
 	}
 	drop := deadRowsToPrune(removed, now.UnixMilli(), removedGroupRetention, maxRemovedGroupsKept)
 	for _, id := range drop {
-		delete(m.groups, id)
+		delete(m.removed, id)
 	}
 	m.mu.Unlock()
 	if len(drop) > 0 {

@@ -2,15 +2,13 @@ package gcs
 
 import (
 	"errors"
-	"fmt"
 	"maps"
-	"sort"
 	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
 	"github.com/raygo-dev/raygo/internal/mig"
-	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
@@ -23,15 +21,29 @@ func (m *pgManager) kick() {
 	}
 }
 
-// retryAllNow is called when capacity may have appeared: a node joined, resources
-// were released.
-func (m *pgManager) retryAllNow() {
-	m.mu.Lock()
-	for _, e := range m.groups {
-		e.retry.retryNow()
-	}
-	m.mu.Unlock()
+// Scheduler settings.
+const (
+	// roundBudget bounds the deciding part of one round; what is left waits for the next
+	// round, which starts at once.
+	roundBudget = 50 * time.Millisecond
+	// parkedFlush: every shape is tried again at least this often, whatever happened.
+	parkedFlush = time.Minute
+)
+
+// nodesChanged is called when a node joined, died, changed or reported new MIG slot maps:
+// the loop rebuilds its view of the cluster before its next round.
+func (m *pgManager) nodesChanged() {
+	m.viewStale.Store(true)
 	m.kick()
+}
+
+// releasedLocked records that bundles no longer hold their node's resources (their
+// raylets confirmed the cancel, or never held them): the loop gives them back in its
+// view and wakes the shapes that the freed capacity could help. Callers hold mu.
+func (m *pgManager) releasedLocked(group string, indices ...int) {
+	for _, i := range indices {
+		m.releases = append(m.releases, bundleRef{group, i})
+	}
 }
 
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
@@ -50,101 +62,251 @@ func (m *pgManager) loop(stop <-chan struct{}) {
 	}
 }
 
-// scheduleRound tries every pending group whose retry is due, in queue order (groups
-// rescheduling lost bundles first, then arrival order), against one snapshot that each
-// successful plan updates. It returns how long until the next retry is due and how many
-// groups it tried.
-func (m *pgManager) scheduleRound() (time.Duration, int) {
-	nodes := m.nodes.aliveNodes()
-	now := m.now()
-	next := time.Second
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	queue := m.sortedLocked(func(e *pgEntry) bool {
-		return e.inFlight == nil && (e.info.State == pb.PlacementGroupState_PENDING || e.info.State == pb.PlacementGroupState_RESCHEDULING)
-	})
-	if len(queue) == 0 {
-		return next, 0
-	}
-	sort.SliceStable(queue, func(i, j int) bool {
-		return queue[i].info.State == pb.PlacementGroupState_RESCHEDULING && queue[j].info.State != pb.PlacementGroupState_RESCHEDULING
-	})
-	snapshot, err := m.snapshotLocked(nodes)
-	if err != nil {
-		m.log.Error().Err(err).Msg("cannot build a cluster snapshot")
-		return next, 0
-	}
-	attempts := 0
-	for _, e := range queue {
-		if e.retry.next.After(now) {
-			if d := e.retry.next.Sub(now); d < next {
-				next = d
-			}
-			continue
-		}
-		m.attemptLocked(e, snapshot, now)
-		attempts++
-	}
-	return next, attempts
+// decision is one group's outcome in a round.
+type roundDecision struct {
+	entry *pgEntry
+	plan  placement.Plan
 }
 
-// snapshotLocked builds the scheduler's view: alive nodes, their totals and GPUs, and what
-// is available once every bundle the GCS placed (or is placing) is subtracted.
-func (m *pgManager) snapshotLocked(nodes []*pb.NodeInfo) (*placement.Snapshot, error) {
-	reserved := map[string]resources.Set{}
-	gpuUsed := map[string]map[int]resources.Amount{} // node → GPU index → share held
-	hold := func(node string, bundle resources.Set, gpus []int) {
-		reserved[node] = reserved[node].Add(bundle)
-		if len(gpus) == 0 {
-			return
-		}
-		if gpuUsed[node] == nil {
-			gpuUsed[node] = map[int]resources.Amount{}
-		}
-		// Each GPU of a bundle holds one whole GPU, or the bundle's fraction of it.
-		share := min(bundle["GPU"], resources.AmountScale)
-		for _, gpu := range gpus {
-			gpuUsed[node][gpu] += share
-		}
+// roundFailure is one shape's failed attempt.
+type roundFailure struct {
+	shape   *shape
+	tried   *pgEntry
+	err     error
+	request placement.Request
+}
+
+// scheduleRound brings the view up to date, then tries the unparked shapes in queue order
+// (groups rescheduling lost bundles first, then arrival order): each shape's groups one
+// after the other until one fails, which parks the shape. Deciding runs without mu, so
+// the table's RPCs never wait for it, and within roundBudget. It returns how long until
+// the loop must run again and how many decisions it made.
+func (m *pgManager) scheduleRound() (time.Duration, int) {
+	now := m.now()
+	var nodes []*pb.NodeInfo
+	stale := m.view == nil || m.viewStale.Swap(false)
+	if stale {
+		nodes = m.nodes.schedulingNodes() // without mu: a directory is never called under it
 	}
-	for _, e := range m.groups {
-		if !e.live() {
-			continue
+
+	m.mu.Lock()
+	if stale {
+		view, err := buildView(nodes, m.heldBundlesLocked())
+		if err != nil {
+			m.mu.Unlock()
+			m.log.Error().Err(err).Msg("cannot build a cluster snapshot")
+			m.viewStale.Store(true)
+			return time.Second, 0
 		}
-		for i, b := range e.info.Bundles {
-			if b.NodeId != "" {
-				gpus := make([]int, len(b.GpuIds))
-				for j, id := range b.GpuIds {
-					gpus[j] = int(id)
+		m.releases = m.releases[:0] // the rebuild counted only what is still held
+		if m.view == nil {
+			m.queue.wakeAll()
+		} else {
+			for _, id := range changedNodes(m.view, view) {
+				if node, ok := view.snapshot.Node(id); ok {
+					m.queue.wakeFor(node)
 				}
-				hold(b.NodeId, e.request.Bundles[i], gpus)
 			}
 		}
-		for i, p := range e.inFlight {
-			hold(string(p.NodeID), e.request.Bundles[i], p.GPUIndices)
+		m.view = view
+	} else if len(m.releases) > 0 {
+		freed := map[placement.NodeID]bool{}
+		for _, ref := range m.releases {
+			node, released, ok := m.view.release(ref)
+			if !ok {
+				m.viewStale.Store(true)
+				m.kick()
+			}
+			if released {
+				freed[node] = true
+			}
+		}
+		m.releases = m.releases[:0]
+		for id := range freed {
+			if node, ok := m.view.snapshot.Node(id); ok {
+				m.queue.wakeFor(node)
+			}
 		}
 	}
-	rows := make([]placement.Node, 0, len(nodes))
-	for _, n := range nodes {
-		total, err := resources.SetFromFloat(n.ResourcesTotal)
-		if err != nil {
-			return nil, fmt.Errorf("node %s resources_total: %w", n.NodeId, err)
-		}
-		available := total.Clone()
-		for name, amount := range reserved[n.NodeId] {
-			available[name] = max(available[name]-amount, 0)
-		}
-		labels := maps.Clone(n.Labels)
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[nodelabel.NodeID] = n.NodeId
-		rows = append(rows, placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
-			Labels: labels, Alive: true, Draining: n.IsDraining,
-			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)})
+	if now.Sub(m.lastFlush) >= parkedFlush {
+		m.lastFlush = now
+		m.queue.wakeAll()
 	}
-	return placement.NewSnapshot(rows)
+	wait := m.queue.due(now, time.Second)
+	type work struct {
+		shape   *shape
+		entries []*pgEntry
+		placed  []map[int]placement.NodeID
+		// explained: every group of the shape already says why it waits.
+		explained bool
+	}
+	var todo []work
+	for _, s := range m.queue.ready() {
+		w := work{shape: s, entries: append([]*pgEntry(nil), s.entries...), explained: true}
+		for _, e := range w.entries {
+			w.explained = w.explained && e.info.PendingReasonCode != "" && e.info.PendingReasonCode != string(pending.Internal)
+			var placed map[int]placement.NodeID
+			for i, b := range e.info.Bundles {
+				if b.NodeId != "" {
+					if placed == nil {
+						placed = map[int]placement.NodeID{}
+					}
+					placed[i] = placement.NodeID(b.NodeId)
+				}
+			}
+			w.placed = append(w.placed, placed)
+		}
+		todo = append(todo, w)
+	}
+	m.mu.Unlock()
+	if len(todo) == 0 {
+		return wait, 0
+	}
+
+	// Decide, without mu. Only this goroutine touches the view.
+	view := m.view
+	attempts := 0
+	var decided []roundDecision
+	var failed []roundFailure
+	var untried []*shape
+	var stillParked []*shape
+	// maxFree bounds what any node has free; a shape with a bundle above it cannot fit
+	// and keeps the reason its last attempt gave, without another decision.
+	var maxFree resources.Set
+	deadline := time.Now().Add(roundBudget)
+	for _, w := range todo {
+		if time.Now().After(deadline) {
+			untried = append(untried, w.shape)
+			continue
+		}
+		if maxFree == nil {
+			maxFree = view.snapshot.MaxAvailable()
+		}
+		// (A group rescheduling lost bundles needs only those: no shortcut for it.)
+		if w.explained && w.placed[0] == nil && !bundlesUnder(w.shape.request.Bundles, maxFree) {
+			stillParked = append(stillParked, w.shape)
+			continue
+		}
+		for i, e := range w.entries {
+			request := e.request
+			request.PlacedBundles = w.placed[i]
+			attempts++
+			plan, err := placement.Schedule(view.snapshot, request)
+			if err == nil {
+				err = view.reserve(e.info.PlacementGroupId, request.Bundles, plan)
+			}
+			if err != nil {
+				failed = append(failed, roundFailure{shape: w.shape, tried: e, err: err, request: request})
+				break
+			}
+			decided = append(decided, roundDecision{entry: e, plan: plan})
+			maxFree = nil
+		}
+	}
+
+	// Apply, under mu: a group removed (or changed) meanwhile gives its plan back.
+	m.mu.Lock()
+	var available resources.Set
+	for _, d := range decided {
+		e := d.entry
+		if !e.live() || e.inFlight != nil || e.queued == nil {
+			for _, p := range d.plan.Placements {
+				view.release(bundleRef{e.info.PlacementGroupId, p.BundleIndex})
+			}
+			continue
+		}
+		m.queue.drop(e)
+		m.startCommitLocked(e, d.plan, now)
+	}
+	for _, s := range stillParked {
+		s.parked = true
+	}
+	for _, f := range failed {
+		if m.queue.shapes[f.shape.key] != f.shape {
+			continue // every group of the shape left the queue meanwhile
+		}
+		if available == nil {
+			_, available = view.snapshot.ResourceSummary()
+		}
+		m.recordUnschedulableLocked(f, available, now)
+	}
+	m.mu.Unlock()
+	if len(untried) > 0 {
+		m.kick()
+	}
+	return wait, attempts
+}
+
+// bundlesUnder reports whether every bundle fits within maxFree (MIG profiles are not
+// counted there and pass): false means no node can take some bundle now.
+func bundlesUnder(bundles []resources.Set, maxFree resources.Set) bool {
+	for _, bundle := range bundles {
+		for name, amount := range bundle {
+			if amount > maxFree[name] && !mig.IsResource(name) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// startCommitLocked starts the two-phase commit of a group's plan.
+func (m *pgManager) startCommitLocked(e *pgEntry, plan placement.Plan, now time.Time) {
+	stats := e.info.Stats
+	stats.SchedulingAttempt++
+	if stats.SchedulingStartedTimeMs == 0 {
+		stats.SchedulingStartedTimeMs = now.UnixMilli()
+	}
+	e.inFlight = map[int]placement.BundlePlacement{}
+	for _, p := range plan.Placements {
+		e.inFlight[p.BundleIndex] = p
+	}
+	stats.SchedulingState = pb.SchedulingState_SCHEDULING_STARTED
+	e.info.PendingReason, e.info.PendingReasonCode, e.info.RejectionSummaries = "", "", nil
+	go m.twoPhaseCommit(e, maps.Clone(e.inFlight))
+}
+
+// recordUnschedulableLocked parks a shape after its attempt failed and gives every group
+// of it the reason. A failure that is not the cluster's (a bug, a bad stored row) backs
+// the tried group off alone, with reason Internal, and never holds the others.
+func (m *pgManager) recordUnschedulableLocked(f roundFailure, available resources.Set, now time.Time) {
+	var unschedulable *placement.UnschedulableError
+	if !errors.As(f.err, &unschedulable) {
+		e := f.tried
+		m.log.Error().Err(f.err).Str("pg_id", e.info.PlacementGroupId).Msg("placement group cannot be scheduled")
+		if e.queued != nil && e.live() {
+			m.queue.drop(e)
+			e.info.Stats.SchedulingAttempt++
+			e.info.PendingReason, e.info.PendingReasonCode = "internal: "+f.err.Error(), string(pending.Internal)
+			m.backoffLocked(e, now)
+			m.queue.addAfterBackoff(e)
+		}
+		m.kick() // the shape's other groups are not held back
+		return
+	}
+	state := pb.SchedulingState_NO_RESOURCES
+	if unschedulable.Kind == placement.Infeasible {
+		state = pb.SchedulingState_INFEASIBLE
+	}
+	summaries := summarizeRejections(unschedulable.NodeReasons)
+	reason := pendingReasonText(unschedulable, summaries)
+	code := string(pendingCode(unschedulable, f.request, available))
+	f.shape.parked = true
+	f.tried.info.Stats.SchedulingAttempt++
+	for _, e := range f.shape.entries {
+		stats := e.info.Stats
+		if stats.SchedulingStartedTimeMs == 0 {
+			stats.SchedulingStartedTimeMs = now.UnixMilli()
+		}
+		changed := stats.SchedulingState != state || e.info.PendingReasonCode != code
+		stats.SchedulingState = state
+		e.info.PendingReason, e.info.PendingReasonCode, e.info.RejectionSummaries = reason, code, summaries
+		if changed {
+			// The reason is soft state, computed again after a restart: a row is written
+			// when its state or code changes, not on every new wording.
+			m.logPersistError(m.persistLocked(e))
+		}
+	}
 }
 
 // migGPUs is a node's MIG slot maps as its raylet last reported them. The raylet checks
@@ -187,69 +349,6 @@ func topologyGPUs(n *pb.NodeInfo, used map[int]resources.Amount) []placement.GPU
 			Rail: int(g.Rail), Available: max(resources.AmountScale-used[int(g.Index)], 0)})
 	}
 	return gpus
-}
-
-// attemptLocked schedules one group; on a plan it reserves it in the snapshot and starts
-// the two-phase commit.
-func (m *pgManager) attemptLocked(e *pgEntry, snapshot *placement.Snapshot, now time.Time) {
-	stats := e.info.Stats
-	stats.SchedulingAttempt++
-	if stats.SchedulingStartedTimeMs == 0 {
-		stats.SchedulingStartedTimeMs = now.UnixMilli()
-	}
-	request := e.request
-	request.PlacedBundles = map[int]placement.NodeID{}
-	for i, b := range e.info.Bundles {
-		if b.NodeId != "" {
-			request.PlacedBundles[i] = placement.NodeID(b.NodeId)
-		}
-	}
-	plan, err := placement.Schedule(snapshot, request)
-	if err != nil {
-		m.recordUnschedulableLocked(e, err, now)
-		return
-	}
-	if err := snapshot.Reserve(request.Bundles, plan); err != nil {
-		m.log.Error().Err(err).Str("pg_id", e.info.PlacementGroupId).Msg("plan does not fit its own snapshot")
-		return
-	}
-	e.inFlight = map[int]placement.BundlePlacement{}
-	for _, p := range plan.Placements {
-		e.inFlight[p.BundleIndex] = p
-	}
-	stats.SchedulingState = pb.SchedulingState_SCHEDULING_STARTED
-	e.info.PendingReason, e.info.NodeRejections = "", nil
-	go m.twoPhaseCommit(e, maps.Clone(e.inFlight))
-}
-
-func (m *pgManager) recordUnschedulableLocked(e *pgEntry, err error, now time.Time) {
-	var unschedulable *placement.UnschedulableError
-	state := pb.SchedulingState_NO_RESOURCES
-	if errors.As(err, &unschedulable) {
-		if unschedulable.Kind == placement.Infeasible {
-			state = pb.SchedulingState_INFEASIBLE
-		}
-		ids := make([]string, 0, len(unschedulable.NodeReasons))
-		for id := range unschedulable.NodeReasons {
-			ids = append(ids, string(id))
-		}
-		sort.Strings(ids)
-		e.info.NodeRejections = e.info.NodeRejections[:0]
-		for _, id := range ids {
-			var reasons []string
-			for _, r := range unschedulable.NodeReasons[placement.NodeID(id)] {
-				reasons = append(reasons, r.String())
-			}
-			e.info.NodeRejections = append(e.info.NodeRejections, &pb.NodeRejection{NodeId: id, Reasons: reasons})
-		}
-	}
-	changed := e.info.Stats.SchedulingState != state || e.info.PendingReason != err.Error()
-	e.info.Stats.SchedulingState = state
-	e.info.PendingReason = err.Error()
-	m.backoffLocked(e, now)
-	if changed {
-		m.logPersistError(m.persistLocked(e))
-	}
 }
 
 func (m *pgManager) backoffLocked(e *pgEntry, now time.Time) {

@@ -36,6 +36,8 @@ type testNodes struct {
 	alive []string
 }
 
+func (n *testNodes) schedulingNodes() []*pb.NodeInfo { return n.aliveNodes() }
+
 func (n *testNodes) aliveNodes() []*pb.NodeInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()

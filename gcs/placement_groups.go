@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -45,6 +46,22 @@ type pgEntry struct {
 	retry    retryBackoff
 	// changed is closed and replaced whenever the group's state changes.
 	changed chan struct{}
+	// shapeKey is requestShapeKey(request) (constant); queued the shape the group waits
+	// in, nil when it is not queued (placed, being placed, backing off or removed).
+	shapeKey string
+	queued   *shape
+	// cancelling: the group was removed and its raylets have not all confirmed the
+	// cancel yet; the scheduler's view still counts its bundles.
+	cancelling bool
+}
+
+func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
+	return &pgEntry{info: info, request: request, changed: make(chan struct{}), shapeKey: requestShapeKey(request)}
+}
+
+// rescheduling: the group holds some bundles and waits for the others.
+func (e *pgEntry) rescheduling() bool {
+	return e.info.State == pb.PlacementGroupState_RESCHEDULING
 }
 
 func (e *pgEntry) notify() {
@@ -65,13 +82,27 @@ type pgManager struct {
 	// listeners hear of removed and created groups (set before the loop starts).
 	listeners []groupListener
 
-	mu     sync.Mutex
-	groups map[string]*pgEntry
-	names  map[string]string // namespace \x00 name → id, live groups only
-	seq    int64
-	wake   chan struct{}
+	mu sync.Mutex
+	// groups are the live groups; removed the REMOVED ones still listed.
+	groups  map[string]*pgEntry
+	removed map[string]*pgEntry
+	names   map[string]string // namespace \x00 name → id, live groups only
+	seq     int64
+	// queue holds the groups waiting to be placed (pg_queue.go).
+	queue pendingQueue
+	// releases are bundles the loop's view still counts as held that were released
+	// since its last round (pg_scheduler.go).
+	releases []bundleRef
+	wake     chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
 	lastPrune time.Time
+	// lastFlush is when every parked shape was last woken.
+	lastFlush time.Time
+
+	// view is the loop's view of the cluster (pg_snapshot.go): only the loop goroutine
+	// reads or writes it. viewStale asks the loop to rebuild it.
+	view      *clusterView
+	viewStale atomic.Bool
 	rounds    roundHistory
 }
 
@@ -87,7 +118,8 @@ type pgDeps struct {
 }
 
 func newPGManager(deps pgDeps) *pgManager {
-	return &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, names: map[string]string{}, wake: make(chan struct{}, 1)}
+	return &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
+		queue: newPendingQueue(), wake: make(chan struct{}, 1)}
 }
 
 // subscribe adds a listener of removed and created groups; call it before Start serves.
@@ -182,7 +214,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	for i, b := range req.Bundles {
 		info.Bundles = append(info.Bundles, &pb.Bundle{BundleIndex: int32(i), UnitResources: request.Bundles[i].ToFloat(), LabelSelector: b.GetLabelSelector()})
 	}
-	e := &pgEntry{info: info, request: request, changed: make(chan struct{})}
+	e := newPGEntry(info, request)
 
 	m.mu.Lock()
 	if req.Name != "" {
@@ -201,6 +233,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if req.Name != "" {
 		m.names[nameKey(namespace, req.Name)] = id
 	}
+	m.queue.add(e)
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
 	m.kick()
@@ -230,7 +263,7 @@ func (m *pgManager) RemovePlacementGroup(ctx context.Context, req *pb.RemovePlac
 func (m *pgManager) remove(id string) error {
 	m.mu.Lock()
 	e := m.groups[id]
-	if e == nil || !e.live() {
+	if e == nil {
 		m.mu.Unlock()
 		return nil
 	}
@@ -239,7 +272,7 @@ func (m *pgManager) remove(id string) error {
 	removed.State = pb.PlacementGroupState_REMOVED
 	removed.Stats.SchedulingState = pb.SchedulingState_SCHEDULING_REMOVED
 	removed.RemovedTimeMs = m.now().UnixMilli()
-	removed.PendingReason, removed.NodeRejections = "", nil
+	removed.PendingReason, removed.PendingReasonCode, removed.RejectionSummaries = "", "", nil
 	for _, b := range removed.Bundles {
 		// Ray's table keeps a removed group's last node ids; nothing reads them as held,
 		// since every use of a bundle's node skips REMOVED groups.
@@ -253,6 +286,10 @@ func (m *pgManager) remove(id string) error {
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == id {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
+	m.queue.drop(e)
+	delete(m.groups, id)
+	m.removed[id] = e
+	e.cancelling = true
 	e.notify()
 	m.mu.Unlock()
 	m.log.Info().Str("pg_id", id).Msg("placement group removed")
@@ -262,7 +299,17 @@ func (m *pgManager) remove(id string) error {
 		l.onPlacementGroupRemoved(id)
 	}
 	m.cancelAll(byNode)
-	m.retryAllNow()
+	// The capacity is reused only now that the raylets confirmed the cancel. A bundle
+	// still in a running two-phase commit is released by that commit's undo.
+	m.mu.Lock()
+	e.cancelling = false
+	for _, bundles := range byNode {
+		for _, b := range bundles {
+			m.releasedLocked(id, int(b.Key.BundleIndex))
+		}
+	}
+	m.mu.Unlock()
+	m.kick()
 	return nil
 }
 
@@ -270,7 +317,7 @@ func (m *pgManager) remove(id string) error {
 func (m *pgManager) info(id string) *pb.PlacementGroupInfo {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := m.groups[id]; e != nil {
+	if e := m.lookupLocked(id); e != nil {
 		return proto.Clone(e.info).(*pb.PlacementGroupInfo)
 	}
 	return nil
@@ -280,7 +327,7 @@ func (m *pgManager) info(id string) *pb.PlacementGroupInfo {
 func (m *pgManager) GetPlacementGroup(ctx context.Context, req *pb.GetPlacementGroupRequest) (*pb.GetPlacementGroupReply, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.groups[req.PlacementGroupId]
+	e := m.lookupLocked(req.PlacementGroupId)
 	if e == nil {
 		return &pb.GetPlacementGroupReply{}, nil
 	}
@@ -327,7 +374,7 @@ func (m *pgManager) GetAllPlacementGroup(ctx context.Context, _ *pb.GetAllPlacem
 func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.WaitPlacementGroupUntilReadyRequest) (*pb.WaitPlacementGroupUntilReadyReply, error) {
 	for {
 		m.mu.Lock()
-		e := m.groups[req.PlacementGroupId]
+		e := m.lookupLocked(req.PlacementGroupId)
 		if e == nil {
 			m.mu.Unlock()
 			return nil, errorf(errNotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
@@ -351,12 +398,22 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 	}
 }
 
-// sortedLocked returns the entries that pass keep in arrival order.
+// lookupLocked returns a group, live or removed, or nil.
+func (m *pgManager) lookupLocked(id string) *pgEntry {
+	if e := m.groups[id]; e != nil {
+		return e
+	}
+	return m.removed[id]
+}
+
+// sortedLocked returns the entries, live and removed, that pass keep in arrival order.
 func (m *pgManager) sortedLocked(keep func(*pgEntry) bool) []*pgEntry {
 	var out []*pgEntry
-	for _, e := range m.groups {
-		if keep(e) {
-			out = append(out, e)
+	for _, table := range []map[string]*pgEntry{m.groups, m.removed} {
+		for _, e := range table {
+			if keep(e) {
+				out = append(out, e)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })

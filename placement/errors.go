@@ -128,6 +128,10 @@ func (e *UnschedulableError) Error() string {
 	return e.Kind.String() + ": " + e.summary + ": " + summarizeNodeReasons(e.NodeReasons)
 }
 
+// Summary is Error() without the node reasons: the kind and what failed ("not now:
+// bundle 0 {GPU: 1} fits no node"), for callers that word the reasons themselves.
+func (e *UnschedulableError) Summary() string { return e.Kind.String() + ": " + e.summary }
+
 // Unwrap returns ErrInfeasible or ErrNotNow.
 func (e *UnschedulableError) Unwrap() error {
 	if e.Kind == Infeasible {
@@ -198,7 +202,7 @@ func summarizeNodeReasons(nodeReasons map[NodeID][]Reason) string {
 			b.WriteString("; ")
 		}
 		if len(group.nodes) == 1 {
-			fmt.Fprintf(&b, "node %s: %s", shortNodeID(group.nodes[0]), joinReasons(group.reasons))
+			fmt.Fprintf(&b, "node %s: %s", ShortNodeID(group.nodes[0]), joinReasons(group.reasons))
 			continue
 		}
 		fmt.Fprintf(&b, "%d nodes (", len(group.nodes))
@@ -210,7 +214,7 @@ func summarizeNodeReasons(nodeReasons map[NodeID][]Reason) string {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(shortNodeID(id))
+			b.WriteString(ShortNodeID(id))
 		}
 		fmt.Fprintf(&b, "): %s", joinReasons(group.reasons))
 	}
@@ -228,8 +232,8 @@ func joinReasons(reasons []Reason) string {
 	return strings.Join(parts, ", ")
 }
 
-// shortNodeID abbreviates Ray's 56-hex-digit node ids for messages.
-func shortNodeID(id NodeID) string {
+// ShortNodeID abbreviates Ray's 56-hex-digit node ids for messages: "3f2a9c1e…".
+func ShortNodeID(id NodeID) string {
 	const keep = 8
 	if len(id) <= keep+4 {
 		return string(id)

@@ -152,7 +152,7 @@ func (d *decision) islandSummary(f *failure) string {
 			names = append(names, "…")
 			break
 		}
-		names = append(names, shortNodeID(d.snapshot.nodes[node].id))
+		names = append(names, ShortNodeID(d.snapshot.nodes[node].id))
 	}
 	where := "on node " + names[0]
 	if len(holders) > 1 {

@@ -107,7 +107,7 @@ func (r Reason) String() string {
 	case ReasonAlreadyHoldsBundle:
 		return "already holds a bundle of this group"
 	case ReasonNotGroupNode:
-		return fmt.Sprintf("the group's other bundles are on node %s", shortNodeID(r.GroupNode))
+		return fmt.Sprintf("the group's other bundles are on node %s", ShortNodeID(r.GroupNode))
 	case ReasonLabelMismatch:
 		if !r.NodeHasLabel {
 			return fmt.Sprintf("no label %s, selector wants %s", strconv.Quote(r.Label), r.LabelSelector)

@@ -276,6 +276,29 @@ func (s *Snapshot) ResourceSummary() (total, available resources.Set) {
 	return total, available
 }
 
+// MaxAvailable is, per resource, the most any one alive, not draining node has free: an
+// upper bound a caller can test a request against before deciding (a bundle above it
+// fits no node now), in O(nodes × resources).
+func (s *Snapshot) MaxAvailable() resources.Set {
+	columns := len(s.columnNames)
+	maxima := make([]resources.Amount, columns)
+	for index, record := range s.nodes {
+		if !record.alive || record.draining {
+			continue
+		}
+		for column := range columns {
+			maxima[column] = max(maxima[column], s.available[index*columns+column])
+		}
+	}
+	out := make(resources.Set)
+	for column, name := range s.columnNames {
+		if maxima[column] != 0 {
+			out[name] = maxima[column]
+		}
+	}
+	return out
+}
+
 // Reserve takes the resources of the plan's bundles from the nodes' available amounts,
 // and their GPUs (BundlePlacement.GPUIndices) from the GPUs' available amounts, all or
 // nothing: if any node is unknown, dead, or short, nothing changes and the error

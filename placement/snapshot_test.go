@@ -97,3 +97,19 @@ func TestReserveAndReleaseAreAllOrNothing(t *testing.T) {
 		t.Errorf("a failed Release changed node a: %s", available("a"))
 	}
 }
+
+func TestMaxAvailableIsTheLargestFreeAmountOnAnUsableNode(t *testing.T) {
+	cpu := func(n int64) resources.Set { return resources.Set{"CPU": resources.Amount(n) * resources.AmountScale} }
+	snapshot, err := placement.NewSnapshot([]placement.Node{
+		{ID: "a", Total: cpu(8), Available: cpu(3), Alive: true},
+		{ID: "b", Total: cpu(8), Available: cpu(5), Alive: true},
+		{ID: "c", Total: cpu(16), Available: cpu(16), Alive: true, Draining: true},
+		{ID: "d", Total: cpu(16), Available: cpu(16), Alive: false},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshot.MaxAvailable(); !got.Equal(cpu(5)) {
+		t.Fatalf("MaxAvailable = %s, want {CPU: 5}: draining and dead nodes take nothing", got)
+	}
+}

@@ -244,19 +244,20 @@ func checkGPUs(field string, node Node) error {
 	}
 	seen := make(map[int]int, len(node.GPUs))
 	for i, gpu := range node.GPUs {
-		gpuField := fmt.Sprintf("%s.gpus[%d]", field, i)
+		// Named only on failure: a snapshot of thousands of nodes is checked whole.
+		gpuField := func() string { return fmt.Sprintf("%s.gpus[%d]", field, i) }
 		switch {
 		case gpu.Index < 0:
-			return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "must be >= 0, got %d", gpu.Index)
+			return fielderr.New(ErrInvalidSnapshot, gpuField()+".index", "must be >= 0, got %d", gpu.Index)
 		case gpu.NVLinkIsland < -1:
-			return fielderr.New(ErrInvalidSnapshot, gpuField+".nvlink_island", "must be -1 (no NVLink peer) or >= 0, got %d", gpu.NVLinkIsland)
+			return fielderr.New(ErrInvalidSnapshot, gpuField()+".nvlink_island", "must be -1 (no NVLink peer) or >= 0, got %d", gpu.NVLinkIsland)
 		case gpu.Rail < -1:
-			return fielderr.New(ErrInvalidSnapshot, gpuField+".rail", "must be -1 (unknown) or >= 0, got %d", gpu.Rail)
+			return fielderr.New(ErrInvalidSnapshot, gpuField()+".rail", "must be -1 (unknown) or >= 0, got %d", gpu.Rail)
 		case gpu.Available < 0 || gpu.Available > resources.AmountScale:
-			return fielderr.New(ErrInvalidSnapshot, gpuField+".available", "must be 0..1, got %s", gpu.Available)
+			return fielderr.New(ErrInvalidSnapshot, gpuField()+".available", "must be 0..1, got %s", gpu.Available)
 		}
 		if other, duplicate := seen[gpu.Index]; duplicate {
-			return fielderr.New(ErrInvalidSnapshot, gpuField+".index", "duplicate GPU index %d (also gpus[%d])", gpu.Index, other)
+			return fielderr.New(ErrInvalidSnapshot, gpuField()+".index", "duplicate GPU index %d (also gpus[%d])", gpu.Index, other)
 		}
 		seen[gpu.Index] = i
 	}

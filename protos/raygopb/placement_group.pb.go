@@ -401,29 +401,37 @@ func (x *PlacementGroupStats) GetSchedulingStartedTimeMs() int64 {
 	return 0
 }
 
-// NodeRejection says why the scheduler could not use one node for a pending group.
-type NodeRejection struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Reasons       []string               `protobuf:"bytes,2,rep,name=reasons,proto3" json:"reasons,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+// RejectionSummary counts the nodes the scheduler rejected for a pending group for one
+// reason. A row keeps a few of them, whatever the cluster's size.
+type RejectionSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reason's code, as the scheduler names it: "insufficient_available",
+	// "label_mismatch", "nvlink_island_busy", ...
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// One rejected node's reason in words, e.g. "GPU available 0 < 1".
+	Example string `protobuf:"bytes,2,opt,name=example,proto3" json:"example,omitempty"`
+	// How many nodes were rejected for this code.
+	Nodes int32 `protobuf:"varint,3,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// A few of them (at most 3).
+	ExampleNodeIds []string `protobuf:"bytes,4,rep,name=example_node_ids,json=exampleNodeIds,proto3" json:"example_node_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
-func (x *NodeRejection) Reset() {
-	*x = NodeRejection{}
+func (x *RejectionSummary) Reset() {
+	*x = RejectionSummary{}
 	mi := &file_placement_group_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *NodeRejection) String() string {
+func (x *RejectionSummary) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*NodeRejection) ProtoMessage() {}
+func (*RejectionSummary) ProtoMessage() {}
 
-func (x *NodeRejection) ProtoReflect() protoreflect.Message {
+func (x *RejectionSummary) ProtoReflect() protoreflect.Message {
 	mi := &file_placement_group_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -435,21 +443,35 @@ func (x *NodeRejection) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use NodeRejection.ProtoReflect.Descriptor instead.
-func (*NodeRejection) Descriptor() ([]byte, []int) {
+// Deprecated: Use RejectionSummary.ProtoReflect.Descriptor instead.
+func (*RejectionSummary) Descriptor() ([]byte, []int) {
 	return file_placement_group_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *NodeRejection) GetNodeId() string {
+func (x *RejectionSummary) GetCode() string {
 	if x != nil {
-		return x.NodeId
+		return x.Code
 	}
 	return ""
 }
 
-func (x *NodeRejection) GetReasons() []string {
+func (x *RejectionSummary) GetExample() string {
 	if x != nil {
-		return x.Reasons
+		return x.Example
+	}
+	return ""
+}
+
+func (x *RejectionSummary) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *RejectionSummary) GetExampleNodeIds() []string {
+	if x != nil {
+		return x.ExampleNodeIds
 	}
 	return nil
 }
@@ -467,13 +489,17 @@ type PlacementGroupInfo struct {
 	IsDetached       bool                 `protobuf:"varint,8,opt,name=is_detached,json=isDetached,proto3" json:"is_detached,omitempty"`
 	Stats            *PlacementGroupStats `protobuf:"bytes,9,opt,name=stats,proto3" json:"stats,omitempty"`
 	// Why a pending group waits (empty otherwise), e.g. "infeasible: ...".
-	PendingReason  string           `protobuf:"bytes,10,opt,name=pending_reason,json=pendingReason,proto3" json:"pending_reason,omitempty"`
-	NodeRejections []*NodeRejection `protobuf:"bytes,11,rep,name=node_rejections,json=nodeRejections,proto3" json:"node_rejections,omitempty"`
-	RemovedTimeMs  int64            `protobuf:"varint,12,opt,name=removed_time_ms,json=removedTimeMs,proto3" json:"removed_time_ms,omitempty"`
+	PendingReason string `protobuf:"bytes,10,opt,name=pending_reason,json=pendingReason,proto3" json:"pending_reason,omitempty"`
+	RemovedTimeMs int64  `protobuf:"varint,12,opt,name=removed_time_ms,json=removedTimeMs,proto3" json:"removed_time_ms,omitempty"`
 	// "" or "node", as requested.
-	Topology      string `protobuf:"bytes,13,opt,name=topology,proto3" json:"topology,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Topology string `protobuf:"bytes,13,opt,name=topology,proto3" json:"topology,omitempty"`
+	// Why the nodes were rejected, counted by reason, most nodes first (at most 8).
+	RejectionSummaries []*RejectionSummary `protobuf:"bytes,14,rep,name=rejection_summaries,json=rejectionSummaries,proto3" json:"rejection_summaries,omitempty"`
+	// The code of pending_reason from the one list of pending reasons: "NoResources",
+	// "Fragmented", "Infeasible", "Internal", ... (empty when not pending).
+	PendingReasonCode string `protobuf:"bytes,15,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PlacementGroupInfo) Reset() {
@@ -576,13 +602,6 @@ func (x *PlacementGroupInfo) GetPendingReason() string {
 	return ""
 }
 
-func (x *PlacementGroupInfo) GetNodeRejections() []*NodeRejection {
-	if x != nil {
-		return x.NodeRejections
-	}
-	return nil
-}
-
 func (x *PlacementGroupInfo) GetRemovedTimeMs() int64 {
 	if x != nil {
 		return x.RemovedTimeMs
@@ -593,6 +612,20 @@ func (x *PlacementGroupInfo) GetRemovedTimeMs() int64 {
 func (x *PlacementGroupInfo) GetTopology() string {
 	if x != nil {
 		return x.Topology
+	}
+	return ""
+}
+
+func (x *PlacementGroupInfo) GetRejectionSummaries() []*RejectionSummary {
+	if x != nil {
+		return x.RejectionSummaries
+	}
+	return nil
+}
+
+func (x *PlacementGroupInfo) GetPendingReasonCode() string {
+	if x != nil {
+		return x.PendingReasonCode
 	}
 	return ""
 }
@@ -1254,10 +1287,12 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x16highest_retry_delay_ms\x18\x04 \x01(\x01R\x13highestRetryDelayMs\x12D\n" +
 	"\x10scheduling_state\x18\x05 \x01(\x0e2\x19.raygo.v1.SchedulingStateR\x0fschedulingState\x12?\n" +
 	"\x1ccreation_request_received_ms\x18\x06 \x01(\x03R\x19creationRequestReceivedMs\x12;\n" +
-	"\x1ascheduling_started_time_ms\x18\a \x01(\x03R\x17schedulingStartedTimeMs\"B\n" +
-	"\rNodeRejection\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\areasons\x18\x02 \x03(\tR\areasons\"\xb7\x04\n" +
+	"\x1ascheduling_started_time_ms\x18\a \x01(\x03R\x17schedulingStartedTimeMs\"\x80\x01\n" +
+	"\x10RejectionSummary\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\aexample\x18\x02 \x01(\tR\aexample\x12\x14\n" +
+	"\x05nodes\x18\x03 \x01(\x05R\x05nodes\x12(\n" +
+	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xf8\x04\n" +
 	"\x12PlacementGroupInfo\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1270,10 +1305,11 @@ const file_placement_group_proto_rawDesc = "" +
 	"isDetached\x123\n" +
 	"\x05stats\x18\t \x01(\v2\x1d.raygo.v1.PlacementGroupStatsR\x05stats\x12%\n" +
 	"\x0epending_reason\x18\n" +
-	" \x01(\tR\rpendingReason\x12@\n" +
-	"\x0fnode_rejections\x18\v \x03(\v2\x17.raygo.v1.NodeRejectionR\x0enodeRejections\x12&\n" +
+	" \x01(\tR\rpendingReason\x12&\n" +
 	"\x0fremoved_time_ms\x18\f \x01(\x03R\rremovedTimeMs\x12\x1a\n" +
-	"\btopology\x18\r \x01(\tR\btopology\"\xef\x04\n" +
+	"\btopology\x18\r \x01(\tR\btopology\x12K\n" +
+	"\x13rejection_summaries\x18\x0e \x03(\v2\x1a.raygo.v1.RejectionSummaryR\x12rejectionSummaries\x12.\n" +
+	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCodeJ\x04\b\v\x10\f\"\xef\x04\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -1363,7 +1399,7 @@ var file_placement_group_proto_goTypes = []any{
 	(SchedulingState)(0),                        // 2: raygo.v1.SchedulingState
 	(*Bundle)(nil),                              // 3: raygo.v1.Bundle
 	(*PlacementGroupStats)(nil),                 // 4: raygo.v1.PlacementGroupStats
-	(*NodeRejection)(nil),                       // 5: raygo.v1.NodeRejection
+	(*RejectionSummary)(nil),                    // 5: raygo.v1.RejectionSummary
 	(*PlacementGroupInfo)(nil),                  // 6: raygo.v1.PlacementGroupInfo
 	(*CreatePlacementGroupRequest)(nil),         // 7: raygo.v1.CreatePlacementGroupRequest
 	(*CreatePlacementGroupReply)(nil),           // 8: raygo.v1.CreatePlacementGroupReply
@@ -1391,7 +1427,7 @@ var file_placement_group_proto_depIdxs = []int32{
 	1,  // 4: raygo.v1.PlacementGroupInfo.state:type_name -> raygo.v1.PlacementGroupState
 	3,  // 5: raygo.v1.PlacementGroupInfo.bundles:type_name -> raygo.v1.Bundle
 	4,  // 6: raygo.v1.PlacementGroupInfo.stats:type_name -> raygo.v1.PlacementGroupStats
-	5,  // 7: raygo.v1.PlacementGroupInfo.node_rejections:type_name -> raygo.v1.NodeRejection
+	5,  // 7: raygo.v1.PlacementGroupInfo.rejection_summaries:type_name -> raygo.v1.RejectionSummary
 	21, // 8: raygo.v1.CreatePlacementGroupRequest.bundles:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec
 	6,  // 9: raygo.v1.CreatePlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
 	6,  // 10: raygo.v1.GetPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo

@@ -214,7 +214,7 @@ func runScaleCase(t *testing.T, c scaleCase) {
 	}); err != nil {
 		t.Skipf("not measured: creating %d pending groups did not finish within %s: %v", c.pending, c.setupLimit, err)
 	}
-	// Wait until every pending group has been tried once (it then says why it waits).
+	// Wait until every pending group says why it waits (it or an identical one was tried).
 	for {
 		reply, err := g.groups.GetAllPlacementGroup(setupCtx, &pb.GetAllPlacementGroupRequest{})
 		if err != nil {
@@ -222,7 +222,7 @@ func runScaleCase(t *testing.T, c scaleCase) {
 		}
 		untried := 0
 		for _, row := range reply.PlacementGroups {
-			if row.State == pb.PlacementGroupState_PENDING && row.Stats.GetSchedulingAttempt() == 0 {
+			if row.State == pb.PlacementGroupState_PENDING && row.PendingReason == "" {
 				untried++
 			}
 		}

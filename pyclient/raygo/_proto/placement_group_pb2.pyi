@@ -102,16 +102,20 @@ class PlacementGroupStats(_message.Message):
     scheduling_started_time_ms: int
     def __init__(self, end_to_end_creation_latency_ms: _Optional[float] = ..., scheduling_latency_ms: _Optional[float] = ..., scheduling_attempt: _Optional[int] = ..., highest_retry_delay_ms: _Optional[float] = ..., scheduling_state: _Optional[_Union[SchedulingState, str]] = ..., creation_request_received_ms: _Optional[int] = ..., scheduling_started_time_ms: _Optional[int] = ...) -> None: ...
 
-class NodeRejection(_message.Message):
-    __slots__ = ("node_id", "reasons")
-    NODE_ID_FIELD_NUMBER: _ClassVar[int]
-    REASONS_FIELD_NUMBER: _ClassVar[int]
-    node_id: str
-    reasons: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+class RejectionSummary(_message.Message):
+    __slots__ = ("code", "example", "nodes", "example_node_ids")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    example: str
+    nodes: int
+    example_node_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[str] = ..., example: _Optional[str] = ..., nodes: _Optional[int] = ..., example_node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlacementGroupInfo(_message.Message):
-    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "node_rejections", "removed_time_ms", "topology")
+    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -122,9 +126,10 @@ class PlacementGroupInfo(_message.Message):
     IS_DETACHED_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
-    NODE_REJECTIONS_FIELD_NUMBER: _ClassVar[int]
     REMOVED_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    REJECTION_SUMMARIES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REASON_CODE_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     name: str
     namespace: str
@@ -135,10 +140,11 @@ class PlacementGroupInfo(_message.Message):
     is_detached: bool
     stats: PlacementGroupStats
     pending_reason: str
-    node_rejections: _containers.RepeatedCompositeFieldContainer[NodeRejection]
     removed_time_ms: int
     topology: str
-    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., node_rejections: _Optional[_Iterable[_Union[NodeRejection, _Mapping]]] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ...) -> None: ...
+    rejection_summaries: _containers.RepeatedCompositeFieldContainer[RejectionSummary]
+    pending_reason_code: str
+    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
     __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology")
