@@ -256,10 +256,11 @@ func (m *pgManager) RemovePlacementGroup(ctx context.Context, req *pb.RemovePlac
 	return &pb.RemovePlacementGroupReply{}, nil
 }
 
-// remove marks a group REMOVED (once) and releases its bundles. The removal is
-// persisted before anything else changes: when the store refuses it, the group stays as
-// it was and the error says so (a removal answered OK is never lost). A running two-phase
-// commit sees the removal and cancels what it reserved.
+// remove marks a group REMOVED (once) and releases its bundles: the raylets cancel them
+// after remove returns. The removal is persisted before anything else changes: when the
+// store refuses it, the group stays as it was and the error says so (a removal answered
+// OK is never lost). A running two-phase commit sees the removal and cancels what it
+// reserved.
 func (m *pgManager) remove(id string) error {
 	m.mu.Lock()
 	e := m.groups[id]
@@ -298,18 +299,21 @@ func (m *pgManager) remove(id string) error {
 	for _, l := range m.listeners {
 		l.onPlacementGroupRemoved(id)
 	}
-	m.cancelAll(byNode)
-	// The capacity is reused only now that the raylets confirmed the cancel. A bundle
-	// still in a running two-phase commit is released by that commit's undo.
-	m.mu.Lock()
-	e.cancelling = false
-	for _, bundles := range byNode {
-		for _, b := range bundles {
-			m.releasedLocked(id, int(b.Key.BundleIndex))
+	// The cancels run after the reply, as Ray's removal is asynchronous too; the
+	// capacity is reused only once the raylets confirmed them. A bundle still in a
+	// running two-phase commit is released by that commit's undo.
+	go func() {
+		m.cancelAll(byNode)
+		m.mu.Lock()
+		e.cancelling = false
+		for _, bundles := range byNode {
+			for _, b := range bundles {
+				m.releasedLocked(id, int(b.Key.BundleIndex))
+			}
 		}
-	}
-	m.mu.Unlock()
-	m.kick()
+		m.mu.Unlock()
+		m.kick()
+	}()
 	return nil
 }
 
