@@ -30,6 +30,8 @@ type shape struct {
 	parked bool
 	// hasMIG: some bundle asks for a MIG profile (any MIG report may help it).
 	hasMIG bool
+	// unitResources are the first group's bundle maps, shared by the others.
+	unitResources []map[string]float64
 }
 
 // pendingQueue holds every group waiting to be tried. Guarded by pgManager.mu.
@@ -87,7 +89,17 @@ func (q *pendingQueue) add(e *pgEntry) {
 		for _, bundle := range request.Bundles {
 			s.hasMIG = s.hasMIG || hasMIGResource(bundle)
 		}
+		for _, b := range e.info.Bundles {
+			s.unitResources = append(s.unitResources, b.UnitResources)
+		}
 		q.shapes[key] = s
+	} else if !e.rescheduling() {
+		// Identical groups share their bundles' maps, which nothing changes: with
+		// thousands of groups waiting, the copies would be most of their memory.
+		e.request.Bundles, e.shapeKey = s.request.Bundles, s.key
+		for i, b := range e.info.Bundles {
+			b.UnitResources = s.unitResources[i]
+		}
 	}
 	// Keep queue order: groups rescheduling lost bundles first, then arrival order.
 	at := sort.Search(len(s.entries), func(i int) bool { return s.entries[i].seq > e.seq })

@@ -231,3 +231,37 @@ func (f *twoPhaseFixture) checkViewMatchesRebuilt(when string) {
 		f.t.Fatalf("%s: kept view holds %d bundles, rebuilt %d", when, len(f.m.view.held), len(fresh.held))
 	}
 }
+
+func TestGetAllPlacementGroupRepliesWithEveryRowInArrivalOrder(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	first := f.createBundles("PACK", cpu(1))
+	second := f.createBundles("STRICT_PACK", cpu(9), cpu(1))
+	f.round()
+	if err := f.m.remove(first); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := f.m.GetAllPlacementGroup(context.Background(), &pb.GetAllPlacementGroupRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a client receives: the reply's wire form, decoded.
+	raw, err := proto.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := &pb.GetAllPlacementGroupReply{}
+	if err := proto.Unmarshal(raw, decoded); err != nil {
+		t.Fatal(err)
+	}
+	if len(decoded.PlacementGroups) != 2 {
+		t.Fatalf("%d rows, want 2", len(decoded.PlacementGroups))
+	}
+	for i, id := range []string{first, second} {
+		if got, want := decoded.PlacementGroups[i], f.m.info(id); !proto.Equal(got, want) {
+			t.Fatalf("row %d:\n got %v\nwant %v", i, got, want)
+		}
+	}
+	if decoded.PlacementGroups[0].State != pb.PlacementGroupState_REMOVED || decoded.PlacementGroups[1].PendingReasonCode != string(pending.Infeasible) {
+		t.Fatalf("rows %v", decoded.PlacementGroups)
+	}
+}

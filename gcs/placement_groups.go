@@ -15,6 +15,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -363,15 +364,30 @@ func (m *pgManager) GetNamedPlacementGroup(ctx context.Context, req *pb.GetNamed
 }
 
 // GetAllPlacementGroup implements pb.PlacementGroupServiceServer: in arrival order.
+//
+// The rows are encoded once, under mu, straight into the reply's wire form: the reply
+// carries them as unknown fields (field placement_groups, encoded), which gRPC sends
+// verbatim and every client decodes as the rows. Copying ten thousand rows and encoding
+// the copies again would cost several times more. An in-process caller reads the rows by
+// decoding the reply's wire form (proto.Marshal, then proto.Unmarshal).
 func (m *pgManager) GetAllPlacementGroup(ctx context.Context, _ *pb.GetAllPlacementGroupRequest) (*pb.GetAllPlacementGroupReply, error) {
+	const placementGroupsField = 1 // GetAllPlacementGroupReply.placement_groups
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	entries := m.sortedLocked(func(*pgEntry) bool { return true })
-	out := make([]*pb.PlacementGroupInfo, len(entries))
-	for i, e := range entries {
-		out[i] = proto.Clone(e.info).(*pb.PlacementGroupInfo)
+	var wire []byte
+	for _, e := range entries {
+		wire = protowire.AppendTag(wire, placementGroupsField, protowire.BytesType)
+		wire = protowire.AppendVarint(wire, uint64(proto.Size(e.info)))
+		var err error
+		// Size cached the sizes just now, under the same lock.
+		if wire, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(wire, e.info); err != nil {
+			return nil, errorf(errInternal, "encode placement group %s: %v", e.info.PlacementGroupId, err)
+		}
 	}
-	m.mu.Unlock()
-	return &pb.GetAllPlacementGroupReply{PlacementGroups: out}, nil
+	reply := &pb.GetAllPlacementGroupReply{}
+	reply.ProtoReflect().SetUnknown(wire)
+	return reply, nil
 }
 
 // WaitPlacementGroupUntilReady implements pb.PlacementGroupServiceServer.
