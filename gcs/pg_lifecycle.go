@@ -73,6 +73,7 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 		case pb.PlacementGroupState_PENDING, pb.PlacementGroupState_RESCHEDULING:
 			m.queue.add(e)
 		}
+		m.observeLocked(e.request)
 	}
 	return prepared, nil
 }

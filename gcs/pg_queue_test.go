@@ -265,3 +265,17 @@ func TestGetAllPlacementGroupRepliesWithEveryRowInArrivalOrder(t *testing.T) {
 		t.Fatalf("rows %v", decoded.PlacementGroups)
 	}
 }
+
+func TestTheSchedulerLearnsTheWorkloadFromTheGroupsAsked(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	for range 3 {
+		f.createBundles("STRICT_PACK", map[string]float64{"GPU": 2}, map[string]float64{"GPU": 2})
+	}
+	f.createBundles("PACK", map[string]float64{"GPU": 0.5})
+	f.m.mu.Lock()
+	d := f.m.workload.Distribution()
+	f.m.mu.Unlock()
+	if len(d.Shapes) != 2 || d.Shapes[0].GPUs != 2 || !d.Shapes[0].OneIsland || d.Shapes[1].GPUFraction == 0 {
+		t.Fatalf("learned %+v: want the 2-GPU island shape (6 bundles) ahead of the half-GPU one", d.Shapes)
+	}
+}

@@ -158,6 +158,12 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		}
 		todo = append(todo, w)
 	}
+	var workload *placement.WorkloadDistribution
+	if len(todo) > 0 {
+		if d := m.workload.Distribution(); len(d.Shapes) > 0 {
+			workload = &d
+		}
+	}
 	m.mu.Unlock()
 	if len(todo) == 0 {
 		return wait, 0
@@ -189,7 +195,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		}
 		for i, e := range w.entries {
 			request := e.request
-			request.PlacedBundles = w.placed[i]
+			request.PlacedBundles, request.Workload = w.placed[i], workload
 			attempts++
 			plan, err := placement.Schedule(view.snapshot, request)
 			if err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -45,7 +46,8 @@ type pgEntry struct {
 	// inFlight holds the plan of a running two-phase commit, by bundle index.
 	inFlight map[int]placement.BundlePlacement
 	retry    retryBackoff
-	// changed is closed and replaced whenever the group's state changes.
+	// changed, made when someone waits, is closed (and forgotten) whenever the group's
+	// state changes.
 	changed chan struct{}
 	// shapeKey is requestShapeKey(request) (constant); queued the shape the group waits
 	// in, nil when it is not queued (placed, being placed, backing off or removed).
@@ -57,7 +59,7 @@ type pgEntry struct {
 }
 
 func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
-	return &pgEntry{info: info, request: request, changed: make(chan struct{}), shapeKey: requestShapeKey(request)}
+	return &pgEntry{info: info, request: request, shapeKey: requestShapeKey(request)}
 }
 
 // rescheduling: the group holds some bundles and waits for the others.
@@ -66,8 +68,10 @@ func (e *pgEntry) rescheduling() bool {
 }
 
 func (e *pgEntry) notify() {
-	close(e.changed)
-	e.changed = make(chan struct{})
+	if e.changed != nil {
+		close(e.changed)
+		e.changed = nil
+	}
 }
 
 func (e *pgEntry) live() bool { return e.info.State != pb.PlacementGroupState_REMOVED }
@@ -91,6 +95,9 @@ type pgManager struct {
 	seq     int64
 	// queue holds the groups waiting to be placed (pg_queue.go).
 	queue pendingQueue
+	// workload learns the shapes of the bundles asked for (decaying): the scheduler
+	// prefers placements that leave the free GPUs usable by them.
+	workload *placement.WorkloadHistogram
 	// releases are bundles the loop's view still counts as held that were released
 	// since its last round (pg_scheduler.go).
 	releases []bundleRef
@@ -120,7 +127,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	return &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		queue: newPendingQueue(), wake: make(chan struct{}, 1)}
+		queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 }
 
 // subscribe adds a listener of removed and created groups; call it before Start serves.
@@ -235,11 +242,23 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 		m.names[nameKey(namespace, req.Name)] = id
 	}
 	m.queue.add(e)
+	m.observeLocked(request)
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
 	m.kick()
 	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
 	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
+}
+
+// observeLocked feeds a new group's bundles to the workload histogram.
+func (m *pgManager) observeLocked(request placement.Request) {
+	for i, bundle := range request.Bundles {
+		var selector nodelabel.Selector
+		if i < len(request.BundleLabelSelectors) {
+			selector = request.BundleLabelSelectors[i]
+		}
+		m.workload.Observe(placement.ShapeOfBundle(bundle, selector, request.Strategy == placement.StrategyStrictPack))
+	}
 }
 
 func newPlacementGroupID(jobID []byte) string {
@@ -407,6 +426,9 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 		case pb.PlacementGroupState_REMOVED:
 			m.mu.Unlock()
 			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
+		}
+		if e.changed == nil {
+			e.changed = make(chan struct{})
 		}
 		changed := e.changed
 		m.mu.Unlock()

@@ -95,6 +95,13 @@ type snapshotIsland struct {
 func (s *Snapshot) buildTopology(nodes []Node, order []int) {
 	domainIsland := map[string]int32{}
 	scalableUnitID := map[string]int32{}
+	gpuCount := 0
+	for i := range nodes {
+		gpuCount += len(nodes[i].GPUs)
+	}
+	s.gpus = make([]snapshotGPU, 0, gpuCount)
+	s.gpuFree = make([]resources.Amount, 0, gpuCount)
+	s.islands = make([]snapshotIsland, 0, len(nodes))
 	for row, inputIndex := range order {
 		node := &nodes[inputIndex]
 		record := &s.nodes[row]
@@ -232,20 +239,20 @@ func (s *Snapshot) domainIslandOf(node int) int32 { return s.nodes[node].domainI
 // checkGPUs validates node.GPUs: unique indices >= 0, islands >= -1, rails in
 // >= -1, 0 <= Available <= resources.AmountScale, and the GPU resource total equal to the
 // number of GPUs listed (the raylet offers every listed GPU, and only those).
-func checkGPUs(field string, node Node) error {
+func checkGPUs(field func() string, node Node) error {
 	if len(node.GPUs) == 0 {
 		return nil
 	}
 	if len(node.GPUs) > MaxGPUsPerNode {
-		return fielderr.New(ErrInvalidSnapshot, field+".gpus", "at most %d GPUs per node, got %d", MaxGPUsPerNode, len(node.GPUs))
+		return fielderr.New(ErrInvalidSnapshot, field()+".gpus", "at most %d GPUs per node, got %d", MaxGPUsPerNode, len(node.GPUs))
 	}
 	if want := resources.Amount(len(node.GPUs)) * resources.AmountScale; node.Total["GPU"] != want {
-		return fielderr.New(ErrInvalidSnapshot, field+".gpus", "%d GPUs listed, but total GPU is %s", len(node.GPUs), node.Total["GPU"])
+		return fielderr.New(ErrInvalidSnapshot, field()+".gpus", "%d GPUs listed, but total GPU is %s", len(node.GPUs), node.Total["GPU"])
 	}
 	seen := make(map[int]int, len(node.GPUs))
 	for i, gpu := range node.GPUs {
 		// Named only on failure: a snapshot of thousands of nodes is checked whole.
-		gpuField := func() string { return fmt.Sprintf("%s.gpus[%d]", field, i) }
+		gpuField := func() string { return fmt.Sprintf("%s.gpus[%d]", field(), i) }
 		switch {
 		case gpu.Index < 0:
 			return fielderr.New(ErrInvalidSnapshot, gpuField()+".index", "must be >= 0, got %d", gpu.Index)
