@@ -28,13 +28,26 @@ type BundleReserver interface {
 	ReleaseUnused(ctx context.Context, nodeID string, inUse []*pb.BundleKey) (*pb.ReleaseUnusedBundlesReply, error)
 }
 
+// prepareCommitter is a BundleReserver that can also prepare and commit bundles on one
+// node in a single step (all or nothing). The GCS uses it for a group whose bundles all
+// go to one node, where two phases add only a round trip: the raylet holds the bundles
+// committed once it answers, and a GCS that dies before persisting CREATED leaves them
+// to the release of unknown bundles when the raylet reconnects. Reservers without it
+// (test doubles that stop between the phases) get the two phases.
+type prepareCommitter interface {
+	PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error)
+}
+
 // rayletReserver is the BundleReserver over gRPC: each node's raylet, through the
 // node table's connections (which carry this GCS's epoch on every call).
 type rayletReserver struct {
 	nodes nodeDirectory
 }
 
-var _ BundleReserver = rayletReserver{}
+var (
+	_ BundleReserver   = rayletReserver{}
+	_ prepareCommitter = rayletReserver{}
+)
 
 func (r rayletReserver) Prepare(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
 	client, err := r.nodes.rayletClient(nodeID)
@@ -42,6 +55,16 @@ func (r rayletReserver) Prepare(ctx context.Context, nodeID string, bundles []*p
 		return nil, nil, err
 	}
 	reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles})
+	return reply.GetBundles(), reply.GetResources(), err
+}
+
+// PrepareCommit implements prepareCommitter.
+func (r rayletReserver) PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+	client, err := r.nodes.rayletClient(nodeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles, Commit: true})
 	return reply.GetBundles(), reply.GetResources(), err
 }
 

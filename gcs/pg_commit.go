@@ -23,6 +23,10 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	id := e.info.PlacementGroupId
 	byNode := bundlesByNode(id, e.info.Bundles, plan)
 	m.mu.Unlock()
+	if committer, ok := m.reserver.(prepareCommitter); ok && len(byNode) == 1 {
+		m.oneStepCommit(e, plan, byNode, committer)
+		return
+	}
 
 	var madeMu sync.Mutex
 	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
@@ -42,23 +46,14 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 		return
 	}
 
+	addresses := rayletAddresses(m.nodes, byNode)
 	m.mu.Lock()
 	if !e.live() {
 		m.mu.Unlock()
 		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
 		return
 	}
-	for index, p := range plan {
-		b := e.info.Bundles[index]
-		b.NodeId = string(p.NodeID)
-		b.NodeAddress = m.nodes.rayletAddress(b.NodeId)
-		b.Generation++
-		if r := made[b.BundleIndex]; r != nil {
-			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
-			b.CudaVisibleDevices = cudaVisibleDevices(r)
-		}
-	}
-	e.inFlight = nil
+	placeLocked(e, plan, made, addresses)
 	e.info.State = pb.PlacementGroupState_PREPARED
 	if err := m.persistLocked(e); err != nil {
 		m.mu.Unlock()
@@ -89,6 +84,63 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	m.mu.Unlock()
 	m.notifyCreated(id, created)
 	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+}
+
+// oneStepCommit reserves a plan whose bundles all go to one node in a single raylet
+// call, then persists the group CREATED.
+func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, committer prepareCommitter) {
+	made := map[int32]*pb.BundleReservation{}
+	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+		prepared, report, err := committer.PrepareCommit(ctx, node, bundles)
+		for _, r := range prepared {
+			if r != nil {
+				made[r.Key.BundleIndex] = r
+			}
+		}
+		return report, err
+	})
+	if err != nil {
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare and commit: %w", err))
+		return
+	}
+	addresses := rayletAddresses(m.nodes, byNode)
+	m.mu.Lock()
+	if !e.live() {
+		m.mu.Unlock()
+		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
+		return
+	}
+	placeLocked(e, plan, made, addresses)
+	created := m.markCreatedLocked(e)
+	id := e.info.PlacementGroupId
+	m.mu.Unlock()
+	m.notifyCreated(id, created)
+	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+}
+
+// rayletAddresses is the raylet address of each node of byNode, read without mu.
+func rayletAddresses(nodes nodeDirectory, byNode map[string][]*pb.BundleReservation) map[string]string {
+	out := make(map[string]string, len(byNode))
+	for node := range byNode {
+		out[node] = nodes.rayletAddress(node)
+	}
+	return out
+}
+
+// placeLocked records where a reserved plan's bundles are, with what the raylets chose
+// (GPUs, MIG devices), at their next generation.
+func placeLocked(e *pgEntry, plan map[int]placement.BundlePlacement, made map[int32]*pb.BundleReservation, addresses map[string]string) {
+	for index, p := range plan {
+		b := e.info.Bundles[index]
+		b.NodeId = string(p.NodeID)
+		b.NodeAddress = addresses[b.NodeId]
+		b.Generation++
+		if r := made[b.BundleIndex]; r != nil {
+			b.GpuIds, b.DeviceUuids = r.GpuIds, r.DeviceUuids
+			b.CudaVisibleDevices = cudaVisibleDevices(r)
+		}
+	}
+	e.inFlight = nil
 }
 
 // markCreatedLocked finishes a group: CREATED, stats, persisted, waiters woken. If a

@@ -279,3 +279,26 @@ func TestTheSchedulerLearnsTheWorkloadFromTheGroupsAsked(t *testing.T) {
 		t.Fatalf("learned %+v: want the 2-GPU island shape (6 bundles) ahead of the half-GPU one", d.Shapes)
 	}
 }
+
+func TestCreateCanWaitForTheFirstAttempt(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	stop := make(chan struct{})
+	defer close(stop)
+	go f.m.loop(stop)
+	create := func(cpus float64) *pb.PlacementGroupInfo {
+		reply, err := f.m.CreatePlacementGroup(context.Background(), &pb.CreatePlacementGroupRequest{
+			Strategy: "PACK", Lifetime: lifetimeDetached, WaitFirstAttemptMs: 5000,
+			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: cpu(cpus)}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup
+	}
+	if fits := create(1); fits.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("a group that fits: the reply says %v, want CREATED", fits.State)
+	}
+	if waits := create(8); waits.State != pb.PlacementGroupState_PENDING || waits.PendingReasonCode != string(pending.Infeasible) {
+		t.Fatalf("a group that cannot fit: the reply says %v (%q), want PENDING with its reason", waits.State, waits.PendingReasonCode)
+	}
+}

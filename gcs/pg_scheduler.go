@@ -286,6 +286,7 @@ func (m *pgManager) recordUnschedulableLocked(f roundFailure, available resource
 			e.info.PendingReason, e.info.PendingReasonCode = "internal: "+f.err.Error(), string(pending.Internal)
 			m.backoffLocked(e, now)
 			m.queue.addAfterBackoff(e)
+			e.notify()
 		}
 		m.kick() // the shape's other groups are not held back
 		return
@@ -311,6 +312,7 @@ func (m *pgManager) recordUnschedulableLocked(f roundFailure, available resource
 			// The reason is soft state, computed again after a restart: a row is written
 			// when its state or code changes, not on every new wording.
 			m.logPersistError(m.persistLocked(e))
+			e.notify()
 		}
 	}
 }

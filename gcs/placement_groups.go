@@ -247,7 +247,41 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	m.mu.Unlock()
 	m.kick()
 	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
+	if req.WaitFirstAttemptMs > 0 {
+		reply = m.waitFirstAttempt(ctx, e, id, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
+	}
 	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
+}
+
+// maxWaitFirstAttemptMs caps CreatePlacementGroupRequest.wait_first_attempt_ms.
+const maxWaitFirstAttemptMs = 5000
+
+// waitFirstAttempt waits until a new group is CREATED or removed, or its first attempt
+// failed (it says why it waits), or wait passed, and returns a copy of its row then.
+func (m *pgManager) waitFirstAttempt(ctx context.Context, e *pgEntry, id string, wait time.Duration) *pb.PlacementGroupInfo {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		state := e.info.State
+		if state == pb.PlacementGroupState_CREATED || state == pb.PlacementGroupState_REMOVED || e.info.PendingReasonCode != "" {
+			row := proto.Clone(e.info).(*pb.PlacementGroupInfo)
+			m.mu.Unlock()
+			return row
+		}
+		if e.changed == nil {
+			e.changed = make(chan struct{})
+		}
+		changed := e.changed
+		m.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			return m.info(id)
+		case <-ctx.Done():
+			return m.info(id)
+		}
+	}
 }
 
 // observeLocked feeds a new group's bundles to the workload histogram.

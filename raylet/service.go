@@ -90,6 +90,16 @@ func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb
 		if err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining); err != nil {
 			return err
 		}
+		if req.Commit {
+			keys := make([]*pb.BundleKey, len(req.Bundles))
+			for i, b := range req.Bundles {
+				keys[i] = b.Key
+			}
+			if err := r.bundles.commit(keys); err != nil {
+				r.bundles.cancel(keys)
+				return err
+			}
+		}
 		r.killOrphanedWorkersLocked("placement group bundle rescheduled") // a newer generation replaced a held one
 		for _, b := range req.Bundles {
 			made = append(made, r.bundles.describeBundle(b.Key))

@@ -657,3 +657,23 @@ func TestNoWorkerStartsAfterStop(t *testing.T) {
 	_, err = (&nodeManagerService{raylet: h.raylet}).RequestWorkerLease(context.Background(), req)
 	wantCode(t, err, codes.Unavailable, "raylet stopping")
 }
+
+func TestPrepareWithCommitHoldsTheBundlesCommittedInOneCall(t *testing.T) {
+	h := startWorkerHarness(t, nil)
+	ctx := context.Background()
+	if _, err := h.client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
+		{Key: key("one", 0, 1), Resources: map[string]float64{"CPU": 1}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Committed: work may lease from it at once.
+	h.mustLease(t, &pb.RequestWorkerLeaseRequest{PlacementGroupId: "one", BundleIndex: 0, Resources: map[string]float64{"CPU": 1}})
+	// All or nothing: a call whose bundles do not all fit holds none of them.
+	_, err := h.client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
+		{Key: key("two", 0, 1), Resources: map[string]float64{"CPU": 1}},
+		{Key: key("two", 1, 1), Resources: map[string]float64{"CPU": 1000}},
+	}})
+	wantCode(t, err, codes.FailedPrecondition, "insufficient resources")
+	_, err = h.lease(t, &pb.RequestWorkerLeaseRequest{PlacementGroupId: "two", BundleIndex: 0, Resources: map[string]float64{"CPU": 1}})
+	wantCode(t, err, codes.FailedPrecondition, "placement group two bundle 0 is not held")
+}

@@ -643,9 +643,13 @@ type CreatePlacementGroupRequest struct {
 	CreatorJobId string `protobuf:"bytes,6,opt,name=creator_job_id,json=creatorJobId,proto3" json:"creator_job_id,omitempty"`
 	// "" (topology-aware, the default) or "node": Ray's plain meaning of STRICT_PACK (one
 	// node) instead of one NVLink island.
-	Topology      string `protobuf:"bytes,7,opt,name=topology,proto3" json:"topology,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Topology string `protobuf:"bytes,7,opt,name=topology,proto3" json:"topology,omitempty"`
+	// When > 0, the reply waits (at most this long, capped at 5 s) until the group is
+	// CREATED or its first placement attempt failed, and carries the group as it then is:
+	// a client learns in one call that a group which fits is ready.
+	WaitFirstAttemptMs int64 `protobuf:"varint,8,opt,name=wait_first_attempt_ms,json=waitFirstAttemptMs,proto3" json:"wait_first_attempt_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreatePlacementGroupRequest) Reset() {
@@ -725,6 +729,13 @@ func (x *CreatePlacementGroupRequest) GetTopology() string {
 		return x.Topology
 	}
 	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetWaitFirstAttemptMs() int64 {
+	if x != nil {
+		return x.WaitFirstAttemptMs
+	}
+	return 0
 }
 
 type CreatePlacementGroupReply struct {
@@ -1309,7 +1320,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x0fremoved_time_ms\x18\f \x01(\x03R\rremovedTimeMs\x12\x1a\n" +
 	"\btopology\x18\r \x01(\tR\btopology\x12K\n" +
 	"\x13rejection_summaries\x18\x0e \x03(\v2\x1a.raygo.v1.RejectionSummaryR\x12rejectionSummaries\x12.\n" +
-	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCodeJ\x04\b\v\x10\f\"\xef\x04\n" +
+	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCodeJ\x04\b\v\x10\f\"\xa2\x05\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -1317,7 +1328,8 @@ const file_placement_group_proto_rawDesc = "" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x1a\n" +
 	"\blifetime\x18\x05 \x01(\tR\blifetime\x12$\n" +
 	"\x0ecreator_job_id\x18\x06 \x01(\tR\fcreatorJobId\x12\x1a\n" +
-	"\btopology\x18\a \x01(\tR\btopology\x1a\xd7\x02\n" +
+	"\btopology\x18\a \x01(\tR\btopology\x121\n" +
+	"\x15wait_first_attempt_ms\x18\b \x01(\x03R\x12waitFirstAttemptMs\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

@@ -34,7 +34,8 @@ const (
 // PlacementGroupService is the GCS's placement-group API.
 type PlacementGroupServiceClient interface {
 	// CreatePlacementGroup validates (InvalidArgument naming the field), persists the group
-	// PENDING and queues it; it returns before the group is placed.
+	// PENDING and queues it; it returns before the group is placed, unless
+	// wait_first_attempt_ms asks it to wait for the first attempt.
 	CreatePlacementGroup(ctx context.Context, in *CreatePlacementGroupRequest, opts ...grpc.CallOption) (*CreatePlacementGroupReply, error)
 	// RemovePlacementGroup is idempotent; an unknown id is a no-op.
 	RemovePlacementGroup(ctx context.Context, in *RemovePlacementGroupRequest, opts ...grpc.CallOption) (*RemovePlacementGroupReply, error)
@@ -122,7 +123,8 @@ func (c *placementGroupServiceClient) WaitPlacementGroupUntilReady(ctx context.C
 // PlacementGroupService is the GCS's placement-group API.
 type PlacementGroupServiceServer interface {
 	// CreatePlacementGroup validates (InvalidArgument naming the field), persists the group
-	// PENDING and queues it; it returns before the group is placed.
+	// PENDING and queues it; it returns before the group is placed, unless
+	// wait_first_attempt_ms asks it to wait for the first attempt.
 	CreatePlacementGroup(context.Context, *CreatePlacementGroupRequest) (*CreatePlacementGroupReply, error)
 	// RemovePlacementGroup is idempotent; an unknown id is a no-op.
 	RemovePlacementGroup(context.Context, *RemovePlacementGroupRequest) (*RemovePlacementGroupReply, error)

@@ -306,8 +306,11 @@ func (x *MIGStep) GetDestroyStarts() []int32 {
 }
 
 type PrepareBundleResourcesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bundles       []*BundleReservation   `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Bundles []*BundleReservation   `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	// Commit them in the same step (all or nothing): the GCS does so for a group whose
+	// bundles all go to this one node, where two phases would add nothing.
+	Commit        bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -347,6 +350,13 @@ func (x *PrepareBundleResourcesRequest) GetBundles() []*BundleReservation {
 		return x.Bundles
 	}
 	return nil
+}
+
+func (x *PrepareBundleResourcesRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
 }
 
 // ResourceReport is a raylet's available resources at a version that grows with every
@@ -1711,9 +1721,10 @@ const file_raylet_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x1d\n" +
 	"\n" +
 	"reuse_idle\x18\x04 \x01(\bR\treuseIdle\x12%\n" +
-	"\x0edestroy_starts\x18\x05 \x03(\x05R\rdestroyStarts\"V\n" +
+	"\x0edestroy_starts\x18\x05 \x03(\x05R\rdestroyStarts\"n\n" +
 	"\x1dPrepareBundleResourcesRequest\x125\n" +
-	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\"\x85\x02\n" +
+	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\"\x85\x02\n" +
 	"\x0eResourceReport\x12a\n" +
 	"\x13resources_available\x18\x01 \x03(\v20.raygo.v1.ResourceReport.ResourcesAvailableEntryR\x12resourcesAvailable\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12/\n" +

@@ -170,3 +170,27 @@ def test_pending_group_is_created_when_a_node_that_fits_joins(driver: Cluster) -
         remove_placement_group(pg)
         driver.remove_node(node)
         poll("the extra node to be dead", lambda: node.node_id not in nodes_by_id())
+
+
+def test_a_group_that_fits_is_ready_when_create_returns(driver: Cluster) -> None:
+    import pickle
+
+    pg = placement_group([{"CPU": 1}])
+    # The GCS answered the create once the group was CREATED: nothing more to wait for.
+    assert pg._created
+    assert placement_group_table(pg)["state"] == "CREATED"
+    assert raygo.get(pg.ready(), timeout=0) is pg
+    assert pg.wait(0)
+    # A copy sent elsewhere asks the GCS again, and removal through the handle forgets it.
+    copy = pickle.loads(pickle.dumps(pg))
+    assert copy == pg and not copy._created and copy.wait(5)
+    remove_placement_group(pg)
+    assert not pg._created
+
+
+def test_a_group_that_cannot_fit_returns_at_once_with_its_reason(driver: Cluster) -> None:
+    pg = placement_group([{"CPU": 1000}])
+    assert not pg._created
+    row = placement_group_table(pg)
+    assert row["state"] == "PENDING" and "1000" in row["pending_reason"]
+    remove_placement_group(pg)

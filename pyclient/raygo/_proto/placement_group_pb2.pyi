@@ -147,7 +147,7 @@ class PlacementGroupInfo(_message.Message):
     def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
-    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology")
+    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms")
     class BundleSpec(_message.Message):
         __slots__ = ("resources", "label_selector")
         class ResourcesEntry(_message.Message):
@@ -176,6 +176,7 @@ class CreatePlacementGroupRequest(_message.Message):
     LIFETIME_FIELD_NUMBER: _ClassVar[int]
     CREATOR_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIRST_ATTEMPT_MS_FIELD_NUMBER: _ClassVar[int]
     bundles: _containers.RepeatedCompositeFieldContainer[CreatePlacementGroupRequest.BundleSpec]
     strategy: str
     name: str
@@ -183,7 +184,8 @@ class CreatePlacementGroupRequest(_message.Message):
     lifetime: str
     creator_job_id: str
     topology: str
-    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ...) -> None: ...
+    wait_first_attempt_ms: int
+    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ...) -> None: ...
 
 class CreatePlacementGroupReply(_message.Message):
     __slots__ = ("placement_group",)

@@ -73,7 +73,8 @@ class PlacementGroupServiceServicer:
 
     def CreatePlacementGroup(self, request, context):
         """CreatePlacementGroup validates (InvalidArgument naming the field), persists the group
-        PENDING and queues it; it returns before the group is placed.
+        PENDING and queues it; it returns before the group is placed, unless
+        wait_first_attempt_ms asks it to wait for the first attempt.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

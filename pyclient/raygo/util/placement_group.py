@@ -52,6 +52,9 @@ class PlacementGroup:
     def __init__(self, id: PlacementGroupID, bundle_cache: Optional[List[Bundle]] = None) -> None:  # noqa: A002
         self.id = id
         self.bundle_cache = bundle_cache
+        # True when the GCS answered the create with the group already CREATED: ready()
+        # and wait() then need no call. Removing the group through this handle clears it.
+        self._created = False
 
     @staticmethod
     def empty() -> "PlacementGroup":
@@ -70,7 +73,7 @@ class PlacementGroup:
         ``raygo.get`` on it raises ``raygo.exceptions.TaskPlacementGroupRemoved`` if the
         group is removed first, and ``GetTimeoutError`` when its timeout passes.
         """
-        if self.is_empty:
+        if self.is_empty or self._created:
             return ObjectRef._resolved(self)
         return ObjectRef(_worker.global_client().ready_future(self.id.hex(), self))
 
@@ -82,6 +85,8 @@ class PlacementGroup:
         """
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)):
             raise TypeError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
+        if self._created:
+            return True
         outcome, _ = _worker.global_client().wait_placement_group(self.id.hex(), float(timeout_seconds))
         if outcome == "removed":
             raise RaySystemError(f"Placement group {self.id!r} does not exist.")
@@ -105,6 +110,12 @@ class PlacementGroup:
             info = _worker.global_client().get_placement_group(self.id.hex())
             if info is not None:
                 self.bundle_cache = [_nonzero(b.unit_resources) for b in sorted(info.bundles, key=lambda b: b.bundle_index)]
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"id": self.id, "bundle_cache": self.bundle_cache}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["id"], state.get("bundle_cache"))  # type: ignore[misc]
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, PlacementGroup) and self.id == other.id
@@ -311,12 +322,21 @@ def placement_group(
         name=name,
         lifetime=lifetime or "",
         topology=topology or "",
+        # The GCS answers once the group is CREATED or its first attempt failed (in
+        # milliseconds): a group that fits needs no second call to be ready.
+        wait_first_attempt_ms=_WAIT_FIRST_ATTEMPT_MS,
     )
     info = _worker.global_client().create_placement_group(request)
-    return PlacementGroup(
+    pg = PlacementGroup(
         PlacementGroupID.from_hex(info.placement_group_id),
         bundle_cache=[{k: float(v) for k, v in bundle.items()} for bundle in bundles],
     )
+    pg._created = info.state == pg_pb2.PlacementGroupState.CREATED
+    return pg
+
+
+# How long placement_group() lets the GCS wait for a new group's first attempt.
+_WAIT_FIRST_ATTEMPT_MS = 1000
 
 
 def remove_placement_group(placement_group: PlacementGroup) -> None:
@@ -326,6 +346,7 @@ def remove_placement_group(placement_group: PlacementGroup) -> None:
     if placement_group is None:
         # Ray asserts here; raise the same type without depending on `python -O`.
         raise AssertionError("remove_placement_group needs a PlacementGroup, got None")
+    placement_group._created = False
     _worker.global_client().remove_placement_group(placement_group.id.hex())
 
 
