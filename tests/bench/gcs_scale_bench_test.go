@@ -34,6 +34,7 @@ import (
 //	BENCH gcs_round_ms_<n>n_<p>p <ms> ms          a node that could help every shape joins: from the join to the end of the round it triggers (median of 5 joins)
 //	BENCH gcs_round_ms_<n>n_<p>p_parked <ms> ms   the same for a CPU-only node that helps no shape
 //	BENCH gcs_new_group_ready_ms_p99 <ms> ms      (1,250 nodes) a new group that fits, create → CREATED, 100 in a row, each removed after
+//	BENCH gcs_bytes_per_node <B> bytes            (10,000 nodes) live heap per registered node
 //	BENCH gcs_bytes_per_pending_group <B> bytes   (10,000 nodes) live heap per pending group
 //	BENCH gcs_pending_row_bytes <B> bytes         (10,000 nodes) one pending row, serialized
 //	BENCH gcs_get_all_ms_10000 <ms> ms            (10,000 nodes) GetAllPlacementGroup over 10,000 rows
@@ -130,6 +131,22 @@ func parallel(n int, work func(i int) error) error {
 	return firstErr
 }
 
+// waitQuietRound waits for a round that started after since and decided nothing: every
+// pending group was tried (or an identical one was) and waits.
+func (g *scaleGCS) waitQuietRound(t *testing.T, since, deadline time.Time) {
+	t.Helper()
+	for {
+		_, recent := g.server.SchedulerRounds()
+		if n := len(recent); n > 0 && recent[n-1].Start.After(since) && recent[n-1].Attempts == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Skipf("not measured: no quiet scheduling round before the set-up limit")
+		}
+	}
+}
+
 func (g *scaleGCS) register(ctx context.Context, node *pb.NodeInfo) error {
 	_, err := g.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
 	return err
@@ -178,10 +195,21 @@ func runScaleCase(t *testing.T, c scaleCase) {
 	defer cancelSetup()
 	start := time.Now()
 
+	var heapEmpty runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&heapEmpty)
 	if err := parallel(c.nodes, func(i int) error {
 		return g.register(setupCtx, syntheticDGX(fmt.Sprintf("n%05d", i), 8, 224))
 	}); err != nil {
 		t.Skipf("not measured: registering %d nodes: %v", c.nodes, err)
+	}
+	if c.memory {
+		// The scheduler's view holds the nodes once a round ran after they joined.
+		g.waitQuietRound(t, time.Now(), setupDeadline)
+		var heapNodes runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&heapNodes)
+		fmt.Printf("BENCH gcs_bytes_per_node %.0f bytes\n", (float64(heapNodes.HeapAlloc)-float64(heapEmpty.HeapAlloc))/float64(c.nodes))
 	}
 	// Fill every GPU: STRICT_SPREAD groups of 50 whole nodes.
 	const perFill = 50
@@ -216,17 +244,7 @@ func runScaleCase(t *testing.T, c scaleCase) {
 	}
 	// Wait until a round that started after the last create decided nothing: every
 	// pending group was tried (or an identical one was) and waits.
-	created := time.Now()
-	for {
-		_, recent := g.server.SchedulerRounds()
-		if n := len(recent); n > 0 && recent[n-1].Start.After(created) && recent[n-1].Attempts == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-		if time.Now().After(setupDeadline) {
-			t.Skipf("not measured: the pending groups were not all tried within %s", c.setupLimit)
-		}
-	}
+	g.waitQuietRound(t, time.Now(), setupDeadline)
 	if c.memory {
 		// Measured before the client reads the table: only the GCS's memory is counted.
 		var heapAfter runtime.MemStats
