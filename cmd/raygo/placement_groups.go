@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	pendingreason "github.com/raygo-dev/raygo/internal/pending"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
 )
@@ -37,6 +38,17 @@ type placementGroupState struct {
 	Bundles          []bundleState       `json:"bundles"`
 	Stats            placementGroupStats `json:"stats"`
 	PendingReason    string              `json:"pending_reason,omitempty"`
+	// PendingReasonCode and Rejections: why it waits, as a code of internal/pending and
+	// the nodes counted per reason.
+	PendingReasonCode string             `json:"pending_reason_code,omitempty"`
+	Rejections        []rejectionSummary `json:"rejection_summaries,omitempty"`
+}
+
+type rejectionSummary struct {
+	Code           string   `json:"code"`
+	Example        string   `json:"example"`
+	Nodes          int32    `json:"nodes"`
+	ExampleNodeIDs []string `json:"example_node_ids"`
 }
 
 type placementGroupStats struct {
@@ -51,7 +63,10 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 	s := placementGroupState{
 		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
 		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
-		Bundles: []bundleState{},
+		Bundles: []bundleState{}, PendingReasonCode: g.PendingReasonCode,
+	}
+	for _, r := range g.RejectionSummaries {
+		s.Rejections = append(s.Rejections, rejectionSummary{Code: r.Code, Example: r.Example, Nodes: r.Nodes, ExampleNodeIDs: r.ExampleNodeIds})
 	}
 	if st := g.Stats; st != nil {
 		s.Stats = placementGroupStats{
@@ -151,6 +166,9 @@ func printPlacementGroupStatus(w io.Writer, groups []*pb.PlacementGroupInfo) {
 		reason := g.PendingReason
 		if reason == "" {
 			reason = "waiting for its first scheduling attempt"
+		} else if code := g.PendingReasonCode; code != "" && code != string(pendingreason.Infeasible) && code != string(pendingreason.NoResources) {
+			// Infeasible and NoResources are what the scheduling state already says.
+			reason = "[" + code + "] " + reason
 		}
 		fmt.Fprintf(w, " pg_%s%s (%s, %d bundles) %s: %s\n", shortID(g.PlacementGroupId), name, g.Strategy, len(g.Bundles),
 			sdk.SchedulingStateName(g.Stats.GetSchedulingState()), reason)
