@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -71,6 +72,11 @@ type PlacementGroup struct {
 	Name     string
 	Strategy Strategy
 	Bundles  []Bundle
+
+	// created is the group's row when the GCS answered the create with it CREATED:
+	// Ready and Wait answer from it without a call until Remove.
+	mu      sync.Mutex
+	created *pb.PlacementGroupInfo
 }
 
 // BundleInfo is where one bundle lives.
@@ -143,7 +149,10 @@ func SchedulingStateName(s pb.SchedulingState) string {
 // persisted it (bad input fails here with ErrInvalidArgument naming the field); use
 // Ready or Wait for the reservation.
 func (c *Client) CreatePlacementGroup(ctx context.Context, bundles []Bundle, strategy Strategy, opts ...PlacementGroupOption) (*PlacementGroup, error) {
-	req := &pb.CreatePlacementGroupRequest{Strategy: string(strategy), Namespace: c.namespace, CreatorJobId: c.jobID}
+	// The GCS answers once the group is CREATED or its first attempt failed (in
+	// milliseconds): a group that fits needs no second call to be ready.
+	req := &pb.CreatePlacementGroupRequest{Strategy: string(strategy), Namespace: c.namespace, CreatorJobId: c.jobID,
+		WaitFirstAttemptMs: waitFirstAttemptMs}
 	for _, b := range bundles {
 		req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: b})
 	}
@@ -154,8 +163,16 @@ func (c *Client) CreatePlacementGroup(ctx context.Context, bundles []Bundle, str
 	if err != nil {
 		return nil, c.wrap("create placement group", err)
 	}
-	return c.handle(reply.PlacementGroup), nil
+	pg := c.handle(reply.PlacementGroup)
+	if reply.PlacementGroup.GetState() == pb.PlacementGroupState_CREATED {
+		pg.created = reply.PlacementGroup
+	}
+	return pg, nil
 }
+
+// waitFirstAttemptMs is how long CreatePlacementGroup lets the GCS wait for a new
+// group's first attempt.
+const waitFirstAttemptMs = 1000
 
 func (c *Client) handle(p *pb.PlacementGroupInfo) *PlacementGroup {
 	pg := &PlacementGroup{client: c, ID: p.PlacementGroupId, Name: p.Name, Strategy: Strategy(p.Strategy.String())}
@@ -168,6 +185,12 @@ func (c *Client) handle(p *pb.PlacementGroupInfo) *PlacementGroup {
 // Ready blocks until the group is CREATED and returns where its bundles are. It fails
 // with ErrRemoved if the group is removed, and with ctx's error when ctx ends first.
 func (pg *PlacementGroup) Ready(ctx context.Context) (*PlacementGroupInfo, error) {
+	pg.mu.Lock()
+	created := pg.created
+	pg.mu.Unlock()
+	if created != nil {
+		return infoFromProto(created), nil
+	}
 	reply, err := pg.client.pgs.WaitPlacementGroupUntilReady(ctx, &pb.WaitPlacementGroupUntilReadyRequest{PlacementGroupId: pg.ID})
 	if err != nil {
 		if status.Code(err) == codes.FailedPrecondition {
@@ -194,6 +217,9 @@ func (pg *PlacementGroup) Wait(ctx context.Context, timeout time.Duration) (bool
 
 // Remove removes the group and releases its bundles; removing twice is harmless.
 func (pg *PlacementGroup) Remove(ctx context.Context) error {
+	pg.mu.Lock()
+	pg.created = nil
+	pg.mu.Unlock()
 	if _, err := pg.client.pgs.RemovePlacementGroup(ctx, &pb.RemovePlacementGroupRequest{PlacementGroupId: pg.ID}); err != nil {
 		return pg.client.wrap("remove placement group "+pg.ID, err)
 	}
