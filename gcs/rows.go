@@ -47,9 +47,6 @@ func (b *retryBackoff) fail(now time.Time, minDelay, maxDelay time.Duration) tim
 // reset forgets the failures.
 func (b *retryBackoff) reset() { *b = retryBackoff{} }
 
-// retryNow keeps the delay but makes the next attempt due now (capacity may have appeared).
-func (b *retryBackoff) retryNow() { b.next = time.Time{} }
-
 // deadRow is what pruning needs of a row that ended (a removed group, a dead actor).
 type deadRow struct {
 	ID        string
