@@ -62,6 +62,42 @@ func (m *pgManager) loop(stop <-chan struct{}) {
 	}
 }
 
+// rebuildView builds the view from the node table and the held bundles, outside mu (at
+// ten thousand nodes it takes a while): the bundles held are read under mu, and the
+// releases recorded until then are in them; those recorded while building are applied
+// to the new view after (releases are idempotent). Shapes that a new or changed node
+// could help are woken. It reports false when the view cannot be built (logged; tried
+// again next round).
+func (m *pgManager) rebuildView() bool {
+	nodes := m.nodes.schedulingNodes() // without mu: a directory is never called under it
+	m.mu.Lock()
+	held := m.heldBundlesLocked()
+	m.releases = m.releases[:0]
+	m.mu.Unlock()
+	view, err := buildView(nodes, held)
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot build a cluster snapshot")
+		m.viewStale.Store(true)
+		return false
+	}
+	var changed []placement.NodeID
+	if m.view != nil {
+		changed = changedNodes(m.view, view)
+	}
+	m.mu.Lock()
+	if m.view == nil {
+		m.queue.wakeAll()
+	}
+	for _, id := range changed {
+		if node, ok := view.snapshot.Node(id); ok {
+			m.queue.wakeFor(node)
+		}
+	}
+	m.view = view
+	m.mu.Unlock()
+	return true
+}
+
 // decision is one group's outcome in a round.
 type roundDecision struct {
 	entry *pgEntry
@@ -83,33 +119,14 @@ type roundFailure struct {
 // the loop must run again and how many decisions it made.
 func (m *pgManager) scheduleRound() (time.Duration, int) {
 	now := m.now()
-	var nodes []*pb.NodeInfo
-	stale := m.view == nil || m.viewStale.Swap(false)
-	if stale {
-		nodes = m.nodes.schedulingNodes() // without mu: a directory is never called under it
+	if m.view == nil || m.viewStale.Swap(false) {
+		if !m.rebuildView() {
+			return time.Second, 0
+		}
 	}
 
 	m.mu.Lock()
-	if stale {
-		view, err := buildView(nodes, m.heldBundlesLocked())
-		if err != nil {
-			m.mu.Unlock()
-			m.log.Error().Err(err).Msg("cannot build a cluster snapshot")
-			m.viewStale.Store(true)
-			return time.Second, 0
-		}
-		m.releases = m.releases[:0] // the rebuild counted only what is still held
-		if m.view == nil {
-			m.queue.wakeAll()
-		} else {
-			for _, id := range changedNodes(m.view, view) {
-				if node, ok := view.snapshot.Node(id); ok {
-					m.queue.wakeFor(node)
-				}
-			}
-		}
-		m.view = view
-	} else if len(m.releases) > 0 {
+	if len(m.releases) > 0 {
 		freed := map[placement.NodeID]bool{}
 		for _, ref := range m.releases {
 			node, released, ok := m.view.release(ref)
