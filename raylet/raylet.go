@@ -260,10 +260,7 @@ func (r *Raylet) heartbeat() error {
 	r.mu.Lock()
 	report := r.resourceReportLocked()
 	r.mu.Unlock()
-	reply, err := r.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{
-		NodeId: r.cfg.NodeID, ResourcesAvailable: report.ResourcesAvailable, ResourcesVersion: report.Version,
-		GossipAddress: r.node.GossipAddress, MigGpus: report.MigGpus,
-	})
+	reply, err := r.nodes.ReportHeartbeat(ctx, heartbeatRequest(r.cfg.NodeID, report, r.node.GossipAddress))
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.
 		return r.register(ctx)
