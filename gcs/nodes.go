@@ -274,8 +274,15 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		m.mu.Unlock()
 		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
-	newer := m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
-	hasMIG := len(node.MigGpus) > 0
+	// A keep-alive changes nothing, unless this GCS does not have the version it names
+	// (a restarted GCS, a lost report): the raylet is asked for a full report.
+	newer, hasMIG, sendFull := false, false, false
+	if req.Unchanged {
+		sendFull = m.resourceVersions[req.NodeId] != req.ResourcesVersion
+	} else {
+		newer = m.applyResourcesLocked(node, &pb.ResourceReport{ResourcesAvailable: req.ResourcesAvailable, Version: req.ResourcesVersion, MigGpus: req.MigGpus})
+		hasMIG = len(node.MigGpus) > 0
+	}
 	node.StateMessage = ""
 	var reconnected *pb.NodeInfo
 	if m.awaitingReconnect[req.NodeId] {
@@ -292,7 +299,7 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 			go l.onNodeConnected(reconnected)
 		}
 	}
-	return &pb.ReportHeartbeatReply{GcsEpoch: m.epoch, GcsGossipAddress: m.gossipAddress()}, nil
+	return &pb.ReportHeartbeatReply{GcsEpoch: m.epoch, GcsGossipAddress: m.gossipAddress(), SendFullReport: sendFull}, nil
 }
 
 // GetAllNodeInfo implements pb.NodeInfoServiceServer. Nodes are sorted: head first, then

@@ -42,8 +42,13 @@ type Config struct {
 	// Labels are user labels added to the defaults (ray.io/node-id, and
 	// ray.io/accelerator-type on GPU nodes).
 	Labels map[string]string
-	// HeartbeatInterval is how often the raylet reports to the GCS. Default 1 s.
+	// HeartbeatInterval is how often the raylet reports a change of its resources to the
+	// GCS (and, while the GCS is unreachable or was lost, how often it tries). Default 1 s.
 	HeartbeatInterval time.Duration
+	// KeepAliveInterval is how often the raylet reports when nothing changed: a bare
+	// keep-alive, so 10,000 idle raylets cost the GCS little. Liveness itself comes from
+	// memberlist. Default 5 s; at least HeartbeatInterval.
+	KeepAliveInterval time.Duration
 	// ReconnectBackoffMax caps the wait between attempts to reach a GCS that is down.
 	// Default 2 s, so a restarted GCS sees every live raylet within a few seconds.
 	ReconnectBackoffMax time.Duration
@@ -96,6 +101,7 @@ func DefaultConfig() Config {
 		NodeIP:              "127.0.0.1",
 		GCSAddress:          "127.0.0.1:6380",
 		HeartbeatInterval:   time.Second,
+		KeepAliveInterval:   5 * time.Second,
 		ReconnectBackoffMax: 2 * time.Second,
 		Membership:          membership.DefaultConfig(),
 		MIGIdleTimeout:      5 * time.Minute,
@@ -136,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatInterval <= 0 {
 		return errors.New("raylet config: HeartbeatInterval must be positive")
+	}
+	if c.KeepAliveInterval < c.HeartbeatInterval {
+		return fmt.Errorf("raylet config: KeepAliveInterval %s must be at least HeartbeatInterval %s", c.KeepAliveInterval, c.HeartbeatInterval)
 	}
 	if c.ReconnectBackoffMax <= 0 {
 		return errors.New("raylet config: ReconnectBackoffMax must be positive")

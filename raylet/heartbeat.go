@@ -15,20 +15,25 @@ func heartbeatRequest(nodeID string, report *pb.ResourceReport, gossipAddress st
 	}
 }
 
-// IdleReporting is how a raylet on which nothing changes reports to the GCS: a
-// heartbeat every Every. Benchmarks use it to stand in for thousands of idle raylets.
-type IdleReporting struct {
-	Every time.Duration
-	// available is what an idle node reports as available (its whole offer).
-	available map[string]float64
+// keepAliveRequest is the report of a raylet on which nothing changed since the report
+// at version the GCS acknowledged: no resources, the GCS keeps what it has.
+func keepAliveRequest(nodeID string, version int64, gossipAddress string) *pb.ReportHeartbeatRequest {
+	return &pb.ReportHeartbeatRequest{NodeId: nodeID, ResourcesVersion: version, GossipAddress: gossipAddress, Unchanged: true}
 }
 
-// IdleReports is the reporting of an idle raylet with cfg whose node offers available.
+// IdleReporting is how a raylet on which nothing changes reports to the GCS: a
+// keep-alive every Every. Benchmarks use it to stand in for thousands of idle raylets.
+type IdleReporting struct {
+	Every time.Duration
+}
+
+// IdleReports is the reporting of an idle raylet with cfg. (available, what its node
+// offers, is what it registered with; an idle raylet does not send it again.)
 func IdleReports(cfg Config, available map[string]float64) IdleReporting {
-	return IdleReporting{Every: cfg.HeartbeatInterval, available: available}
+	return IdleReporting{Every: cfg.KeepAliveInterval}
 }
 
 // Request is the heartbeat the idle raylet of nodeID sends.
 func (p IdleReporting) Request(nodeID string) *pb.ReportHeartbeatRequest {
-	return heartbeatRequest(nodeID, &pb.ResourceReport{ResourcesAvailable: p.available}, "")
+	return keepAliveRequest(nodeID, 0, "")
 }

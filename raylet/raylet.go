@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -36,6 +38,8 @@ type Raylet struct {
 	gossip   *membership.Agent
 	gcsConn  *grpc.ClientConn
 	nodes    pb.NodeInfoServiceClient
+	// gcsConnLost: the connection to the GCS left READY since the last heartbeat.
+	gcsConnLost atomic.Bool
 
 	mu        sync.Mutex
 	epoch     int64 // newest GCS epoch seen
@@ -123,6 +127,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	go r.heartbeatLoop()
+	go r.watchGCSConn()
 	go r.idleWorkerLoop()
 	if cfg.ExecutableCacheTTL > 0 {
 		go r.executableCacheLoop()
@@ -213,25 +218,41 @@ func (r *Raylet) observeEpoch(epoch int64) {
 	}
 }
 
-// heartbeatLoop reports to the GCS every HeartbeatInterval; while the GCS is unreachable
-// it retries with backoff, and it re-registers when a GCS without our row answers.
+// heartbeatLoop reports to the GCS: every HeartbeatInterval when its resources changed
+// since the last report the GCS acknowledged, else a bare keep-alive every
+// KeepAliveInterval. After a failure, or once the connection to the GCS was lost (a GCS
+// restart), it reports in full every HeartbeatInterval, with backoff while the GCS is
+// unreachable; it re-registers when a GCS without our row answers.
 func (r *Raylet) heartbeatLoop() {
 	backoff := rpcutil.Backoff{Min: 100 * time.Millisecond, Max: r.cfg.ReconnectBackoffMax}
 	wait := r.cfg.HeartbeatInterval
 	unreachableSince := time.Time{}
+	var lastSent time.Time
+	acked := int64(-1) // the resources version the GCS acknowledged; -1: report in full
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-time.After(wait):
 		}
-		err := r.heartbeat()
+		if r.gcsConnLost.Swap(false) {
+			acked = -1
+		}
+		r.mu.Lock()
+		version := r.resourcesVersion
+		r.mu.Unlock()
+		if version == acked && time.Since(lastSent) < r.cfg.KeepAliveInterval {
+			continue
+		}
+		sentVersion, err := r.heartbeat(acked)
+		lastSent = time.Now()
 		switch {
 		case err == nil:
 			if !unreachableSince.IsZero() {
 				r.log.Info().Dur("after", time.Since(unreachableSince)).Msg("reconnected to the GCS")
 				unreachableSince = time.Time{}
 			}
+			acked = sentVersion
 			backoff.Reset()
 			wait = r.cfg.HeartbeatInterval
 		case status.Code(err) == codes.FailedPrecondition && !isVersionError(err):
@@ -239,11 +260,26 @@ func (r *Raylet) heartbeatLoop() {
 			r.done <- fmt.Errorf("%w: %v", ErrNodeDead, err)
 			return
 		default:
+			acked = -1
 			if unreachableSince.IsZero() {
 				unreachableSince = time.Now()
 				r.log.Warn().Err(err).Msg("GCS unreachable; retrying with backoff")
 			}
 			wait = backoff.Next()
+		}
+	}
+}
+
+// watchGCSConn notes every time the connection to the GCS leaves READY: the GCS may have
+// restarted (with an empty store), so the next heartbeat reports in full at once.
+func (r *Raylet) watchGCSConn() {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-r.stop; cancel() }()
+	state := r.gcsConn.GetState()
+	for r.gcsConn.WaitForStateChange(ctx, state) {
+		state = r.gcsConn.GetState()
+		if state != connectivity.Ready {
+			r.gcsConnLost.Store(true)
 		}
 	}
 }
@@ -254,19 +290,28 @@ func isVersionError(err error) bool {
 	return strings.Contains(status.Convert(err).Message(), "protocol version")
 }
 
-func (r *Raylet) heartbeat() error {
+// heartbeat sends one report: a keep-alive when the resources are still at version
+// acked, else in full. It returns the version the GCS now has.
+func (r *Raylet) heartbeat(acked int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	r.mu.Lock()
-	report := r.resourceReportLocked()
+	var request *pb.ReportHeartbeatRequest
+	version := r.resourcesVersion
+	if version == acked {
+		request = keepAliveRequest(r.cfg.NodeID, version, r.node.GossipAddress)
+	} else {
+		request = heartbeatRequest(r.cfg.NodeID, r.resourceReportLocked(), r.node.GossipAddress)
+	}
 	r.mu.Unlock()
-	reply, err := r.nodes.ReportHeartbeat(ctx, heartbeatRequest(r.cfg.NodeID, report, r.node.GossipAddress))
+	reply, err := r.nodes.ReportHeartbeat(ctx, request)
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.
-		return r.register(ctx)
+		// Registering reports the resources in full; the next heartbeat does it again.
+		return -1, r.register(ctx)
 	}
 	if err != nil {
-		return err
+		return -1, err
 	}
 	r.observeEpoch(reply.GcsEpoch)
 	r.mu.Lock()
@@ -279,7 +324,10 @@ func (r *Raylet) heartbeat() error {
 			r.log.Warn().Err(err).Msg("could not join the GCS's memberlist")
 		}
 	}
-	return nil
+	if reply.SendFullReport {
+		return -1, nil
+	}
+	return version, nil
 }
 
 // fenceInterceptor refuses requests from a GCS older than the newest one seen.

@@ -239,7 +239,11 @@ type ReportHeartbeatRequest struct {
 	// Version of resources_available (see ResourceReport in raylet.proto).
 	ResourcesVersion int64 `protobuf:"varint,4,opt,name=resources_version,json=resourcesVersion,proto3" json:"resources_version,omitempty"`
 	// The MIG slot maps at the same version.
-	MigGpus       []*MIGGPUInfo `protobuf:"bytes,5,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
+	MigGpus []*MIGGPUInfo `protobuf:"bytes,5,rep,name=mig_gpus,json=migGpus,proto3" json:"mig_gpus,omitempty"`
+	// A keep-alive: nothing changed since the report this GCS last acknowledged
+	// (resources_version is that report's); resources_available and mig_gpus are left out
+	// and the GCS keeps what it has.
+	Unchanged     bool `protobuf:"varint,6,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,12 +313,21 @@ func (x *ReportHeartbeatRequest) GetMigGpus() []*MIGGPUInfo {
 	return nil
 }
 
+func (x *ReportHeartbeatRequest) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
 type ReportHeartbeatReply struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	GcsEpoch         int64                  `protobuf:"varint,1,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
 	GcsGossipAddress string                 `protobuf:"bytes,2,opt,name=gcs_gossip_address,json=gcsGossipAddress,proto3" json:"gcs_gossip_address,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The GCS does not have the version a keep-alive (unchanged) names: report in full.
+	SendFullReport bool `protobuf:"varint,3,opt,name=send_full_report,json=sendFullReport,proto3" json:"send_full_report,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReportHeartbeatReply) Reset() {
@@ -359,6 +372,13 @@ func (x *ReportHeartbeatReply) GetGcsGossipAddress() string {
 		return x.GcsGossipAddress
 	}
 	return ""
+}
+
+func (x *ReportHeartbeatReply) GetSendFullReport() bool {
+	if x != nil {
+		return x.SendFullReport
+	}
+	return false
 }
 
 type GetAllNodeInfoRequest struct {
@@ -1765,19 +1785,21 @@ const file_gcs_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"S\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
-	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\xe8\x02\n" +
+	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\x86\x03\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
 	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12+\n" +
 	"\x11resources_version\x18\x04 \x01(\x03R\x10resourcesVersion\x12/\n" +
-	"\bmig_gpus\x18\x05 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x1aE\n" +
+	"\bmig_gpus\x18\x05 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x12\x1c\n" +
+	"\tunchanged\x18\x06 \x01(\bR\tunchanged\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"a\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8b\x01\n" +
 	"\x14ReportHeartbeatReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12,\n" +
-	"\x12gcs_gossip_address\x18\x02 \x01(\tR\x10gcsGossipAddress\"6\n" +
+	"\x12gcs_gossip_address\x18\x02 \x01(\tR\x10gcsGossipAddress\x12(\n" +
+	"\x10send_full_report\x18\x03 \x01(\bR\x0esendFullReport\"6\n" +
 	"\x15GetAllNodeInfoRequest\x12\x1d\n" +
 	"\n" +
 	"alive_only\x18\x01 \x01(\bR\taliveOnly\"?\n" +

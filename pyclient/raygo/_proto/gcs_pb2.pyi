@@ -40,7 +40,7 @@ class RegisterNodeReply(_message.Message):
     def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReportHeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus")
+    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged")
     class ResourcesAvailableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -53,20 +53,24 @@ class ReportHeartbeatRequest(_message.Message):
     GOSSIP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_VERSION_FIELD_NUMBER: _ClassVar[int]
     MIG_GPUS_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     resources_available: _containers.ScalarMap[str, float]
     gossip_address: str
     resources_version: int
     mig_gpus: _containers.RepeatedCompositeFieldContainer[_common_pb2.MIGGPUInfo]
-    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ...) -> None: ...
+    unchanged: bool
+    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ..., unchanged: _Optional[bool] = ...) -> None: ...
 
 class ReportHeartbeatReply(_message.Message):
-    __slots__ = ("gcs_epoch", "gcs_gossip_address")
+    __slots__ = ("gcs_epoch", "gcs_gossip_address", "send_full_report")
     GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GCS_GOSSIP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SEND_FULL_REPORT_FIELD_NUMBER: _ClassVar[int]
     gcs_epoch: int
     gcs_gossip_address: str
-    def __init__(self, gcs_epoch: _Optional[int] = ..., gcs_gossip_address: _Optional[str] = ...) -> None: ...
+    send_full_report: bool
+    def __init__(self, gcs_epoch: _Optional[int] = ..., gcs_gossip_address: _Optional[str] = ..., send_full_report: _Optional[bool] = ...) -> None: ...
 
 class GetAllNodeInfoRequest(_message.Message):
     __slots__ = ("alive_only",)
