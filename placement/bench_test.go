@@ -16,16 +16,19 @@ import (
 // and scalable units listed) kept about 70% busy. It prints
 // "BENCH placement_decision_p99_us <value> us", then the same stream with the workload
 // learned from it passed to every decision (the fragmentation scoring stage):
-// "BENCH placement_decision_p99_us_workload <value> us". It is not a test and is
-// skipped unless RAYGO_BENCH=1.
+// "BENCH placement_decision_p99_us_workload <value> us", then the first on a fleet of
+// 10,000 nodes: "BENCH placement_decision_p99_us_10000n <value> us". It is not a test
+// and is skipped unless RAYGO_BENCH=1.
 func TestDecisionLatencyBench(t *testing.T) {
 	benchgate.Require(t)
 	for _, run := range []struct {
 		suffix string
 		learn  bool
-	}{{"", false}, {"_workload", true}} {
+		nodes  int
+	}{{"", false, 1250}, {"_workload", true, 1250}, {"_10000n", false, 10000}} {
 		config := placementsim.DefaultLatencyConfig()
 		config.LearnWorkload = run.learn
+		config.Fleet.Nodes = run.nodes
 		result, err := placementsim.RunDecisionLatency(config, time.Now)
 		if err != nil {
 			t.Fatal(err)
