@@ -19,6 +19,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/logging"
+	"github.com/raygo-dev/raygo/internal/pprofserve"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet"
 	"github.com/raygo-dev/raygo/raylet/gpu"
@@ -103,15 +104,30 @@ func (f *storeFlags) args() []string {
 		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis)}
 }
 
-// logFlags configure a daemon's logging.
+// logFlags configure a daemon's logging and profiling.
 type logFlags struct {
 	level string
 	file  string
+	pprof string
 }
 
 func (f *logFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.level, "log-level", "info", "log level: "+logging.Levels)
 	fs.StringVar(&f.file, "log-file", "", "write JSON-lines logs to this file (default: stderr)")
+	fs.StringVar(&f.pprof, "pprof", "", "serve Go's profiler (/debug/pprof/) on this loopback HOST:PORT, e.g. 127.0.0.1:6060 (default: off)")
+}
+
+// startPprof serves the profiler when --pprof asks for it.
+func (f *logFlags) startPprof(log zerolog.Logger) error {
+	if f.pprof == "" {
+		return nil
+	}
+	addr, err := pprofserve.Start(f.pprof)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	log.Info().Str("address", addr).Msg("profiler serving /debug/pprof/")
+	return nil
 }
 
 func (f *logFlags) logger(component string, stderr io.Writer) (zerolog.Logger, func(), error) {
@@ -154,6 +170,9 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
+	if err := lf.startPprof(log); err != nil {
+		return err
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	st, err := sf.open(ctx)
@@ -237,6 +256,9 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
+	if err := lf.startPprof(log); err != nil {
+		return err
+	}
 	cfg := raylet.DefaultConfig()
 	cfg.NodeID, cfg.NodeIP, cfg.Port, cfg.GossipPort = *nodeID, *ip, *port, *gossipPort
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head

@@ -16,6 +16,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/internal/logging"
+	"github.com/raygo-dev/raygo/internal/pprofserve"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -38,19 +39,21 @@ const startExamples = `  raygo start --head --block
 
 // startOptions are the parsed flags of `raygo start`.
 type startOptions struct {
-	head       bool
-	address    string
-	port       int
-	nodeIP     string
-	nodeName   string
-	block      bool
-	store      storeFlags
-	resources  nodeResourceFlags
-	logLevel   string
-	jobLease   time.Duration
-	tempDir    string
-	sessionDir string // set when start re-runs itself in the background
-	readyFile  string // ditto: where the background supervisor reports readiness
+	head      bool
+	address   string
+	port      int
+	nodeIP    string
+	nodeName  string
+	block     bool
+	store     storeFlags
+	resources nodeResourceFlags
+	logLevel  string
+	// gcsPprof and rayletPprof: --pprof of the node's daemons.
+	gcsPprof, rayletPprof string
+	jobLease              time.Duration
+	tempDir               string
+	sessionDir            string // set when start re-runs itself in the background
+	readyFile             string // ditto: where the background supervisor reports readiness
 
 	// resolved
 	gcsAddress     string
@@ -68,6 +71,8 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.nodeName, "node-name", "", "node name (default: the node IP)")
 	fs.BoolVar(&o.block, "block", false, "stay in the foreground; the node's daemons die with this process")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: "+logging.Levels)
+	fs.StringVar(&o.gcsPprof, "gcs-pprof", "", "with --head: serve the GCS's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
+	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")
@@ -97,6 +102,16 @@ func (o *startOptions) validate() error {
 	}
 	if _, err := logging.ParseLevel(o.logLevel); err != nil {
 		return badInput("%v", err)
+	}
+	for flag, addr := range map[string]string{"--gcs-pprof": o.gcsPprof, "--raylet-pprof": o.rayletPprof} {
+		if addr != "" {
+			if err := pprofserve.CheckAddress(flag, addr); err != nil {
+				return badInput("%v", err)
+			}
+		}
+	}
+	if o.gcsPprof != "" && !o.head {
+		return badInput("--gcs-pprof: only a head node runs the GCS")
 	}
 	var err error
 	if o.resourceValues, o.labelValues, err = o.resources.resolve(); err != nil {

@@ -171,7 +171,7 @@ func (s *supervisor) spawn(name string, args []string) (*daemon, error) {
 func (s *supervisor) startGCS(ctx context.Context) error {
 	o := s.opts
 	args := append([]string{"gcs-server", "--node-ip-address", o.nodeIP, "--port", strconv.Itoa(o.port), "--job-lease-timeout", o.jobLease.String(),
-		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log")}, o.store.args()...)
+		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof}, o.store.args()...)
 	d, err := s.spawn("gcs", args)
 	if err != nil {
 		return err
@@ -191,7 +191,7 @@ func (s *supervisor) startGCS(ctx context.Context) error {
 func (s *supervisor) startRaylet(ctx context.Context) error {
 	o := s.opts
 	args := []string{"raylet", "--address", o.gcsAddress, "--node-ip-address", o.nodeIP, "--node-id", s.nodeID,
-		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "raylet.log"),
+		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "raylet.log"), "--pprof", o.rayletPprof,
 		"--resources", o.resources.resources, "--num-cpus", o.resources.numCPUs, "--num-gpus", o.resources.numGPUs,
 		"--object-store-memory", o.resources.objectStoreMemory, "--labels", o.resources.labels, "--node-name", o.nodeName,
 		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
