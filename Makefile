@@ -9,7 +9,7 @@ TOOLS := $(CURDIR)/.cache/bin
 TEST_TIMEOUT ?= 12m
 FUZZ_TIME ?= 5s
 
-.PHONY: all build deps venv proto test check demo bench compat chaos clean
+.PHONY: all build deps venv proto test check demo bench bench-ray compat chaos clean
 
 all: build
 
@@ -71,6 +71,12 @@ CHAOS_STEPS ?= 200
 CHAOS_SEED ?= 1
 chaos: deps build
 	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos seed|LOST|not true'
+
+## bench-ray: the placement-group rates of one Ray-API script (tests/compat/bench/) on Ray
+## (installed as make compat does) and on raygo, in a network namespace; BENCH lines with the
+## ratios. Not part of bench.
+bench-ray: build venv
+	scripts/compat.sh --bench
 
 ## compat: the scripts in tests/compat under Ray (from PyPI, in .venv-ray/, on a local
 ## Ray cluster) and under raygo; one PASS/FAIL line per script. Not part of test.

@@ -2,7 +2,8 @@
 # make compat: installs Ray from PyPI into .venv-ray/ (once; a large download), then runs the
 # placement-group scripts of tests/compat under Ray and under raygo and compares them.
 # Needs .venv/ (`make venv`) and bin/raygo (`make build`). Extra arguments go to run.py
-# (script names, to run only those).
+# (script names, to run only those). With --bench first (make bench-ray) it runs
+# tests/compat/bench.py instead: the same Ray-API benchmark on both clusters.
 #
 # Both clusters run inside a network namespace this script creates (unshare -n as root,
 # else unshare -rn in a user namespace), with loopback as its only interface: Ray
@@ -36,5 +37,10 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi
+runner=tests/compat/run.py
+if [ "${1:-}" = "--bench" ]; then
+  shift
+  runner=tests/compat/bench.py
+fi
 # shellcheck disable=SC2016 # expanded by the inner shell
-exec "${netns[@]}" bash -c 'ip link set lo up && exec .venv/bin/python tests/compat/run.py "$@"' compat "$@"
+exec "${netns[@]}" bash -c 'ip link set lo up && exec .venv/bin/python "$0" "$@"' "$runner" "$@"

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 # Every script of tests/compat but the harness.
-SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("compat_lib", "run"))
+SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("compat_lib", "run", "bench"))
 NODES = [("a", True), ("b", False), ("c", False), ("c", False)]  # (zone, is head)
 CPUS_PER_NODE = 4
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
@@ -194,6 +194,16 @@ def compare(ray_result: Dict[str, Any], raygo_result: Dict[str, Any]) -> List[st
     return diffs
 
 
+def in_isolated_network(what: str, target: str) -> bool:
+    """Whether this process runs in a network namespace of loopback only; says why not."""
+    interfaces = sorted(name for _, name in socket.if_nameindex())  # this namespace's (not /sys's)
+    if interfaces != ["lo"]:
+        print(f"{what}: not in a network namespace of loopback only (interfaces: {', '.join(interfaces)}); "
+              f"run it through scripts/compat.sh ({target})", file=sys.stderr)
+        return False
+    return True
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ray-python", default=str(ROOT / ".venv-ray" / "bin" / "python"))
@@ -203,10 +213,7 @@ def main() -> int:
     unknown = sorted(set(args.scripts) - set(SCRIPTS))
     if unknown:
         parser.error(f"no such script in {HERE}: {', '.join(unknown)}")
-    interfaces = sorted(name for _, name in socket.if_nameindex())  # this namespace's (not /sys's)
-    if interfaces != ["lo"]:
-        print(f"compat: not in a network namespace of loopback only (interfaces: {', '.join(interfaces)}); "
-              "run it through scripts/compat.sh (make compat)", file=sys.stderr)
+    if not in_isolated_network("compat", "make compat"):
         return 1
 
     processes = Processes()

@@ -1,0 +1,76 @@
+"""make bench-ray: the same Ray-API benchmark script (tests/compat/bench/pg_rate.py) on a
+Ray cluster and on a raygo cluster of one shape (run.py's: a head and three nodes on this
+machine, memory store on both sides), one after the other in one run, inside a network
+namespace (scripts/compat.sh creates it). Prints each side's figures and the ratios:
+
+    BENCH pg_rate_ray <n> groups/s
+    BENCH pg_rate_raygo <n> groups/s
+    BENCH pg_rate_vs_ray <raygo ÷ Ray> x
+    BENCH pg_1000_concurrent_ready_s_ray <s> s
+    BENCH pg_1000_concurrent_ready_s_raygo <s> s
+    BENCH pg_1000_concurrent_ready_vs_ray <raygo ÷ Ray> x
+
+    python tests/compat/bench.py [--ray-python .venv-ray/bin/python] [--raygo-python .venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import run  # noqa: E402  the compat harness: clusters, processes, the namespace check
+
+SCRIPT = HERE / "bench" / "pg_rate.py"
+
+
+def measure(python: str, backend: str, address: str) -> Dict[str, Any]:
+    env = dict(os.environ, COMPAT_BACKEND=backend, PYTHONUNBUFFERED="1", RAY_ADDRESS=address)
+    env.pop("RAYGO_ADDRESS", None)
+    if backend == "ray":
+        env.update(run.RAY_ENV)
+    out = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=1800, check=False)
+    sys.stderr.write(out.stderr[-3000:] if out.returncode else "".join(
+        line + "\n" for line in out.stderr.splitlines() if line.startswith(backend + ":")))
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("BENCH-RESULT "):
+            return json.loads(line[len("BENCH-RESULT "):])
+    raise RuntimeError(f"{backend}: the benchmark script printed no result (exit status {out.returncode})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ray-python", default=str(run.ROOT / ".venv-ray" / "bin" / "python"))
+    parser.add_argument("--raygo-python", default=str(run.ROOT / ".venv" / "bin" / "python"))
+    args = parser.parse_args()
+    if not run.in_isolated_network("bench-ray", "make bench-ray"):
+        return 1
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="raygo-bench-ray-") as tmp_name:
+        tmp = Path(tmp_name)
+        for backend, python in (("ray", args.ray_python), ("raygo", args.raygo_python)):
+            processes = run.Processes()
+            try:
+                address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)
+                results[backend] = measure(python, backend, address)
+            finally:
+                processes.stop()
+    ray, raygo = results["ray"], results["raygo"]
+    print(f"BENCH pg_rate_ray {ray['rate_per_s']:.0f} groups/s")
+    print(f"BENCH pg_rate_raygo {raygo['rate_per_s']:.0f} groups/s")
+    print(f"BENCH pg_rate_vs_ray {raygo['rate_per_s'] / ray['rate_per_s']:.2f} x")
+    print(f"BENCH pg_1000_concurrent_ready_s_ray {ray['concurrent_ready_s']:.2f} s")
+    print(f"BENCH pg_1000_concurrent_ready_s_raygo {raygo['concurrent_ready_s']:.2f} s")
+    print(f"BENCH pg_1000_concurrent_ready_vs_ray {raygo['concurrent_ready_s'] / ray['concurrent_ready_s']:.2f} x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
