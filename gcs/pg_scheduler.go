@@ -205,8 +205,9 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		if maxFree == nil {
 			maxFree = view.snapshot.MaxAvailable()
 		}
-		// (A group rescheduling lost bundles needs only those: no shortcut for it.)
-		if w.explained && w.placed[0] == nil && !bundlesUnder(w.shape.request.Bundles, maxFree) {
+		head := w.entries[0].request
+		head.PlacedBundles = w.placed[0]
+		if w.explained && placement.CannotFitNow(head, maxFree) {
 			stillParked = append(stillParked, w.shape)
 			continue
 		}
@@ -258,19 +259,6 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		m.kick()
 	}
 	return wait, attempts
-}
-
-// bundlesUnder reports whether every bundle fits within maxFree (MIG profiles are not
-// counted there and pass): false means no node can take some bundle now.
-func bundlesUnder(bundles []resources.Set, maxFree resources.Set) bool {
-	for _, bundle := range bundles {
-		for name, amount := range bundle {
-			if amount > maxFree[name] && !mig.IsResource(name) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // startCommitLocked starts the two-phase commit of a group's plan.

@@ -312,6 +312,25 @@ func (s *Snapshot) MaxAvailable() resources.Set {
 	return out
 }
 
+// CannotFitNow reports that some bundle of the request that is not placed yet asks for
+// more of a resource than any one usable node has free (maxFree, from MaxAvailable): then
+// Schedule would fail now, and a caller holding many pending requests can skip the
+// decision. False says nothing. MIG profiles are not resources of the snapshot's table
+// and never make it true.
+func CannotFitNow(request Request, maxFree resources.Set) bool {
+	for i, bundle := range request.Bundles {
+		if _, placed := request.PlacedBundles[i]; placed {
+			continue
+		}
+		for name, amount := range bundle {
+			if amount > maxFree[name] && !mig.IsResource(name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Reserve takes the resources of the plan's bundles from the nodes' available amounts,
 // and their GPUs (BundlePlacement.GPUIndices) from the GPUs' available amounts, all or
 // nothing: if any node is unknown, dead, or short, nothing changes and the error

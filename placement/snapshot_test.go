@@ -7,6 +7,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
+	"github.com/raygo-dev/raygo/placement/placementsim"
 )
 
 func TestNewSnapshotRejectsInconsistentNodes(t *testing.T) {
@@ -112,4 +113,51 @@ func TestMaxAvailableIsTheLargestFreeAmountOnAnUsableNode(t *testing.T) {
 	if got := snapshot.MaxAvailable(); !got.Equal(cpu(5)) {
 		t.Fatalf("MaxAvailable = %s, want {CPU: 5}: draining and dead nodes take nothing", got)
 	}
+}
+
+// The quick test and the scheduler agree: on seeded streams over the default fleet kept
+// nearly full, whenever CannotFitNow says a request cannot fit, Schedule fails too.
+func TestCannotFitNowNeverRejectsWhatScheduleWouldPlace(t *testing.T) {
+	rejected := 0
+	for seed := range uint64(3) {
+		fleet := placementsim.DefaultFleetConfig()
+		fleet.Nodes, fleet.Seed = 200, seed+1
+		snapshot, err := placementsim.NewFleetSnapshot(fleet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := placementsim.NewCluster(snapshot)
+		stream := placementsim.NewRequestStream(seed+7, fleet.Zones)
+		for range 1500 {
+			request := stream.Next()
+			quick := placement.CannotFitNow(request, cluster.Snapshot().MaxAvailable())
+			plan, err := placement.Schedule(cluster.Snapshot(), request)
+			if quick {
+				rejected++
+				if err == nil {
+					t.Fatalf("seed %d: CannotFitNow rejected a request Schedule placed: %+v", seed, request.Bundles)
+				}
+				continue
+			}
+			if err == nil {
+				if _, err := cluster.Place(request, plan); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Keep the fleet nearly full: free the oldest groups past 95% of GPUs.
+			for groups := cluster.Groups(); len(groups) > 0 && busyFraction(cluster.Snapshot()) > 0.95; groups = groups[1:] {
+				if err := cluster.Remove(groups[0].ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if rejected < 10 {
+		t.Fatalf("the streams exercised the quick rejection only %d times", rejected)
+	}
+}
+
+func busyFraction(snapshot *placement.Snapshot) float64 {
+	total, available := snapshot.ResourceSummary()
+	return 1 - float64(available["GPU"])/float64(total["GPU"])
 }
