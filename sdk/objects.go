@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ObjectRef is the future result of a task or an actor method call. Its value lives
@@ -94,7 +92,7 @@ func Get(ctx context.Context, ref *ObjectRef, out any) error {
 	if ref.value == nil {
 		return fmt.Errorf("%w: object %s holds no value (the function returns only an error)", ErrInvalidArgument, ref.id)
 	}
-	if err := msgpack.Unmarshal(ref.value, out); err != nil {
+	if err := decodeValue(ref.value, out); err != nil {
 		return fmt.Errorf("object %s: decoding into %T: %w", ref.id, out, err)
 	}
 	return nil

@@ -220,7 +220,7 @@ func (f *function) call(ctx context.Context, receiver reflect.Value, args [][]by
 	}
 	for i, b := range args {
 		v := reflect.New(f.params[i])
-		if err := msgpack.Unmarshal(b, v.Interface()); err != nil {
+		if err := decodeValue(b, v.Interface()); err != nil {
 			return reflect.Value{}, nil, &pb.TaskError{Type: "*sdk.ArgumentError", Message: fmt.Sprintf("%s: args[%d]: %v", f.name, i, err)}
 		}
 		in = append(in, v.Elem())
