@@ -30,11 +30,10 @@ func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	if req.ClassName == "" {
 		return nil, invalid("class_name: required (the registered actor type)")
 	}
-	if strings.Contains(req.Name, "\x00") {
-		return nil, invalid("name: must not contain a NUL byte")
-	}
-	if strings.Contains(req.Namespace, "\x00") {
-		return nil, invalid("namespace: must not contain a NUL byte")
+	for _, field := range []struct{ name, value string }{{"name", req.Name}, {"namespace", req.Namespace}, {"class_name", req.ClassName}} {
+		if err := checkName(field.name, field.value); err != nil {
+			return nil, err
+		}
 	}
 	required, err := resources.ParseTaskResources(req.RequiredResources)
 	if err != nil {
@@ -240,6 +239,11 @@ func actorStateName(s pb.ActorState) string { return strings.TrimPrefix(s.String
 func (m *actorManager) GetNamedActorInfo(ctx context.Context, req *pb.GetNamedActorInfoRequest) (*pb.GetNamedActorInfoReply, error) {
 	if req.Name == "" {
 		return nil, status.Error(codes.InvalidArgument, "name: required")
+	}
+	for _, field := range []struct{ name, value string }{{"name", req.Name}, {"namespace", req.Namespace}} {
+		if err := checkName(field.name, field.value); err != nil {
+			return nil, err
+		}
 	}
 	namespace := req.Namespace
 	if namespace == "" {

@@ -48,6 +48,9 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 		{"no executable", func(r *pb.CreateActorRequest) { r.ExecutableSha256 = "" }, []string{"executable_sha256", "required"}},
 		{"malformed executable", func(r *pb.CreateActorRequest) { r.ExecutableSha256 = "ABC" }, []string{"executable_sha256", `"ABC"`}},
 		{"NUL in name", func(r *pb.CreateActorRequest) { r.Name = "a\x00b" }, []string{"name"}},
+		{"name over 1 KiB", func(r *pb.CreateActorRequest) { r.Name = strings.Repeat("n", maxNameBytes+1) }, []string{"name", "1024"}},
+		{"namespace over 1 KiB", func(r *pb.CreateActorRequest) { r.Namespace = strings.Repeat("n", maxNameBytes+1) }, []string{"namespace"}},
+		{"NUL in class name", func(r *pb.CreateActorRequest) { r.ClassName = "C\x00" }, []string{"class_name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
