@@ -12,21 +12,21 @@ import (
 // actorState is an actor in the shape of Ray's state API (`ray list actors --format
 // json`), plus the GPUs of its worker.
 type actorState struct {
-	ActorID           string             `json:"actor_id"`
-	ClassName         string             `json:"class_name"`
-	State             string             `json:"state"`
-	Name              string             `json:"name"`
-	RayNamespace      string             `json:"ray_namespace"`
-	JobID             string             `json:"job_id"`
-	NodeID            string             `json:"node_id"`
-	PID               int64              `json:"pid"`
-	PlacementGroupID  string             `json:"placement_group_id"`
-	RequiredResources map[string]float64 `json:"required_resources"`
-	IsDetached        bool               `json:"is_detached"`
-	NumRestarts       int64              `json:"num_restarts"`
-	MaxRestarts       int64              `json:"max_restarts"`
-	DeathCause        string             `json:"death_cause,omitempty"`
-	PendingReason     string             `json:"pending_reason,omitempty"`
+	ActorID           string               `json:"actor_id"`
+	ClassName         string               `json:"class_name"`
+	State             string               `json:"state"`
+	Name              string               `json:"name"`
+	RayNamespace      string               `json:"ray_namespace"`
+	JobID             string               `json:"job_id"`
+	NodeID            string               `json:"node_id"`
+	PID               int64                `json:"pid"`
+	PlacementGroupID  string               `json:"placement_group_id"`
+	RequiredResources map[string]jsonFloat `json:"required_resources"`
+	IsDetached        bool                 `json:"is_detached"`
+	NumRestarts       int64                `json:"num_restarts"`
+	MaxRestarts       int64                `json:"max_restarts"`
+	DeathCause        string               `json:"death_cause,omitempty"`
+	PendingReason     string               `json:"pending_reason,omitempty"`
 	// Beyond Ray: the GPUs of the actor's worker (NVML indices) and its
 	// CUDA_VISIBLE_DEVICES.
 	GPUIDs             []int32 `json:"gpu_ids"`
@@ -39,12 +39,9 @@ func actorStateName(s pb.ActorState) string { return strings.TrimPrefix(s.String
 func toActorState(a *pb.ActorInfo) actorState {
 	s := actorState{
 		ActorID: a.ActorId, ClassName: a.ClassName, State: actorStateName(a.State), Name: a.Name, RayNamespace: a.Namespace,
-		JobID: a.JobId, NodeID: a.NodeId, PID: a.Pid, PlacementGroupID: a.PlacementGroupId, RequiredResources: a.RequiredResources,
+		JobID: a.JobId, NodeID: a.NodeId, PID: a.Pid, PlacementGroupID: a.PlacementGroupId, RequiredResources: jsonFloats(a.RequiredResources),
 		IsDetached: a.IsDetached, NumRestarts: a.NumRestarts, MaxRestarts: a.MaxRestarts, DeathCause: a.DeathCause,
 		PendingReason: a.PendingReason, GPUIDs: a.GpuIds, CUDAVisibleDevices: a.CudaVisibleDevices,
-	}
-	if s.RequiredResources == nil {
-		s.RequiredResources = map[string]float64{}
 	}
 	if s.GPUIDs == nil {
 		s.GPUIDs = []int32{}

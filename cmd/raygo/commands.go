@@ -256,17 +256,17 @@ func runList(args []string, stdout, stderr io.Writer) error {
 
 // nodeState is a node in the shape of Ray's state API (`ray list nodes --format json`).
 type nodeState struct {
-	NodeID             string             `json:"node_id"`
-	NodeIP             string             `json:"node_ip"`
-	NodeName           string             `json:"node_name"`
-	IsHeadNode         bool               `json:"is_head_node"`
-	State              string             `json:"state"`
-	StateMessage       string             `json:"state_message,omitempty"`
-	IsDraining         bool               `json:"is_draining"`
-	ResourcesTotal     map[string]float64 `json:"resources_total"`
-	ResourcesAvailable map[string]float64 `json:"resources_available"`
-	Labels             map[string]string  `json:"labels"`
-	RayletAddress      string             `json:"raylet_address"`
+	NodeID             string               `json:"node_id"`
+	NodeIP             string               `json:"node_ip"`
+	NodeName           string               `json:"node_name"`
+	IsHeadNode         bool                 `json:"is_head_node"`
+	State              string               `json:"state"`
+	StateMessage       string               `json:"state_message,omitempty"`
+	IsDraining         bool                 `json:"is_draining"`
+	ResourcesTotal     map[string]jsonFloat `json:"resources_total"`
+	ResourcesAvailable map[string]jsonFloat `json:"resources_available"`
+	Labels             map[string]string    `json:"labels"`
+	RayletAddress      string               `json:"raylet_address"`
 	// Beyond Ray: the node's GPUs (index, uuid, model, nvlink_island, rail, nic) and
 	// its multi-node NVLink domain.
 	GPUs         []gpuState `json:"gpus"`
@@ -290,19 +290,13 @@ func toNodeState(n *pb.NodeInfo) nodeState {
 	s := nodeState{
 		NodeID: n.NodeId, NodeIP: n.NodeIp, NodeName: n.NodeName, IsHeadNode: n.IsHeadNode,
 		State: n.State.String(), StateMessage: n.DeathReason + n.StateMessage, IsDraining: n.IsDraining,
-		ResourcesTotal: n.ResourcesTotal, ResourcesAvailable: n.ResourcesAvailable, Labels: n.Labels,
+		ResourcesTotal: jsonFloats(n.ResourcesTotal), ResourcesAvailable: jsonFloats(n.ResourcesAvailable), Labels: n.Labels,
 		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
 		NVLinkDomain: n.NvlinkDomain, GPUs: []gpuState{},
 	}
 	for _, g := range n.Gpus {
 		s.GPUs = append(s.GPUs, gpuState{Index: g.Index, UUID: g.Uuid, Model: g.Model, MemoryBytes: g.MemoryBytes,
 			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic})
-	}
-	if s.ResourcesTotal == nil {
-		s.ResourcesTotal = map[string]float64{}
-	}
-	if s.ResourcesAvailable == nil {
-		s.ResourcesAvailable = map[string]float64{}
 	}
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -373,9 +367,9 @@ var nodesListing = listing[nodeState]{
 	header: "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY",
 	row: func(s nodeState) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%t\t%t\t%s/%s\t%s/%s\t%s", s.NodeID, s.NodeIP, s.NodeName, s.State, s.IsDraining, s.IsHeadNode,
-			formatAmount(s.ResourcesAvailable["CPU"]), formatAmount(s.ResourcesTotal["CPU"]),
-			formatAmount(s.ResourcesAvailable["GPU"]), formatAmount(s.ResourcesTotal["GPU"]),
-			formatBytes(s.ResourcesTotal["memory"]))
+			formatAmount(float64(s.ResourcesAvailable["CPU"])), formatAmount(float64(s.ResourcesTotal["CPU"])),
+			formatAmount(float64(s.ResourcesAvailable["GPU"])), formatAmount(float64(s.ResourcesTotal["GPU"])),
+			formatBytes(float64(s.ResourcesTotal["memory"])))
 	},
 }
 

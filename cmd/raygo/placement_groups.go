@@ -14,10 +14,10 @@ import (
 
 // bundleState is a bundle in the shape of Ray's state API.
 type bundleState struct {
-	BundleIndex   int32              `json:"bundle_index"`
-	UnitResources map[string]float64 `json:"unit_resources"`
-	NodeID        *string            `json:"node_id"`
-	LabelSelector map[string]string  `json:"label_selector,omitempty"`
+	BundleIndex   int32                `json:"bundle_index"`
+	UnitResources map[string]jsonFloat `json:"unit_resources"`
+	NodeID        *string              `json:"node_id"`
+	LabelSelector map[string]string    `json:"label_selector,omitempty"`
 	// Beyond Ray: where the bundle lives on the hardware.
 	NodeAddress        string   `json:"node_address,omitempty"`
 	GPUIDs             []int32  `json:"gpu_ids"`
@@ -52,11 +52,11 @@ type rejectionSummary struct {
 }
 
 type placementGroupStats struct {
-	EndToEndCreationLatencyMs float64 `json:"end_to_end_creation_latency_ms"`
-	SchedulingLatencyMs       float64 `json:"scheduling_latency_ms"`
-	SchedulingAttempt         int32   `json:"scheduling_attempt"`
-	HighestRetryDelayMs       float64 `json:"highest_retry_delay_ms"`
-	SchedulingState           string  `json:"scheduling_state"`
+	EndToEndCreationLatencyMs jsonFloat `json:"end_to_end_creation_latency_ms"`
+	SchedulingLatencyMs       jsonFloat `json:"scheduling_latency_ms"`
+	SchedulingAttempt         int32     `json:"scheduling_attempt"`
+	HighestRetryDelayMs       jsonFloat `json:"highest_retry_delay_ms"`
+	SchedulingState           string    `json:"scheduling_state"`
 }
 
 func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
@@ -70,13 +70,13 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 	}
 	if st := g.Stats; st != nil {
 		s.Stats = placementGroupStats{
-			EndToEndCreationLatencyMs: st.EndToEndCreationLatencyMs, SchedulingLatencyMs: st.SchedulingLatencyMs,
-			SchedulingAttempt: st.SchedulingAttempt, HighestRetryDelayMs: st.HighestRetryDelayMs,
+			EndToEndCreationLatencyMs: jsonFloat(st.EndToEndCreationLatencyMs), SchedulingLatencyMs: jsonFloat(st.SchedulingLatencyMs),
+			SchedulingAttempt: st.SchedulingAttempt, HighestRetryDelayMs: jsonFloat(st.HighestRetryDelayMs),
 			SchedulingState: sdk.SchedulingStateName(st.SchedulingState),
 		}
 	}
 	for _, b := range g.Bundles {
-		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: b.UnitResources, LabelSelector: b.LabelSelector,
+		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: jsonFloats(b.UnitResources), LabelSelector: b.LabelSelector,
 			NodeAddress: b.NodeAddress, GPUIDs: b.GpuIds, DeviceUUIDs: b.DeviceUuids, CUDAVisibleDevices: b.CudaVisibleDevices}
 		if bs.GPUIDs == nil {
 			bs.GPUIDs = []int32{}
