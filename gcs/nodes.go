@@ -13,6 +13,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -224,6 +225,9 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	}
 	if _, err := resources.SetFromFloat(in.ResourcesAvailable); err != nil {
 		return nil, fielderr.WithPrefix(err, "node.resources_available")
+	}
+	if err := nodelabel.CheckLabels(in.Labels); err != nil {
+		return nil, fielderr.WithPrefix(err, "node.labels")
 	}
 	m.mu.Lock()
 	if old, ok := m.nodes[in.NodeId]; ok && old.State == pb.NodeState_DEAD {

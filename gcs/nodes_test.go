@@ -2,10 +2,13 @@ package gcs
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -37,5 +40,18 @@ func TestAKeepAliveChangesNothingAndAnUnknownVersionAsksForAFullReport(t *testin
 	}
 	if got := available(); got != 1 {
 		t.Fatalf("a keep-alive changed the resources: %v", got)
+	}
+}
+
+func TestANodeWithABadLabelIsRefusedAtRegistration(t *testing.T) {
+	m := newNodeManager(nodeDeps{store: store.NewMemory(), log: zerolog.Nop(), now: time.Now, gossipAddress: func() string { return "" }})
+	node := &pb.NodeInfo{NodeId: "a", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 4},
+		Labels: map[string]string{"zone": "us east"}}
+	_, err := m.RegisterNode(context.Background(), &pb.RegisterNodeRequest{Node: node})
+	if status.Code(statusOf(err)) != codes.InvalidArgument || !strings.Contains(err.Error(), `node.labels["zone"]`) {
+		t.Fatalf("%v, want InvalidArgument naming node.labels[\"zone\"]", err)
+	}
+	if len(m.aliveNodes()) != 0 {
+		t.Fatal("the node was registered")
 	}
 }

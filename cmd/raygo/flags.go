@@ -205,6 +205,9 @@ func parseLabels(s string) (map[string]string, error) {
 		}
 		labels[key] = strings.TrimSpace(value)
 	}
+	if err := nodelabel.CheckLabels(labels); err != nil {
+		return nil, badInput("--labels%v", err)
+	}
 	return labels, nil
 }
 

@@ -321,7 +321,29 @@ var rayAcceleratorPattern = regexp.MustCompile(`^\w+\s+([A-Z0-9]+)`)
 // 4090") become the name without "NVIDIA " and with dashes for spaces, as newer Ray does.
 func AcceleratorType(model string) string {
 	if m := rayAcceleratorPattern.FindStringSubmatch(model); m != nil && len(m[1]) > 1 {
-		return m[1]
+		return labelValue(m[1])
 	}
-	return strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(model, "NVIDIA ")), " ", "-")
+	return labelValue(strings.TrimSpace(strings.TrimPrefix(model, "NVIDIA ")))
+}
+
+// labelValue makes s a valid label value (the GCS refuses others): characters other than
+// letters, digits, - _ . become -, the ends are alphanumeric, at most 63 bytes.
+func labelValue(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	for len(b) > 0 && !alnum(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && !alnum(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return string(b)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
@@ -256,9 +258,18 @@ func TestAcceleratorType(t *testing.T) {
 		"NVIDIA L40S":             "L40S",
 		"Tesla V100-SXM2-16GB":    "V100",
 		"NVIDIA GeForce RTX 4090": "GeForce-RTX-4090",
+		// Whatever the driver says, the value is a valid node label (the GCS refuses others).
+		"NVIDIA RTX A6000 (Ada) / 48GB":   "RTX",
+		"Acme (R) Tensor/Core":            "Acme--R--Tensor-Core",
+		" (weird) ":                       "weird",
+		strings.Repeat("Model", 20) + "!": strings.Repeat("Model", 12) + "Mod",
 	} {
-		if got := AcceleratorType(name); got != want {
+		got := AcceleratorType(name)
+		if got != want {
 			t.Errorf("AcceleratorType(%q) = %q, want %q", name, got, want)
+		}
+		if err := nodelabel.CheckLabels(map[string]string{nodelabel.AcceleratorType: got}); err != nil {
+			t.Errorf("AcceleratorType(%q) = %q: %v", name, got, err)
 		}
 	}
 }
