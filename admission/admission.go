@@ -69,6 +69,10 @@ type Input struct {
 	// Pending is the work waiting for admission, any order.
 	Pending  []Workload
 	Capacity Capacity
+	// WithoutReservations turns EASY backfill off: a gang that does not fit holds
+	// nothing and smaller work takes whatever frees up (Kueue's BestEffortFIFO, which can
+	// starve gangs). Benchmarks and simulations run it as the baseline.
+	WithoutReservations bool
 }
 
 // Reservation is the place a gang that could not start holds for itself: no smaller
@@ -171,7 +175,7 @@ func Decide(in Input) Decision {
 				}
 			case reason == "":
 				in.Capacity.Take(w)
-			case reason != pending.Infeasible && res == nil:
+			case reason != pending.Infeasible && res == nil && !in.WithoutReservations:
 				at, ok := in.Capacity.EarliestFit(w.Bundles)
 				holders[best.scope] = &Reservation{Scope: best.scope, Workload: w.ID, At: at, Timed: ok}
 				holderGang[best.scope] = w.Bundles

@@ -222,3 +222,16 @@ func (c *Cluster) UsedGPUs() resources.Amount {
 	}
 	return used
 }
+
+// LatestEnd returns the latest declared end of running work; false if some running work
+// declared none (or nothing runs).
+func (c *Cluster) LatestEnd() (int64, bool) {
+	latest, ok := int64(0), len(c.running) > 0
+	for _, r := range c.running {
+		if r.end == NoEnd {
+			return 0, false
+		}
+		latest = max(latest, r.end)
+	}
+	return latest, ok
+}
