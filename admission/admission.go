@@ -100,15 +100,18 @@ type Decision struct {
 
 // queueState is one queue during a decision.
 type queueState struct {
-	config  queues.Queue
-	quotas  map[string]queues.Quota
-	cohort  *cohortState
-	scope   string
-	weight  float64
-	usage   resources.Set
-	waiting []Workload // sorted: priority desc, arrival, ID
-	next    int
-	closed  pending.Reason // StrictFIFO: the head's reason once it could not be admitted
+	config   queues.Queue
+	quotas   map[string]queues.Quota
+	cohort   *cohortState
+	scope    string
+	weight   float64
+	usage    resources.Set
+	waiting  []Workload      // sorted: priority desc, arrival, ID
+	charges  []resources.Set // charges[i] = waiting[i].Charge(), summed once per decision
+	next     int
+	closed   pending.Reason // StrictFIFO: the head's reason once it could not be admitted
+	key      rankKey        // the head's rank, while keyValid
+	keyValid bool
 }
 
 // cohortState is the lending pool of a cohort, per resource: what members lend
@@ -143,23 +146,32 @@ func Decide(in Input) Decision {
 	states := buildStates(in, d.Usage, d.Waiting)
 	holders := map[string]*Reservation{}
 	holderGang := map[string][]resources.Set{}
-	order := slices.Sorted(maps.Keys(states))
+	var active []*queueState
+	for _, name := range slices.Sorted(maps.Keys(states)) {
+		if len(states[name].waiting) > 0 {
+			active = append(active, states[name])
+		}
+	}
 	for {
+		// A head's key depends only on its own queue's usage and position, which change
+		// only for the queue chosen last; the others' keys are reused.
 		var best *queueState
-		var bestKey rankKey
-		for _, name := range order {
-			s := states[name]
+		for _, s := range active {
 			if s.closed != "" || s.next >= len(s.waiting) {
 				continue
 			}
-			key := s.rank(s.waiting[s.next], in.Config.FairSharing.Enable)
-			if best == nil || key.less(bestKey) {
-				best, bestKey = s, key
+			if !s.keyValid {
+				s.key, s.keyValid = s.rank(s.waiting[s.next], s.charges[s.next], in.Config.FairSharing.Enable), true
+			}
+			if best == nil || s.key.less(best.key) {
+				best = s
 			}
 		}
 		if best == nil {
 			break
 		}
+		best.keyValid = false
+		bestKey := best.key
 		w := best.waiting[best.next]
 		best.next++
 		reason := best.quotaReason(bestKey.charge)
@@ -275,6 +287,10 @@ func buildStates(in Input, usage map[string]resources.Set, waiting map[string]pe
 		slices.SortFunc(s.waiting, func(a, b Workload) int {
 			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID))
 		})
+		s.charges = make([]resources.Set, len(s.waiting))
+		for i, w := range s.waiting {
+			s.charges[i] = w.Charge()
+		}
 	}
 	return states
 }
@@ -300,8 +316,8 @@ func (k rankKey) less(o rankKey) bool {
 	return cmp.Or(cmp.Compare(o.priority, k.priority), cmp.Compare(k.arrival, o.arrival), cmp.Compare(k.queue, o.queue), cmp.Compare(k.id, o.id)) < 0
 }
 
-func (s *queueState) rank(w Workload, fair bool) rankKey {
-	key := rankKey{priority: w.Priority, arrival: w.Arrival, queue: s.config.Name, id: w.ID, charge: w.Charge()}
+func (s *queueState) rank(w Workload, charge resources.Set, fair bool) rankKey {
+	key := rankKey{priority: w.Priority, arrival: w.Arrival, queue: s.config.Name, id: w.ID, charge: charge}
 	for name, amount := range key.charge {
 		quota, limited := s.quotas[name]
 		if !limited {
