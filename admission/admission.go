@@ -30,14 +30,10 @@ type Workload struct {
 	MaxRuntime int64
 }
 
-// Charge is the quota a workload takes: the sum of its bundles.
-func (w Workload) Charge() resources.Set {
-	sum, err := resources.SumOf(w.Bundles)
-	if err != nil { // bundles were validated at creation; a sum past MaxAmount fits no quota
-		return resources.Set{"": resources.MaxAmount}
-	}
-	return sum
-}
+// Charge is the quota a workload takes: the sum of its bundles. It fails (naming the
+// resource) when a sum would pass resources.MaxAmount: such a workload fits no quota
+// and no cluster, and Decide leaves it waiting as Infeasible.
+func (w Workload) Charge() (resources.Set, error) { return resources.SumOf(w.Bundles) }
 
 // Capacity is the oracle Decide asks about free cluster capacity (the placement code
 // over the GCS's cluster view). Decide calls it from one goroutine, in order, during one
@@ -107,7 +103,7 @@ type queueState struct {
 	weight   float64
 	usage    resources.Set
 	waiting  []Workload      // sorted: priority desc, arrival, ID
-	charges  []resources.Set // charges[i] = waiting[i].Charge(), summed once per decision
+	charges  []resources.Set // charges[i] is waiting[i]'s charge, summed once per decision
 	next     int
 	closed   pending.Reason // StrictFIFO: the head's reason once it could not be admitted
 	key      rankKey        // the head's rank, while keyValid
@@ -240,7 +236,7 @@ func backfillKeeps(c Capacity, res Reservation, gang []resources.Set, w Workload
 func buildStates(in Input, usage map[string]resources.Set, waiting map[string]pending.Reason) map[string]*queueState {
 	states := map[string]*queueState{}
 	cohorts := map[string]*cohortState{}
-	queueState := func(name string) *queueState {
+	stateOf := func(name string) *queueState {
 		if s, ok := states[name]; ok {
 			return s
 		}
@@ -257,7 +253,7 @@ func buildStates(in Input, usage map[string]resources.Set, waiting map[string]pe
 	}
 	// Every configured queue takes part in its cohort's pool, pending work or not.
 	for _, q := range in.Config.Queues {
-		queueState(q.Name)
+		stateOf(q.Name)
 	}
 	for _, s := range states {
 		if s.config.Cohort == "" {
@@ -275,21 +271,31 @@ func buildStates(in Input, usage map[string]resources.Set, waiting map[string]pe
 			c.used[name] += poolUse(s.usage[name], quota)
 		}
 	}
+	type item struct {
+		w      Workload
+		charge resources.Set
+	}
+	items := map[*queueState][]item{}
 	for _, w := range in.Pending {
-		s := queueState(w.Queue)
+		s := stateOf(w.Queue)
 		if s == nil { // the queue left the config: nothing of it can be admitted
 			waiting[w.ID] = pending.QuotaExceeded
 			continue
 		}
-		s.waiting = append(s.waiting, w)
+		charge, err := w.Charge()
+		if err != nil {
+			waiting[w.ID] = pending.Infeasible
+			continue
+		}
+		items[s] = append(items[s], item{w, charge})
 	}
-	for _, s := range states {
-		slices.SortFunc(s.waiting, func(a, b Workload) int {
-			return cmp.Or(cmp.Compare(b.Priority, a.Priority), cmp.Compare(a.Arrival, b.Arrival), cmp.Compare(a.ID, b.ID))
+	for s, list := range items {
+		slices.SortFunc(list, func(a, b item) int {
+			return cmp.Or(cmp.Compare(b.w.Priority, a.w.Priority), cmp.Compare(a.w.Arrival, b.w.Arrival), cmp.Compare(a.w.ID, b.w.ID))
 		})
-		s.charges = make([]resources.Set, len(s.waiting))
-		for i, w := range s.waiting {
-			s.charges[i] = w.Charge()
+		for _, it := range list {
+			s.waiting = append(s.waiting, it.w)
+			s.charges = append(s.charges, it.charge)
 		}
 	}
 	return states

@@ -315,7 +315,7 @@ func TestDecideProperties(t *testing.T) {
 			}
 			d := admission.Decide(admission.Input{Config: config, Usage: ledger.Usage(), Pending: waiting, Capacity: cluster})
 			for _, w := range d.Admitted {
-				if err := ledger.Admit(w.ID, w.Queue, w.Charge()); err != nil {
+				if err := ledger.Admit(w.ID, w.Queue, mustCharge(t, w)); err != nil {
 					t.Fatal(err)
 				}
 				admitted[w.ID] = w
@@ -337,7 +337,7 @@ func TestDecideProperties(t *testing.T) {
 			}
 			sum := map[string]resources.Set{}
 			for _, w := range admitted {
-				sum[w.Queue] = sum[w.Queue].Add(w.Charge())
+				sum[w.Queue] = sum[w.Queue].Add(mustCharge(t, w))
 			}
 			usage := ledger.Usage()
 			for q := range joinKeys(sum, usage, d.Usage) {
@@ -379,5 +379,25 @@ func TestLedger(t *testing.T) {
 	}
 	if got := l.Usage()["q"]; !got.Equal(gpus(1)) {
 		t.Fatalf("usage %v, want 1 GPU", got)
+	}
+}
+
+func mustCharge(t testing.TB, w admission.Workload) resources.Set {
+	t.Helper()
+	charge, err := w.Charge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return charge
+}
+
+// A gang whose charge cannot be summed fits nothing: it waits as Infeasible and never
+// slips past a quota.
+func TestOverflowingChargeIsInfeasible(t *testing.T) {
+	huge := []resources.Set{{resources.GPU: resources.MaxAmount}, {resources.GPU: resources.MaxAmount}}
+	d := admission.Decide(admission.Input{Config: mustLoad(t, "queues: [{name: a}]"), Capacity: admissiontest.NewCluster(1, 8),
+		Pending: []admission.Workload{wl("huge", "a", 0, 1, huge)}})
+	if len(d.Admitted) != 0 || d.Waiting["huge"] != pending.Infeasible {
+		t.Fatalf("admitted %v, waiting %v", d.Admitted, d.Waiting)
 	}
 }

@@ -45,7 +45,7 @@ func (s *sim) cycle(now int64) {
 	}
 	d := admission.Decide(admission.Input{Config: s.config, Usage: s.ledger.Usage(), Pending: s.pending, Capacity: s.cluster, WithoutReservations: s.baseline})
 	for _, w := range d.Admitted {
-		if err := s.ledger.Admit(w.ID, w.Queue, w.Charge()); err != nil {
+		if err := s.ledger.Admit(w.ID, w.Queue, mustCharge(s.t, w)); err != nil {
 			s.t.Fatal(err)
 		}
 		s.running[w.ID] = w

@@ -74,7 +74,7 @@ func TestAdmissionDecisionBench(t *testing.T) {
 		elapsed := time.Since(start)
 		admitted := map[string]bool{}
 		for _, w := range d.Admitted {
-			if err := ledger.Admit(w.ID, w.Queue, w.Charge()); err != nil {
+			if err := ledger.Admit(w.ID, w.Queue, mustCharge(t, w)); err != nil {
 				t.Fatal(err)
 			}
 			ends[w.ID] = cluster.Now + w.MaxRuntime
@@ -112,4 +112,13 @@ func TestAdmissionDecisionBench(t *testing.T) {
 	p99 := samples[len(samples)*99/100-1]
 	t.Logf("p50 %v, p99 %v, max %v; %d admitted over %d cycles; %d running", samples[len(samples)/2], p99, samples[len(samples)-1], admittedTotal, cycles, len(ends))
 	fmt.Printf("BENCH admission_decision_p99_ms %.3f ms\n", float64(p99.Microseconds())/1000)
+}
+
+func mustCharge(t testing.TB, w admission.Workload) resources.Set {
+	t.Helper()
+	charge, err := w.Charge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return charge
 }
