@@ -131,9 +131,10 @@ func poolUse(usage resources.Amount, q queues.Quota) resources.Amount {
 // dominant share after admission, then the highest priority, then the earliest arrival.
 // A head that cannot be admitted gets its reason and the queue moves on (BestEffortFIFO)
 // or stops (StrictFIFO). A head that fits its quota but not the free capacity takes its
-// scope's reservation if the scope has none; later work of that scope starts only if the
-// reservation still fits at its time (untimed: only if it asks for none of the
-// reservation's resources).
+// scope's reservation if the scope has none; later work (of any scope: capacity is
+// shared) starts only if every reservation still fits at its time (untimed: only if it
+// asks for none of the reservation's resources). Each reservation is kept on its own;
+// two may count on the same capacity, the earlier-ranked one then starts first.
 func Decide(in Input) Decision {
 	d := Decision{Waiting: map[string]pending.Reason{}, Usage: map[string]resources.Set{}}
 	for q, set := range in.Usage {
@@ -142,6 +143,7 @@ func Decide(in Input) Decision {
 	states := buildStates(in, d.Usage, d.Waiting)
 	holders := map[string]*Reservation{}
 	holderGang := map[string][]resources.Set{}
+	var holderOrder []string // scopes in the order their reservations were taken
 	var active []*queueState
 	for _, name := range slices.Sorted(maps.Keys(states)) {
 		if len(states[name].waiting) > 0 {
@@ -175,11 +177,16 @@ func Decide(in Input) Decision {
 			reason = in.Capacity.Fit(w.Bundles)
 			res := holders[best.scope]
 			switch {
-			case reason == "" && res != nil:
+			case reason == "" && len(holders) > 0:
+				// Capacity is shared by every scope: work of any scope starts only where
+				// it keeps every reservation held so far.
 				in.Capacity.Take(w)
-				if !backfillKeeps(in.Capacity, *res, holderGang[best.scope], w) {
-					in.Capacity.Release(w)
-					reason = pending.BlockedByReservation
+				for _, scope := range holderOrder {
+					if !backfillKeeps(in.Capacity, *holders[scope], holderGang[scope], w) {
+						in.Capacity.Release(w)
+						reason = pending.BlockedByReservation
+						break
+					}
 				}
 			case reason == "":
 				in.Capacity.Take(w)
@@ -187,6 +194,7 @@ func Decide(in Input) Decision {
 				at, ok := in.Capacity.EarliestFit(w.Bundles)
 				holders[best.scope] = &Reservation{Scope: best.scope, Workload: w.ID, At: at, Timed: ok}
 				holderGang[best.scope] = w.Bundles
+				holderOrder = append(holderOrder, best.scope)
 			}
 		}
 		if reason != "" {

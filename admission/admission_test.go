@@ -70,6 +70,8 @@ func TestDecideTable(t *testing.T) {
 		pending  []admission.Workload
 		admitted []string
 		waiting  map[string]pending.Reason
+		// reservations, when set, are the holders expected (by scope order)
+		reservations []string
 	}{
 		{
 			name:   "cohort scenario: research borrows up to its limit, the fifth group waits",
@@ -182,16 +184,21 @@ func TestDecideTable(t *testing.T) {
 				"undeclared": pending.BlockedByReservation},
 		},
 		{
-			name:    "the reservation is per cohort: another cohort's work is not held by it",
+			name:    "one reservation per cohort; work of any cohort starts only where it keeps them",
 			config:  "queues: [{name: a, cohort: x}, {name: b, cohort: y}]",
 			cluster: [2]int{2, 8},
 			running: []admission.Workload{{ID: "busy", Queue: "a", Bundles: gang(1, 8), MaxRuntime: 100}},
 			pending: []admission.Workload{
 				{ID: "gang16", Queue: "a", Priority: 10, Arrival: 1, Bundles: gang(2, 8)},
-				{ID: "other-cohort", Queue: "b", Arrival: 2, Bundles: gang(1, 1)},
+				{ID: "gang-a2", Queue: "a", Priority: 10, Arrival: 2, Bundles: gang(2, 8)},
+				{ID: "gang-y", Queue: "b", Priority: 5, Arrival: 2, Bundles: gang(2, 8)},
+				{ID: "short-y", Queue: "b", Arrival: 3, Bundles: gang(1, 1), MaxRuntime: 50},
+				{ID: "long-y", Queue: "b", Arrival: 4, Bundles: gang(1, 1), MaxRuntime: 500},
 			},
-			admitted: []string{"other-cohort"},
-			waiting:  map[string]pending.Reason{"gang16": pending.NoResources},
+			admitted: []string{"short-y"},
+			waiting: map[string]pending.Reason{"gang16": pending.NoResources, "gang-a2": pending.NoResources,
+				"gang-y": pending.NoResources, "long-y": pending.BlockedByReservation},
+			reservations: []string{"gang16", "gang-y"},
 		},
 	}
 	for _, tc := range cases {
@@ -218,6 +225,15 @@ func TestDecideTable(t *testing.T) {
 			for id, want := range tc.waiting {
 				if d.Waiting[id] != want {
 					t.Errorf("%s waits with %q, want %q", id, d.Waiting[id], want)
+				}
+			}
+			if tc.reservations != nil {
+				var holders []string
+				for _, r := range d.Reservations {
+					holders = append(holders, r.Workload)
+				}
+				if !slices.Equal(holders, tc.reservations) {
+					t.Errorf("reservations held by %v, want %v", holders, tc.reservations)
 				}
 			}
 			if len(admitted)+len(d.Waiting) != len(tc.pending) {
@@ -281,7 +297,8 @@ func TestDecideProperties(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		config := randomConfig(t, rng)
-		cluster := admissiontest.NewCluster(4, 8)
+		// Quotas add up to more than the cluster, so capacity binds and reservations form.
+		cluster := admissiontest.NewCluster(2, 8)
 		ledger := admission.NewLedger()
 		admitted := map[string]admission.Workload{}
 		var waiting []admission.Workload
@@ -311,6 +328,9 @@ func TestDecideProperties(t *testing.T) {
 				w := admission.Workload{ID: fmt.Sprintf("w%d", next), Queue: fmt.Sprintf("q%d", rng.IntN(5)),
 					Priority: int64(rng.IntN(3)), Arrival: int64(next), Bundles: gang(1+rng.IntN(4), float64(1+rng.IntN(8))),
 					MaxRuntime: int64(rng.IntN(4) * 30)}
+				if seed%2 == 0 { // every runtime declared: reservations are timed
+					w.MaxRuntime = int64(1+rng.IntN(4)) * 30
+				}
 				waiting = append(waiting, w)
 			}
 			d := admission.Decide(admission.Input{Config: config, Usage: ledger.Usage(), Pending: waiting, Capacity: cluster})
