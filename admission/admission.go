@@ -345,16 +345,23 @@ func (s *queueState) rank(w Workload, charge resources.Set, fair bool) rankKey {
 		if !fair {
 			continue
 		}
-		var share float64
-		switch pool := s.cohortCapacity(name); {
-		case s.weight == 0 || pool == 0:
-			share = math.Inf(1)
-		default:
-			share = float64(above) / float64(pool) / s.weight
-		}
-		key.share = max(key.share, share)
+		key.share = max(key.share, weightedShare(above, s.cohortCapacity(name), s.weight))
 	}
 	return key
+}
+
+// weightedShare is a queue's share of one resource for fair sharing (Kueue's dominant
+// resource share): its usage above nominal over what its cohort lends of the resource,
+// divided by its weight. Borrowing with weight 0, or from a cohort that lends none of
+// the resource, ranks last.
+func weightedShare(above, pool resources.Amount, weight float64) float64 {
+	if above <= 0 {
+		return 0
+	}
+	if weight == 0 || pool == 0 {
+		return math.Inf(1)
+	}
+	return float64(above) / float64(pool) / weight
 }
 
 func (s *queueState) cohortCapacity(name string) resources.Amount {
