@@ -76,6 +76,9 @@ var ioPackages = []string{"os", "os/exec", "os/signal", "io", "io/fs", "io/iouti
 // seeded generator and durations.
 var nondeterministicPackages = []string{"time", "math/rand", "math/rand/v2", "crypto/rand", "sync", "sync/atomic", "unsafe"}
 
+// decisionPackages are the decision code itself, held to nondeterministicPackages.
+var decisionPackages = []string{"placement", "admission", "admission/queues"}
+
 // vocabulary is the leaf packages every part shares: what a resource, a MIG profile, a
 // label and a field error are.
 var vocabulary = []string{"internal/fielderr", "internal/resources", "internal/mig", "internal/nodelabel", "internal/pending"}
@@ -84,8 +87,9 @@ func TestDesignBoundaries(t *testing.T) {
 	packages := listPackages(t)
 	services := []string{"gcs", "raylet", "sdk", "autoscaler"}
 	for _, p := range packages {
-		// 1. placement/ and its sub-packages: no control-plane package, no I/O.
-		if inside(p, "placement") {
+		// 1. placement/, admission/ and their sub-packages (the pure decision cores): no
+		// control-plane package, no I/O.
+		if inside(p, "placement", "admission") {
 			for _, dep := range p.deps {
 				for _, forbidden := range append(services, "cmd", "tests", "examples") {
 					if under(dep, forbidden) {
@@ -102,8 +106,8 @@ func TestDesignBoundaries(t *testing.T) {
 				if slices.Contains(ioPackages, imported) {
 					t.Errorf("%s imports %s: the scheduling core does no I/O", p.path, imported)
 				}
-				if p.path == "placement" && slices.Contains(nondeterministicPackages, imported) {
-					t.Errorf("placement imports %s: it takes time and randomness as inputs and starts no goroutines", imported)
+				if slices.Contains(decisionPackages, p.path) && slices.Contains(nondeterministicPackages, imported) {
+					t.Errorf("%s imports %s: it takes time and randomness as inputs and starts no goroutines", p.path, imported)
 				}
 			}
 		}
