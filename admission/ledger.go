@@ -51,6 +51,12 @@ func (l *Ledger) Remove(id string) bool {
 	return true
 }
 
+// Holds reports whether workload id holds a charge.
+func (l *Ledger) Holds(id string) bool {
+	_, ok := l.charges[id]
+	return ok
+}
+
 // Usage returns a copy of the usage per queue.
 func (l *Ledger) Usage() map[string]resources.Set {
 	out := make(map[string]resources.Set, len(l.usage))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/membership"
 )
@@ -52,6 +53,10 @@ type Config struct {
 	// call, in the order the GCS makes them (commits only after the group is persisted
 	// PREPARED), and may delay or fail them. Nil uses the raylets as they are.
 	WrapReserver func(BundleReserver) BundleReserver
+	// Queues, when set, turns admission on: placement groups are admitted into these
+	// queues' quotas before they are placed (package admission; raygo start --queues).
+	// Nil (the default) places groups as they come.
+	Queues *queues.Config
 	// Now is the clock (tests may replace it). Default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger

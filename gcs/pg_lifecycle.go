@@ -9,6 +9,7 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -72,6 +73,12 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 			prepared = append(prepared, e)
 		case pb.PlacementGroupState_PENDING, pb.PlacementGroupState_RESCHEDULING:
 			m.queue.add(e)
+		}
+		// A group that holds bundles was admitted: it keeps its charge.
+		if m.admission != nil && e.info.State != pb.PlacementGroupState_PENDING {
+			if charge, err := resources.SumOf(e.request.Bundles); err == nil {
+				_ = m.admission.ledger.Admit(id, e.info.Queue, charge)
+			}
 		}
 		m.observeLocked(e.request)
 	}

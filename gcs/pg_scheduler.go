@@ -44,6 +44,9 @@ func (m *pgManager) releasedLocked(group string, indices ...int) {
 	for _, i := range indices {
 		m.releases = append(m.releases, bundleRef{group, i})
 	}
+	if m.admission != nil {
+		m.admission.dirty = true
+	}
 }
 
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
@@ -94,6 +97,9 @@ func (m *pgManager) rebuildView() bool {
 		}
 	}
 	m.view = view
+	if m.admission != nil {
+		m.admission.dirty = true
+	}
 	m.mu.Unlock()
 	return true
 }
@@ -148,6 +154,9 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 	if now.Sub(m.lastFlush) >= parkedFlush {
 		m.lastFlush = now
 		m.queue.wakeAll()
+		if m.admission != nil {
+			m.admission.dirty = true
+		}
 	}
 	wait := m.queue.due(now, time.Second)
 	type work struct {
@@ -159,7 +168,19 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 	}
 	var todo []work
 	for _, s := range m.queue.ready() {
-		w := work{shape: s, entries: append([]*pgEntry(nil), s.entries...), explained: true}
+		entries := s.entries
+		if m.admission != nil { // only groups admission charged are placed here
+			entries = nil
+			for _, e := range s.entries {
+				if m.chargedLocked(e.info.PlacementGroupId) {
+					entries = append(entries, e)
+				}
+			}
+			if len(entries) == 0 {
+				continue
+			}
+		}
+		w := work{shape: s, entries: append([]*pgEntry(nil), entries...), explained: true}
 		for _, e := range w.entries {
 			w.explained = w.explained && e.info.PendingReasonCode != "" && e.info.PendingReasonCode != string(pending.Internal)
 			var placed map[int]placement.NodeID
@@ -181,14 +202,23 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 			workload = &d
 		}
 	}
+	admitting := m.admission != nil && m.admission.dirty
+	if admitting && workload == nil {
+		if d := m.workload.Distribution(); len(d.Shapes) > 0 {
+			workload = &d
+		}
+	}
 	m.mu.Unlock()
+	attempts := 0
+	if admitting {
+		attempts += m.admitRound(now, workload)
+	}
 	if len(todo) == 0 {
-		return wait, 0
+		return wait, attempts
 	}
 
 	// Decide, without mu. Only this goroutine touches the view.
 	view := m.view
-	attempts := 0
 	var decided []roundDecision
 	var failed []roundFailure
 	var untried []*shape

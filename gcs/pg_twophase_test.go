@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
@@ -34,6 +35,8 @@ var (
 type testNodes struct {
 	mu    sync.Mutex
 	alive []string
+	// total is every node's resources; nil: 4 CPUs.
+	total map[string]float64
 }
 
 func (n *testNodes) schedulingNodes() []*pb.NodeInfo { return n.aliveNodes() }
@@ -42,9 +45,13 @@ func (n *testNodes) aliveNodes() []*pb.NodeInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := make([]*pb.NodeInfo, len(n.alive))
+	total := n.total
+	if total == nil {
+		total = map[string]float64{"CPU": 4}
+	}
 	for i, id := range n.alive {
 		out[i] = &pb.NodeInfo{NodeId: id, State: pb.NodeState_ALIVE, RayletAddress: "raylet-" + id,
-			ResourcesTotal: map[string]float64{"CPU": 4}, ResourcesAvailable: map[string]float64{"CPU": 4}}
+			ResourcesTotal: total, ResourcesAvailable: total}
 	}
 	return out
 }
@@ -118,6 +125,7 @@ type twoPhaseFixture struct {
 	caller   *reservertest.Caller // the current manager's connection to the raylets
 	writer   *stoppableStore      // and to the store
 	clock    *fakeClock
+	queues   *queues.Config // set before newManager: admission on
 	m        *pgManager
 	listener *recordingGroupListener
 }
@@ -171,7 +179,7 @@ func (f *twoPhaseFixture) newManager() *pgManager {
 	}
 	f.caller = f.raylets.Caller()
 	f.writer = &stoppableStore{Store: f.store}
-	m := newPGManager(pgDeps{store: f.writer, nodes: f.nodes, jobs: noJobs{}, reserver: f.caller, now: f.clock.Now, log: zerolog.Nop()})
+	m := newPGManager(pgDeps{queues: f.queues, store: f.writer, nodes: f.nodes, jobs: noJobs{}, reserver: f.caller, now: f.clock.Now, log: zerolog.Nop()})
 	f.listener = &recordingGroupListener{}
 	m.subscribe(f.listener)
 	return m

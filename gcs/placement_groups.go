@@ -10,6 +10,8 @@ import (
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
+	"github.com/raygo-dev/raygo/admission"
+	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
@@ -98,6 +100,8 @@ type pgManager struct {
 	// workload learns the shapes of the bundles asked for (decaying): the scheduler
 	// prefers placements that leave the free GPUs usable by them.
 	workload *placement.WorkloadHistogram
+	// admission is nil unless queues are configured (pg_admission.go).
+	admission *admissionState
 	// releases are bundles the loop's view still counts as held that were released
 	// since its last round (pg_scheduler.go).
 	releases []bundleRef
@@ -117,6 +121,8 @@ type pgManager struct {
 // pgDeps is what the placement-group manager is given: the store, the node and job
 // tables it reads, the raylets' side of the two-phase reservation, and the clock.
 type pgDeps struct {
+	// queues, when set, turns admission on (Config.Queues).
+	queues   *queues.Config
 	store    store.Store
 	nodes    nodeDirectory
 	jobs     jobDirectory
@@ -126,8 +132,12 @@ type pgDeps struct {
 }
 
 func newPGManager(deps pgDeps) *pgManager {
-	return &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
+	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
 		queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+	if deps.queues != nil {
+		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
+	}
+	return m
 }
 
 // subscribe adds a listener of removed and created groups; call it before Start serves.
@@ -222,6 +232,9 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	for i, b := range req.Bundles {
 		info.Bundles = append(info.Bundles, &pb.Bundle{BundleIndex: int32(i), UnitResources: request.Bundles[i].ToFloat(), LabelSelector: b.GetLabelSelector()})
 	}
+	if err := m.resolveQueue(req, info); err != nil {
+		return nil, err
+	}
 	e := newPGEntry(info, request)
 
 	m.mu.Lock()
@@ -243,6 +256,9 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	}
 	m.queue.add(e)
 	m.observeLocked(request)
+	if m.admission != nil {
+		m.admission.dirty = true
+	}
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
 	m.kick()
@@ -342,6 +358,7 @@ func (m *pgManager) remove(id string) error {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
 	m.queue.drop(e)
+	m.returnChargeLocked(id)
 	delete(m.groups, id)
 	m.removed[id] = e
 	e.cancelling = true

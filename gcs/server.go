@@ -77,7 +77,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.WrapReserver != nil {
 		reserver = cfg.WrapReserver(reserver)
 	}
-	s.pgs = newPGManager(pgDeps{store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
+	s.pgs = newPGManager(pgDeps{queues: cfg.Queues, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
 		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors})

@@ -49,6 +49,18 @@ func NodeTopology() PlacementGroupOption {
 	return func(r *pb.CreatePlacementGroupRequest) { r.Topology = "node" }
 }
 
+// WithQueue charges the group to a queue (with queues configured on the cluster: raygo
+// start --head --queues); by default its namespace's queue.
+func WithQueue(queue string) PlacementGroupOption {
+	return func(r *pb.CreatePlacementGroupRequest) { r.Queue = queue }
+}
+
+// WithPriority gives the group a priority class of the queue configuration
+// ("training-high", ...); by default its queue's.
+func WithPriority(class string) PlacementGroupOption {
+	return func(r *pb.CreatePlacementGroupRequest) { r.Priority = class }
+}
+
 // WithBundleLabelSelector gives one label selector per bundle: label → "value",
 // "in(a,b)", "!value" or "!in(a,b)". A bundle lands only on a node whose labels match.
 func WithBundleLabelSelector(selectors []map[string]string) PlacementGroupOption {
@@ -111,14 +123,21 @@ type PlacementGroupInfo struct {
 	SchedulingAttempt         int
 	EndToEndCreationLatencyMs float64
 	SchedulingLatencyMs       float64
-	// PendingReason says why a pending group waits.
-	PendingReason string
+	// PendingReason says why a pending group waits; PendingReasonCode is its code from
+	// the one list of pending reasons (QuotaExceeded, NoResources, Infeasible, ...).
+	PendingReason     string
+	PendingReasonCode string
+	// Queue, PriorityClass and Priority: with queues configured, where the group is charged.
+	Queue         string
+	PriorityClass string
+	Priority      int64
 }
 
 func infoFromProto(p *pb.PlacementGroupInfo) *PlacementGroupInfo {
 	info := &PlacementGroupInfo{
 		ID: p.PlacementGroupId, Name: p.Name, Namespace: p.Namespace, Strategy: Strategy(p.Strategy.String()),
 		State: p.State.String(), IsDetached: p.IsDetached, CreatorJobID: p.CreatorJobId, PendingReason: p.PendingReason,
+		PendingReasonCode: p.PendingReasonCode, Queue: p.Queue, PriorityClass: p.PriorityClass, Priority: p.Priority,
 	}
 	if s := p.Stats; s != nil {
 		info.SchedulingState = SchedulingStateName(s.SchedulingState)

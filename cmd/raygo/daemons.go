@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/rs/zerolog"
 
+	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/logging"
@@ -145,6 +146,22 @@ func (f *logFlags) logger(component string, stderr io.Writer) (zerolog.Logger, f
 	return logging.New(file, level, component), func() { _ = file.Close() }, nil
 }
 
+// loadQueues reads a queue configuration file ("" for none).
+func loadQueues(path string) (*queues.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badInput("--queues: %v", err)
+	}
+	cfg, err := queues.Load(data)
+	if err != nil {
+		return nil, badInput("--queues %s: %v", path, err)
+	}
+	return cfg, nil
+}
+
 // signalContext ends on SIGTERM or SIGINT.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -162,6 +179,7 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
 	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
 	lease := fs.Duration("job-lease-timeout", 30*time.Second, "a driver that does not renew its job lease for this long is dead")
+	queuesFile := fs.String("queues", "", "queue configuration (YAML, Kueue's field names): placement groups are admitted into queues with quotas before they are placed (default: no queues, groups are placed as they come)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -182,6 +200,9 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	cfg := gcs.DefaultConfig()
 	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
+	if cfg.Queues, err = loadQueues(*queuesFile); err != nil {
+		return err
+	}
 	if hookFile := os.Getenv(testHookPauseAfterPrepareEnv); hookFile != "" {
 		cfg.WrapReserver = func(r gcs.BundleReserver) gcs.BundleReserver {
 			return pauseCommitsWhileFileExists{BundleReserver: r, path: hookFile, log: log}

@@ -51,9 +51,11 @@ type startOptions struct {
 	// gcsPprof and rayletPprof: --pprof of the node's daemons.
 	gcsPprof, rayletPprof string
 	jobLease              time.Duration
-	tempDir               string
-	sessionDir            string // set when start re-runs itself in the background
-	readyFile             string // ditto: where the background supervisor reports readiness
+	// queuesFile: --queues, the queue configuration (head only).
+	queuesFile string
+	tempDir    string
+	sessionDir string // set when start re-runs itself in the background
+	readyFile  string // ditto: where the background supervisor reports readiness
 
 	// resolved
 	gcsAddress     string
@@ -73,6 +75,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: "+logging.Levels)
 	fs.StringVar(&o.gcsPprof, "gcs-pprof", "", "with --head: serve the GCS's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
+	fs.StringVar(&o.queuesFile, "queues", "", "with --head: queue configuration (YAML with Kueue's field names: queues with quotas, cohorts, priority classes); placement groups are admitted into their queue's quota before they are placed (default: none)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")
@@ -112,6 +115,19 @@ func (o *startOptions) validate() error {
 	}
 	if o.gcsPprof != "" && !o.head {
 		return badInput("--gcs-pprof: only a head node runs the GCS")
+	}
+	if o.queuesFile != "" {
+		if !o.head {
+			return badInput("--queues: only a head node runs the GCS")
+		}
+		abs, err := filepath.Abs(o.queuesFile)
+		if err != nil {
+			return badInput("--queues: %v", err)
+		}
+		o.queuesFile = abs
+		if _, err := loadQueues(o.queuesFile); err != nil {
+			return err
+		}
 	}
 	var err error
 	if o.resourceValues, o.labelValues, err = o.resources.resolve(); err != nil {

@@ -171,7 +171,7 @@ func (s *supervisor) spawn(name string, args []string) (*daemon, error) {
 func (s *supervisor) startGCS(ctx context.Context) error {
 	o := s.opts
 	args := append([]string{"gcs-server", "--node-ip-address", o.nodeIP, "--port", strconv.Itoa(o.port), "--job-lease-timeout", o.jobLease.String(),
-		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof}, o.store.args()...)
+		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof, "--queues", o.queuesFile}, o.store.args()...)
 	d, err := s.spawn("gcs", args)
 	if err != nil {
 		return err

@@ -498,8 +498,12 @@ type PlacementGroupInfo struct {
 	// The code of pending_reason from the one list of pending reasons: "NoResources",
 	// "Fragmented", "Infeasible", "Internal", ... (empty when not pending).
 	PendingReasonCode string `protobuf:"bytes,15,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// With queues configured: the queue charged, the priority class and its value.
+	Queue         string `protobuf:"bytes,16,opt,name=queue,proto3" json:"queue,omitempty"`
+	PriorityClass string `protobuf:"bytes,17,opt,name=priority_class,json=priorityClass,proto3" json:"priority_class,omitempty"`
+	Priority      int64  `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlacementGroupInfo) Reset() {
@@ -630,6 +634,27 @@ func (x *PlacementGroupInfo) GetPendingReasonCode() string {
 	return ""
 }
 
+func (x *PlacementGroupInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *PlacementGroupInfo) GetPriorityClass() string {
+	if x != nil {
+		return x.PriorityClass
+	}
+	return ""
+}
+
+func (x *PlacementGroupInfo) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
 type CreatePlacementGroupRequest struct {
 	state   protoimpl.MessageState                    `protogen:"open.v1"`
 	Bundles []*CreatePlacementGroupRequest_BundleSpec `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
@@ -648,8 +673,12 @@ type CreatePlacementGroupRequest struct {
 	// CREATED or its first placement attempt failed, and carries the group as it then is:
 	// a client learns in one call that a group which fits is ready.
 	WaitFirstAttemptMs int64 `protobuf:"varint,8,opt,name=wait_first_attempt_ms,json=waitFirstAttemptMs,proto3" json:"wait_first_attempt_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// With queues configured (raygo start --head --queues): the queue to charge (default:
+	// the one the namespace maps to) and the priority class (default: the queue's).
+	Queue         string `protobuf:"bytes,9,opt,name=queue,proto3" json:"queue,omitempty"`
+	Priority      string `protobuf:"bytes,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatePlacementGroupRequest) Reset() {
@@ -736,6 +765,20 @@ func (x *CreatePlacementGroupRequest) GetWaitFirstAttemptMs() int64 {
 		return x.WaitFirstAttemptMs
 	}
 	return 0
+}
+
+func (x *CreatePlacementGroupRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetPriority() string {
+	if x != nil {
+		return x.Priority
+	}
+	return ""
 }
 
 type CreatePlacementGroupReply struct {
@@ -1303,7 +1346,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\aexample\x18\x02 \x01(\tR\aexample\x12\x14\n" +
 	"\x05nodes\x18\x03 \x01(\x05R\x05nodes\x12(\n" +
-	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xf8\x04\n" +
+	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xd1\x05\n" +
 	"\x12PlacementGroupInfo\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1320,7 +1363,10 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x0fremoved_time_ms\x18\f \x01(\x03R\rremovedTimeMs\x12\x1a\n" +
 	"\btopology\x18\r \x01(\tR\btopology\x12K\n" +
 	"\x13rejection_summaries\x18\x0e \x03(\v2\x1a.raygo.v1.RejectionSummaryR\x12rejectionSummaries\x12.\n" +
-	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCodeJ\x04\b\v\x10\f\"\xa2\x05\n" +
+	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCode\x12\x14\n" +
+	"\x05queue\x18\x10 \x01(\tR\x05queue\x12%\n" +
+	"\x0epriority_class\x18\x11 \x01(\tR\rpriorityClass\x12\x1a\n" +
+	"\bpriority\x18\x12 \x01(\x03R\bpriorityJ\x04\b\v\x10\f\"\xd4\x05\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -1329,7 +1375,10 @@ const file_placement_group_proto_rawDesc = "" +
 	"\blifetime\x18\x05 \x01(\tR\blifetime\x12$\n" +
 	"\x0ecreator_job_id\x18\x06 \x01(\tR\fcreatorJobId\x12\x1a\n" +
 	"\btopology\x18\a \x01(\tR\btopology\x121\n" +
-	"\x15wait_first_attempt_ms\x18\b \x01(\x03R\x12waitFirstAttemptMs\x1a\xd7\x02\n" +
+	"\x15wait_first_attempt_ms\x18\b \x01(\x03R\x12waitFirstAttemptMs\x12\x14\n" +
+	"\x05queue\x18\t \x01(\tR\x05queue\x12\x1a\n" +
+	"\bpriority\x18\n" +
+	" \x01(\tR\bpriority\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

@@ -115,7 +115,7 @@ class RejectionSummary(_message.Message):
     def __init__(self, code: _Optional[str] = ..., example: _Optional[str] = ..., nodes: _Optional[int] = ..., example_node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlacementGroupInfo(_message.Message):
-    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code")
+    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code", "queue", "priority_class", "priority")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,9 @@ class PlacementGroupInfo(_message.Message):
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     REJECTION_SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     PENDING_REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     name: str
     namespace: str
@@ -144,10 +147,13 @@ class PlacementGroupInfo(_message.Message):
     topology: str
     rejection_summaries: _containers.RepeatedCompositeFieldContainer[RejectionSummary]
     pending_reason_code: str
-    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ...) -> None: ...
+    queue: str
+    priority_class: str
+    priority: int
+    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., priority_class: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
-    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms")
+    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority")
     class BundleSpec(_message.Message):
         __slots__ = ("resources", "label_selector")
         class ResourcesEntry(_message.Message):
@@ -177,6 +183,8 @@ class CreatePlacementGroupRequest(_message.Message):
     CREATOR_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIRST_ATTEMPT_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     bundles: _containers.RepeatedCompositeFieldContainer[CreatePlacementGroupRequest.BundleSpec]
     strategy: str
     name: str
@@ -185,7 +193,9 @@ class CreatePlacementGroupRequest(_message.Message):
     creator_job_id: str
     topology: str
     wait_first_attempt_ms: int
-    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ...) -> None: ...
+    queue: str
+    priority: str
+    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ..., queue: _Optional[str] = ..., priority: _Optional[str] = ...) -> None: ...
 
 class CreatePlacementGroupReply(_message.Message):
     __slots__ = ("placement_group",)

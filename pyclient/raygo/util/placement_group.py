@@ -276,6 +276,8 @@ def placement_group(
     topology_strategy: Optional[Dict[str, str]] = None,
     *,
     topology: Optional[str] = None,
+    queue: Optional[str] = None,
+    priority: Optional[str] = None,
 ) -> PlacementGroup:
     """Asks the GCS for a placement group and returns its handle once the GCS accepted it.
 
@@ -298,6 +300,11 @@ def placement_group(
             other topology labels are refused (use ``STRICT_PACK``).
         topology: raygo only: ``"node"`` gives ``STRICT_PACK`` Ray's plain one-node meaning
             instead of one NVLink island.
+        queue: raygo only, with queues configured on the cluster (``raygo start --head
+            --queues``): the queue whose quota the group is charged to (default: the one the
+            job's namespace maps to).
+        priority: raygo only: the priority class (``"training-high"``, ...; default: the
+            queue's).
 
     Raises:
         ValueError: bad bundles, strategy, lifetime, selector or topology strategy, before
@@ -310,6 +317,9 @@ def placement_group(
         bundles, strategy, lifetime, _soft_target_node_id, bundle_label_selector, topology_strategy,
         name=name, topology=topology,
     )
+    for field, value in (("queue", queue), ("priority", priority)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{field} must be a str or None, got {type(value).__name__}")
     selectors = bundle_label_selector or [{} for _ in bundles]
     request = pg_pb2.CreatePlacementGroupRequest(
         bundles=[
@@ -322,6 +332,8 @@ def placement_group(
         name=name,
         lifetime=lifetime or "",
         topology=topology or "",
+        queue=queue or "",
+        priority=priority or "",
         # The GCS answers once the group is CREATED or its first attempt failed (in
         # milliseconds): a group that fits needs no second call to be ready.
         wait_first_attempt_ms=_WAIT_FIRST_ATTEMPT_MS,

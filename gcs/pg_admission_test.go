@@ -1,0 +1,97 @@
+package gcs
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/raygo-dev/raygo/admission/queues"
+	"github.com/raygo-dev/raygo/internal/pending"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+func issueQueues(t *testing.T) *queues.Config {
+	t.Helper()
+	data, err := os.ReadFile("../admission/queues/testdata/issue-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := queues.Load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// createIn makes a detached group of n one-GPU bundles in a namespace.
+func (f *twoPhaseFixture) createIn(namespace, strategy, priority string, n int) (string, error) {
+	req := &pb.CreatePlacementGroupRequest{Strategy: strategy, Lifetime: lifetimeDetached, Namespace: namespace, Priority: priority}
+	for range n {
+		req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"GPU": 1}})
+	}
+	reply, err := f.m.CreatePlacementGroup(context.Background(), req)
+	if err != nil {
+		return "", err
+	}
+	return reply.PlacementGroup.PlacementGroupId, nil
+}
+
+// The issue's cohort scenario on 3 nodes × 8 GPUs: research (nominal 8, may borrow 8)
+// runs 4 PACK groups of 4 GPUs (16, 8 borrowed from prod's idle quota); the fifth waits
+// with QuotaExceeded; prod's groups are admitted as research's finish.
+func TestCohortBorrowingAdmitsUpToTheBorrowingLimit(t *testing.T) {
+	f := &twoPhaseFixture{t: t}
+	*f = *newTwoPhaseFixture(t, "a", "b", "c")
+	f.nodes.total = map[string]float64{"CPU": 64, "GPU": 8}
+	f.queues = issueQueues(t)
+	f.m = f.newManager()
+	var research []string
+	for range 5 {
+		id, err := f.createIn("research", "PACK", "training", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		research = append(research, id)
+		f.settle()
+	}
+	for _, id := range research[:4] {
+		f.checkCreatedIsWhole(id)
+		if got := f.m.info(id).Queue; got != "research" {
+			t.Fatalf("queue %q, want research (from the namespace)", got)
+		}
+	}
+	fifth := f.m.info(research[4])
+	if fifth.State != pb.PlacementGroupState_PENDING || fifth.PendingReasonCode != string(pending.QuotaExceeded) ||
+		fifth.Stats.SchedulingState != pb.SchedulingState_QUEUED {
+		t.Fatalf("fifth research group: %v %q %v, want PENDING, QuotaExceeded, QUEUED", fifth.State, fifth.PendingReasonCode, fifth.Stats.SchedulingState)
+	}
+	// prod asks for 8 GPUs: 8 are free on the cluster, but research borrows prod's quota.
+	prod, err := f.createIn("prod", "PACK", "", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.checkCreatedIsWhole(prod) // prod's nominal quota is 16, none of it used by prod
+	if info := f.m.info(prod); info.Queue != "prod" {
+		t.Fatalf("queue %q, want prod", info.Queue)
+	}
+	// research's groups finish: the waiting one is admitted within research's limit.
+	for _, id := range research[:2] {
+		if err := f.m.remove(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.settle()
+	f.settle()
+	f.checkCreatedIsWhole(research[4])
+
+	// Unknown queue or priority class: InvalidArgument naming the field.
+	if _, err := f.createIn("research", "PACK", "no-such-class", 1); err == nil {
+		t.Fatal("an unknown priority class was accepted")
+	}
+	req := &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: lifetimeDetached, Queue: "nope",
+		Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"GPU": 1}}}}
+	if _, err := f.m.CreatePlacementGroup(context.Background(), req); err == nil {
+		t.Fatal("an unknown queue was accepted")
+	}
+}
