@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/membership"
 )
@@ -53,10 +52,11 @@ type Config struct {
 	// call, in the order the GCS makes them (commits only after the group is persisted
 	// PREPARED), and may delay or fail them. Nil uses the raylets as they are.
 	WrapReserver func(BundleReserver) BundleReserver
-	// Queues, when set, turns admission on: placement groups are admitted into these
-	// queues' quotas before they are placed (package admission; raygo start --queues).
-	// Nil (the default) places groups as they come.
-	Queues *queues.Config
+	// Queues, when set, turns admission on: a queue configuration (YAML, package
+	// admission/queues; raygo start --queues) into whose quotas placement groups are
+	// admitted before they are placed. It seeds the store; a configuration already there
+	// (from `raygo queues apply`) wins. Nil (the default) places groups as they come.
+	Queues []byte
 	// Now is the clock (tests may replace it). Default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger

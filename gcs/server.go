@@ -77,7 +77,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if cfg.WrapReserver != nil {
 		reserver = cfg.WrapReserver(reserver)
 	}
-	s.pgs = newPGManager(pgDeps{queues: cfg.Queues, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
+	queueConfig, err := s.loadQueueConfig(ctx, cfg.Queues)
+	if err != nil {
+		return nil, fmt.Errorf("gcs queue configuration: %w", err)
+	}
+	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
 		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors})
@@ -125,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
 	pb.RegisterPlacementGroupServiceServer(s.grpc, s.pgs)
+	pb.RegisterQueueServiceServer(s.grpc, queueService{m: s.pgs})
 	pb.RegisterActorInfoServiceServer(s.grpc, s.actors)
 	pb.RegisterExecutableServiceServer(s.grpc, s.executables)
 	s.health = health.NewServer()

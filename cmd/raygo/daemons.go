@@ -200,8 +200,13 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	cfg := gcs.DefaultConfig()
 	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
-	if cfg.Queues, err = loadQueues(*queuesFile); err != nil {
+	if _, err := loadQueues(*queuesFile); err != nil {
 		return err
+	}
+	if *queuesFile != "" {
+		if cfg.Queues, err = os.ReadFile(*queuesFile); err != nil {
+			return badInput("--queues: %v", err)
+		}
 	}
 	if hookFile := os.Getenv(testHookPauseAfterPrepareEnv); hookFile != "" {
 		cfg.WrapReserver = func(r gcs.BundleReserver) gcs.BundleReserver {

@@ -31,6 +31,7 @@ func commands() []command {
 		{name: "stop", summary: "Stop every raygo node that `raygo start` left running on this machine.", run: runStop},
 		{name: "status", summary: "Print a summary of the cluster: nodes alive and dead, resources used and total.", run: runStatus},
 		{name: "list", summary: "List cluster state: `raygo list nodes|placement-groups|actors`.", run: runList},
+		{name: "queues", summary: "Queues of admission: `raygo queues list` (quotas, usage, pending), `raygo queues apply FILE`.", run: runQueues},
 		{name: "drain", summary: "Mark a node DRAINING: it takes no new work and keeps what it runs.", run: runDrain},
 		{name: "debug", summary: "Operator tools: `raygo debug check-invariants` (partial gangs, double allocation, leaks).", run: runDebug},
 		{name: "gcs-server", summary: "Run the GCS in the foreground (started by `raygo start --head`).", run: runGCSServer, hidden: true},

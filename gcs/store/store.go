@@ -18,6 +18,8 @@ const (
 	TableMeta            = "meta"
 	TablePlacementGroups = "placement_groups"
 	TableActors          = "actors"
+	// TableQueues holds the running queue configuration (YAML) under "config".
+	TableQueues = "queues"
 	// TableExecutables holds worker executables: a manifest under "<sha256>" and the
 	// bytes under "<sha256>/<chunk index, zero-padded>", written in one Apply.
 	TableExecutables = "executables"

@@ -1259,6 +1259,349 @@ func (x *WaitPlacementGroupUntilReadyReply) GetPlacementGroup() *PlacementGroupI
 	return nil
 }
 
+type ApplyQueuesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The YAML, as raygo start --queues reads it.
+	ConfigYaml    []byte `protobuf:"bytes,1,opt,name=config_yaml,json=configYaml,proto3" json:"config_yaml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyQueuesRequest) Reset() {
+	*x = ApplyQueuesRequest{}
+	mi := &file_placement_group_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyQueuesRequest) ProtoMessage() {}
+
+func (x *ApplyQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyQueuesRequest.ProtoReflect.Descriptor instead.
+func (*ApplyQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ApplyQueuesRequest) GetConfigYaml() []byte {
+	if x != nil {
+		return x.ConfigYaml
+	}
+	return nil
+}
+
+type ApplyQueuesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyQueuesReply) Reset() {
+	*x = ApplyQueuesReply{}
+	mi := &file_placement_group_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyQueuesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyQueuesReply) ProtoMessage() {}
+
+func (x *ApplyQueuesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyQueuesReply.ProtoReflect.Descriptor instead.
+func (*ApplyQueuesReply) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{17}
+}
+
+type ListQueuesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueuesRequest) Reset() {
+	*x = ListQueuesRequest{}
+	mi := &file_placement_group_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueuesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueuesRequest) ProtoMessage() {}
+
+func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
+func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{18}
+}
+
+type QueueResourceStatus struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Resource string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// Whether the queue lists the resource (else only its usage is shown).
+	Limited      bool    `protobuf:"varint,2,opt,name=limited,proto3" json:"limited,omitempty"`
+	NominalQuota float64 `protobuf:"fixed64,3,opt,name=nominal_quota,json=nominalQuota,proto3" json:"nominal_quota,omitempty"`
+	// -1 when unlimited.
+	BorrowingLimit float64 `protobuf:"fixed64,4,opt,name=borrowing_limit,json=borrowingLimit,proto3" json:"borrowing_limit,omitempty"`
+	Usage          float64 `protobuf:"fixed64,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Usage above the nominal quota, and this queue's part of what its cohort lends.
+	Borrowed      float64 `protobuf:"fixed64,6,opt,name=borrowed,proto3" json:"borrowed,omitempty"`
+	Lent          float64 `protobuf:"fixed64,7,opt,name=lent,proto3" json:"lent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueResourceStatus) Reset() {
+	*x = QueueResourceStatus{}
+	mi := &file_placement_group_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueResourceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueResourceStatus) ProtoMessage() {}
+
+func (x *QueueResourceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueResourceStatus.ProtoReflect.Descriptor instead.
+func (*QueueResourceStatus) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *QueueResourceStatus) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *QueueResourceStatus) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *QueueResourceStatus) GetNominalQuota() float64 {
+	if x != nil {
+		return x.NominalQuota
+	}
+	return 0
+}
+
+func (x *QueueResourceStatus) GetBorrowingLimit() float64 {
+	if x != nil {
+		return x.BorrowingLimit
+	}
+	return 0
+}
+
+func (x *QueueResourceStatus) GetUsage() float64 {
+	if x != nil {
+		return x.Usage
+	}
+	return 0
+}
+
+func (x *QueueResourceStatus) GetBorrowed() float64 {
+	if x != nil {
+		return x.Borrowed
+	}
+	return 0
+}
+
+func (x *QueueResourceStatus) GetLent() float64 {
+	if x != nil {
+		return x.Lent
+	}
+	return 0
+}
+
+type QueueStatus struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Cohort string                 `protobuf:"bytes,2,opt,name=cohort,proto3" json:"cohort,omitempty"`
+	// Placement groups waiting for admission in the queue.
+	Pending int32 `protobuf:"varint,3,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The fair-sharing share (weighted usage above nominal over the cohort's lendable quota).
+	DominantShare float64                `protobuf:"fixed64,4,opt,name=dominant_share,json=dominantShare,proto3" json:"dominant_share,omitempty"`
+	Resources     []*QueueResourceStatus `protobuf:"bytes,5,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueStatus) Reset() {
+	*x = QueueStatus{}
+	mi := &file_placement_group_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueStatus) ProtoMessage() {}
+
+func (x *QueueStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
+func (*QueueStatus) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *QueueStatus) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueStatus) GetCohort() string {
+	if x != nil {
+		return x.Cohort
+	}
+	return ""
+}
+
+func (x *QueueStatus) GetPending() int32 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetDominantShare() float64 {
+	if x != nil {
+		return x.DominantShare
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetResources() []*QueueResourceStatus {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+type ListQueuesReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the GCS runs without queues (admission off).
+	Enabled       bool           `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Queues        []*QueueStatus `protobuf:"bytes,2,rep,name=queues,proto3" json:"queues,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQueuesReply) Reset() {
+	*x = ListQueuesReply{}
+	mi := &file_placement_group_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQueuesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQueuesReply) ProtoMessage() {}
+
+func (x *ListQueuesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQueuesReply.ProtoReflect.Descriptor instead.
+func (*ListQueuesReply) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListQueuesReply) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *ListQueuesReply) GetQueues() []*QueueStatus {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
 type CreatePlacementGroupRequest_BundleSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Resources     map[string]float64     `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
@@ -1269,7 +1612,7 @@ type CreatePlacementGroupRequest_BundleSpec struct {
 
 func (x *CreatePlacementGroupRequest_BundleSpec) Reset() {
 	*x = CreatePlacementGroupRequest_BundleSpec{}
-	mi := &file_placement_group_proto_msgTypes[18]
+	mi := &file_placement_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1624,7 @@ func (x *CreatePlacementGroupRequest_BundleSpec) String() string {
 func (*CreatePlacementGroupRequest_BundleSpec) ProtoMessage() {}
 
 func (x *CreatePlacementGroupRequest_BundleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[18]
+	mi := &file_placement_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1752,29 @@ const file_placement_group_proto_rawDesc = "" +
 	"#WaitPlacementGroupUntilReadyRequest\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\"j\n" +
 	"!WaitPlacementGroupUntilReadyReply\x12E\n" +
-	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup*M\n" +
+	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup\"5\n" +
+	"\x12ApplyQueuesRequest\x12\x1f\n" +
+	"\vconfig_yaml\x18\x01 \x01(\fR\n" +
+	"configYaml\"\x12\n" +
+	"\x10ApplyQueuesReply\"\x13\n" +
+	"\x11ListQueuesRequest\"\xdf\x01\n" +
+	"\x13QueueResourceStatus\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x18\n" +
+	"\alimited\x18\x02 \x01(\bR\alimited\x12#\n" +
+	"\rnominal_quota\x18\x03 \x01(\x01R\fnominalQuota\x12'\n" +
+	"\x0fborrowing_limit\x18\x04 \x01(\x01R\x0eborrowingLimit\x12\x14\n" +
+	"\x05usage\x18\x05 \x01(\x01R\x05usage\x12\x1a\n" +
+	"\bborrowed\x18\x06 \x01(\x01R\bborrowed\x12\x12\n" +
+	"\x04lent\x18\a \x01(\x01R\x04lent\"\xb9\x01\n" +
+	"\vQueueStatus\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06cohort\x18\x02 \x01(\tR\x06cohort\x12\x18\n" +
+	"\apending\x18\x03 \x01(\x05R\apending\x12%\n" +
+	"\x0edominant_share\x18\x04 \x01(\x01R\rdominantShare\x12;\n" +
+	"\tresources\x18\x05 \x03(\v2\x1d.raygo.v1.QueueResourceStatusR\tresources\"Z\n" +
+	"\x0fListQueuesReply\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12-\n" +
+	"\x06queues\x18\x02 \x03(\v2\x15.raygo.v1.QueueStatusR\x06queues*M\n" +
 	"\x11PlacementStrategy\x12\b\n" +
 	"\x04PACK\x10\x00\x12\n" +
 	"\n" +
@@ -1438,7 +1803,11 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x11GetPlacementGroup\x12\".raygo.v1.GetPlacementGroupRequest\x1a .raygo.v1.GetPlacementGroupReply\x12h\n" +
 	"\x16GetNamedPlacementGroup\x12'.raygo.v1.GetNamedPlacementGroupRequest\x1a%.raygo.v1.GetNamedPlacementGroupReply\x12b\n" +
 	"\x14GetAllPlacementGroup\x12%.raygo.v1.GetAllPlacementGroupRequest\x1a#.raygo.v1.GetAllPlacementGroupReply\x12z\n" +
-	"\x1cWaitPlacementGroupUntilReady\x12-.raygo.v1.WaitPlacementGroupUntilReadyRequest\x1a+.raygo.v1.WaitPlacementGroupUntilReadyReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\x1cWaitPlacementGroupUntilReady\x12-.raygo.v1.WaitPlacementGroupUntilReadyRequest\x1a+.raygo.v1.WaitPlacementGroupUntilReadyReply2\x9d\x01\n" +
+	"\fQueueService\x12G\n" +
+	"\vApplyQueues\x12\x1c.raygo.v1.ApplyQueuesRequest\x1a\x1a.raygo.v1.ApplyQueuesReply\x12D\n" +
+	"\n" +
+	"ListQueues\x12\x1b.raygo.v1.ListQueuesRequest\x1a\x19.raygo.v1.ListQueuesReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_placement_group_proto_rawDescOnce sync.Once
@@ -1453,67 +1822,79 @@ func file_placement_group_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_group_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_placement_group_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_placement_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_placement_group_proto_goTypes = []any{
-	(PlacementStrategy)(0),                      // 0: raygo.v1.PlacementStrategy
-	(PlacementGroupState)(0),                    // 1: raygo.v1.PlacementGroupState
-	(SchedulingState)(0),                        // 2: raygo.v1.SchedulingState
-	(*Bundle)(nil),                              // 3: raygo.v1.Bundle
-	(*PlacementGroupStats)(nil),                 // 4: raygo.v1.PlacementGroupStats
-	(*RejectionSummary)(nil),                    // 5: raygo.v1.RejectionSummary
-	(*PlacementGroupInfo)(nil),                  // 6: raygo.v1.PlacementGroupInfo
-	(*CreatePlacementGroupRequest)(nil),         // 7: raygo.v1.CreatePlacementGroupRequest
-	(*CreatePlacementGroupReply)(nil),           // 8: raygo.v1.CreatePlacementGroupReply
-	(*RemovePlacementGroupRequest)(nil),         // 9: raygo.v1.RemovePlacementGroupRequest
-	(*RemovePlacementGroupReply)(nil),           // 10: raygo.v1.RemovePlacementGroupReply
-	(*GetPlacementGroupRequest)(nil),            // 11: raygo.v1.GetPlacementGroupRequest
-	(*GetPlacementGroupReply)(nil),              // 12: raygo.v1.GetPlacementGroupReply
-	(*GetNamedPlacementGroupRequest)(nil),       // 13: raygo.v1.GetNamedPlacementGroupRequest
-	(*GetNamedPlacementGroupReply)(nil),         // 14: raygo.v1.GetNamedPlacementGroupReply
-	(*GetAllPlacementGroupRequest)(nil),         // 15: raygo.v1.GetAllPlacementGroupRequest
-	(*GetAllPlacementGroupReply)(nil),           // 16: raygo.v1.GetAllPlacementGroupReply
-	(*WaitPlacementGroupUntilReadyRequest)(nil), // 17: raygo.v1.WaitPlacementGroupUntilReadyRequest
-	(*WaitPlacementGroupUntilReadyReply)(nil),   // 18: raygo.v1.WaitPlacementGroupUntilReadyReply
-	nil, // 19: raygo.v1.Bundle.UnitResourcesEntry
-	nil, // 20: raygo.v1.Bundle.LabelSelectorEntry
-	(*CreatePlacementGroupRequest_BundleSpec)(nil), // 21: raygo.v1.CreatePlacementGroupRequest.BundleSpec
-	nil, // 22: raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
-	nil, // 23: raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
+	(PlacementStrategy)(0),                         // 0: raygo.v1.PlacementStrategy
+	(PlacementGroupState)(0),                       // 1: raygo.v1.PlacementGroupState
+	(SchedulingState)(0),                           // 2: raygo.v1.SchedulingState
+	(*Bundle)(nil),                                 // 3: raygo.v1.Bundle
+	(*PlacementGroupStats)(nil),                    // 4: raygo.v1.PlacementGroupStats
+	(*RejectionSummary)(nil),                       // 5: raygo.v1.RejectionSummary
+	(*PlacementGroupInfo)(nil),                     // 6: raygo.v1.PlacementGroupInfo
+	(*CreatePlacementGroupRequest)(nil),            // 7: raygo.v1.CreatePlacementGroupRequest
+	(*CreatePlacementGroupReply)(nil),              // 8: raygo.v1.CreatePlacementGroupReply
+	(*RemovePlacementGroupRequest)(nil),            // 9: raygo.v1.RemovePlacementGroupRequest
+	(*RemovePlacementGroupReply)(nil),              // 10: raygo.v1.RemovePlacementGroupReply
+	(*GetPlacementGroupRequest)(nil),               // 11: raygo.v1.GetPlacementGroupRequest
+	(*GetPlacementGroupReply)(nil),                 // 12: raygo.v1.GetPlacementGroupReply
+	(*GetNamedPlacementGroupRequest)(nil),          // 13: raygo.v1.GetNamedPlacementGroupRequest
+	(*GetNamedPlacementGroupReply)(nil),            // 14: raygo.v1.GetNamedPlacementGroupReply
+	(*GetAllPlacementGroupRequest)(nil),            // 15: raygo.v1.GetAllPlacementGroupRequest
+	(*GetAllPlacementGroupReply)(nil),              // 16: raygo.v1.GetAllPlacementGroupReply
+	(*WaitPlacementGroupUntilReadyRequest)(nil),    // 17: raygo.v1.WaitPlacementGroupUntilReadyRequest
+	(*WaitPlacementGroupUntilReadyReply)(nil),      // 18: raygo.v1.WaitPlacementGroupUntilReadyReply
+	(*ApplyQueuesRequest)(nil),                     // 19: raygo.v1.ApplyQueuesRequest
+	(*ApplyQueuesReply)(nil),                       // 20: raygo.v1.ApplyQueuesReply
+	(*ListQueuesRequest)(nil),                      // 21: raygo.v1.ListQueuesRequest
+	(*QueueResourceStatus)(nil),                    // 22: raygo.v1.QueueResourceStatus
+	(*QueueStatus)(nil),                            // 23: raygo.v1.QueueStatus
+	(*ListQueuesReply)(nil),                        // 24: raygo.v1.ListQueuesReply
+	nil,                                            // 25: raygo.v1.Bundle.UnitResourcesEntry
+	nil,                                            // 26: raygo.v1.Bundle.LabelSelectorEntry
+	(*CreatePlacementGroupRequest_BundleSpec)(nil), // 27: raygo.v1.CreatePlacementGroupRequest.BundleSpec
+	nil, // 28: raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
+	nil, // 29: raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
 }
 var file_placement_group_proto_depIdxs = []int32{
-	19, // 0: raygo.v1.Bundle.unit_resources:type_name -> raygo.v1.Bundle.UnitResourcesEntry
-	20, // 1: raygo.v1.Bundle.label_selector:type_name -> raygo.v1.Bundle.LabelSelectorEntry
+	25, // 0: raygo.v1.Bundle.unit_resources:type_name -> raygo.v1.Bundle.UnitResourcesEntry
+	26, // 1: raygo.v1.Bundle.label_selector:type_name -> raygo.v1.Bundle.LabelSelectorEntry
 	2,  // 2: raygo.v1.PlacementGroupStats.scheduling_state:type_name -> raygo.v1.SchedulingState
 	0,  // 3: raygo.v1.PlacementGroupInfo.strategy:type_name -> raygo.v1.PlacementStrategy
 	1,  // 4: raygo.v1.PlacementGroupInfo.state:type_name -> raygo.v1.PlacementGroupState
 	3,  // 5: raygo.v1.PlacementGroupInfo.bundles:type_name -> raygo.v1.Bundle
 	4,  // 6: raygo.v1.PlacementGroupInfo.stats:type_name -> raygo.v1.PlacementGroupStats
 	5,  // 7: raygo.v1.PlacementGroupInfo.rejection_summaries:type_name -> raygo.v1.RejectionSummary
-	21, // 8: raygo.v1.CreatePlacementGroupRequest.bundles:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec
+	27, // 8: raygo.v1.CreatePlacementGroupRequest.bundles:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec
 	6,  // 9: raygo.v1.CreatePlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
 	6,  // 10: raygo.v1.GetPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
 	6,  // 11: raygo.v1.GetNamedPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
 	6,  // 12: raygo.v1.GetAllPlacementGroupReply.placement_groups:type_name -> raygo.v1.PlacementGroupInfo
 	6,  // 13: raygo.v1.WaitPlacementGroupUntilReadyReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
-	22, // 14: raygo.v1.CreatePlacementGroupRequest.BundleSpec.resources:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
-	23, // 15: raygo.v1.CreatePlacementGroupRequest.BundleSpec.label_selector:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
-	7,  // 16: raygo.v1.PlacementGroupService.CreatePlacementGroup:input_type -> raygo.v1.CreatePlacementGroupRequest
-	9,  // 17: raygo.v1.PlacementGroupService.RemovePlacementGroup:input_type -> raygo.v1.RemovePlacementGroupRequest
-	11, // 18: raygo.v1.PlacementGroupService.GetPlacementGroup:input_type -> raygo.v1.GetPlacementGroupRequest
-	13, // 19: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:input_type -> raygo.v1.GetNamedPlacementGroupRequest
-	15, // 20: raygo.v1.PlacementGroupService.GetAllPlacementGroup:input_type -> raygo.v1.GetAllPlacementGroupRequest
-	17, // 21: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:input_type -> raygo.v1.WaitPlacementGroupUntilReadyRequest
-	8,  // 22: raygo.v1.PlacementGroupService.CreatePlacementGroup:output_type -> raygo.v1.CreatePlacementGroupReply
-	10, // 23: raygo.v1.PlacementGroupService.RemovePlacementGroup:output_type -> raygo.v1.RemovePlacementGroupReply
-	12, // 24: raygo.v1.PlacementGroupService.GetPlacementGroup:output_type -> raygo.v1.GetPlacementGroupReply
-	14, // 25: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:output_type -> raygo.v1.GetNamedPlacementGroupReply
-	16, // 26: raygo.v1.PlacementGroupService.GetAllPlacementGroup:output_type -> raygo.v1.GetAllPlacementGroupReply
-	18, // 27: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:output_type -> raygo.v1.WaitPlacementGroupUntilReadyReply
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	22, // 14: raygo.v1.QueueStatus.resources:type_name -> raygo.v1.QueueResourceStatus
+	23, // 15: raygo.v1.ListQueuesReply.queues:type_name -> raygo.v1.QueueStatus
+	28, // 16: raygo.v1.CreatePlacementGroupRequest.BundleSpec.resources:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
+	29, // 17: raygo.v1.CreatePlacementGroupRequest.BundleSpec.label_selector:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
+	7,  // 18: raygo.v1.PlacementGroupService.CreatePlacementGroup:input_type -> raygo.v1.CreatePlacementGroupRequest
+	9,  // 19: raygo.v1.PlacementGroupService.RemovePlacementGroup:input_type -> raygo.v1.RemovePlacementGroupRequest
+	11, // 20: raygo.v1.PlacementGroupService.GetPlacementGroup:input_type -> raygo.v1.GetPlacementGroupRequest
+	13, // 21: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:input_type -> raygo.v1.GetNamedPlacementGroupRequest
+	15, // 22: raygo.v1.PlacementGroupService.GetAllPlacementGroup:input_type -> raygo.v1.GetAllPlacementGroupRequest
+	17, // 23: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:input_type -> raygo.v1.WaitPlacementGroupUntilReadyRequest
+	19, // 24: raygo.v1.QueueService.ApplyQueues:input_type -> raygo.v1.ApplyQueuesRequest
+	21, // 25: raygo.v1.QueueService.ListQueues:input_type -> raygo.v1.ListQueuesRequest
+	8,  // 26: raygo.v1.PlacementGroupService.CreatePlacementGroup:output_type -> raygo.v1.CreatePlacementGroupReply
+	10, // 27: raygo.v1.PlacementGroupService.RemovePlacementGroup:output_type -> raygo.v1.RemovePlacementGroupReply
+	12, // 28: raygo.v1.PlacementGroupService.GetPlacementGroup:output_type -> raygo.v1.GetPlacementGroupReply
+	14, // 29: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:output_type -> raygo.v1.GetNamedPlacementGroupReply
+	16, // 30: raygo.v1.PlacementGroupService.GetAllPlacementGroup:output_type -> raygo.v1.GetAllPlacementGroupReply
+	18, // 31: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:output_type -> raygo.v1.WaitPlacementGroupUntilReadyReply
+	20, // 32: raygo.v1.QueueService.ApplyQueues:output_type -> raygo.v1.ApplyQueuesReply
+	24, // 33: raygo.v1.QueueService.ListQueues:output_type -> raygo.v1.ListQueuesReply
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_placement_group_proto_init() }
@@ -1527,9 +1908,9 @@ func file_placement_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_group_proto_rawDesc), len(file_placement_group_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   27,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_placement_group_proto_goTypes,
 		DependencyIndexes: file_placement_group_proto_depIdxs,

@@ -327,3 +327,159 @@ var PlacementGroupService_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "placement_group.proto",
 }
+
+const (
+	QueueService_ApplyQueues_FullMethodName = "/raygo.v1.QueueService/ApplyQueues"
+	QueueService_ListQueues_FullMethodName  = "/raygo.v1.QueueService/ListQueues"
+)
+
+// QueueServiceClient is the client API for QueueService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// QueueService shows and changes the queue configuration of admission (raygo start
+// --head --queues; raygo queues list / apply).
+type QueueServiceClient interface {
+	// ApplyQueues validates a configuration whole (InvalidArgument naming the field; the
+	// running one stays) and makes it the running one, persisted in the store so that it
+	// survives a GCS restart. FailedPrecondition when the GCS runs without queues. Quotas
+	// lowered below usage evict nothing.
+	ApplyQueues(ctx context.Context, in *ApplyQueuesRequest, opts ...grpc.CallOption) (*ApplyQueuesReply, error)
+	// ListQueues reports every queue: quotas, usage, borrowing, lending, pending work.
+	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesReply, error)
+}
+
+type queueServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewQueueServiceClient(cc grpc.ClientConnInterface) QueueServiceClient {
+	return &queueServiceClient{cc}
+}
+
+func (c *queueServiceClient) ApplyQueues(ctx context.Context, in *ApplyQueuesRequest, opts ...grpc.CallOption) (*ApplyQueuesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyQueuesReply)
+	err := c.cc.Invoke(ctx, QueueService_ApplyQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queueServiceClient) ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQueuesReply)
+	err := c.cc.Invoke(ctx, QueueService_ListQueues_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// QueueServiceServer is the server API for QueueService service.
+// All implementations must embed UnimplementedQueueServiceServer
+// for forward compatibility.
+//
+// QueueService shows and changes the queue configuration of admission (raygo start
+// --head --queues; raygo queues list / apply).
+type QueueServiceServer interface {
+	// ApplyQueues validates a configuration whole (InvalidArgument naming the field; the
+	// running one stays) and makes it the running one, persisted in the store so that it
+	// survives a GCS restart. FailedPrecondition when the GCS runs without queues. Quotas
+	// lowered below usage evict nothing.
+	ApplyQueues(context.Context, *ApplyQueuesRequest) (*ApplyQueuesReply, error)
+	// ListQueues reports every queue: quotas, usage, borrowing, lending, pending work.
+	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesReply, error)
+	mustEmbedUnimplementedQueueServiceServer()
+}
+
+// UnimplementedQueueServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedQueueServiceServer struct{}
+
+func (UnimplementedQueueServiceServer) ApplyQueues(context.Context, *ApplyQueuesRequest) (*ApplyQueuesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplyQueues not implemented")
+}
+func (UnimplementedQueueServiceServer) ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQueues not implemented")
+}
+func (UnimplementedQueueServiceServer) mustEmbedUnimplementedQueueServiceServer() {}
+func (UnimplementedQueueServiceServer) testEmbeddedByValue()                      {}
+
+// UnsafeQueueServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to QueueServiceServer will
+// result in compilation errors.
+type UnsafeQueueServiceServer interface {
+	mustEmbedUnimplementedQueueServiceServer()
+}
+
+func RegisterQueueServiceServer(s grpc.ServiceRegistrar, srv QueueServiceServer) {
+	// If the following call panics, it indicates UnimplementedQueueServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&QueueService_ServiceDesc, srv)
+}
+
+func _QueueService_ApplyQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ApplyQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ApplyQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ApplyQueues(ctx, req.(*ApplyQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueueService_ListQueues_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQueuesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueueServiceServer).ListQueues(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueueService_ListQueues_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueueServiceServer).ListQueues(ctx, req.(*ListQueuesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// QueueService_ServiceDesc is the grpc.ServiceDesc for QueueService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var QueueService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "raygo.v1.QueueService",
+	HandlerType: (*QueueServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ApplyQueues",
+			Handler:    _QueueService_ApplyQueues_Handler,
+		},
+		{
+			MethodName: "ListQueues",
+			Handler:    _QueueService_ListQueues_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "placement_group.proto",
+}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -63,11 +64,65 @@ func TestQueuesHoldGroupsBeyondTheirQuota(t *testing.T) {
 		}
 		return nil
 	})
+	// raygo queues list shows the usage and the waiting group.
+	out, err := exec.Command(c.Bin, "queues", "list", "--format", "json", "--address", c.GCSAddress).CombinedOutput()
+	if err != nil {
+		t.Fatalf("queues list: %v: %s", err, out)
+	}
+	var listed []struct {
+		Queue     string `json:"queue"`
+		Pending   int    `json:"pending"`
+		Resources []struct {
+			Resource     string  `json:"resource"`
+			NominalQuota float64 `json:"nominal_quota"`
+			Usage        float64 `json:"usage"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(out, &listed); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var team []string
+	for _, q := range listed {
+		if q.Queue == "team" {
+			team = append(team, fmt.Sprint(q.Pending))
+			for _, r := range q.Resources {
+				team = append(team, fmt.Sprintf("%s %g/%g", r.Resource, r.Usage, r.NominalQuota))
+			}
+		}
+	}
+	if got := strings.Join(team, ", "); got != "1, CPU 2/2" {
+		t.Fatalf("queues list for team: %q, want 1 pending and CPU 2/2:\n%s", got, out)
+	}
+
+	// raygo queues apply raises the quota: the third group is admitted without a removal.
+	if err := os.WriteFile(file, []byte(strings.Replace(teamQueues, "nominalQuota: 2", "nominalQuota: 3", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(c.Bin, "queues", "apply", file, "--address", c.GCSAddress).CombinedOutput(); err != nil {
+		t.Fatalf("queues apply: %v: %s", err, out)
+	}
+	if _, err := groups[2].Ready(ctx); err != nil {
+		t.Fatalf("the third group after the quota was raised: %v", err)
+	}
+	// A bad configuration is refused whole, naming the field; the running one stays.
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(teamQueues+"    unknownField: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(c.Bin, "queues", "apply", bad, "--address", c.GCSAddress).CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "unknownField") {
+		t.Fatalf("bad apply: %v: %s", err, out)
+	}
+	// A fourth group waits again (3 of 3 CPUs charged), and a removal lets it in.
+	fourth, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}}, sdk.Pack)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := groups[0].Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := groups[2].Ready(ctx); err != nil {
-		t.Fatalf("the third group after a removal returned quota: %v", err)
+	if _, err := fourth.Ready(ctx); err != nil {
+		t.Fatalf("the fourth group after a removal returned quota: %v", err)
 	}
 }
 

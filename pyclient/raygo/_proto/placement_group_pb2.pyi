@@ -260,3 +260,57 @@ class WaitPlacementGroupUntilReadyReply(_message.Message):
     PLACEMENT_GROUP_FIELD_NUMBER: _ClassVar[int]
     placement_group: PlacementGroupInfo
     def __init__(self, placement_group: _Optional[_Union[PlacementGroupInfo, _Mapping]] = ...) -> None: ...
+
+class ApplyQueuesRequest(_message.Message):
+    __slots__ = ("config_yaml",)
+    CONFIG_YAML_FIELD_NUMBER: _ClassVar[int]
+    config_yaml: bytes
+    def __init__(self, config_yaml: _Optional[bytes] = ...) -> None: ...
+
+class ApplyQueuesReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class QueueResourceStatus(_message.Message):
+    __slots__ = ("resource", "limited", "nominal_quota", "borrowing_limit", "usage", "borrowed", "lent")
+    RESOURCE_FIELD_NUMBER: _ClassVar[int]
+    LIMITED_FIELD_NUMBER: _ClassVar[int]
+    NOMINAL_QUOTA_FIELD_NUMBER: _ClassVar[int]
+    BORROWING_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    BORROWED_FIELD_NUMBER: _ClassVar[int]
+    LENT_FIELD_NUMBER: _ClassVar[int]
+    resource: str
+    limited: bool
+    nominal_quota: float
+    borrowing_limit: float
+    usage: float
+    borrowed: float
+    lent: float
+    def __init__(self, resource: _Optional[str] = ..., limited: _Optional[bool] = ..., nominal_quota: _Optional[float] = ..., borrowing_limit: _Optional[float] = ..., usage: _Optional[float] = ..., borrowed: _Optional[float] = ..., lent: _Optional[float] = ...) -> None: ...
+
+class QueueStatus(_message.Message):
+    __slots__ = ("queue", "cohort", "pending", "dominant_share", "resources")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    COHORT_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    cohort: str
+    pending: int
+    dominant_share: float
+    resources: _containers.RepeatedCompositeFieldContainer[QueueResourceStatus]
+    def __init__(self, queue: _Optional[str] = ..., cohort: _Optional[str] = ..., pending: _Optional[int] = ..., dominant_share: _Optional[float] = ..., resources: _Optional[_Iterable[_Union[QueueResourceStatus, _Mapping]]] = ...) -> None: ...
+
+class ListQueuesReply(_message.Message):
+    __slots__ = ("enabled", "queues")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStatus]
+    def __init__(self, enabled: _Optional[bool] = ..., queues: _Optional[_Iterable[_Union[QueueStatus, _Mapping]]] = ...) -> None: ...

@@ -320,3 +320,129 @@ class PlacementGroupService:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class QueueServiceStub:
+    """QueueService shows and changes the queue configuration of admission (raygo start
+    --head --queues; raygo queues list / apply).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ApplyQueues = channel.unary_unary(
+                '/raygo.v1.QueueService/ApplyQueues',
+                request_serializer=placement__group__pb2.ApplyQueuesRequest.SerializeToString,
+                response_deserializer=placement__group__pb2.ApplyQueuesReply.FromString,
+                _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/raygo.v1.QueueService/ListQueues',
+                request_serializer=placement__group__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=placement__group__pb2.ListQueuesReply.FromString,
+                _registered_method=True)
+
+
+class QueueServiceServicer:
+    """QueueService shows and changes the queue configuration of admission (raygo start
+    --head --queues; raygo queues list / apply).
+    """
+
+    def ApplyQueues(self, request, context):
+        """ApplyQueues validates a configuration whole (InvalidArgument naming the field; the
+        running one stays) and makes it the running one, persisted in the store so that it
+        survives a GCS restart. FailedPrecondition when the GCS runs without queues. Quotas
+        lowered below usage evict nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListQueues(self, request, context):
+        """ListQueues reports every queue: quotas, usage, borrowing, lending, pending work.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_QueueServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ApplyQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyQueues,
+                    request_deserializer=placement__group__pb2.ApplyQueuesRequest.FromString,
+                    response_serializer=placement__group__pb2.ApplyQueuesReply.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=placement__group__pb2.ListQueuesRequest.FromString,
+                    response_serializer=placement__group__pb2.ListQueuesReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'raygo.v1.QueueService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('raygo.v1.QueueService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class QueueService:
+    """QueueService shows and changes the queue configuration of admission (raygo start
+    --head --queues; raygo queues list / apply).
+    """
+
+    @staticmethod
+    def ApplyQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.QueueService/ApplyQueues',
+            placement__group__pb2.ApplyQueuesRequest.SerializeToString,
+            placement__group__pb2.ApplyQueuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.QueueService/ListQueues',
+            placement__group__pb2.ListQueuesRequest.SerializeToString,
+            placement__group__pb2.ListQueuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
