@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +36,8 @@ type storeFlags struct {
 	redisNamespace string
 	// allowVolatileRedis runs on a Redis without its append-only file.
 	allowVolatileRedis bool
+	// identityFile keeps the store's UUID across GCS restarts (--store-identity-file).
+	identityFile string
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
@@ -42,6 +45,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
 	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis")
 	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
+	fs.StringVar(&f.identityFile, "store-identity-file", "", "with --store redis: a file keeping the UUID of the store this cluster uses; a GCS restarted on a Redis that lost it (came back empty) then refuses to start instead of starting a new, empty store (raygo start passes one in the session directory)")
 	fs.BoolVar(&f.allowVolatileRedis, "allow-volatile-redis", false, "with --store redis: run even though Redis keeps no append-only file (appendonly no) or its settings cannot be read; a Redis restart then loses acknowledged work")
 }
 
@@ -72,9 +76,23 @@ func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 	}
 	cfg := store.DefaultRedisConfig()
 	cfg.Address, cfg.Password, cfg.Namespace = f.redisAddress, f.redisPassword, f.redisNamespace
+	if f.identityFile != "" {
+		if held, err := os.ReadFile(f.identityFile); err == nil {
+			cfg.ExpectIdentity = strings.TrimSpace(string(held))
+		}
+	}
 	st, err := store.NewRedis(ctx, cfg)
+	if errors.Is(err, store.ErrStoreLost) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, badInput("--redis-address %s: Redis unreachable: %v", f.redisAddress, err)
+	}
+	if f.identityFile != "" && cfg.ExpectIdentity == "" {
+		if err := os.WriteFile(f.identityFile, []byte(st.Identity()+"\n"), 0o600); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("--store-identity-file: %w", err)
+		}
 	}
 	if err := f.checkPersistence(ctx, st); err != nil {
 		_ = st.Close()
@@ -217,7 +235,19 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	var lost <-chan struct{}
+	if r, ok := st.(*store.Redis); ok {
+		lost = r.Lost()
+	}
+	select {
+	case <-ctx.Done():
+	case <-lost:
+		// Serving on would serve a partial or old table as if it were whole.
+		err := st.(*store.Redis).LostErr()
+		log.Error().Err(err).Msg("stopping: the store no longer holds what this GCS acknowledged; restore Redis's data (its append-only file) and restart")
+		server.Stop()
+		return err
+	}
 	server.Stop()
 	return nil
 }

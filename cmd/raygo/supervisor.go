@@ -171,7 +171,8 @@ func (s *supervisor) spawn(name string, args []string) (*daemon, error) {
 func (s *supervisor) startGCS(ctx context.Context) error {
 	o := s.opts
 	args := append([]string{"gcs-server", "--node-ip-address", o.nodeIP, "--port", strconv.Itoa(o.port), "--job-lease-timeout", o.jobLease.String(),
-		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof, "--queues", o.queuesFile}, o.store.args()...)
+		"--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof, "--queues", o.queuesFile,
+		"--store-identity-file", filepath.Join(s.sessionDir, "redis-store-identity")}, o.store.args()...)
 	d, err := s.spawn("gcs", args)
 	if err != nil {
 		return err

@@ -2,12 +2,15 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +30,10 @@ type RedisConfig struct {
 	// DialTimeout bounds each connection attempt and the PING that NewRedis sends,
 	// so a GCS pointed at a dead server fails at start-up instead of hanging.
 	DialTimeout time.Duration
+	// ExpectIdentity, when set, is the store UUID this client used before (a restarted
+	// GCS's): NewRedis fails with ErrStoreLost when the server holds none (it came back
+	// empty) or another, instead of starting a new store there.
+	ExpectIdentity string
 }
 
 // DefaultRedisConfig returns a config for a server on the local default port.
@@ -83,6 +90,126 @@ type Redis struct {
 	// closed is checked before each call so that calls after Close fail with
 	// ErrClosed even when go-redis would report something else.
 	closed atomic.Bool
+
+	// The store's identity: the hash "<namespace>:store" holds a UUID, set once, and a
+	// write sequence that every write bumps inside its own MULTI/EXEC. A write whose
+	// EXEC sees another UUID (or none: the server restarted empty) or a sequence not above
+	// the highest this client had acknowledged when it began (the server rolled back)
+	// marks the store lost: every call then fails with ErrStoreLost.
+	identity string
+	ackedSeq atomic.Int64
+	lostErr  atomic.Pointer[error]
+	lost     chan struct{}
+	lostOnce sync.Once
+}
+
+// storeTable is the hash of the store's identity, with fields "uuid" and "seq".
+const storeTable = "store"
+
+// Lost is closed once the store found that Redis lost acknowledged writes.
+func (r *Redis) Lost() <-chan struct{} { return r.lost }
+
+// LostErr says how the store was lost; nil while it is not.
+func (r *Redis) LostErr() error {
+	if p := r.lostErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *Redis) markLost(err error) error {
+	err = fmt.Errorf("%w: %v", ErrStoreLost, err)
+	r.lostOnce.Do(func() {
+		r.lostErr.Store(&err)
+		close(r.lost)
+	})
+	return r.LostErr()
+}
+
+// usable is the check every call makes first.
+func (r *Redis) usable() error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	return r.LostErr()
+}
+
+// claimIdentity reads the store's UUID and write sequence, creating the UUID in a store
+// that has none (a new namespace, or one written before stores had identities); with
+// expect, the store must already hold that UUID.
+func (r *Redis) claimIdentity(ctx context.Context, expect string) error {
+	uuid := make([]byte, 16)
+	if _, err := rand.Read(uuid); err != nil {
+		return err
+	}
+	hash := r.hash(storeTable)
+	if expect != "" {
+		held, err := r.client.HGet(ctx, hash, "uuid").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return r.wrap(err, "read the store identity")
+		}
+		if held != expect {
+			return fmt.Errorf("%w: Redis at %s holds store %q, not the %q this cluster used: it restarted without its data (no append-only file?) or was replaced; restore its data, or start a new cluster",
+				ErrStoreLost, r.client.Options().Addr, held, expect)
+		}
+	}
+	if err := r.client.HSetNX(ctx, hash, "uuid", hex.EncodeToString(uuid)).Err(); err != nil {
+		return r.wrap(err, "create the store identity")
+	}
+	values, err := r.client.HMGet(ctx, hash, "uuid", "seq").Result()
+	if err != nil {
+		return r.wrap(err, "read the store identity")
+	}
+	r.identity, _ = values[0].(string)
+	if seq, ok := values[1].(string); ok {
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if err != nil {
+			return fmt.Errorf("redis %s seq %q: %w", hash, seq, err)
+		}
+		r.ackedSeq.Store(n)
+	}
+	return nil
+}
+
+// Identity is the store's UUID.
+func (r *Redis) Identity() string { return r.identity }
+
+// write runs ops inside MULTI/EXEC with the identity check: it bumps the sequence and
+// reads the UUID in the same transaction, and marks the store lost when they show that
+// the server no longer holds what was acknowledged. The write is then reported failed.
+func (r *Redis) write(ctx context.Context, what string, ops func(pipe redis.Pipeliner)) error {
+	if err := r.usable(); err != nil {
+		return err
+	}
+	before := r.ackedSeq.Load()
+	hash := r.hash(storeTable)
+	var seq *redis.IntCmd
+	var uuid *redis.StringCmd
+	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		seq = pipe.HIncrBy(ctx, hash, "seq", 1)
+		uuid = pipe.HGet(ctx, hash, "uuid")
+		ops(pipe)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return r.wrap(err, "%s", what)
+	}
+	got, _ := uuid.Result()
+	switch n := seq.Val(); {
+	case got != r.identity:
+		return r.markLost(fmt.Errorf("%s: the server at %s holds store %q, not %q: it restarted without its data (no append-only file?) or another store replaced it",
+			what, r.client.Options().Addr, got, r.identity))
+	case n <= before:
+		return r.markLost(fmt.Errorf("%s: the write sequence went back from %d to %d: the server restarted from older data", what, before, n))
+	default:
+		for {
+			old := r.ackedSeq.Load()
+			if n <= old || r.ackedSeq.CompareAndSwap(old, n) {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 var _ Store = (*Redis)(nil)
@@ -112,7 +239,12 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("redis at %s: %w", cfg.Address, err)
 	}
-	return &Redis{client: client, namespace: cfg.Namespace}, nil
+	r := &Redis{client: client, namespace: cfg.Namespace, lost: make(chan struct{})}
+	if err := r.claimIdentity(ctx, cfg.ExpectIdentity); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // Persistence is how a Redis server keeps what it acknowledged (its append-only file).
@@ -143,8 +275,8 @@ func (r *Redis) Name() string { return "redis" }
 
 // Get returns table[key].
 func (r *Redis) Get(ctx context.Context, table, key string) ([]byte, bool, error) {
-	if r.closed.Load() {
-		return nil, false, ErrClosed
+	if err := r.usable(); err != nil {
+		return nil, false, err
 	}
 	value, err := r.client.HGet(ctx, r.hash(table), key).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -158,8 +290,8 @@ func (r *Redis) Get(ctx context.Context, table, key string) ([]byte, bool, error
 
 // GetAll returns every entry of table with one HGETALL, so the result is a snapshot.
 func (r *Redis) GetAll(ctx context.Context, table string) (map[string][]byte, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
+	if err := r.usable(); err != nil {
+		return nil, err
 	}
 	entries, err := r.client.HGetAll(ctx, r.hash(table)).Result()
 	if err != nil {
@@ -174,49 +306,48 @@ func (r *Redis) GetAll(ctx context.Context, table string) (map[string][]byte, er
 
 // Put sets table[key] = value.
 func (r *Redis) Put(ctx context.Context, table, key string, value []byte) error {
-	if r.closed.Load() {
-		return ErrClosed
-	}
-	if err := r.client.HSet(ctx, r.hash(table), key, value).Err(); err != nil {
-		return r.wrap(err, "put %s[%q]", r.hash(table), key)
-	}
-	return nil
+	return r.write(ctx, fmt.Sprintf("put %s[%q]", r.hash(table), key), func(pipe redis.Pipeliner) {
+		pipe.HSet(ctx, r.hash(table), key, value)
+	})
 }
 
 // PutIfAbsent uses HSETNX, so two racing callers cannot both add the key.
 func (r *Redis) PutIfAbsent(ctx context.Context, table, key string, value []byte) (bool, error) {
-	if r.closed.Load() {
-		return false, ErrClosed
-	}
-	added, err := r.client.HSetNX(ctx, r.hash(table), key, value).Result()
+	var added *redis.BoolCmd
+	err := r.write(ctx, fmt.Sprintf("put if absent %s[%q]", r.hash(table), key), func(pipe redis.Pipeliner) {
+		added = pipe.HSetNX(ctx, r.hash(table), key, value)
+	})
 	if err != nil {
-		return false, r.wrap(err, "put if absent %s[%q]", r.hash(table), key)
+		return false, err
 	}
-	return added, nil
+	return added.Val(), nil
 }
 
 // Delete removes keys with one HDEL, which counts only the keys that existed.
 func (r *Redis) Delete(ctx context.Context, table string, keys ...string) (int, error) {
-	if r.closed.Load() {
-		return 0, ErrClosed
+	if err := r.usable(); err != nil {
+		return 0, err
 	}
 	// HDEL with no field is a syntax error, not a no-op.
 	if len(keys) == 0 {
 		return 0, nil
 	}
-	deleted, err := r.client.HDel(ctx, r.hash(table), keys...).Result()
+	var deleted *redis.IntCmd
+	err := r.write(ctx, fmt.Sprintf("delete %d keys of %s", len(keys), r.hash(table)), func(pipe redis.Pipeliner) {
+		deleted = pipe.HDel(ctx, r.hash(table), keys...)
+	})
 	if err != nil {
-		return 0, r.wrap(err, "delete %d keys of %s", len(keys), r.hash(table))
+		return 0, err
 	}
-	return int(deleted), nil
+	return int(deleted.Val()), nil
 }
 
 // Keys filters HKEYS on the client rather than with HSCAN MATCH: a glob pattern would
 // need every '*', '?', '[' and '\' of the prefix escaped, and the GCS's tables are
 // small enough to list whole.
 func (r *Redis) Keys(ctx context.Context, table, prefix string) ([]string, error) {
-	if r.closed.Load() {
-		return nil, ErrClosed
+	if err := r.usable(); err != nil {
+		return nil, err
 	}
 	all, err := r.client.HKeys(ctx, r.hash(table)).Result()
 	if err != nil {
@@ -236,8 +367,8 @@ func (r *Redis) Keys(ctx context.Context, table, prefix string) ([]string, error
 // its ops. Redis does not roll back an op that fails inside EXEC; HSET and HDEL fail
 // only on a key that is not a hash, which nothing in a namespace but this store writes.
 func (r *Redis) Apply(ctx context.Context, ops []Op) error {
-	if r.closed.Load() {
-		return ErrClosed
+	if err := r.usable(); err != nil {
+		return err
 	}
 	if err := validateOps(ops); err != nil {
 		return err
@@ -245,7 +376,7 @@ func (r *Redis) Apply(ctx context.Context, ops []Op) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	return r.write(ctx, fmt.Sprintf("apply batch of %d ops in namespace %s", len(ops), r.namespace), func(pipe redis.Pipeliner) {
 		for _, op := range ops {
 			switch op.Kind {
 			case OpPut:
@@ -254,24 +385,19 @@ func (r *Redis) Apply(ctx context.Context, ops []Op) error {
 				pipe.HDel(ctx, r.hash(op.Table), op.Key)
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		return r.wrap(err, "apply batch of %d ops in namespace %s", len(ops), r.namespace)
-	}
-	return nil
 }
 
 // Increment uses HINCRBY, which keeps the counter as decimal text.
 func (r *Redis) Increment(ctx context.Context, table, key string, delta int64) (int64, error) {
-	if r.closed.Load() {
-		return 0, ErrClosed
-	}
-	value, err := r.client.HIncrBy(ctx, r.hash(table), key, delta).Result()
+	var value *redis.IntCmd
+	err := r.write(ctx, fmt.Sprintf("increment %s[%q]", r.hash(table), key), func(pipe redis.Pipeliner) {
+		value = pipe.HIncrBy(ctx, r.hash(table), key, delta)
+	})
 	if err != nil {
-		return 0, r.wrap(err, "increment %s[%q]", r.hash(table), key)
+		return 0, err
 	}
-	return value, nil
+	return value.Val(), nil
 }
 
 // Close closes the client's connections; the data stays on the server.
