@@ -2,6 +2,8 @@ package gcs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strconv"
@@ -64,8 +66,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcs listen on %s:%d: %w", cfg.NodeIP, cfg.Port, err)
 	}
-	if s.epoch, err = nextEpoch(ctx, cfg.Store, s.startTime); err != nil {
+	var fresh bool
+	if s.epoch, fresh, err = nextEpoch(ctx, cfg.Store, s.startTime); err != nil {
 		return nil, err
+	}
+	if fresh {
+		// A new store (the memory store after every restart): job ids start at a random
+		// number, so a driver of an earlier incarnation never names a new driver's job.
+		if _, err := cfg.Store.Increment(ctx, store.TableMeta, metaKeyJobCounter, randomJobCounterBase()); err != nil {
+			return nil, fmt.Errorf("seed the job counter: %w", err)
+		}
 	}
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
 
@@ -151,20 +161,28 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 // nextEpoch persists and returns the epoch of this GCS start. A store with no epoch yet
 // starts from the start time in milliseconds, so a raylet that outlived a GCS on the
 // non-durable memory store still sees the next GCS's epoch as newer.
-func nextEpoch(ctx context.Context, st store.Store, now time.Time) (int64, error) {
+func nextEpoch(ctx context.Context, st store.Store, now time.Time) (epoch int64, fresh bool, err error) {
 	current, err := st.Increment(ctx, store.TableMeta, metaKeyEpoch, 0)
 	if err != nil {
-		return 0, fmt.Errorf("read GCS epoch: %w", err)
+		return 0, false, fmt.Errorf("read GCS epoch: %w", err)
 	}
 	delta := int64(1)
 	if current == 0 {
 		delta = now.UnixMilli()
 	}
-	epoch, err := st.Increment(ctx, store.TableMeta, metaKeyEpoch, delta)
+	epoch, err = st.Increment(ctx, store.TableMeta, metaKeyEpoch, delta)
 	if err != nil {
-		return 0, fmt.Errorf("persist GCS epoch: %w", err)
+		return 0, false, fmt.Errorf("persist GCS epoch: %w", err)
 	}
-	return epoch, nil
+	return epoch, current == 0, nil
+}
+
+// randomJobCounterBase is where a new store's job numbers start: a random number in
+// [2^24, 2^30), leaving room for a billion jobs before Ray's 4-byte job id wraps.
+func randomJobCounterBase() int64 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return 1<<24 + int64(binary.LittleEndian.Uint32(b[:])%(1<<30-1<<24))
 }
 
 // Address is the host:port of the gRPC server.

@@ -2,6 +2,8 @@ package gcs
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"os"
@@ -159,8 +161,8 @@ func TestJobLeaseExpiresWithoutRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if renewed.Job.JobId != "01000000" || silent.Job.JobId != "02000000" {
-		t.Errorf("job ids %s, %s; want Ray's 01000000, 02000000", renewed.Job.JobId, silent.Job.JobId)
+	if first, second := jobNumber(t, renewed.Job.JobId), jobNumber(t, silent.Job.JobId); second != first+1 || first < 1<<24 {
+		t.Errorf("job ids %s, %s: want consecutive numbers from a random base of a fresh store", renewed.Job.JobId, silent.Job.JobId)
 	}
 	clock.Advance(80 * time.Millisecond)
 	if _, err := c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: renewed.Job.JobId}); err != nil {
@@ -330,5 +332,38 @@ func TestNameLimitMatchesTheSharedRules(t *testing.T) {
 	}
 	if rules.MaxNameBytes != maxNameBytes {
 		t.Errorf("bundle_rules.json says names are at most %d bytes, the GCS %d", rules.MaxNameBytes, maxNameBytes)
+	}
+}
+
+// jobNumber decodes Ray's job id: 4 bytes, little-endian, in hex.
+func jobNumber(t *testing.T, id string) int64 {
+	t.Helper()
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) != 4 {
+		t.Fatalf("job id %q: not 4 bytes of hex", id)
+	}
+	return int64(binary.LittleEndian.Uint32(b))
+}
+
+// A GCS on a fresh memory store (every restart of one) never reuses an earlier
+// incarnation's job ids: an old driver's shutdown cannot finish a new driver's job.
+func TestJobIDsAreNotReusedAcrossMemoryStoreRestarts(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3 {
+		cfg := DefaultConfig()
+		cfg.Port, cfg.Store = 0, store.NewMemory()
+		s, err := Start(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := s.jobs.AddJob(context.Background(), &pb.AddJobRequest{DriverPid: 1})
+		s.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[reply.Job.JobId] {
+			t.Fatalf("job id %s given by two incarnations", reply.Job.JobId)
+		}
+		seen[reply.Job.JobId] = true
 	}
 }

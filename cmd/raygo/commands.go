@@ -106,6 +106,11 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo) {
 	rule := strings.Repeat("-", 64)
 	fmt.Fprintf(w, "======== Cluster status: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
+	if info.Store == "memory" && info.StartTimeMs > 0 {
+		// The memory store starts empty with every GCS start: say since when it holds what it holds.
+		fmt.Fprintf(w, "The memory store is volatile: emptied when this GCS started, %s; groups, actors and jobs from before are gone.\n",
+			time.UnixMilli(info.StartTimeMs).UTC().Format(time.RFC3339))
+	}
 	fmt.Fprintf(w, "Node status\n%s\n", rule)
 	var active, draining, dead []string
 	totals, available := map[string]float64{}, map[string]float64{}

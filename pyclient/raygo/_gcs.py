@@ -153,6 +153,26 @@ class GcsClient:
             )
         return reply
 
+    def store_emptied_note(self) -> Optional[str]:
+        """Says so when the GCS restarted on its memory store since this driver connected:
+        the store started empty, so this driver's job, groups and actors are gone. None
+        otherwise (or when the GCS does not answer).
+        """
+        if self.cluster_info.store != "memory":
+            return None
+        try:
+            now = self._nodes.GetClusterInfo(gcs_pb2.GetClusterInfoRequest(), timeout=2.0)
+        except grpc.RpcError:
+            return None
+        if now.start_time_ms == self.cluster_info.start_time_ms:
+            return None
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now.start_time_ms / 1000))
+        return (
+            f"the GCS at {self.address} restarted at {started} UTC on its memory store, which starts empty: "
+            f"job {self.job_id} and its placement groups and actors are gone. "
+            "Call raygo.shutdown() and raygo.init() to start again."
+        )
+
     def translate(self, err: BaseException, what: str) -> Exception:
         """Turns a gRPC error into the exception Ray would raise, keeping the server's message."""
         code, details = rpc_status(err)
@@ -193,6 +213,10 @@ class GcsClient:
                     return
                 code, details = rpc_status(err)
                 if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                    emptied = self.store_emptied_note()
+                    if emptied:
+                        logger.error("raygo: %s", emptied)
+                        return
                     logger.error(
                         "raygo: the GCS at %s ended job %s (%s); its non-detached placement groups "
                         "were removed. Call raygo.shutdown() and raygo.init() to start a new job.",
@@ -358,7 +382,8 @@ class _ReadyWaiter:
         if code == grpc.StatusCode.FAILED_PRECONDITION and not details.startswith("protocol"):
             self._settle(error=TaskPlacementGroupRemoved(f"placement group {self._pg_id} was removed"))
         elif code == grpc.StatusCode.NOT_FOUND:
-            self._settle(error=RaySystemError(f"Placement group {self._pg_id} does not exist."))
+            emptied = self._client.store_emptied_note()
+            self._settle(error=RaySystemError(emptied or f"Placement group {self._pg_id} does not exist."))
         elif code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and not self._client.closed:
             retry = threading.Timer(READY_RETRY_DELAY_S, self._start)
             retry.daemon = True

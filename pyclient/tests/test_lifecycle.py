@@ -248,3 +248,24 @@ def test_wait_and_get_argument_checks(driver: Cluster) -> None:
     with pytest.raises(ValueError, match="nonnegative"):
         raygo.wait([ref], timeout=-1)
     assert raygo.get([], timeout=0) == []
+
+
+def test_a_gcs_restarted_on_its_empty_memory_store_is_named_in_the_error(tmp_path) -> None:
+    """The memory store starts empty with every GCS start: a driver's waits say so, rather
+    than 'does not exist', and the log says what was lost."""
+    import os
+    import signal
+
+    own = Cluster(tmp_path)
+    try:
+        head = own.start_head("--num-cpus", "1")
+        raygo.init(address=own.address)
+        pending = placement_group([{"CPU": 100}])
+        os.kill(int(head.record["gcs_pid"]), signal.SIGKILL)
+        with pytest.raises(RaySystemError, match="memory store"):
+            raygo.get(pending.ready(), timeout=30)
+        with pytest.raises(RaySystemError, match="memory store"):
+            pending.wait(1)
+    finally:
+        raygo.shutdown()
+        own.stop()

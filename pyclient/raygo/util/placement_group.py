@@ -87,9 +87,15 @@ class PlacementGroup:
             raise TypeError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
         if self._created:
             return True
-        outcome, _ = _worker.global_client().wait_placement_group(self.id.hex(), float(timeout_seconds))
+        client = _worker.global_client()
+        outcome, _ = client.wait_placement_group(self.id.hex(), float(timeout_seconds))
         if outcome == "removed":
             raise RaySystemError(f"Placement group {self.id!r} does not exist.")
+        if outcome == "unknown":
+            # As in Ray an unknown id is False, unless the GCS forgot it by restarting empty.
+            emptied = client.store_emptied_note()
+            if emptied:
+                raise RaySystemError(emptied)
         return outcome == "created"
 
     @property
