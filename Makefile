@@ -70,7 +70,7 @@ bench: deps build
 CHAOS_STEPS ?= 200
 CHAOS_SEED ?= 1
 chaos: deps build
-	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos seed|LOST|not true'
+	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -timeout 60m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos (seed|recovery|faults)|LOST|not true'
 
 ## bench-ray: the placement-group rates of one Ray-API script (tests/compat/bench/) on Ray
 ## (installed as make compat does) and on raygo, in a network namespace; BENCH lines with the
