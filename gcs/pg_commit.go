@@ -28,32 +28,9 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 		return
 	}
 
-	var madeMu sync.Mutex
-	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
-	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		prepared, report, err := m.reserver.Prepare(ctx, node, bundles)
-		madeMu.Lock()
-		for _, r := range prepared {
-			if r != nil {
-				made[r.Key.BundleIndex] = r
-			}
-		}
-		madeMu.Unlock()
-		return report, err
-	})
-	if err != nil {
-		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare: %w", err))
+	if !m.reserveAndPlace(e, plan, byNode, "prepare", m.reserver.Prepare) {
 		return
 	}
-
-	addresses := rayletAddresses(m.nodes, byNode)
-	m.mu.Lock()
-	if !e.live() {
-		m.mu.Unlock()
-		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
-		return
-	}
-	placeLocked(e, plan, made, addresses)
 	e.info.State = pb.PlacementGroupState_PREPARED
 	if err := m.persistLocked(e); err != nil {
 		m.mu.Unlock()
@@ -63,7 +40,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	e.notify()
 	m.mu.Unlock()
 
-	err = m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
+	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
 		return m.reserver.Commit(ctx, node, keysOf(bundles))
 	})
 	if err != nil {
@@ -89,33 +66,48 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 // oneStepCommit reserves a plan whose bundles all go to one node in a single raylet
 // call, then persists the group CREATED.
 func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, committer prepareCommitter) {
-	made := map[int32]*pb.BundleReservation{}
+	if !m.reserveAndPlace(e, plan, byNode, "prepare and commit", committer.PrepareCommit) {
+		return
+	}
+	created := m.markCreatedLocked(e)
+	id := e.info.PlacementGroupId
+	m.mu.Unlock()
+	m.notifyCreated(id, created)
+	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+}
+
+// reserveAndPlace makes the reserving call (prepare, or prepare and commit) on every
+// node of the plan in parallel and records where the bundles are, with what the raylets
+// chose. On success it returns true with mu held; on a failure, or when the group was
+// removed meanwhile, it undoes the plan (requeuePlan) and returns false without mu.
+func (m *pgManager) reserveAndPlace(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, step string,
+	reserve func(ctx context.Context, node string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error)) bool {
+	var madeMu sync.Mutex
+	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
 	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		prepared, report, err := committer.PrepareCommit(ctx, node, bundles)
-		for _, r := range prepared {
+		reserved, report, err := reserve(ctx, node, bundles)
+		madeMu.Lock()
+		for _, r := range reserved {
 			if r != nil {
 				made[r.Key.BundleIndex] = r
 			}
 		}
+		madeMu.Unlock()
 		return report, err
 	})
 	if err != nil {
-		m.requeuePlan(e, plan, byNode, fmt.Errorf("prepare and commit: %w", err))
-		return
+		m.requeuePlan(e, plan, byNode, fmt.Errorf("%s: %w", step, err))
+		return false
 	}
 	addresses := rayletAddresses(m.nodes, byNode)
 	m.mu.Lock()
 	if !e.live() {
 		m.mu.Unlock()
 		m.requeuePlan(e, plan, byNode, errors.New("removed while being placed"))
-		return
+		return false
 	}
 	placeLocked(e, plan, made, addresses)
-	created := m.markCreatedLocked(e)
-	id := e.info.PlacementGroupId
-	m.mu.Unlock()
-	m.notifyCreated(id, created)
-	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+	return true
 }
 
 // rayletAddresses is the raylet address of each node of byNode, read without mu.

@@ -64,6 +64,15 @@ func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry
 	return &pgEntry{info: info, request: request, shapeKey: requestShapeKey(request)}
 }
 
+// changedLocked returns the channel closed at the group's next change, made on demand.
+// Callers hold pgManager.mu.
+func (e *pgEntry) changedLocked() chan struct{} {
+	if e.changed == nil {
+		e.changed = make(chan struct{})
+	}
+	return e.changed
+}
+
 // rescheduling: the group holds some bundles and waits for the others.
 func (e *pgEntry) rescheduling() bool {
 	return e.info.State == pb.PlacementGroupState_RESCHEDULING
@@ -285,10 +294,7 @@ func (m *pgManager) waitFirstAttempt(ctx context.Context, e *pgEntry, id string,
 			m.mu.Unlock()
 			return row
 		}
-		if e.changed == nil {
-			e.changed = make(chan struct{})
-		}
-		changed := e.changed
+		changed := e.changedLocked()
 		m.mu.Unlock()
 		select {
 		case <-changed:
@@ -478,10 +484,7 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 			m.mu.Unlock()
 			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
 		}
-		if e.changed == nil {
-			e.changed = make(chan struct{})
-		}
-		changed := e.changed
+		changed := e.changedLocked()
 		m.mu.Unlock()
 		select {
 		case <-changed:
