@@ -15,7 +15,6 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
-	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/placement"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -306,15 +305,9 @@ func (m *pgManager) waitFirstAttempt(ctx context.Context, e *pgEntry, id string,
 	}
 }
 
-// observeLocked feeds a new group's bundles to the workload histogram.
+// observeLocked feeds a new group's shapes to the workload histogram.
 func (m *pgManager) observeLocked(request placement.Request) {
-	for i, bundle := range request.Bundles {
-		var selector nodelabel.Selector
-		if i < len(request.BundleLabelSelectors) {
-			selector = request.BundleLabelSelectors[i]
-		}
-		m.workload.Observe(placement.ShapeOfBundle(bundle, selector, request.Strategy == placement.StrategyStrictPack))
-	}
+	m.workload.ObserveRequest(&request)
 }
 
 func newPlacementGroupID(jobID []byte) string {

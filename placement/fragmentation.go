@@ -305,6 +305,45 @@ func ShapeOfBundle(bundle resources.Set, selector nodelabel.Selector, oneIsland 
 	}
 }
 
+// ObserveRequest adds the shapes of one placement group: a STRICT_PACK group, which
+// lands on one node as one task does, is one shape (its bundles summed, whole GPUs
+// kept in one NVLink island), unless its bundles ask for MIG slices or for different
+// selectors; other groups add one shape per bundle.
+func (h *WorkloadHistogram) ObserveRequest(request *Request) {
+	selectorOf := func(i int) nodelabel.Selector {
+		if i < len(request.BundleLabelSelectors) {
+			return request.BundleLabelSelectors[i]
+		}
+		return nil
+	}
+	strictPack := request.Strategy == StrategyStrictPack
+	if strictPack && len(request.Bundles) > 1 {
+		if sum, ok := packedShape(request, selectorOf); ok {
+			h.Observe(sum)
+			return
+		}
+	}
+	for i, bundle := range request.Bundles {
+		h.Observe(ShapeOfBundle(bundle, selectorOf(i), strictPack))
+	}
+}
+
+// packedShape is a STRICT_PACK group's bundles as one shape, or false when they ask for
+// MIG slices, for different selectors, or more than an amount can hold.
+func packedShape(request *Request, selectorOf func(int) nodelabel.Selector) (WorkloadShape, bool) {
+	sum, err := resources.SumOf(request.Bundles)
+	if err != nil || migResourceOf(sum) != "" {
+		return WorkloadShape{}, false
+	}
+	selector := selectorOf(0)
+	for i := 1; i < len(request.Bundles); i++ {
+		if selectorOf(i).String() != selector.String() {
+			return WorkloadShape{}, false
+		}
+	}
+	return ShapeOfBundle(sum, selector, true), true
+}
+
 // shapeKey identifies a shape in the histogram (every field but the weight).
 func shapeKey(s *WorkloadShape) string {
 	island := "0"

@@ -178,3 +178,57 @@ func TestShapeOfBundle(t *testing.T) {
 		t.Fatalf("shape %+v", shape)
 	}
 }
+
+func TestObserveRequestCountsAStrictPackGroupAsOneTask(t *testing.T) {
+	h100, err := nodelabel.ParseSelector(map[string]string{placement.LabelAcceleratorType: "H100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a100, err := nodelabel.ParseSelector(map[string]string{placement.LabelAcceleratorType: "A100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := parseResources("CPU=8 GPU=2")
+	cases := []struct {
+		name    string
+		request placement.Request
+		want    []placement.WorkloadShape // weights left out
+	}{
+		{"strict pack: one shape, summed, one island",
+			placement.Request{Strategy: placement.StrategyStrictPack, Bundles: []resources.Set{two, two, parseResources("CPU=4")}},
+			[]placement.WorkloadShape{{CPU: 20 * gpu, GPUs: 4, OneIsland: true}}},
+		{"strict pack with one selector keeps it",
+			placement.Request{Strategy: placement.StrategyStrictPack, Bundles: []resources.Set{two, two}, BundleLabelSelectors: []nodelabel.Selector{h100, h100}},
+			[]placement.WorkloadShape{{CPU: 16 * gpu, GPUs: 4, OneIsland: true, Selector: h100}}},
+		{"strict pack with different selectors: per bundle",
+			placement.Request{Strategy: placement.StrategyStrictPack, Bundles: []resources.Set{two, two}, BundleLabelSelectors: []nodelabel.Selector{h100, a100}},
+			[]placement.WorkloadShape{{CPU: 8 * gpu, GPUs: 2, OneIsland: true, Selector: h100}, {CPU: 8 * gpu, GPUs: 2, OneIsland: true, Selector: a100}}},
+		{"strict pack of MIG slices: per bundle",
+			placement.Request{Strategy: placement.StrategyStrictPack, Bundles: []resources.Set{{"nvidia.com/mig-1g.10gb": gpu}, {"nvidia.com/mig-1g.10gb": gpu}}},
+			[]placement.WorkloadShape{{MIGProfile: "nvidia.com/mig-1g.10gb"}}},
+		{"spread: per bundle",
+			placement.Request{Strategy: placement.StrategySpread, Bundles: []resources.Set{two, parseResources("GPU=0.5")}},
+			[]placement.WorkloadShape{{CPU: 8 * gpu, GPUs: 2}, {GPUFraction: gpu / 2}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := placement.NewWorkloadHistogram()
+			h.ObserveRequest(&c.request)
+			got := h.Distribution().Shapes
+			if len(got) != len(c.want) {
+				t.Fatalf("shapes %+v, want %+v", got, c.want)
+			}
+			for _, want := range c.want {
+				found := false
+				for _, shape := range got {
+					shape.Weight = 0
+					found = found || shape.CPU == want.CPU && shape.GPUs == want.GPUs && shape.GPUFraction == want.GPUFraction &&
+						shape.OneIsland == want.OneIsland && shape.MIGProfile == want.MIGProfile && shape.Selector.String() == want.Selector.String()
+				}
+				if !found {
+					t.Fatalf("shapes %+v, want %+v among them", got, want)
+				}
+			}
+		})
+	}
+}

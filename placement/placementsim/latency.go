@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -68,13 +67,7 @@ func RunDecisionLatency(config LatencyConfig, now func() time.Time) (LatencyResu
 		}
 		request := stream.Next()
 		if config.LearnWorkload {
-			for i, bundle := range request.Bundles {
-				var selector nodelabel.Selector
-				if len(request.BundleLabelSelectors) > 0 {
-					selector = request.BundleLabelSelectors[i]
-				}
-				histogram.Observe(placement.ShapeOfBundle(bundle, selector, request.Strategy == placement.StrategyStrictPack))
-			}
+			histogram.ObserveRequest(&request)
 			workload := histogram.Distribution()
 			request.Workload = &workload
 		}

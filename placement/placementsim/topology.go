@@ -155,12 +155,18 @@ type TopologyBenchConfig struct {
 	MaxWaitSteps int
 	Seed         uint64
 	Fabric       placement.FabricModel
+	// LearnWorkload: the topology-aware run learns the workload from the arrivals
+	// (placement.WorkloadHistogram, as the GCS does) and passes it to every decision, so
+	// they run the fragmentation scoring stage. The blind run never does.
+	LearnWorkload bool
 }
 
 // DefaultTopologyBenchConfig is the benchmark of `make bench`: the default fleet, 8
-// streams of 2,000 requests, groups wait up to 20 steps, the default fabric model.
+// streams of 2,000 requests, groups wait up to 20 steps, the default fabric model, the
+// aware run learning the workload.
 func DefaultTopologyBenchConfig() TopologyBenchConfig {
-	return TopologyBenchConfig{Fleet: DefaultTopologyFleetConfig(), Streams: 8, Requests: 2000, MaxWaitSteps: 20, Seed: 1, Fabric: placement.DefaultFabricModel()}
+	return TopologyBenchConfig{Fleet: DefaultTopologyFleetConfig(), Streams: 8, Requests: 2000, MaxWaitSteps: 20, Seed: 1,
+		Fabric: placement.DefaultFabricModel(), LearnWorkload: true}
 }
 
 // TopologyRunResult is one scheduler's (topology-aware or blind) runs of the streams,
@@ -262,6 +268,9 @@ func runTopologyStream(config TopologyBenchConfig, seed uint64, fleet []placemen
 		return nil, nil, err
 	}
 	aware = &topologyRun{config: config, topology: topology, cluster: NewCluster(awareSnapshot)}
+	if config.LearnWorkload {
+		aware.workload = placement.NewWorkloadHistogram()
+	}
 	blind = &topologyRun{config: config, topology: topology, cluster: NewCluster(blindSnapshot), lowestFree: newLowestFreeGPUs(fleet)}
 	for _, run := range []*topologyRun{aware, blind} {
 		stream := NewTopologyStream(seed)
@@ -326,9 +335,11 @@ type topologyRun struct {
 	cluster  *Cluster
 	// lowestFree assigns GPU indices in the blind run; nil in the aware run.
 	lowestFree *lowestFreeGPUs
-	pending    []pendingGroup
-	live       []liveGroup
-	result     TopologyRunResult
+	// workload learns the arrivals' shapes; nil: decisions without a workload.
+	workload *placement.WorkloadHistogram
+	pending  []pendingGroup
+	live     []liveGroup
+	result   TopologyRunResult
 }
 
 type pendingGroup struct {
@@ -359,6 +370,9 @@ func (r *topologyRun) step(step int, arrival TopologyRequest) error {
 		}
 	}
 	r.live = kept
+	if r.workload != nil {
+		r.workload.ObserveRequest(&arrival.Request)
+	}
 	queue := append(r.pending, pendingGroup{request: arrival, since: step})
 	var waiting []pendingGroup
 	for _, p := range queue {
@@ -385,7 +399,12 @@ func (r *topologyRun) step(step int, arrival TopologyRequest) error {
 // try schedules one group; false when it waits (not now), and an infeasible one is
 // counted and dropped (reported as placed=true so it leaves the queue).
 func (r *topologyRun) try(step int, request TopologyRequest) (bool, error) {
-	plan, err := placement.Schedule(r.cluster.Snapshot(), request.Request)
+	scheduled := request.Request
+	if r.workload != nil {
+		workload := r.workload.Distribution()
+		scheduled.Workload = &workload
+	}
+	plan, err := placement.Schedule(r.cluster.Snapshot(), scheduled)
 	var unschedulable *placement.UnschedulableError
 	switch {
 	case errors.As(err, &unschedulable) && unschedulable.Kind == placement.NotNow:
