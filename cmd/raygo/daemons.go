@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -45,7 +44,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
 	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis")
 	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
-	fs.StringVar(&f.identityFile, "store-identity-file", "", "with --store redis: a file keeping the UUID of the store this cluster uses; a GCS restarted on a Redis that lost it (came back empty) then refuses to start instead of starting a new, empty store (raygo start passes one in the session directory)")
+	fs.StringVar(&f.identityFile, "store-identity-file", "", "with --store redis: a file keeping the UUID of the store this cluster uses and the last write the GCS acknowledged; a GCS restarted on a Redis that came back empty or rolled back then refuses to start instead of serving a new or older table (raygo start passes one in the session directory)")
 	fs.BoolVar(&f.allowVolatileRedis, "allow-volatile-redis", false, "with --store redis: run even though Redis keeps no append-only file (appendonly no) or its settings cannot be read; a Redis restart then loses acknowledged work")
 }
 
@@ -76,23 +75,16 @@ func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 	}
 	cfg := store.DefaultRedisConfig()
 	cfg.Address, cfg.Password, cfg.Namespace = f.redisAddress, f.redisPassword, f.redisNamespace
-	if f.identityFile != "" {
-		if held, err := os.ReadFile(f.identityFile); err == nil {
-			cfg.ExpectIdentity = strings.TrimSpace(string(held))
-		}
-	}
+	cfg.IdentityFile = f.identityFile
 	st, err := store.NewRedis(ctx, cfg)
 	if errors.Is(err, store.ErrStoreLost) {
 		return nil, err
 	}
+	if errors.Is(err, store.ErrIdentityFile) {
+		return nil, badInput("--store-identity-file: %v", err)
+	}
 	if err != nil {
 		return nil, badInput("--redis-address %s: Redis unreachable: %v", f.redisAddress, err)
-	}
-	if f.identityFile != "" && cfg.ExpectIdentity == "" {
-		if err := os.WriteFile(f.identityFile, []byte(st.Identity()+"\n"), 0o600); err != nil {
-			_ = st.Close()
-			return nil, fmt.Errorf("--store-identity-file: %w", err)
-		}
 	}
 	if err := f.checkPersistence(ctx, st); err != nil {
 		_ = st.Close()

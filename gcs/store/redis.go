@@ -30,10 +30,12 @@ type RedisConfig struct {
 	// DialTimeout bounds each connection attempt and the PING that NewRedis sends,
 	// so a GCS pointed at a dead server fails at start-up instead of hanging.
 	DialTimeout time.Duration
-	// ExpectIdentity, when set, is the store UUID this client used before (a restarted
-	// GCS's): NewRedis fails with ErrStoreLost when the server holds none (it came back
-	// empty) or another, instead of starting a new store there.
-	ExpectIdentity string
+	// IdentityFile, when set, is a file outside Redis that keeps the store's UUID and the
+	// highest write sequence acknowledged (rewritten after every write). When it holds
+	// them (a restarted GCS), NewRedis fails with ErrStoreLost if the server holds no
+	// UUID (it came back empty) or another, or a sequence below the recorded one (it
+	// restarted from older data), instead of serving a partial or rolled-back table.
+	IdentityFile string
 }
 
 // DefaultRedisConfig returns a config for a server on the local default port.
@@ -98,9 +100,11 @@ type Redis struct {
 	// marks the store lost: every call then fails with ErrStoreLost.
 	identity string
 	ackedSeq atomic.Int64
-	lostErr  atomic.Pointer[error]
-	lost     chan struct{}
-	lostOnce sync.Once
+	// identityFile records ackedSeq after every write; nil without RedisConfig.IdentityFile.
+	identityFile *identityFile
+	lostErr      atomic.Pointer[error]
+	lost         chan struct{}
+	lostOnce     sync.Once
 }
 
 // storeTable is the hash of the store's identity, with fields "uuid" and "seq".
@@ -137,7 +141,7 @@ func (r *Redis) usable() error {
 // claimIdentity reads the store's UUID and write sequence, creating the UUID in a store
 // that has none (a new namespace, or one written before stores had identities); with
 // expect, the store must already hold that UUID.
-func (r *Redis) claimIdentity(ctx context.Context, expect string) error {
+func (r *Redis) claimIdentity(ctx context.Context, expect string, expectSeq int64) error {
 	uuid := make([]byte, 16)
 	if _, err := rand.Read(uuid); err != nil {
 		return err
@@ -167,6 +171,10 @@ func (r *Redis) claimIdentity(ctx context.Context, expect string) error {
 			return fmt.Errorf("redis %s seq %q: %w", hash, seq, err)
 		}
 		r.ackedSeq.Store(n)
+	}
+	if held := r.ackedSeq.Load(); held < expectSeq {
+		return fmt.Errorf("%w: Redis at %s holds store %q at write %d, but this cluster acknowledged write %d: it restarted from older data; restore its latest data, or start a new cluster",
+			ErrStoreLost, r.client.Options().Addr, r.identity, held, expectSeq)
 	}
 	return nil
 }
@@ -209,6 +217,11 @@ func (r *Redis) write(ctx context.Context, what string, ops func(pipe redis.Pipe
 			}
 		}
 	}
+	if r.identityFile != nil {
+		// Recorded before the write is acknowledged; a write the file cannot record is
+		// reported failed, as one Redis could not persist.
+		return r.identityFile.record(seq.Val())
+	}
 	return nil
 }
 
@@ -240,9 +253,26 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 		return nil, fmt.Errorf("redis at %s: %w", cfg.Address, err)
 	}
 	r := &Redis{client: client, namespace: cfg.Namespace, lost: make(chan struct{})}
-	if err := r.claimIdentity(ctx, cfg.ExpectIdentity); err != nil {
+	var expect string
+	var expectSeq int64
+	if cfg.IdentityFile != "" {
+		var err error
+		if expect, expectSeq, err = readIdentityFile(cfg.IdentityFile); err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+	}
+	if err := r.claimIdentity(ctx, expect, expectSeq); err != nil {
 		_ = client.Close()
 		return nil, err
+	}
+	if cfg.IdentityFile != "" {
+		file, err := openIdentityFile(cfg.IdentityFile, r.identity, r.ackedSeq.Load())
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		r.identityFile = file
 	}
 	return r, nil
 }
@@ -405,8 +435,12 @@ func (r *Redis) Close() error {
 	if r.closed.Swap(true) {
 		return ErrClosed
 	}
-	if err := r.client.Close(); err != nil {
-		return fmt.Errorf("close redis client: %w", err)
+	err := r.client.Close()
+	if r.identityFile != nil {
+		err = errors.Join(err, r.identityFile.close())
+	}
+	if err != nil {
+		return fmt.Errorf("close redis store: %w", err)
 	}
 	return nil
 }
