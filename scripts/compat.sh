@@ -5,26 +5,14 @@
 # (script names, to run only those). With --bench first (make bench-ray) it runs
 # tests/compat/bench.py instead: the same Ray-API benchmark on both clusters.
 #
-# Both clusters run inside a network namespace this script creates (unshare -n as root,
-# else unshare -rn in a user namespace), with loopback as its only interface: Ray
-# advertises the machine's own address even when told 127.0.0.1, and must reach nothing
-# but loopback. If no namespace can be created, it stops before running anything.
+# Both clusters run inside a network namespace this script creates (scripts/in-netns.sh),
+# with loopback as its only interface: Ray advertises the machine's own address even when
+# told 127.0.0.1, and must reach nothing but loopback. If no namespace can be created, it
+# stops before installing or running anything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-
-netns=()
-for candidate in "unshare -n" "unshare -rn"; do
-  # shellcheck disable=SC2086 # the candidate is a command and its flags
-  if $candidate ip link set lo up 2>/dev/null; then
-    read -r -a netns <<< "$candidate"
-    break
-  fi
-done
-if [ ${#netns[@]} -eq 0 ]; then
-  echo "compat: cannot create a network namespace with loopback up (unshare -n / unshare -rn, and ip from iproute2); not running Ray" >&2
-  exit 1
-fi
+scripts/in-netns.sh true
 
 venv=.venv-ray
 req=tests/compat/requirements-ray.txt
@@ -42,5 +30,4 @@ if [ "${1:-}" = "--bench" ]; then
   shift
   runner=tests/compat/bench.py
 fi
-# shellcheck disable=SC2016 # expanded by the inner shell
-exec "${netns[@]}" bash -c 'ip link set lo up && exec .venv/bin/python "$0" "$@"' "$runner" "$@"
+exec scripts/in-netns.sh .venv/bin/python "$runner" "$@"

@@ -41,7 +41,14 @@ type supervisor struct {
 	record     nodeRecord
 	gcs        *daemon
 	raylet     *daemon
+	// gcsUp is when the GCS last answered after a start.
+	gcsUp time.Time
 }
+
+// gcsStable is how long a GCS must have served before it exited for its restart to come
+// after the shortest wait again: a GCS that crashes right after every start is restarted
+// ever more slowly (up to 10 s apart), one that ran fine and was killed comes back at once.
+const gcsStable = 10 * time.Second
 
 func superviseNode(o startOptions, stdout, stderr io.Writer) error {
 	level, _ := logging.ParseLevel(o.logLevel)
@@ -117,6 +124,9 @@ func (s *supervisor) watch(ctx context.Context) error {
 		case err := <-s.raylet.exited:
 			return fmt.Errorf("the raylet exited (%v); see %s", exitText(err), filepath.Join(s.logDir, "raylet.log"))
 		case err := <-gcsExited:
+			if !s.gcsUp.IsZero() && time.Since(s.gcsUp) >= gcsStable {
+				restarts.Reset()
+			}
 			wait := restarts.Next()
 			s.log.Warn().Str("exit", exitText(err)).Dur("restart_in", wait).Msg("the GCS exited; restarting it")
 			select {
@@ -185,6 +195,7 @@ func (s *supervisor) startGCS(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the GCS did not start: %w (see %s)", err, filepath.Join(s.logDir, "gcs.log"))
 	}
+	s.gcsUp = time.Now()
 	s.log.Info().Int("pid", d.cmd.Process.Pid).Str("address", o.gcsAddress).Msg("GCS up")
 	return nil
 }

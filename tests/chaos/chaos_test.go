@@ -1,14 +1,18 @@
 // Package chaos runs a seeded, bounded sequence of placement-group creates and removes on
-// a cluster of raygo processes on loopback with the Redis store (append-only file, synced
-// on every write), injecting a fault at random points: SIGKILL of the GCS (its supervisor
+// a cluster of raygo processes with the Redis store (append-only file, synced on every
+// write), injecting a fault at random points: SIGKILL of the GCS (its supervisor
 // restarts it), SIGKILL of a worker node's raylet (a new node replaces it), SIGSTOP and
-// SIGCONT of a raylet, SIGKILL of Redis (requests meanwhile) then of the GCS. After every step it waits for the
-// cluster to settle and checks DESIGN.md's invariants with `raygo debug check-invariants`
-// and that nothing acknowledged was lost: every group whose create was answered exists,
-// every group whose removal was answered is REMOVED.
+// SIGCONT of a raylet, SIGKILL of Redis (requests meanwhile) then of the GCS; and with
+// RAYGO_CHAOS_NETWORK=1 (`make chaos`): delay and loss on one raylet's connection to the
+// GCS (a user-space proxy, internal/testutil/faultproxy), and, when the run created the
+// test's network namespace (RAYGO_OWN_NETNS=1, scripts/in-netns.sh), a partition of a
+// raylet in a second namespace the test creates, by taking their veth link down. After
+// every step it waits for the cluster to settle and checks DESIGN.md's invariants with
+// `raygo debug check-invariants` and that nothing acknowledged was lost: every group
+// whose create was answered exists, every group whose removal was answered is REMOVED.
 //
-// `make test` runs a short sequence; RAYGO_CHAOS_STEPS and RAYGO_CHAOS_SEED choose
-// another (`make chaos`).
+// `make test` runs a short sequence of kills and stops, on loopback, with no privileges;
+// RAYGO_CHAOS_STEPS and RAYGO_CHAOS_SEED choose another (`make chaos`).
 package chaos
 
 import (
@@ -17,6 +21,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/testutil/faultproxy"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/tests/harness"
@@ -37,8 +43,18 @@ const (
 	killRaylet faultKind = "sigkill_raylet"
 	stopRaylet faultKind = "sigstop_raylet"
 	restartDB  faultKind = "sigkill_redis_then_gcs"
+	lossyLink  faultKind = "loss_and_delay"
+	partition  faultKind = "partition_raylet"
 	noFault    faultKind = "none"
 )
+
+// worker is a worker node and how to start its replacement.
+type worker struct {
+	node    *harness.Node
+	options harness.NodeOptions
+	extra   []string
+	role    string // "", "lossy" (behind the proxy), "partitionable" (in the peer namespace)
+}
 
 // settleLimit bounds how long the cluster may take to settle after one step.
 const settleLimit = 60 * time.Second
@@ -61,10 +77,48 @@ func TestChaos(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	bin := harness.Binary(t)
 	redis := redisserver.Start(t)
-	c := harness.StartHead(t, "--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "chaos", "--num-cpus", "2")
-	var workers []*harness.Node
+	kinds := []faultKind{killGCS, killRaylet, stopRaylet, restartDB, noFault}
+	var notInjected []string
+	network := os.Getenv("RAYGO_CHAOS_NETWORK") == "1"
+	var peer *peerNamespace
+	headIP := "127.0.0.1"
+	switch {
+	case !network:
+		notInjected = append(notInjected, string(lossyLink)+" and "+string(partition)+" (RAYGO_CHAOS_NETWORK=1, as make chaos sets, turns them on)")
+	case os.Getenv("RAYGO_OWN_NETNS") != "1":
+		kinds = append(kinds, lossyLink)
+		notInjected = append(notInjected, string(partition)+" (the run did not create the test's network namespace: scripts/in-netns.sh could not)")
+	default:
+		kinds = append(kinds, lossyLink, partition)
+		peer = newPeerNamespace(t)
+		headIP = peer.ownIP
+	}
+	c := harness.StartHeadOn(t, headIP, nil, "--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "chaos", "--num-cpus", "2")
+	t.Cleanup(func() {
+		if t.Failed() {
+			logTail(t, filepath.Join(c.Head.LogDir, "gcs.log"), 120)
+		}
+	})
+	var workers []*worker
+	start := func(w *worker) *worker {
+		w.node = c.AddNodeWith(w.options, w.extra...)
+		return w
+	}
 	for range 3 {
-		workers = append(workers, c.AddNode("--num-cpus", "2"))
+		workers = append(workers, start(&worker{extra: []string{"--num-cpus", "2"}}))
+	}
+	var proxy *faultproxy.Proxy
+	if network {
+		var err error
+		if proxy, err = faultproxy.Start(c.GCSAddress, seed); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = proxy.Close() })
+		workers = append(workers, start(&worker{role: "lossy", options: harness.NodeOptions{GCSAddress: proxy.Addr()}, extra: []string{"--num-cpus", "2"}}))
+	}
+	if peer != nil {
+		workers = append(workers, start(&worker{role: "partitionable", options: harness.NodeOptions{Prefix: peer.prefix()},
+			extra: []string{"--num-cpus", "2", "--node-ip-address", peer.peerIP}}))
 	}
 	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
 
@@ -99,17 +153,19 @@ func TestChaos(t *testing.T) {
 	}
 	for step := range steps {
 		operate()
-		kind := []faultKind{killGCS, killRaylet, stopRaylet, restartDB, noFault}[rng.IntN(5)]
+		kind := kinds[rng.IntN(len(kinds))]
 		faults[kind]++
+		t.Logf("step %d: %s", step, kind)
 		switch kind {
 		case killGCS:
 			kill(t, c.Head.ReadRecord(t).GCSPID, syscall.SIGKILL)
 		case killRaylet:
-			i := rng.IntN(len(workers))
-			kill(t, workers[i].RayletPID, syscall.SIGKILL)
-			workers[i] = c.AddNode("--num-cpus", "2")
+			w := workers[rng.IntN(len(workers))]
+			t.Logf("step %d: kill the raylet of node %s (%q)", step, w.node.NodeID, w.role)
+			kill(t, w.node.RayletPID, syscall.SIGKILL)
+			start(w)
 		case stopRaylet:
-			pid := workers[rng.IntN(len(workers))].RayletPID
+			pid := workers[rng.IntN(len(workers))].node.RayletPID
 			kill(t, pid, syscall.SIGSTOP)
 			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 			kill(t, pid, syscall.SIGCONT)
@@ -120,6 +176,30 @@ func TestChaos(t *testing.T) {
 			operate()
 			redis.Restart()
 			kill(t, c.Head.ReadRecord(t).GCSPID, syscall.SIGKILL)
+		case lossyLink:
+			// Requests while one raylet's connection to the GCS is slow and lossy.
+			proxy.SetFaults(faultproxy.Faults{Delay: time.Duration(20+rng.IntN(280)) * time.Millisecond, Loss: 0.05 + 0.25*rng.Float64()})
+			operate()
+			time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+			proxy.SetFaults(faultproxy.Faults{})
+		case partition:
+			// Requests while a raylet is cut off, for a moment or for long enough that the
+			// GCS's failure detector gives it up.
+			peer.setLink(t, false)
+			operate()
+			hold := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+			if rng.IntN(2) == 0 {
+				hold = time.Duration(10+rng.IntN(10)) * time.Second
+			}
+			time.Sleep(hold)
+			peer.setLink(t, true)
+		}
+		// A raylet the GCS gave up during a fault stops; a new node replaces it.
+		for _, w := range workers {
+			if !harness.ProcessAlive(w.node.RayletPID) {
+				w.node.Stop()
+				start(w)
+			}
 		}
 		took := harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
 			return settled(t, bin, c.GCSAddress, pgs, acked, removed)
@@ -128,19 +208,21 @@ func TestChaos(t *testing.T) {
 		byKind[kind] = append(byKind[kind], took)
 	}
 	sort.Slice(recoveries, func(i, j int) bool { return recoveries[i] < recoveries[j] })
-	var kinds []string
+	var counts []string
 	for kind, n := range faults {
-		kinds = append(kinds, fmt.Sprintf("%s %d", kind, n))
+		counts = append(counts, fmt.Sprintf("%s %d", kind, n))
 	}
-	sort.Strings(kinds)
+	sort.Strings(counts)
 	t.Logf("chaos seed %d: %d steps; faults: %s; groups acknowledged %d, removals acknowledged %d; lost 0, double-allocated 0, leaked 0; recovery p50 %s, max %s",
-		seed, steps, strings.Join(kinds, ", "), len(acked)+len(removed), len(removed), recoveries[len(recoveries)/2], recoveries[len(recoveries)-1])
+		seed, steps, strings.Join(counts, ", "), len(acked)+len(removed), len(removed), recoveries[len(recoveries)/2], recoveries[len(recoveries)-1])
 	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
 		took := byKind[kind]
 		slices.Sort(took)
 		t.Logf("chaos recovery %s: %d steps, p50 %s, p99 %s", kind, len(took), took[len(took)/2], took[min(len(took)-1, len(took)*99/100)])
 	}
-	t.Logf("chaos faults not injected: partitions between network namespaces and user-space loss and delay (not built yet)")
+	if len(notInjected) > 0 {
+		t.Logf("chaos faults not injected: %s", strings.Join(notInjected, "; "))
+	}
 }
 
 // settled checks that every acknowledged create and removal holds, no group is still
@@ -190,4 +272,15 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// logTail logs the last lines of a daemon's log, for a failed run.
+func logTail(t *testing.T, path string, lines int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s: %v", path, err)
+		return
+	}
+	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	t.Logf("last lines of %s:\n%s", path, strings.Join(all[max(0, len(all)-lines):], "\n"))
 }

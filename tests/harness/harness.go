@@ -104,28 +104,56 @@ func StartHead(t testing.TB, extra ...string) *Cluster {
 // processes (test hooks).
 func StartHeadWithEnv(t testing.TB, env []string, extra ...string) *Cluster {
 	t.Helper()
+	return StartHeadOn(t, "127.0.0.1", env, extra...)
+}
+
+// StartHeadOn is StartHeadWithEnv with the head bound to nodeIP (--node-ip-address):
+// an address of the test's own network namespace.
+func StartHeadOn(t testing.TB, nodeIP string, env []string, extra ...string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Bin: Binary(t), TempDir: t.TempDir(), Env: env}
 	port := FreePort(t)
-	c.GCSAddress = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := append([]string{"--head", "--port", strconv.Itoa(port)}, extra...)
-	c.Head = c.startNode(args)
+	c.GCSAddress = net.JoinHostPort(nodeIP, strconv.Itoa(port))
+	args := append([]string{"--head", "--port", strconv.Itoa(port), "--node-ip-address", nodeIP}, extra...)
+	c.Head = c.startNode(NodeOptions{}, args)
 	return c
 }
 
 // AddNode starts a worker node that joins the cluster.
 func (c *Cluster) AddNode(extra ...string) *Node {
 	c.t.Helper()
-	n := c.startNode(append([]string{"--address", c.GCSAddress}, extra...))
+	return c.AddNodeWith(NodeOptions{}, extra...)
+}
+
+// NodeOptions say how a worker node is started.
+type NodeOptions struct {
+	// Prefix runs the node's command under another that execs it (e.g. nsenter into a
+	// network namespace the test created), so its process id stays the node's.
+	Prefix []string
+	// GCSAddress is the address the node joins (e.g. a fault-injecting proxy's);
+	// default the cluster's.
+	GCSAddress string
+}
+
+// AddNodeWith starts a worker node as options say.
+func (c *Cluster) AddNodeWith(options NodeOptions, extra ...string) *Node {
+	c.t.Helper()
+	address := options.GCSAddress
+	if address == "" {
+		address = c.GCSAddress
+	}
+	n := c.startNode(options, append([]string{"--address", address}, extra...))
 	c.Workers = append(c.Workers, n)
 	return n
 }
 
-func (c *Cluster) startNode(args []string) *Node {
+func (c *Cluster) startNode(options NodeOptions, args []string) *Node {
 	t := c.t
 	t.Helper()
 	ready := filepath.Join(c.TempDir, fmt.Sprintf("ready-%d.json", time.Now().UnixNano()))
 	full := append([]string{"start", "--block", "--temp-dir", c.TempDir, "--ready-file", ready}, args...)
-	cmd := exec.Command(c.Bin, full...)
+	command := append(append(append([]string{}, options.Prefix...), c.Bin), full...)
+	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	logPath := ready + ".out"
 	out, err := os.Create(logPath)
