@@ -97,6 +97,10 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			logTail(t, filepath.Join(c.Head.LogDir, "gcs.log"), 120)
+			for _, n := range append([]*harness.Node{c.Head}, c.Workers...) {
+				t.Logf("node %s raylet pid %d alive %v", n.NodeID, n.RayletPID, harness.ProcessAlive(n.RayletPID))
+				logTail(t, filepath.Join(n.LogDir, "raylet.log"), 25)
+			}
 		}
 	})
 	var workers []*worker
@@ -156,6 +160,7 @@ func TestChaos(t *testing.T) {
 		kind := kinds[rng.IntN(len(kinds))]
 		faults[kind]++
 		t.Logf("step %d: %s", step, kind)
+		var pause time.Duration // of the recovery, spent before the settling
 		switch kind {
 		case killGCS:
 			kill(t, c.Head.ReadRecord(t).GCSPID, syscall.SIGKILL)
@@ -193,6 +198,23 @@ func TestChaos(t *testing.T) {
 			}
 			time.Sleep(hold)
 			peer.setLink(t, true)
+			// Healed, the raylet either goes on as the same node or, declared dead meanwhile,
+			// hears so and exits (a new node replaces it below).
+			w := workerWithRole(t, workers, "partitionable")
+			rejoined := harness.Eventually(t, settleLimit, fmt.Sprintf("step %d: the partitioned raylet is ALIVE again or has exited", step), func() error {
+				if !harness.ProcessAlive(w.node.RayletPID) {
+					return nil
+				}
+				nodes, err := c.Nodes()
+				if err != nil {
+					return err
+				}
+				if n := harness.FindNode(nodes, w.node.NodeID); n == nil || n.State != pb.NodeState_ALIVE {
+					return fmt.Errorf("node %s is %v and its raylet still runs", w.node.NodeID, n.GetState())
+				}
+				return nil
+			})
+			pause += rejoined
 		}
 		// A raylet the GCS gave up during a fault stops; a new node replaces it.
 		for _, w := range workers {
@@ -201,7 +223,7 @@ func TestChaos(t *testing.T) {
 				start(w)
 			}
 		}
-		took := harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
+		took := pause + harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
 			return settled(t, bin, c.GCSAddress, pgs, acked, removed)
 		})
 		recoveries = append(recoveries, took)
@@ -283,4 +305,15 @@ func logTail(t *testing.T, path string, lines int) {
 	}
 	all := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	t.Logf("last lines of %s:\n%s", path, strings.Join(all[max(0, len(all)-lines):], "\n"))
+}
+
+func workerWithRole(t *testing.T, workers []*worker, role string) *worker {
+	t.Helper()
+	for _, w := range workers {
+		if w.role == role {
+			return w
+		}
+	}
+	t.Fatalf("no %q worker", role)
+	return nil
 }
