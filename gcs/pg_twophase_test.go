@@ -18,6 +18,7 @@ import (
 	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -486,4 +487,32 @@ func TestRemovalIsAcknowledgedOnlyOncePersisted(t *testing.T) {
 	}
 	f.waitState(id, pb.PlacementGroupState_REMOVED)
 	f.waitHeld(id, 0)
+}
+
+// A group that fails for an internal reason (its two-phase reservation failed on a
+// raylet) says so with code Internal and backs off alone: a group queued behind it is
+// placed in the same rounds, and the failed one is placed once the raylet recovers.
+func TestAGroupFailingForAnInternalReasonNeverBlocksOthers(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	f.raylets.FailOn(reservertest.Prepare, "b", errors.New("raylet b: disk full"))
+	failing := f.create("STRICT_SPREAD", 2) // needs a and b
+	f.round()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the failure recorded as internal", func() error {
+		if info := f.m.info(failing); info.PendingReasonCode != string(pending.Internal) || !strings.Contains(info.PendingReason, "disk full") {
+			return fmt.Errorf("reason %q %q", info.PendingReasonCode, info.PendingReason)
+		}
+		return nil
+	})
+	// Queued behind it, on a (ties go to the lower node id): placed while it keeps failing.
+	behind := f.create("PACK", 1)
+	for range 3 {
+		f.round()
+	}
+	f.waitState(behind, pb.PlacementGroupState_CREATED)
+	if info := f.m.info(failing); info.State != pb.PlacementGroupState_PENDING || info.PendingReasonCode != string(pending.Internal) {
+		t.Fatalf("the failing group is %v %q", info.State, info.PendingReasonCode)
+	}
+	f.raylets.FailOn(reservertest.Prepare, "b", nil)
+	f.round()
+	f.checkCreatedIsWhole(failing)
 }
