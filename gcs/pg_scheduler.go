@@ -247,7 +247,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 			attempts++
 			plan, err := placement.Schedule(view.snapshot, request)
 			if err == nil {
-				err = view.reserve(e.info.PlacementGroupId, request.Bundles, plan)
+				err = view.reserve(e.id, request.Bundles, plan)
 			}
 			if err != nil {
 				failed = append(failed, roundFailure{shape: w.shape, tried: e, err: err, request: request})

@@ -41,6 +41,9 @@ const (
 
 // pgEntry is one placement group in the manager. Guarded by pgManager.mu.
 type pgEntry struct {
+	// id is the group's id (constant): what code outside mu may read, since info is
+	// replaced under mu (a removal swaps in the REMOVED row).
+	id      string
 	info    *pb.PlacementGroupInfo // the persisted row
 	request placement.Request      // the parsed bundles and selectors (constant)
 	seq     int64                  // arrival order
@@ -60,7 +63,7 @@ type pgEntry struct {
 }
 
 func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
-	return &pgEntry{info: info, request: request, shapeKey: requestShapeKey(request)}
+	return &pgEntry{id: info.PlacementGroupId, info: info, request: request, shapeKey: requestShapeKey(request)}
 }
 
 // changedLocked returns the channel closed at the group's next change, made on demand.
