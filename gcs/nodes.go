@@ -22,7 +22,7 @@ import (
 
 // Death reasons recorded in NodeInfo.death_reason.
 const (
-	deathMemberlistFailed = "memberlist: the node stopped answering probes"
+	deathMemberlistFailed = "memberlist: the node stopped answering probes, and its raylet did not answer the GCS"
 	deathNotReconnected   = "did not reconnect after the GCS restarted"
 	deathUnregistered     = "raylet shut down"
 	awaitingReconnectNote = "reloaded after a GCS restart; waiting for the raylet to reconnect"
@@ -45,7 +45,19 @@ type nodeManager struct {
 	// resourceVersions is the version of each node's resources_available, so an older
 	// report (a heartbeat sent before a prepare's reply) never overwrites a newer one.
 	resourceVersions map[string]int64
+	// failed holds the raylets memberlist declared failed (or gone) and has not seen again;
+	// each has a confirmFailure loop calling its raylet.
+	failed map[string]bool
+	// done is closed by close: confirmFailure loops end.
+	done chan struct{}
 }
+
+// Confirming a failure memberlist reports: the GCS calls the raylet itself, with this
+// timeout, and calls it again at this interval while memberlist still says failed.
+const (
+	failureProbeTimeout = time.Second
+	failureProbeEvery   = time.Second
+)
 
 // nodeDeps is what the node manager is given.
 type nodeDeps struct {
@@ -59,6 +71,9 @@ type nodeDeps struct {
 	reconnectGrace time.Duration
 	// gossipAddress is the GCS's memberlist address (known once gossip started).
 	gossipAddress func() string
+	// probeRaylet calls a node's raylet; nil when it answered as that node. Nil means
+	// the gRPC call of probeRayletOverGRPC.
+	probeRaylet func(ctx context.Context, node *pb.NodeInfo) error
 }
 
 func newNodeManager(deps nodeDeps) *nodeManager {
@@ -68,6 +83,8 @@ func newNodeManager(deps nodeDeps) *nodeManager {
 		awaitingReconnect: map[string]bool{},
 		rayletConns:       map[string]*grpc.ClientConn{},
 		resourceVersions:  map[string]int64{},
+		failed:            map[string]bool{},
+		done:              make(chan struct{}),
 	}
 }
 
@@ -133,6 +150,11 @@ func (m *nodeManager) gossipSeeds() []string {
 func (m *nodeManager) close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	select {
+	case <-m.done:
+	default:
+		close(m.done)
+	}
 	if m.graceTimer != nil {
 		m.graceTimer.Stop()
 	}
@@ -183,19 +205,96 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	}
 }
 
-// MemberJoined implements membership.Events.
+// MemberJoined implements membership.Events. A raylet seen again ends the check of a
+// failure reported before.
 func (m *nodeManager) MemberJoined(name string, meta membership.Meta) {
 	m.log.Debug().Str("member", name).Str("kind", meta.Kind).Msg("memberlist join")
+	if meta.Kind == "raylet" && meta.NodeID != "" {
+		m.mu.Lock()
+		delete(m.failed, meta.NodeID)
+		m.mu.Unlock()
+	}
 }
 
-// MemberFailed implements membership.Events: a raylet that memberlist declares failed
-// (or that left) is DEAD.
+// MemberFailed implements membership.Events. Memberlist's word alone does not kill a
+// node: a member cut off for a while gossips the others as dead when its link returns,
+// and every other member believes it. The GCS calls the raylet itself and marks the
+// node DEAD only when that call fails too; while the raylet answers, the node stays
+// ALIVE and the GCS calls again every second until memberlist sees it again.
 func (m *nodeManager) MemberFailed(name string, meta membership.Meta) {
 	if meta.Kind != "raylet" || meta.NodeID == "" {
 		return
 	}
-	// memberlist calls us from its own goroutine, which must not block on the store.
-	go m.markDead(meta.NodeID, deathMemberlistFailed)
+	m.mu.Lock()
+	checking := m.failed[meta.NodeID]
+	m.failed[meta.NodeID] = true
+	m.mu.Unlock()
+	if !checking {
+		// memberlist calls us from its own goroutine, which must not block.
+		go m.confirmFailure(meta.NodeID)
+	}
+}
+
+// confirmFailure is MemberFailed's check of one node, until memberlist sees it again,
+// its raylet stops answering (DEAD) or the manager closes.
+func (m *nodeManager) confirmFailure(nodeID string) {
+	probe := m.probeRaylet
+	if probe == nil {
+		probe = m.probeRayletOverGRPC
+	}
+	for answered := 0; ; answered++ {
+		m.mu.Lock()
+		node, known := m.nodes[nodeID]
+		if known {
+			node = proto.Clone(node).(*pb.NodeInfo)
+		}
+		checking := m.failed[nodeID]
+		if !checking || !known || node.State != pb.NodeState_ALIVE {
+			delete(m.failed, nodeID)
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), failureProbeTimeout)
+		err := probe(ctx, node)
+		cancel()
+		if err != nil {
+			m.mu.Lock()
+			delete(m.failed, nodeID)
+			m.mu.Unlock()
+			m.log.Warn().Str("node_id", nodeID).Err(err).Msg("memberlist declared the node failed and its raylet does not answer")
+			m.markDead(nodeID, deathMemberlistFailed)
+			return
+		}
+		if answered == 0 {
+			m.log.Warn().Str("node_id", nodeID).Msg("memberlist declared the node failed but its raylet answers: it stays ALIVE")
+		}
+		select {
+		case <-m.done:
+			return
+		case <-time.After(failureProbeEvery):
+		}
+	}
+}
+
+// probeRayletOverGRPC asks the raylet at the node's address for its stats over a
+// connection of its own: the shared one may still be waiting out a reconnect backoff
+// from before a partition healed.
+func (m *nodeManager) probeRayletOverGRPC(ctx context.Context, node *pb.NodeInfo) error {
+	epoch := m.epoch
+	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	reply, err := pb.NewNodeManagerServiceClient(conn).GetNodeStats(ctx, &pb.GetNodeStatsRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	if got := reply.GetNode().GetNodeId(); got != node.NodeId {
+		return fmt.Errorf("raylet at %s answers as node %q", node.RayletAddress, got)
+	}
+	return nil
 }
 
 // GetClusterInfo implements pb.NodeInfoServiceServer.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -104,6 +105,10 @@ const (
 	// instead of waiting for TCP to give up.
 	KeepaliveTime    = 10 * time.Second
 	KeepaliveTimeout = 5 * time.Second
+	// MaxReconnectDelay caps the wait between attempts to reconnect a dropped connection
+	// (gRPC's default grows to 120 s): after a partition or a restart longer than a few
+	// seconds, calls would otherwise fail at once for up to two minutes more.
+	MaxReconnectDelay = 5 * time.Second
 )
 
 // DialOptions configure Dial.
@@ -128,6 +133,7 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		grpc.WithConnectParams(reconnectParams()),
 		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, opts.Epoch)),
 		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, opts.Epoch)),
 	)
@@ -135,6 +141,13 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// reconnectParams are gRPC's defaults with the wait capped at MaxReconnectDelay.
+func reconnectParams() grpc.ConnectParams {
+	b := backoff.DefaultConfig
+	b.MaxDelay = MaxReconnectDelay
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: 20 * time.Second}
 }
 
 func versionClientInterceptor(addr string, version uint32, epoch func() int64) grpc.UnaryClientInterceptor {
