@@ -188,13 +188,7 @@ func (m *actorManager) buryLocked(e *actorEntry, cause string) {
 	}
 	e.endAttemptLocked()
 	m.closeWorkerConn(e.info.Address)
-	// node_id, worker_id and pid stay, to show where it last ran (Ray's state API does);
-	// the address goes, so that nobody calls a dead worker.
-	e.info.Address = ""
-	e.info.State = pb.ActorState_ACTOR_DEAD
-	e.info.DeathCause = cause
-	e.info.EndTimeMs = m.now().UnixMilli()
-	e.info.PendingReason = ""
+	setDead(e.info, cause, m.now())
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == e.info.ActorId {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
@@ -202,6 +196,16 @@ func (m *actorManager) buryLocked(e *actorEntry, cause string) {
 	e.notify()
 	m.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Str("node_id", e.info.NodeId).
 		Str("death_cause", cause).Msg("actor DEAD")
+}
+
+// setDead makes an actor's row DEAD. node_id, worker_id and pid stay, to show where it
+// last ran (Ray's state API does); the address goes, so that nobody calls a dead worker.
+func setDead(info *pb.ActorInfo, cause string, now time.Time) {
+	info.Address = ""
+	info.State = pb.ActorState_ACTOR_DEAD
+	info.DeathCause = cause
+	info.EndTimeMs = now.UnixMilli()
+	info.PendingReason = ""
 }
 
 // onNodeDead restarts (or buries) the actors whose worker ran on a dead node.

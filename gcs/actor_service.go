@@ -289,6 +289,10 @@ func (m *actorManager) KillActor(ctx context.Context, req *pb.KillActorRequest) 
 	}
 	node, worker := m.currentWorkerLocked(e)
 	if req.NoRestart {
+		if err := m.persistDeathLocked(e, deathKilled); err != nil {
+			m.mu.Unlock()
+			return nil, errorf(errUnavailable, "kill actor %s: %v", req.ActorId, err)
+		}
 		m.buryLocked(e, deathKilled)
 	} else {
 		m.workerLostLocked(e, deathKilled)

@@ -208,6 +208,15 @@ func (m *actorManager) persistLocked(e *actorEntry) error {
 	return putRow(m.store, store.TableActors, e.info.ActorId, "actor "+e.info.ActorId, e.info)
 }
 
+// persistDeathLocked writes the actor's row as DEAD without changing the entry: an
+// acknowledged kill must hold across a GCS restart, so it is answered only once its row
+// is saved (then buryLocked follows).
+func (m *actorManager) persistDeathLocked(e *actorEntry, cause string) error {
+	row := proto.Clone(e.info).(*pb.ActorInfo)
+	setDead(row, cause, m.now())
+	return putRow(m.store, store.TableActors, row.ActorId, "actor "+row.ActorId, row)
+}
+
 func (m *actorManager) logPersistError(err error) {
 	if err != nil {
 		m.log.Error().Err(err).Msg("actor table write failed")

@@ -192,6 +192,49 @@ type keepOpenStore struct{ store.Store }
 
 func (keepOpenStore) Close() error { return nil }
 
+// A kill answered OK must hold across a GCS restart: while Redis is down the kill fails
+// with Unavailable and changes nothing (before, it was answered OK and the actor came
+// back ALIVE or PENDING after the restart).
+func TestAKillTheStoreCannotSaveFailsAndChangesNothing(t *testing.T) {
+	redis := redisserver.Start(t)
+	cfg := store.DefaultRedisConfig()
+	cfg.Address, cfg.Namespace = redis.Addr, "actor-kill-test"
+	st, err := store.NewRedis(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	long := func(c *Config) { c.ReconnectGrace = time.Hour }
+	f := newActorFixture(t, keepOpenStore{st}, long)
+	actor := f.create(t)
+
+	redis.Kill()
+	_, err = f.c.actors.KillActor(ctx, &pb.KillActorRequest{ActorId: actor.ActorId, NoRestart: true})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("kill while Redis is down: %v, want Unavailable", err)
+	}
+	info, err := f.c.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: actor.ActorId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Actor.State == pb.ActorState_ACTOR_DEAD {
+		t.Fatalf("a kill that failed made the actor DEAD: %v", info.Actor)
+	}
+	redis.Restart()
+	if _, err := f.c.actors.KillActor(ctx, &pb.KillActorRequest{ActorId: actor.ActorId, NoRestart: true}); err != nil {
+		t.Fatalf("kill once Redis is back: %v", err)
+	}
+	f.s.Stop()
+	second := startGCS(t, keepOpenStore{st}, long)
+	reloaded, err := dialActors(t, second.Address()).actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: actor.ActorId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reloaded.Actor.State != pb.ActorState_ACTOR_DEAD || reloaded.Actor.DeathCause != deathKilled {
+		t.Fatalf("the acknowledged kill did not survive a GCS restart: %v", reloaded.Actor)
+	}
+}
+
 func TestActorTableSurvivesARestart(t *testing.T) {
 	backends := map[string]func(t *testing.T) store.Store{
 		"memory": func(t *testing.T) store.Store { return keepOpenStore{store.NewMemory()} },
