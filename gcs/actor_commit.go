@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -114,7 +115,14 @@ func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget
 		e.info.NodeId, e.info.WorkerId, e.info.Pid = worker.NodeId, worker.WorkerId, cmp.Or(reply.Pid, worker.Pid)
 		m.buryLocked(e, cause)
 	default:
-		m.markAliveLocked(e, worker, reply.Pid)
+		if err := m.markAliveLocked(e, worker, reply.Pid); err != nil {
+			// Nobody may learn of a worker the table does not hold: a GCS restarted now
+			// would create the actor again, and callers would follow the wrong one.
+			m.closeWorkerConn(worker.Address)
+			m.killWorker(worker.NodeId, worker.WorkerId, "the actor's ALIVE row could not be saved")
+			m.waitLocked(e, "its ALIVE row could not be saved: "+err.Error(), m.now())
+			return
+		}
 		log.Info().Str("node_id", worker.NodeId).Str("worker_id", worker.WorkerId).Str("pg_id", worker.PlacementGroupId).
 			Int32("bundle", worker.BundleIndex).Msg("actor ALIVE")
 	}
@@ -141,20 +149,26 @@ func (m *actorManager) requestLease(t leaseTarget, lease *pb.RequestWorkerLeaseR
 	return reply.Worker, nil
 }
 
-// markAliveLocked records the worker an actor now runs on.
-func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid int64) {
-	e.info.State = pb.ActorState_ACTOR_ALIVE
-	e.info.NodeId, e.info.Pid, e.info.WorkerId, e.info.Address = worker.NodeId, cmp.Or(pid, worker.Pid), worker.WorkerId, worker.Address
-	e.info.GpuIds, e.info.CudaVisibleDevices = worker.GpuIds, worker.CudaVisibleDevices
+// markAliveLocked records the worker an actor now runs on once that is saved; when it
+// cannot be, it changes nothing and returns the error.
+func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid int64) error {
+	row := proto.Clone(e.info).(*pb.ActorInfo)
+	row.State = pb.ActorState_ACTOR_ALIVE
+	row.NodeId, row.Pid, row.WorkerId, row.Address = worker.NodeId, cmp.Or(pid, worker.Pid), worker.WorkerId, worker.Address
+	row.GpuIds, row.CudaVisibleDevices = worker.GpuIds, worker.CudaVisibleDevices
 	if worker.PlacementGroupId != "" {
-		e.info.PlacementGroupId, e.info.BundleIndex = worker.PlacementGroupId, worker.BundleIndex
+		row.PlacementGroupId, row.BundleIndex = worker.PlacementGroupId, worker.BundleIndex
 	} else {
-		e.info.BundleIndex = e.requestedBundle()
+		row.BundleIndex = e.requestedBundle()
 	}
-	e.info.PendingReason = ""
+	row.PendingReason = ""
+	if err := putRow(m.store, store.TableActors, row.ActorId, "actor "+row.ActorId, row); err != nil {
+		return err
+	}
+	e.info = row
 	e.retry.reset()
-	m.logPersistError(m.persistLocked(e))
 	e.notify()
+	return nil
 }
 
 // workerLostLocked handles the loss of an actor's worker (exit, node death, a kill that

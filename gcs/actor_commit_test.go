@@ -2,11 +2,13 @@ package gcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,5 +337,88 @@ func TestKillWorkerRetriesUntilTheRayletAnswers(t *testing.T) {
 				t.Fatalf("%d KillWorker calls, killed %v; want %d calls", calls, killed, tc.wantCalls)
 			}
 		})
+	}
+}
+
+// actorRowsDown is a store whose actor rows cannot be written while down is set.
+type actorRowsDown struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *actorRowsDown) Put(ctx context.Context, table, key string, value []byte) error {
+	if table == store.TableActors && s.down.Load() {
+		return errors.New("store down")
+	}
+	return s.Store.Put(ctx, table, key, value)
+}
+
+// leasingRaylet grants every worker lease with the one fake worker it serves, whose
+// constructor calls succeed.
+type leasingRaylet struct {
+	*fakeRaylet
+	pb.UnimplementedCoreWorkerServiceServer
+	workerAddr string
+	leases     atomic.Int32
+}
+
+func (r *leasingRaylet) RequestWorkerLease(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*pb.RequestWorkerLeaseReply, error) {
+	n := r.leases.Add(1)
+	return &pb.RequestWorkerLeaseReply{Worker: &pb.WorkerInfo{WorkerId: fmt.Sprintf("w%d", n), Address: r.workerAddr, NodeId: "n1", Pid: 100 + int64(n)}}, nil
+}
+
+func (r *leasingRaylet) CreateActor(ctx context.Context, req *pb.CreateActorOnWorkerRequest) (*pb.CreateActorOnWorkerReply, error) {
+	return &pb.CreateActorOnWorkerReply{}, nil
+}
+
+// An actor whose ALIVE row cannot be saved is not ALIVE: nobody learns of that worker
+// (a GCS restarted then would create the actor again, and a caller that followed the
+// first worker would call a dead one); the worker is killed and the actor placed again
+// once the store is back.
+func TestAnActorWhoseAliveRowCannotBeSavedIsNotAlive(t *testing.T) {
+	st := &actorRowsDown{Store: store.NewMemory()}
+	f := newActorFixture(t, st)
+	f.s.actors.killRetry = rpcutil.Backoff{Min: time.Millisecond, Max: 10 * time.Millisecond}
+	ctx := context.Background()
+	actor := f.create(t)
+
+	r := &leasingRaylet{fakeRaylet: &fakeRaylet{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	pb.RegisterNodeManagerServiceServer(srv, r)
+	pb.RegisterCoreWorkerServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	r.addr, r.workerAddr = lis.Addr().String(), lis.Addr().String()
+
+	st.down.Store(true)
+	cpu := map[string]float64{"CPU": 4}
+	if _, err := f.c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{NodeId: "n1", RayletAddress: r.addr,
+		ResourcesTotal: cpu, ResourcesAvailable: cpu}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a worker leased, its actor not saved and the worker killed", func() error {
+		if _, killed, _ := r.calls(); !slices.Contains(killed, "w1") {
+			return fmt.Errorf("killed %v", killed)
+		}
+		return nil
+	})
+	if got := f.get(t, actor.ActorId); got.State == pb.ActorState_ACTOR_ALIVE || got.WorkerId != "" {
+		t.Fatalf("the actor is %v on worker %q though its row could not be saved", got.State, got.WorkerId)
+	}
+	st.down.Store(false)
+	eventually(t, 10*time.Second, "the actor ALIVE once the store is back", func() error {
+		if got := f.get(t, actor.ActorId); got.State != pb.ActorState_ACTOR_ALIVE {
+			return fmt.Errorf("%v (%s)", got.State, got.PendingReason)
+		}
+		return nil
+	})
+	raw, found, err := st.Store.Get(ctx, store.TableActors, actor.ActorId)
+	saved := &pb.ActorInfo{}
+	if err != nil || !found || proto.Unmarshal(raw, saved) != nil || saved.State != pb.ActorState_ACTOR_ALIVE || saved.WorkerId != f.get(t, actor.ActorId).WorkerId {
+		t.Fatalf("the saved row is %v (%v, found %v), want the ALIVE one", saved, err, found)
 	}
 }
