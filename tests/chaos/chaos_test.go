@@ -1,6 +1,7 @@
-// Package chaos runs a seeded, bounded sequence of placement-group creates and removes on
-// a cluster of raygo processes with the Redis store (append-only file, synced on every
-// write), injecting a fault at random points: SIGKILL of the GCS (its supervisor
+// Package chaos runs a seeded, bounded sequence of placement-group creates and removes,
+// task submissions and actor creates, calls and kills (the Go SDK, with this test binary
+// as the driver and the workers) on a cluster of raygo processes with the Redis store
+// (append-only file, synced on every write), injecting a fault at random points: SIGKILL of the GCS (its supervisor
 // restarts it), SIGKILL of a worker node's raylet (a new node replaces it), SIGSTOP and
 // SIGCONT of a raylet, SIGKILL of Redis (requests meanwhile) then of the GCS; and with
 // RAYGO_CHAOS_NETWORK=1 (`make chaos`): delay and loss on one raylet's connection to the
@@ -9,7 +10,9 @@
 // raylet in a second namespace the test creates, by taking their veth link down. After
 // every step it waits for the cluster to settle and checks DESIGN.md's invariants with
 // `raygo debug check-invariants` and that nothing acknowledged was lost: every group
-// whose create was answered exists, every group whose removal was answered is REMOVED.
+// whose create was answered exists, every group whose removal was answered is REMOVED,
+// every submitted task resolves (a wrong answer fails the run), every created actor is
+// ALIVE and answers, every killed one is DEAD.
 //
 // `make test` runs a short sequence of kills and stops, on loopback, with no privileges;
 // RAYGO_CHAOS_STEPS and RAYGO_CHAOS_SEED choose another (`make chaos`).
@@ -30,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/testutil/faultproxy"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -108,8 +112,9 @@ func TestChaos(t *testing.T) {
 		w.node = c.AddNodeWith(w.options, w.extra...)
 		return w
 	}
+	nodeArgs := []string{"--num-cpus", "2", "--resources", fmt.Sprintf(`{%q: 2}`, taskSlot)}
 	for range 3 {
-		workers = append(workers, start(&worker{extra: []string{"--num-cpus", "2"}}))
+		workers = append(workers, start(&worker{extra: nodeArgs}))
 	}
 	var proxy *faultproxy.Proxy
 	if network {
@@ -118,13 +123,14 @@ func TestChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = proxy.Close() })
-		workers = append(workers, start(&worker{role: "lossy", options: harness.NodeOptions{GCSAddress: proxy.Addr()}, extra: []string{"--num-cpus", "2"}}))
+		workers = append(workers, start(&worker{role: "lossy", options: harness.NodeOptions{GCSAddress: proxy.Addr()}, extra: nodeArgs}))
 	}
 	if peer != nil {
 		workers = append(workers, start(&worker{role: "partitionable", options: harness.NodeOptions{Prefix: peer.prefix()},
-			extra: []string{"--num-cpus", "2", "--node-ip-address", peer.peerIP}}))
+			extra: append(slices.Clone(nodeArgs), "--node-ip-address", peer.peerIP)}))
 	}
 	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
+	load := newSDKLoad(t, c.GCSAddress, rng)
 
 	acked := map[string]bool{}   // created, and not removed
 	removed := map[string]bool{} // removal answered
@@ -132,9 +138,10 @@ func TestChaos(t *testing.T) {
 	var recoveries []time.Duration
 	byKind := map[faultKind][]time.Duration{}
 	strategies := []string{"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
-	// operate makes a few creates and removes, recording those that were answered OK;
-	// while the GCS or Redis is down they fail.
+	// operate makes a few creates and removes of groups, recording those that were
+	// answered OK (while the GCS or Redis is down they fail), then a task or actor request.
 	operate := func() {
+		defer load.operate()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for range 1 + rng.IntN(3) {
@@ -224,7 +231,10 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		took := pause + harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
-			return settled(t, bin, c.GCSAddress, pgs, acked, removed)
+			if err := settled(t, bin, c.GCSAddress, pgs, acked, removed); err != nil {
+				return err
+			}
+			return load.settled(t)
 		})
 		recoveries = append(recoveries, took)
 		byKind[kind] = append(byKind[kind], took)
@@ -237,6 +247,7 @@ func TestChaos(t *testing.T) {
 	sort.Strings(counts)
 	t.Logf("chaos seed %d: %d steps; faults: %s; groups acknowledged %d, removals acknowledged %d; lost 0, double-allocated 0, leaked 0; recovery p50 %s, max %s",
 		seed, steps, strings.Join(counts, ", "), len(acked)+len(removed), len(removed), recoveries[len(recoveries)/2], recoveries[len(recoveries)-1])
+	t.Logf("chaos load: %s", load.report())
 	for _, kind := range slices.Sorted(maps.Keys(byKind)) {
 		took := byKind[kind]
 		slices.Sort(took)
@@ -259,8 +270,11 @@ func settled(t *testing.T, bin, gcsAddress string, pgs pb.PlacementGroupServiceC
 	seen := map[string]pb.PlacementGroupState{}
 	for _, g := range reply.PlacementGroups {
 		seen[g.PlacementGroupId] = g.State
-		if g.State == pb.PlacementGroupState_PREPARED || g.State == pb.PlacementGroupState_RESCHEDULING {
+		switch {
+		case g.State == pb.PlacementGroupState_PREPARED:
 			return fmt.Errorf("group %s still %s", g.PlacementGroupId, g.State)
+		case g.State == pb.PlacementGroupState_RESCHEDULING && !waitingForRoom(g):
+			return fmt.Errorf("group %s still %s (%s: %s)", g.PlacementGroupId, g.State, g.PendingReasonCode, g.PendingReason)
 		}
 	}
 	for id := range acked {
@@ -278,6 +292,19 @@ func settled(t *testing.T, bin, gcsAddress string, pgs pb.PlacementGroupServiceC
 		return fmt.Errorf("check-invariants exit %d: %s %s", code, strings.TrimSpace(stdout), strings.TrimSpace(stderr))
 	}
 	return nil
+}
+
+// waitingForRoom reports whether a group waits because the cluster has no room for it
+// now: a group that lost bundles with a node is RESCHEDULING until room frees up, which
+// in a full cluster is not the fault's doing. A death the GCS learns late (recorded while
+// Redis was down, it is found again only when the reconnect grace ends) gives the
+// replacement node's room to groups queued meanwhile.
+func waitingForRoom(g *pb.PlacementGroupInfo) bool {
+	switch pending.Reason(g.PendingReasonCode) {
+	case pending.NoResources, pending.Fragmented:
+		return true
+	}
+	return false
 }
 
 func kill(t *testing.T, pid int, signal syscall.Signal) {
