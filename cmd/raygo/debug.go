@@ -33,7 +33,8 @@ Example:
 
 func runCheckInvariants(args []string, stdout io.Writer) error {
 	fs := newFlagSet("debug check-invariants", "Read the GCS's placement-group table and what every live raylet holds, and report any\n"+
-		"partial gang, double allocation, leaked reservation or lost bundle. A group being placed or\n"+
+		"partial gang, double allocation, leaked reservation or lost bundle, and, when the GCS runs\n"+
+		"queues, any queue or cohort whose groups hold more than its quota. A group being placed or\n"+
 		"removed can look wrong for an instant, so the view is taken --views times, --interval apart,\n"+
 		"and only what every view shows is reported. Exit status 1 when something is reported.",
 		"  raygo debug check-invariants\n  raygo debug check-invariants --views 5 --interval 2s\n", stdout)
@@ -98,7 +99,15 @@ func takeView(c *gcsClient) ([]invariants.Violation, error) {
 		}
 		view = append(view, invariants.Node{ID: n.NodeId, Alive: true, Total: n.ResourcesTotal, Bundles: stats.Bundles})
 	}
-	return invariants.Check(groups.PlacementGroups, view), nil
+	found := invariants.Check(groups.PlacementGroups, view)
+	queues, err := pb.NewQueueServiceClient(c.conn).ListQueues(ctx, &pb.ListQueuesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("read the queues: %w", err)
+	}
+	if queues.Enabled {
+		found = append(found, invariants.CheckQuotas(groups.PlacementGroups, queues.Queues)...)
+	}
+	return found, nil
 }
 
 func rayletStats(ctx context.Context, address string) (*pb.GetNodeStatsReply, error) {

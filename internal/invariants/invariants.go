@@ -32,6 +32,9 @@ const (
 	Leak Kind = "leak"
 	// Lost: the table places a bundle on a live node that does not hold it.
 	Lost Kind = "lost"
+	// QuotaOverrun: the groups a queue holds take more than its nominal quota plus its
+	// borrowing limit, or a cohort's queues together more than their nominal quotas.
+	QuotaOverrun Kind = "quota_overrun"
 )
 
 // Violation is one broken invariant, with the objects it concerns.
@@ -141,12 +144,85 @@ func Check(groups []*pb.PlacementGroupInfo, nodes []Node) []Violation {
 			add(Lost, "the table places bundle %s on %s, which does not hold it", key, node)
 		}
 	}
+	sortViolations(out)
+	return out
+}
+
+func sortViolations(out []Violation) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {
 			return out[i].Kind < out[j].Kind
 		}
 		return out[i].Detail < out[j].Detail
 	})
+}
+
+// CheckQuotas returns the quota overruns of the groups in the queues (ListQueues), sorted.
+// A group holds its queue's quota from admission to removal: every group neither
+// PENDING nor REMOVED is charged the sum of its bundles, as admission charges it. The
+// usage it counts is the table's, not the GCS's ledger, so an overrun the ledger hides is
+// found. Resources a queue does not list are not limited. A queue whose quota was lowered
+// below its usage (evicting nothing) is over quota too, and reported.
+func CheckQuotas(groups []*pb.PlacementGroupInfo, queues []*pb.QueueStatus) []Violation {
+	usage := map[string]resources.Set{}
+	for _, g := range groups {
+		if g.Queue == "" || g.State == pb.PlacementGroupState_PENDING || g.State == pb.PlacementGroupState_REMOVED {
+			continue
+		}
+		sets := []resources.Set{usage[g.Queue]}
+		for _, b := range g.Bundles {
+			if set, err := resources.SetFromFloat(b.UnitResources); err == nil {
+				sets = append(sets, set)
+			}
+		}
+		if sum, err := resources.SumOf(sets); err == nil {
+			usage[g.Queue] = sum
+		}
+	}
+	var out []Violation
+	type cohortResource struct{ cohort, resource string }
+	cohortUsage, cohortQuota := map[cohortResource]resources.Amount{}, map[cohortResource]resources.Amount{}
+	for _, q := range queues {
+		for _, r := range q.Resources {
+			if !r.Limited {
+				continue
+			}
+			used := usage[q.Queue][r.Resource]
+			nominal, err := resources.AmountFromFloat(r.NominalQuota)
+			if err != nil {
+				continue
+			}
+			limit := nominal
+			switch {
+			case q.Cohort == "":
+				// Nobody to borrow from.
+			case r.BorrowingLimit < 0:
+				limit = -1
+			default:
+				borrow, err := resources.AmountFromFloat(r.BorrowingLimit)
+				if err != nil {
+					continue
+				}
+				limit += borrow
+			}
+			if limit >= 0 && used > limit {
+				out = append(out, Violation{Kind: QuotaOverrun, Detail: fmt.Sprintf("queue %s holds %s %s, its limit is %s (nominal %s)",
+					q.Queue, used, r.Resource, limit, nominal)})
+			}
+			if q.Cohort != "" {
+				key := cohortResource{q.Cohort, r.Resource}
+				cohortUsage[key] += used
+				cohortQuota[key] += nominal
+			}
+		}
+	}
+	for key, used := range cohortUsage {
+		if used > cohortQuota[key] {
+			out = append(out, Violation{Kind: QuotaOverrun, Detail: fmt.Sprintf("cohort %s holds %s %s, its queues' nominal quotas add up to %s",
+				key.cohort, used, key.resource, cohortQuota[key])})
+		}
+	}
+	sortViolations(out)
 	return out
 }
 

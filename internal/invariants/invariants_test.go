@@ -77,3 +77,51 @@ func TestSettledKeepsOnlyWhatEveryViewShows(t *testing.T) {
 		t.Errorf("Settled() = %v", got)
 	}
 }
+
+// queued is a group of the queue with one bundle of gpus GPUs per entry.
+func queued(id, queue string, state pb.PlacementGroupState, gpus ...float64) *pb.PlacementGroupInfo {
+	g := &pb.PlacementGroupInfo{PlacementGroupId: id, State: state, Queue: queue}
+	for i, n := range gpus {
+		g.Bundles = append(g.Bundles, &pb.Bundle{BundleIndex: int32(i), NodeId: "a", UnitResources: map[string]float64{"GPU": n}})
+	}
+	return g
+}
+
+func queue(name, cohort string, nominal, borrowing float64) *pb.QueueStatus {
+	return &pb.QueueStatus{Queue: name, Cohort: cohort,
+		Resources: []*pb.QueueResourceStatus{{Resource: "GPU", Limited: true, NominalQuota: nominal, BorrowingLimit: borrowing}}}
+}
+
+func TestCheckQuotas(t *testing.T) {
+	const pendingState, removed, rescheduling = pb.PlacementGroupState_PENDING, pb.PlacementGroupState_REMOVED, pb.PlacementGroupState_RESCHEDULING
+	cases := []struct {
+		name   string
+		groups []*pb.PlacementGroupInfo
+		queues []*pb.QueueStatus
+		want   []Violation
+	}{
+		{"within nominal", []*pb.PlacementGroupInfo{queued("g", "a", created, 2, 2)}, []*pb.QueueStatus{queue("a", "", 4, 0)}, nil},
+		{"over nominal without a cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 4), queued("h", "a", rescheduling, 1)},
+			[]*pb.QueueStatus{queue("a", "", 4, -1)},
+			[]Violation{{QuotaOverrun, "queue a holds 5 GPU, its limit is 4 (nominal 4)"}}},
+		{"pending and removed groups hold nothing", []*pb.PlacementGroupInfo{queued("g", "a", pendingState, 8), queued("h", "a", removed, 8), queued("i", "a", created, 4)},
+			[]*pb.QueueStatus{queue("a", "", 4, 0)}, nil},
+		{"borrowing within the limit and the cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)},
+			[]*pb.QueueStatus{queue("a", "c", 4, 2), queue("b", "c", 4, 0)}, nil},
+		{"borrowing over the limit", []*pb.PlacementGroupInfo{queued("g", "a", created, 7)},
+			[]*pb.QueueStatus{queue("a", "c", 4, 2), queue("b", "c", 4, 0)},
+			[]Violation{{QuotaOverrun, "queue a holds 7 GPU, its limit is 6 (nominal 4)"}}},
+		{"a cohort over its queues' quotas", []*pb.PlacementGroupInfo{queued("g", "a", created, 6), queued("h", "b", created, 3)},
+			[]*pb.QueueStatus{queue("a", "c", 4, -1), queue("b", "c", 4, -1)},
+			[]Violation{{QuotaOverrun, "cohort c holds 9 GPU, its queues' nominal quotas add up to 8"}}},
+		{"resources a queue does not list are not limited", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)},
+			[]*pb.QueueStatus{{Queue: "a", Resources: []*pb.QueueResourceStatus{{Resource: "GPU", NominalQuota: 0, Usage: 6}}}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := CheckQuotas(tc.groups, tc.queues); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

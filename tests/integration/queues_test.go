@@ -124,6 +124,24 @@ func TestQueuesHoldGroupsBeyondTheirQuota(t *testing.T) {
 	if _, err := fourth.Ready(ctx); err != nil {
 		t.Fatalf("the fourth group after a removal returned quota: %v", err)
 	}
+	// The invariant checker counts each queue's groups from the table: 3 of 3 CPUs is
+	// within quota; a quota lowered below usage (which evicts nothing) is an overrun.
+	check := func() (string, int) {
+		stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "1")
+		return stdout + stderr, code
+	}
+	if out, code := check(); code != 0 {
+		t.Fatalf("check-invariants at 3 of 3 CPUs: exit %d: %s", code, out)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(teamQueues, "nominalQuota: 2", "nominalQuota: 1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(c.Bin, "queues", "apply", file, "--address", c.GCSAddress).CombinedOutput(); err != nil {
+		t.Fatalf("queues apply: %v: %s", err, out)
+	}
+	if out, code := check(); code != 1 || !strings.Contains(out, "quota_overrun: queue team holds 3 CPU, its limit is 1") {
+		t.Fatalf("check-invariants with team's quota lowered to 1 CPU: exit %d: %s", code, out)
+	}
 }
 
 // A bad queue file stops the start before anything runs, naming the field.
