@@ -411,7 +411,7 @@ func (m *actorManager) workerClient(address string) (pb.CoreWorkerServiceClient,
 	if conn := m.workerConns[address]; conn != nil {
 		return pb.NewCoreWorkerServiceClient(conn), nil
 	}
-	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{})
+	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{Token: m.authToken})
 	if err != nil {
 		return nil, err
 	}

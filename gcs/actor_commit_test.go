@@ -160,7 +160,8 @@ func startFakeRaylet(t *testing.T, r *fakeRaylet) *fakeRaylet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
+	)
 	pb.RegisterNodeManagerServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -387,7 +388,8 @@ func TestAnActorWhoseAliveRowCannotBeSavedIsNotAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
+	)
 	pb.RegisterNodeManagerServiceServer(srv, r)
 	pb.RegisterCoreWorkerServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()

@@ -161,6 +161,8 @@ type actorDeps struct {
 	// deadActorRetention and maxDeadActors are Config.DeadActorRetention and MaxDeadActors.
 	deadActorRetention time.Duration
 	maxDeadActors      int
+	// authToken is Config.AuthToken, which calls to workers carry.
+	authToken string
 }
 
 // executableChecker tells whether a worker executable is uploaded (and counts the check

@@ -47,6 +47,10 @@ type Config struct {
 	MaxDeadActors int
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
+	// AuthToken, when set, is the cluster token (internal/auth): every call to the GCS
+	// must carry it, its calls to raylets carry it, and the gossip is encrypted with a
+	// key derived from it. Empty: auth disabled.
+	AuthToken string
 	// WrapReserver, when set, wraps the raylet side of the two-phase reservation
 	// (BundleReserver): a decorator sees every prepare, commit, cancel and release-unused
 	// call, in the order the GCS makes them (commits only after the group is persisted

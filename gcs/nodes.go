@@ -71,6 +71,8 @@ type nodeDeps struct {
 	reconnectGrace time.Duration
 	// gossipAddress is the GCS's memberlist address (known once gossip started).
 	gossipAddress func() string
+	// authToken is Config.AuthToken, which calls to raylets carry.
+	authToken string
 	// probeRaylet calls a node's raylet; nil when it answered as that node. Nil means
 	// the gRPC call of probeRayletOverGRPC.
 	probeRaylet func(ctx context.Context, node *pb.NodeInfo) error
@@ -282,7 +284,7 @@ func (m *nodeManager) confirmFailure(nodeID string) {
 // from before a partition healed.
 func (m *nodeManager) probeRayletOverGRPC(ctx context.Context, node *pb.NodeInfo) error {
 	epoch := m.epoch
-	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
 	if err != nil {
 		return err
 	}
@@ -484,7 +486,7 @@ func (m *nodeManager) rayletConnLocked(node *pb.NodeInfo) (*grpc.ClientConn, err
 		return conn, nil
 	}
 	epoch := m.epoch
-	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -80,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
 
 	s.nodes = newNodeManager(nodeDeps{store: cfg.Store, log: s.log, now: cfg.Now, epoch: s.epoch, startTime: s.startTime,
-		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }})
+		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken})
 	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
 	s.kv = &kvService{store: cfg.Store}
 	var reserver BundleReserver = rayletReserver{nodes: s.nodes}
@@ -94,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
-		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors})
+		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken})
 	// The managers meet only through these subscriptions (events.go).
 	s.nodes.subscribe(s.pgs)
 	s.nodes.subscribe(s.actors)
@@ -123,6 +124,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	mcfg.BindIP = cfg.NodeIP
 	mcfg.Port = cfg.GossipPort
 	mcfg.Meta = membership.Meta{Kind: "gcs"}
+	if cfg.AuthToken != "" {
+		mcfg.SecretKey = auth.GossipKey(cfg.AuthToken)
+	}
 	if s.gossip, err = membership.Start(mcfg, s.nodes); err != nil {
 		return nil, err
 	}
@@ -134,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 
-	s.grpc = grpc.NewServer(append(rpcutil.ServerOptions(rpcutil.ProtocolVersion), statusInterceptors()...)...)
+	s.grpc = grpc.NewServer(append(rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken), statusInterceptors()...)...)
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)

@@ -54,6 +54,10 @@ type Config struct {
 	ReconnectBackoffMax time.Duration
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
+	// AuthToken, when set, is the cluster token (internal/auth): every call to the
+	// raylet must carry it, its calls carry it, its workers get it, and the gossip is
+	// encrypted with a key derived from it. Empty: auth disabled.
+	AuthToken string
 	// GPUs are the node's whole GPUs as discovered (NVML or simulation), in index order.
 	// Resources["GPU"], when set, offers that many: the first ones, or synthetic GPUs
 	// without topology beyond the discovered ones.

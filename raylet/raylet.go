@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -96,6 +97,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	mcfg.BindIP = cfg.NodeIP
 	mcfg.Port = cfg.GossipPort
 	mcfg.Meta = membership.Meta{Kind: "raylet", NodeID: cfg.NodeID, RayletAddress: r.listener.Addr().String()}
+	if cfg.AuthToken != "" {
+		mcfg.SecretKey = auth.GossipKey(cfg.AuthToken)
+	}
 	if r.gossip, err = membership.Start(mcfg, nil); err != nil {
 		return nil, err
 	}
@@ -111,11 +115,11 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
-	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, r.fenceInterceptor)...)
+	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken, r.fenceInterceptor)...)
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
 	go func() { _ = r.grpc.Serve(r.listener) }()
 
-	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{}); err != nil {
+	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{Token: cfg.AuthToken}); err != nil {
 		return nil, err
 	}
 	r.nodes = pb.NewNodeInfoServiceClient(r.gcsConn)

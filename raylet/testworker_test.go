@@ -61,7 +61,8 @@ func testWorkerMain() int {
 		fmt.Fprintln(os.Stderr, "test worker:", err)
 		return 4
 	}
-	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
+	)
 	pb.RegisterCoreWorkerServiceServer(server, testCoreWorker{})
 	go func() { _ = server.Serve(listener) }()
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -341,6 +342,10 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		"RAYGO_NODE_IP="+r.cfg.NodeIP,
 		"RAYGO_RESOURCES="+string(resources),
 	)
+	if r.cfg.AuthToken != "" {
+		// Its server requires the token and its calls carry it.
+		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
+	}
 	if lease.holder != nil {
 		env = append(env,
 			"RAYGO_PLACEMENT_GROUP_ID="+lease.bundle.placementGroupID,

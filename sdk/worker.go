@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -89,7 +90,12 @@ func serveWorker() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", nodeIP, err)
 	}
-	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion)...)
+	// The raylet passes the cluster token on (RAYGO_AUTH_TOKEN): drivers' calls carry it.
+	token, err := auth.Load()
+	if err != nil {
+		return err
+	}
+	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, token)...)
 	pb.RegisterCoreWorkerServiceServer(server, w)
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()

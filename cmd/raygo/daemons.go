@@ -209,6 +209,9 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg := gcs.DefaultConfig()
 	cfg.NodeIP, cfg.Port, cfg.GossipPort, cfg.Store = *ip, *port, *gossipPort, st
+	if cfg.AuthToken, err = daemonToken(*ip); err != nil {
+		return err
+	}
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
 	if _, err := loadQueues(*queuesFile); err != nil {
 		return err
@@ -312,6 +315,9 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
 	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
 	cfg.WorkerLogDir = *workerLogDir
+	if cfg.AuthToken, err = daemonToken(*ip); err != nil {
+		return err
+	}
 	if cfg.NodeID == "" {
 		cfg.NodeID = raylet.NewNodeID() // simulated GPU UUIDs derive from it
 	}

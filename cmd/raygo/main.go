@@ -33,6 +33,7 @@ func commands() []command {
 		{name: "list", summary: "List cluster state: `raygo list nodes|placement-groups|actors`.", run: runList},
 		{name: "queues", summary: "Queues of admission: `raygo queues list` (quotas, usage, pending), `raygo queues apply FILE`.", run: runQueues},
 		{name: "drain", summary: "Mark a node DRAINING: it takes no new work and keeps what it runs.", run: runDrain},
+		{name: "get-auth-token", summary: "Print this machine's cluster token (--generate makes one): what clients send when auth is on.", run: runGetAuthToken},
 		{name: "debug", summary: "Operator tools: `raygo debug check-invariants` (partial gangs, double allocation, leaks).", run: runDebug},
 		{name: "gcs-server", summary: "Run the GCS in the foreground (started by `raygo start --head`).", run: runGCSServer, hidden: true},
 		{name: "raylet", summary: "Run a raylet in the foreground (started by `raygo start`).", run: runRaylet, hidden: true},
@@ -48,7 +49,7 @@ Commands:
 `)
 	for _, c := range commands() {
 		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+			fmt.Fprintf(w, "  %-14s %s\n", c.name, c.summary)
 		}
 	}
 	fmt.Fprint(w, `
@@ -63,7 +64,9 @@ Examples:
   raygo list nodes --format json
 
 Every command that talks to a cluster takes --address HOST:PORT, else RAYGO_ADDRESS,
-else 127.0.0.1:6380. Run 'raygo <command> --help' for its flags.
+else 127.0.0.1:6380, and sends the cluster token when this machine has one
+(RAYGO_AUTH_TOKEN, RAYGO_AUTH_TOKEN_PATH, ~/.raygo/auth_token). Run
+'raygo <command> --help' for its flags.
 `)
 }
 

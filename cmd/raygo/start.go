@@ -29,12 +29,18 @@ With --address HOST:PORT: a raylet that joins the cluster whose GCS is there.
 With --block the node's daemons live and die with this foreground process (even
 SIGKILL of it leaves nothing running). Without it, start runs them in the
 background, prints the session directory (pid and log files) and returns once the
-node is registered; 'raygo stop' stops them.`
+node is registered; 'raygo stop' stops them.
+
+Auth (RAYGO_AUTH_MODE=token|disabled; unset: on unless --node-ip-address is loopback):
+when on, every call to the node needs the cluster token (RAYGO_AUTH_TOKEN, else the file
+at RAYGO_AUTH_TOKEN_PATH, else ~/.raygo/auth_token). A head without one generates it
+and saves it to that file (mode 600); 'raygo get-auth-token' prints it.`
 
 const startExamples = `  raygo start --head --block
   raygo start --head --store redis --redis-address 127.0.0.1:6379
   raygo start --address 127.0.0.1:6380 --num-cpus 8 --labels zone=a,market=spot
   raygo start --head --resources '{"accelerator_x": 2}' --node-name head-0
+  RAYGO_AUTH_MODE=token raygo start --head
 `
 
 // startOptions are the parsed flags of `raygo start`.
@@ -87,6 +93,13 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return badInput("start: unexpected argument %q (see --help)", fs.Arg(0))
+	}
+	if net.ParseIP(o.nodeIP) == nil {
+		return badInput("--node-ip-address %q: not an IP address", o.nodeIP)
+	}
+	// Before validate, which asks the GCS of a joined cluster who it is.
+	if err := resolveAuth(o.nodeIP, o.head, o.sessionDir == "", stderr); err != nil {
+		return err
 	}
 	if err := o.validate(); err != nil {
 		return err

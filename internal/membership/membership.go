@@ -43,6 +43,9 @@ type Config struct {
 	GossipInterval time.Duration
 	// LogOutput receives memberlist's own log lines; nil discards them.
 	LogOutput io.Writer
+	// SecretKey, when set (16, 24 or 32 bytes), encrypts and authenticates all gossip:
+	// a member without it can neither join nor be heard.
+	SecretKey []byte
 }
 
 // Meta is the metadata a member gossips.
@@ -115,6 +118,7 @@ func Start(cfg Config, events Events) (*Agent, error) {
 	// A dead member's name may be reused at once (names are unique per incarnation anyway).
 	mc.DeadNodeReclaimTime = time.Second
 	mc.Delegate = metaDelegate(meta)
+	mc.SecretKey = cfg.SecretKey
 	if events != nil {
 		mc.Events = &eventAdapter{events: events}
 	}

@@ -1,5 +1,7 @@
 // Package rpcutil holds what every raygo gRPC endpoint shares: the protocol version
-// exchanged on every call, the GCS epoch carried on GCS → raylet requests, and dialing.
+// exchanged on every call, the cluster token (internal/auth) carried on every call and
+// required by servers that have one, the GCS epoch carried on GCS → raylet requests, and
+// dialing.
 package rpcutil
 
 import (
@@ -17,6 +19,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/internal/auth"
 )
 
 // ProtocolVersion is the raygo wire protocol version. Bump it on any incompatible change
@@ -29,29 +33,37 @@ const (
 	metadataProtocolVersion = "raygo-protocol-version"
 	// metadataGCSEpoch travels on every GCS → raylet request (fencing of a stale GCS).
 	metadataGCSEpoch = "raygo-gcs-epoch"
+	// metadataAuthorization carries the cluster token as "Bearer <token>", as Ray's.
+	metadataAuthorization = "authorization"
+	bearerPrefix          = "Bearer "
 	// healthServicePrefix is exempt from the version check: load balancers and probes
 	// speak the standard health protocol without raygo's metadata.
 	healthServicePrefix = "/grpc.health.v1."
 )
 
-// ServerOptions returns the options every raygo gRPC server uses: the version check
-// for the given server version (normally ProtocolVersion) on unary and streaming calls,
-// and any extra unary interceptors, which run after it.
-func ServerOptions(serverVersion uint32, extra ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
-	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion)}, extra...)
+// ServerOptions returns the options every raygo gRPC server uses: with a token, every
+// call without it is refused (Unauthenticated, saying what to set); the version check
+// for the given server version (normally ProtocolVersion) on unary and streaming calls;
+// and any extra unary interceptors, which run after them. An empty token lets every
+// call in (auth disabled).
+func ServerOptions(serverVersion uint32, token string, extra ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
+	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion, token)}, extra...)
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(chain...),
-		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion)),
+		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, token)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		// Clients ping every KeepaliveTime; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 	}
 }
 
-func versionServerInterceptor(serverVersion uint32) grpc.UnaryServerInterceptor {
+func versionServerInterceptor(serverVersion uint32, token string) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(ctx, req)
+		}
+		if err := checkToken(ctx, token); err != nil {
+			return nil, err
 		}
 		_ = grpc.SetHeader(ctx, versionHeader(serverVersion))
 		if err := checkClientVersion(ctx, serverVersion); err != nil {
@@ -61,10 +73,13 @@ func versionServerInterceptor(serverVersion uint32) grpc.UnaryServerInterceptor 
 	}
 }
 
-func versionStreamServerInterceptor(serverVersion uint32) grpc.StreamServerInterceptor {
+func versionStreamServerInterceptor(serverVersion uint32, token string) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(srv, ss)
+		}
+		if err := checkToken(ss.Context(), token); err != nil {
+			return err
 		}
 		_ = ss.SetHeader(versionHeader(serverVersion))
 		if err := checkClientVersion(ss.Context(), serverVersion); err != nil {
@@ -72,6 +87,22 @@ func versionStreamServerInterceptor(serverVersion uint32) grpc.StreamServerInter
 		}
 		return handler(srv, ss)
 	}
+}
+
+// checkToken refuses a call that does not carry the server's token (none: no check).
+func checkToken(ctx context.Context, token string) error {
+	if token == "" {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get(metadataAuthorization)
+	if len(values) == 0 || !strings.HasPrefix(values[0], bearerPrefix) {
+		return status.Error(codes.Unauthenticated, "this raygo cluster requires its token and the call carried none: "+auth.Hint)
+	}
+	if !auth.Equal(strings.TrimPrefix(values[0], bearerPrefix), token) {
+		return status.Error(codes.Unauthenticated, "this raygo cluster refused the token the call carried (not the cluster's): "+auth.Hint)
+	}
+	return nil
 }
 
 func versionHeader(version uint32) metadata.MD {
@@ -118,24 +149,36 @@ type DialOptions struct {
 	ProtocolVersion uint32
 	// Epoch, when set, returns the GCS epoch to attach to every request (GCS → raylet).
 	Epoch func() int64
+	// Token is the cluster token to attach to every request; empty means the one this
+	// process finds (auth.Load: RAYGO_AUTH_TOKEN, RAYGO_AUTH_TOKEN_PATH,
+	// ~/.raygo/auth_token), if any.
+	Token string
 }
 
 // Dial opens a lazy client connection to a raygo server at addr (host:port). Every call,
-// unary or streaming, carries the protocol version (and the epoch, with opts.Epoch), and
-// a reply from a server of another version fails with an error naming both versions and
-// the address.
+// unary or streaming, carries the protocol version, the cluster token when there is one,
+// and the epoch with opts.Epoch; a reply from a server of another version fails with an
+// error naming both versions and the address, and a refused token with one naming the
+// variable to set. A token file this process cannot use is an error here.
 func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 	version := opts.ProtocolVersion
 	if version == 0 {
 		version = ProtocolVersion
+	}
+	token := opts.Token
+	if token == "" {
+		var err error
+		if token, err = auth.Load(); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
 	}
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithConnectParams(reconnectParams()),
-		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, opts.Epoch)),
-		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, opts.Epoch)),
+		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, token, opts.Epoch)),
+		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, token, opts.Epoch)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -150,9 +193,9 @@ func reconnectParams() grpc.ConnectParams {
 	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: 20 * time.Second}
 }
 
-func versionClientInterceptor(addr string, version uint32, epoch func() int64) grpc.UnaryClientInterceptor {
+func versionClientInterceptor(addr string, version uint32, token string, epoch func() int64) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		ctx = withOutgoingVersion(ctx, version, epoch)
+		ctx = withOutgoingVersion(ctx, version, token, epoch)
 		var header metadata.MD
 		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&header))...)
 		if err != nil {
@@ -165,9 +208,9 @@ func versionClientInterceptor(addr string, version uint32, epoch func() int64) g
 // versionStreamClientInterceptor does for streams what versionClientInterceptor does for
 // unary calls; the server's version is checked when the first reply (or the end of the
 // stream) arrives, which is when its header is known.
-func versionStreamClientInterceptor(addr string, version uint32, epoch func() int64) grpc.StreamClientInterceptor {
+func versionStreamClientInterceptor(addr string, version uint32, token string, epoch func() int64) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		stream, err := streamer(withOutgoingVersion(ctx, version, epoch), desc, cc, method, opts...)
+		stream, err := streamer(withOutgoingVersion(ctx, version, token, epoch), desc, cc, method, opts...)
 		if err != nil {
 			return nil, nameVersionError(err, method, addr)
 		}
@@ -198,18 +241,25 @@ func (s *versionCheckedStream) RecvMsg(m any) error {
 	return err
 }
 
-func withOutgoingVersion(ctx context.Context, version uint32, epoch func() int64) context.Context {
+func withOutgoingVersion(ctx context.Context, version uint32, token string, epoch func() int64) context.Context {
 	pairs := []string{metadataProtocolVersion, strconv.FormatUint(uint64(version), 10)}
+	if token != "" {
+		pairs = append(pairs, metadataAuthorization, bearerPrefix+token)
+	}
 	if epoch != nil {
 		pairs = append(pairs, metadataGCSEpoch, strconv.FormatInt(epoch(), 10))
 	}
 	return metadata.AppendToOutgoingContext(ctx, pairs...)
 }
 
-// nameVersionError adds the method and address to a server's protocol-version refusal.
+// nameVersionError adds the method and address to a server's protocol-version or token
+// refusal.
 func nameVersionError(err error, method, addr string) error {
-	if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && strings.HasPrefix(s.Message(), "protocol version") {
-		return status.Errorf(codes.FailedPrecondition, "%s at %s: %s", method, addr, s.Message())
+	s, ok := status.FromError(err)
+	switch {
+	case ok && s.Code() == codes.FailedPrecondition && strings.HasPrefix(s.Message(), "protocol version"),
+		ok && s.Code() == codes.Unauthenticated:
+		return status.Errorf(s.Code(), "%s at %s: %s", method, addr, s.Message())
 	}
 	return err
 }

@@ -58,11 +58,16 @@ func (echoEpochServer) StreamingInputCall(stream grpc.ClientStreamingServer[test
 
 func startEchoServer(t *testing.T, version uint32) string {
 	t.Helper()
+	return startEchoServerWithToken(t, version, "")
+}
+
+func startEchoServerWithToken(t *testing.T, version uint32, token string) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := grpc.NewServer(ServerOptions(version)...)
+	server := grpc.NewServer(ServerOptions(version, token)...)
 	testpb.RegisterTestServiceServer(server, echoEpochServer{})
 	go func() { _ = server.Serve(lis) }()
 	t.Cleanup(server.Stop)
@@ -188,5 +193,35 @@ func TestStreamWithoutVersionIsRefused(t *testing.T) {
 	_, err = readStream(callContext(t), testpb.NewTestServiceClient(conn))
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "protocol version missing") {
 		t.Fatalf("stream without the version header: %v, want FailedPrecondition naming the missing version", err)
+	}
+}
+
+// A server with a token refuses unary and streaming calls without it, or with another,
+// saying what to set; the right token passes.
+func TestAServerWithATokenRefusesCallsWithoutIt(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // no ~/.raygo/auth_token
+	t.Setenv("RAYGO_AUTH_TOKEN", "")
+	addr := startEchoServerWithToken(t, ProtocolVersion, "s3cret")
+	ctx := callContext(t)
+	for _, tc := range []struct {
+		name, token string
+		ok          bool
+	}{{"no token", "", false}, {"another token", "guess", false}, {"the token", "s3cret", true}} {
+		client := testClient(t, addr, DialOptions{Token: tc.token})
+		_, unaryErr := client.UnaryCall(ctx, &testpb.SimpleRequest{})
+		_, streamErr := readStream(ctx, client)
+		for what, err := range map[string]error{"unary": unaryErr, "stream": streamErr} {
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("%s, %s call: %v", tc.name, what, err)
+			case !tc.ok && (status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "RAYGO_AUTH_TOKEN") || !strings.Contains(err.Error(), addr)):
+				t.Errorf("%s, %s call: %v, want Unauthenticated naming RAYGO_AUTH_TOKEN and the address", tc.name, what, err)
+			}
+		}
+	}
+	// Without an explicit token, a client takes the one the environment gives.
+	t.Setenv("RAYGO_AUTH_TOKEN", "s3cret")
+	if _, err := testClient(t, addr, DialOptions{}).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("token from RAYGO_AUTH_TOKEN: %v", err)
 	}
 }

@@ -26,8 +26,11 @@ from raygo._proto import (
     placement_group_pb2,
     placement_group_pb2_grpc,
 )
+from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
+from raygo._auth import load_token
 from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
 from raygo.exceptions import (
+    AuthenticationError,
     PlacementGroupNameConflictError,
     RaySystemError,
     TaskPlacementGroupRemoved,
@@ -46,11 +49,17 @@ READY_RETRY_DELAY_S = 0.2
 
 
 class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
-    """Adds the raygo protocol version to the metadata of every call."""
+    """Adds the raygo protocol version, and the cluster token when there is one, to the
+    metadata of every call."""
+
+    def __init__(self, token: Optional[str]) -> None:
+        self._token = token
 
     def intercept_unary_unary(self, continuation: Callable, client_call_details: Any, request: Any) -> Any:
         metadata = list(client_call_details.metadata or [])
         metadata.append((PROTOCOL_METADATA_KEY, str(PROTOCOL_VERSION)))
+        if self._token:
+            metadata.append((AUTH_METADATA_KEY, "Bearer " + self._token))
         details = _CallDetails(
             client_call_details.method,
             client_call_details.timeout,
@@ -92,6 +101,7 @@ class GcsClient:
     def __init__(self, address: str, namespace: str, connect_timeout_s: float) -> None:
         self.address = address
         host = address.rsplit(":", 1)[0].strip("[]")
+        token = load_token()  # before the channel: a bad token file is a ValueError naming it
         self._channel = grpc.insecure_channel(address)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
@@ -101,7 +111,7 @@ class GcsClient:
                 f"no raygo GCS answers at {address} (waited {connect_timeout_s:g} s); "
                 "start a cluster with `raygo start --head` or pass its address to raygo.init"
             ) from None
-        channel = grpc.intercept_channel(self._channel, _VersionInterceptor())
+        channel = grpc.intercept_channel(self._channel, _VersionInterceptor(token))
         self._nodes = gcs_pb2_grpc.NodeInfoServiceStub(channel)
         self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
         self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)
@@ -184,6 +194,8 @@ class GcsClient:
             return ConnectionError(f"{what}: no raygo GCS answered at {self.address}: {details}")
         if code == grpc.StatusCode.CANCELLED and self._closed:
             return RaySystemError(f"{what}: raygo.shutdown() closed the connection to {self.address}")
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return AuthenticationError(f"{what}: GCS at {self.address}: {details}")
         if code == grpc.StatusCode.FAILED_PRECONDITION and details.startswith("protocol version"):
             return RaySystemError(f"{what}: GCS at {self.address}: {details}")
         name = code.name if code is not None else "UNKNOWN"

@@ -12,6 +12,7 @@ __all__ = [
     "GetTimeoutError",
     "TaskPlacementGroupRemoved",
     "PlacementGroupNameConflictError",
+    "AuthenticationError",
 ]
 
 
@@ -54,3 +55,8 @@ class PlacementGroupNameConflictError(RaySystemError, ValueError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class AuthenticationError(RayError):
+    """The cluster refused this client's token, or it sent none (Ray's
+    ``AuthenticationError``): the message says which variable to set."""

@@ -1,7 +1,7 @@
 // Package chaos runs a seeded, bounded sequence of placement-group creates and removes,
 // task submissions and actor creates, calls and kills (the Go SDK, with this test binary
 // as the driver and the workers) on a cluster of raygo processes with the Redis store
-// (append-only file, synced on every write), injecting a fault at random points: SIGKILL of the GCS (its supervisor
+// (append-only file, synced on every write) and auth on (a token of the run's), injecting a fault at random points: SIGKILL of the GCS (its supervisor
 // restarts it), SIGKILL of a worker node's raylet (a new node replaces it), SIGSTOP and
 // SIGCONT of a raylet, SIGKILL of Redis (requests meanwhile) then of the GCS; and with
 // RAYGO_CHAOS_NETWORK=1 (`make chaos`): delay and loss on one raylet's connection to the
@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/testutil/faultproxy"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
@@ -97,6 +98,14 @@ func TestChaos(t *testing.T) {
 		peer = newPeerNamespace(t)
 		headIP = peer.ownIP
 	}
+	// Auth on, with a token of the run's own: every call of the daemons, the CLI, the SDK
+	// and the workers carries it through the faults.
+	token, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(auth.EnvMode, string(auth.ModeToken))
+	t.Setenv(auth.EnvToken, token)
 	c := harness.StartHeadOn(t, headIP, nil, "--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "chaos", "--num-cpus", "2")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -118,7 +127,6 @@ func TestChaos(t *testing.T) {
 	}
 	var proxy *faultproxy.Proxy
 	if network {
-		var err error
 		if proxy, err = faultproxy.Start(c.GCSAddress, seed); err != nil {
 			t.Fatal(err)
 		}
