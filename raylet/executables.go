@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/privdir"
 )
 
 // downloadTimeout bounds one executable download, so a stalled GCS stream cannot hold
@@ -162,8 +163,13 @@ func (c *executableCache) path(ctx context.Context, sum string) (string, error) 
 	if err := checkSHA256(sum); err != nil {
 		return "", err
 	}
+	// The directory and the file are trusted only when they are ours alone and the
+	// file's bytes have the hash: a file planted or changed by another user is never run.
+	if err := privdir.Ensure(c.dir); err != nil {
+		return "", refusef(ErrInternal, "executable cache: %w", err)
+	}
 	final := filepath.Join(c.dir, sum)
-	if isRegularFile(final) {
+	if verifyCached(final, sum) {
 		return final, nil
 	}
 	c.mu.Lock()
@@ -197,10 +203,11 @@ func (c *executableCache) run(sum string, d *download) {
 // its size and hash, and renames it into place.
 func (c *executableCache) download(sum string) error {
 	final := filepath.Join(c.dir, sum)
-	if isRegularFile(final) { // another download (or raylet) finished in the meantime
+	if verifyCached(final, sum) { // another download (or raylet) finished in the meantime
 		return nil
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	// Whatever else holds the name (a planted or damaged file) goes.
+	if err := os.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	tmp, err := os.CreateTemp(c.dir, sum+".download-*")
@@ -222,7 +229,7 @@ func (c *executableCache) download(sum string) error {
 	if got := hex.EncodeToString(hash.Sum(nil)); count.n != size || got != sum {
 		return refusef(ErrExecutableCorrupt, "executable %s: downloaded %d bytes (announced %d) with SHA-256 %s; refused", sum, count.n, size, got)
 	}
-	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+	if err := os.Chmod(tmp.Name(), 0o700); err != nil {
 		return refusef(ErrInternal, "executable cache: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), final); err != nil {
@@ -257,9 +264,23 @@ func checkSHA256(sum string) error {
 	return nil
 }
 
-func isRegularFile(path string) bool {
-	info, err := os.Stat(path)
-	return err == nil && info.Mode().IsRegular()
+// verifyCached reports whether path is a file of this user's alone whose bytes have
+// the SHA-256 sum. Checked before every use, so a file changed after its download is
+// never run.
+func verifyCached(path, sum string) bool {
+	if privdir.CheckFile(path) != nil {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	hash := sha256.New()
+	if _, err := io.Copy(hash, f); err != nil {
+		return false
+	}
+	return hex.EncodeToString(hash.Sum(nil)) == sum
 }
 
 type byteCounter struct{ n int64 }

@@ -77,8 +77,8 @@ func TestExecutableCacheDownloadsVerifiesAndCaches(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("cached file %q (%v)", got, err)
 	}
-	if info, _ := os.Stat(path); info.Mode().Perm() != 0o755 {
-		t.Fatalf("mode %v, want 0755", info.Mode())
+	if info, _ := os.Stat(path); info.Mode().Perm() != 0o700 {
+		t.Fatalf("mode %v, want 0700", info.Mode())
 	}
 	if _, err := cache.path(context.Background(), sum); err != nil || source.fetches.Load() != 1 {
 		t.Fatalf("second lookup: %v after %d fetches, want the cached file after 1", err, source.fetches.Load())
@@ -87,6 +87,51 @@ func TestExecutableCacheDownloadsVerifiesAndCaches(t *testing.T) {
 	other := newExecutableCache(context.Background(), dir, &fakeExecutables{})
 	if _, err := other.path(context.Background(), sum); err != nil {
 		t.Fatalf("shared cache: %v", err)
+	}
+}
+
+func isRegularFile(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.Mode().IsRegular()
+}
+
+// Another local user pre-creates the cache directory under /tmp and plants a file under
+// an executable's name: the raylet refuses a directory others can write (or own), and
+// never runs a cached file whose bytes lack the hash: it downloads the real one over it.
+func TestExecutableCacheNeverRunsAPlantedFile(t *testing.T) {
+	sum, data := executableFixture()
+	dir := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	source := &fakeExecutables{files: map[string][]byte{sum: data}}
+	cache := newExecutableCache(context.Background(), dir, source)
+	if _, err := cache.path(context.Background(), sum); err == nil || !strings.Contains(err.Error(), "write") {
+		t.Fatalf("a cache directory others can write: %v, want refused", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	planted := filepath.Join(dir, sum)
+	if err := os.WriteFile(planted, []byte("#!/bin/sh\necho planted\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path, err := cache.path(context.Background(), sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, data) || source.fetches.Load() != 1 {
+		t.Fatalf("cached file %q after %d fetches, want the real bytes downloaded over the planted ones", got, source.fetches.Load())
+	}
+	// A cached file changed after its download is caught at the next use too.
+	if err := os.WriteFile(planted, []byte("#!/bin/sh\necho changed\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cache.path(context.Background(), sum); err != nil || source.fetches.Load() != 2 {
+		t.Fatalf("a changed cached file: %v after %d fetches, want it downloaded again", err, source.fetches.Load())
 	}
 }
 

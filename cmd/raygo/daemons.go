@@ -42,14 +42,22 @@ type storeFlags struct {
 func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.backend, "store", "memory", "GCS state store: memory (embedded, lost with the GCS) or redis (durable)")
 	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
-	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis")
+	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis (default: "+envRedisPassword+"; prefer it: ps shows every process's command line)")
 	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
 	fs.StringVar(&f.identityFile, "store-identity-file", "", "with --store redis: a file keeping the UUID of the store this cluster uses and the last write the GCS acknowledged; a GCS restarted on a Redis that came back empty or rolled back then refuses to start instead of serving a new or older table (raygo start passes one in the session directory)")
 	fs.BoolVar(&f.allowVolatileRedis, "allow-volatile-redis", false, "with --store redis: run even though Redis keeps no append-only file (appendonly no) or its settings cannot be read; a Redis restart then loses acknowledged work")
 }
 
-// validate checks the flags without connecting.
+// envRedisPassword carries the Redis password to the GCS: the supervisor never puts it
+// on a command line, where any local user could read it (ps).
+const envRedisPassword = "RAYGO_REDIS_PASSWORD"
+
+// validate checks the flags without connecting; the password defaults to
+// RAYGO_REDIS_PASSWORD.
 func (f *storeFlags) validate() error {
+	if f.redisPassword == "" {
+		f.redisPassword = os.Getenv(envRedisPassword)
+	}
 	switch f.backend {
 	case "memory":
 		return nil
@@ -110,8 +118,13 @@ func (f *storeFlags) checkPersistence(ctx context.Context, st *store.Redis) erro
 	return nil
 }
 
+// args are the flags for the GCS's command line; the password is not among them: it
+// goes in the environment the GCS inherits (RAYGO_REDIS_PASSWORD), set here.
 func (f *storeFlags) args() []string {
-	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-password", f.redisPassword, "--redis-namespace", f.redisNamespace,
+	if f.redisPassword != "" {
+		_ = os.Setenv(envRedisPassword, f.redisPassword)
+	}
+	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-namespace", f.redisNamespace,
 		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis)}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/privdir"
 	"github.com/raygo-dev/raygo/internal/proc"
 )
 
@@ -43,9 +44,11 @@ type nodeRecord struct {
 func newSessionDir(temp string) (string, error) {
 	name := fmt.Sprintf("session_%s_%d", time.Now().Format("2006-01-02_15-04-05.000000"), os.Getpid())
 	dir := filepath.Join(temp, name)
-	for _, sub := range []string{"logs", "nodes"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return "", fmt.Errorf("create session directory: %w", err)
+	// Owner-only, and checked: `raygo stop` signals the pids the node records name, so
+	// another user must not be able to write them (--temp-dir, RAYGO_TEMP_DIR move it).
+	for _, d := range []string{temp, dir, filepath.Join(dir, "logs"), filepath.Join(dir, "nodes")} {
+		if err := privdir.Ensure(d); err != nil {
+			return "", fmt.Errorf("session directory: %w", err)
 		}
 	}
 	latest := filepath.Join(temp, "session_latest")
@@ -60,7 +63,7 @@ func writeJSONFile(path string, v any) error {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
@@ -77,6 +80,9 @@ func runningNodeRecords(temp string) ([]nodeRecord, error) {
 	for _, p := range paths {
 		if strings.Contains(p, "session_latest") {
 			continue // a symlink to one of the others
+		}
+		if privdir.CheckFile(p) != nil {
+			continue // not this user's alone: its pids are not ours to signal
 		}
 		raw, err := os.ReadFile(p)
 		if err != nil {

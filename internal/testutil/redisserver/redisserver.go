@@ -38,6 +38,8 @@ type Options struct {
 	// every write (appendfsync always), as raygo requires: a server that is killed and
 	// restarted still has every write it acknowledged.
 	Volatile bool
+	// Password, when set, is required of every client (requirepass).
+	Password string
 }
 
 // Server is one redis-server process. Its methods are meant for the test's own
@@ -163,7 +165,7 @@ func (s *Server) start() error {
 	if !s.opts.Volatile {
 		appendOnly = "yes"
 	}
-	cmd := exec.Command(s.binary,
+	args := []string{
 		"--port", port,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
@@ -172,7 +174,11 @@ func (s *Server) start() error {
 		"--appendfsync", "always",
 		"--dir", s.opts.Dir,
 		"--logfile", s.logPath,
-	)
+	}
+	if s.opts.Password != "" {
+		args = append(args, "--requirepass", s.opts.Password)
+	}
+	cmd := exec.Command(s.binary, args...)
 	// A test binary that dies on a panic or timeout must not leave servers behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -194,7 +200,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on %s exited during start-up; log:\n%s", s.Addr, s.logTail())
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if ping(s.Addr, s.opts.Password) == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -220,7 +226,7 @@ func (s *Server) logTail() string {
 
 // ping speaks RESP directly so the helper does not depend on the client under test.
 // A server still loading its data answers -LOADING, which counts as not ready.
-func ping(addr string) error {
+func ping(addr, password string) error {
 	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return err
@@ -229,10 +235,19 @@ func ping(addr string) error {
 	if err := conn.SetDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
 		return err
 	}
+	reader := bufio.NewReader(conn)
+	if password != "" {
+		if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password); err != nil {
+			return err
+		}
+		if reply, err := reader.ReadString('\n'); err != nil || reply != "+OK\r\n" {
+			return fmt.Errorf("AUTH answered %q (%v)", reply, err)
+		}
+	}
 	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return err
 	}
-	reply, err := bufio.NewReader(conn).ReadString('\n')
+	reply, err := reader.ReadString('\n')
 	if err != nil {
 		return err
 	}
