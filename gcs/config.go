@@ -28,6 +28,11 @@ type Config struct {
 	// ReconnectGrace is how long, after a start that reloaded nodes from the store, a
 	// node that was ALIVE has to reconnect before it is marked DEAD. Default 30 s.
 	ReconnectGrace time.Duration
+	// NodeTimeout: a node that registered or reported to this GCS and then sends no
+	// heartbeat for this long is DEAD, whatever memberlist says (a registration that
+	// never gossips or heartbeats). Raylets send a keep-alive every 5 s. Default 30 s;
+	// zero turns the check off.
+	NodeTimeout time.Duration
 	// JobLeaseTimeout is how long a driver may go without renewing its job lease before
 	// the job is dead. Default 30 s.
 	JobLeaseTimeout time.Duration
@@ -73,6 +78,7 @@ func DefaultConfig() Config {
 		NodeIP:                "127.0.0.1",
 		Port:                  DefaultPort,
 		ReconnectGrace:        30 * time.Second,
+		NodeTimeout:           30 * time.Second,
 		JobLeaseTimeout:       30 * time.Second,
 		MaxExecutableBytes:    1 << 30,
 		ExecutableGracePeriod: 10 * time.Minute,

@@ -30,6 +30,9 @@ var (
 	errDataLoss = errors.New("data loss")
 	// errInternal: the GCS could not do what it should have been able to.
 	errInternal = errors.New("internal error")
+	// errPermissionDenied: the caller does not hold the credential the request needs (a
+	// node's secret).
+	errPermissionDenied = errors.New("permission denied")
 )
 
 // gcsError is an error whose message goes to the caller as it is, and whose kind is one
@@ -70,6 +73,8 @@ func statusOf(err error) error {
 		code = codes.DataLoss
 	case errors.Is(err, errInternal):
 		code = codes.Internal
+	case errors.Is(err, errPermissionDenied):
+		code = codes.PermissionDenied
 	default:
 		if _, ok := status.FromError(err); ok {
 			return err

@@ -2,6 +2,10 @@ package gcs
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
@@ -48,6 +52,13 @@ type nodeManager struct {
 	// failed holds the raylets memberlist declared failed (or gone) and has not seen again;
 	// each has a confirmFailure loop calling its raylet.
 	failed map[string]bool
+	// secrets holds, per node id, the SHA-256 of the secret issued at its first
+	// registration (TableNodeSecrets): re-registration, heartbeats and unregistration
+	// must carry the secret.
+	secrets map[string][sha256.Size]byte
+	// lastReport is when each node last registered or reported to this GCS; one silent
+	// for nodeTimeout is DEAD (nodes reloaded after a restart have the reconnect grace).
+	lastReport map[string]time.Time
 	// done is closed by close: confirmFailure loops end.
 	done chan struct{}
 }
@@ -73,6 +84,8 @@ type nodeDeps struct {
 	gossipAddress func() string
 	// authToken is Config.AuthToken, which calls to raylets carry.
 	authToken string
+	// nodeTimeout is Config.NodeTimeout.
+	nodeTimeout time.Duration
 	// probeRaylet calls a node's raylet; nil when it answered as that node. Nil means
 	// the gRPC call of probeRayletOverGRPC.
 	probeRaylet func(ctx context.Context, node *pb.NodeInfo) error
@@ -86,6 +99,8 @@ func newNodeManager(deps nodeDeps) *nodeManager {
 		rayletConns:       map[string]*grpc.ClientConn{},
 		resourceVersions:  map[string]int64{},
 		failed:            map[string]bool{},
+		secrets:           map[string][sha256.Size]byte{},
+		lastReport:        map[string]time.Time{},
 		done:              make(chan struct{}),
 	}
 }
@@ -99,8 +114,18 @@ func (m *nodeManager) load(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("load node table: %w", err)
 	}
+	secrets, err := m.store.GetAll(ctx, store.TableNodeSecrets)
+	if err != nil {
+		return 0, fmt.Errorf("load node secrets: %w", err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for id, hash := range secrets {
+		if len(hash) != sha256.Size {
+			return 0, fmt.Errorf("load node secrets: node %s: %d bytes, want %d", id, len(hash), sha256.Size)
+		}
+		m.secrets[id] = [sha256.Size]byte(hash)
+	}
 	for id, raw := range rows {
 		node := &pb.NodeInfo{}
 		if err := proto.Unmarshal(raw, node); err != nil {
@@ -192,6 +217,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	node.ResourcesAvailable = map[string]float64{}
 	node.StateMessage = ""
 	delete(m.awaitingReconnect, nodeID)
+	delete(m.lastReport, nodeID)
 	if conn := m.rayletConns[nodeID]; conn != nil {
 		_ = conn.Close()
 		delete(m.rayletConns, nodeID)
@@ -335,6 +361,26 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 		m.mu.Unlock()
 		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s); a restarted raylet registers with a new node id", in.NodeId, old.DeathReason)
 	}
+	// A node id this GCS knows is registered again only by the holder of its secret; a
+	// new one gets its secret now.
+	var secret string
+	var secretHash [sha256.Size]byte
+	if _, known := m.secrets[in.NodeId]; known {
+		if err := m.checkSecretLocked(in.NodeId, req.NodeSecret, "register"); err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+	} else {
+		raw := make([]byte, 32)
+		if _, err := rand.Read(raw); err != nil {
+			m.mu.Unlock()
+			return nil, errorf(errInternal, "node %s: issue a secret: %v", in.NodeId, err)
+		}
+		secret = hex.EncodeToString(raw)
+		secretHash = sha256.Sum256([]byte(secret))
+		m.secrets[in.NodeId] = secretHash
+	}
+	m.lastReport[in.NodeId] = m.now()
 	node := proto.Clone(in).(*pb.NodeInfo)
 	node.State = pb.NodeState_ALIVE
 	if old, ok := m.nodes[in.NodeId]; ok {
@@ -349,6 +395,16 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	row := proto.Clone(node).(*pb.NodeInfo)
 	m.mu.Unlock()
 
+	if secret != "" {
+		if err := m.store.Put(ctx, store.TableNodeSecrets, node.NodeId, secretHash[:]); err != nil {
+			m.mu.Lock()
+			if m.secrets[node.NodeId] == secretHash {
+				delete(m.secrets, node.NodeId)
+			}
+			m.mu.Unlock()
+			return nil, errorf(errUnavailable, "persist the secret of node %s: %v", node.NodeId, err)
+		}
+	}
 	if err := m.persist(ctx, row); err != nil {
 		return nil, err
 	}
@@ -361,7 +417,51 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 		l.onNodeRegistered(row)
 	}
 	seeds := append([]string{m.gossipAddress()}, m.gossipSeeds()...)
-	return &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds}, nil
+	return &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds, NodeSecret: secret}, nil
+}
+
+// checkSecretLocked refuses a request about a node that does not carry the node's
+// secret. Callers hold mu.
+func (m *nodeManager) checkSecretLocked(nodeID, presented, what string) error {
+	want, ok := m.secrets[nodeID]
+	if !ok {
+		return nil // a node registered before secrets existed, or never: checked elsewhere
+	}
+	got := sha256.Sum256([]byte(presented))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		return errorf(errPermissionDenied, "node_secret: node %s is registered; only its own raylet, with the secret it got at its first registration, may %s it", nodeID, what)
+	}
+	return nil
+}
+
+// watchReports marks DEAD, every quarter of nodeTimeout, the nodes that registered or
+// reported to this GCS and then fell silent for nodeTimeout: a node that registers but
+// never gossips or heartbeats does not hold bundles for long.
+func (m *nodeManager) watchReports() {
+	if m.nodeTimeout <= 0 {
+		return
+	}
+	ticker := time.NewTicker(m.nodeTimeout / 4)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-ticker.C:
+		}
+		now := m.now()
+		var silent []string
+		m.mu.Lock()
+		for id, last := range m.lastReport {
+			if node := m.nodes[id]; node != nil && node.State == pb.NodeState_ALIVE && now.Sub(last) >= m.nodeTimeout {
+				silent = append(silent, id)
+			}
+		}
+		m.mu.Unlock()
+		for _, id := range silent {
+			m.markDead(id, fmt.Sprintf("no heartbeat for %s", m.nodeTimeout))
+		}
+	}
 }
 
 // ReportHeartbeat implements pb.NodeInfoServiceServer.
@@ -379,6 +479,11 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		m.mu.Unlock()
 		return nil, errorf(errFailedPrecondition, "node %s is DEAD (%s)", req.NodeId, node.DeathReason)
 	}
+	if err := m.checkSecretLocked(req.NodeId, req.NodeSecret, "report for"); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.lastReport[req.NodeId] = m.now()
 	// A keep-alive changes nothing, unless this GCS does not have the version it names
 	// (a restarted GCS, a lost report): the raylet is asked for a full report.
 	newer, hasMIG, sendFull := false, false, false
@@ -474,6 +579,12 @@ func (m *nodeManager) UnregisterNode(ctx context.Context, req *pb.UnregisterNode
 	reason := deathUnregistered
 	if req.Reason != "" {
 		reason = req.Reason
+	}
+	m.mu.Lock()
+	err := m.checkSecretLocked(req.NodeId, req.NodeSecret, "unregister")
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
 	m.markDead(req.NodeId, reason)
 	return &pb.UnregisterNodeReply{}, nil

@@ -18,23 +18,25 @@ func TestAKeepAliveChangesNothingAndAnUnknownVersionAsksForAFullReport(t *testin
 	m := newNodeManager(nodeDeps{store: store.NewMemory(), log: zerolog.Nop(), now: time.Now, gossipAddress: func() string { return "" }})
 	ctx := context.Background()
 	node := &pb.NodeInfo{NodeId: "a", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 4}, ResourcesAvailable: map[string]float64{"CPU": 4}}
-	if _, err := m.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+	registered, err := m.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+	if err != nil {
 		t.Fatal(err)
 	}
 	available := func() float64 { return m.aliveNodes()[0].ResourcesAvailable["CPU"] }
+	secret := registered.NodeSecret
 
-	full := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesAvailable: map[string]float64{"CPU": 1}, ResourcesVersion: 3}
+	full := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesAvailable: map[string]float64{"CPU": 1}, ResourcesVersion: 3, NodeSecret: secret}
 	if reply, err := m.ReportHeartbeat(ctx, full); err != nil || reply.SendFullReport {
 		t.Fatalf("full report: %v %v", reply, err)
 	}
-	keepAlive := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesVersion: 3, Unchanged: true}
+	keepAlive := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesVersion: 3, Unchanged: true, NodeSecret: secret}
 	if reply, err := m.ReportHeartbeat(ctx, keepAlive); err != nil || reply.SendFullReport {
 		t.Fatalf("keep-alive at the known version: %v %v", reply, err)
 	}
 	if got := available(); got != 1 {
 		t.Fatalf("after a keep-alive the GCS says %v CPU available, want the last report's 1", got)
 	}
-	stale := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesVersion: 7, Unchanged: true}
+	stale := &pb.ReportHeartbeatRequest{NodeId: "a", ResourcesVersion: 7, Unchanged: true, NodeSecret: secret}
 	if reply, err := m.ReportHeartbeat(ctx, stale); err != nil || !reply.SendFullReport {
 		t.Fatalf("keep-alive naming a version the GCS never saw: %v %v, want send_full_report", reply, err)
 	}

@@ -81,7 +81,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
 
 	s.nodes = newNodeManager(nodeDeps{store: cfg.Store, log: s.log, now: cfg.Now, epoch: s.epoch, startTime: s.startTime,
-		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken})
+		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, nodeTimeout: cfg.NodeTimeout})
 	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
 	s.kv = &kvService{store: cfg.Store}
 	var reserver BundleReserver = rayletReserver{nodes: s.nodes}
@@ -152,6 +152,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	go func() { _ = s.grpc.Serve(s.listener) }()
 
 	s.nodes.startReconnectGrace(reloaded)
+	go s.nodes.watchReports()
 	go s.jobs.reapLoop(s.stopped)
 	go s.pgs.recoverPrepared(preparedGroups)
 	go s.pgs.loop(s.stopped)

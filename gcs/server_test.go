@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
@@ -195,6 +197,81 @@ func TestJobLeaseExpiresWithoutRenewal(t *testing.T) {
 	}
 }
 
+// A node id is registered again, reports and unregisters only with the secret its first
+// registration returned, also after a GCS restart on the same store: nobody else can take
+// over a live node's id (and receive its bundles) or take it out.
+func TestANodeIDIsHeldByTheSecretOfItsFirstRegistration(t *testing.T) {
+	redis := redisserver.Start(t)
+	cfg := store.DefaultRedisConfig()
+	cfg.Address, cfg.Namespace = redis.Addr, "node-secret-test"
+	st, err := store.NewRedis(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := func(c *Config) { c.ReconnectGrace = time.Hour }
+	first := startGCS(t, keepOpenStore{st}, long)
+	c := dial(t, first.Address(), 0)
+	ctx := context.Background()
+	node := &pb.NodeInfo{NodeId: "aa", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
+	reply, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+	if err != nil || len(reply.NodeSecret) != 64 {
+		t.Fatalf("first registration: %v, secret %q", err, reply.GetNodeSecret())
+	}
+	secret := reply.NodeSecret
+	check := func(c clients, label string) {
+		t.Helper()
+		hijack := proto.Clone(node).(*pb.NodeInfo)
+		hijack.RayletAddress = "127.0.0.1:2"
+		for _, presented := range []string{"", "forged"} {
+			if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: hijack, NodeSecret: presented}); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "node_secret") {
+				t.Fatalf("%s: re-registration with secret %q: %v, want PermissionDenied naming node_secret", label, presented, err)
+			}
+			if _, err := c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "aa", NodeSecret: presented}); status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("%s: heartbeat with secret %q: %v, want PermissionDenied", label, presented, err)
+			}
+			if _, err := c.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: "aa", NodeSecret: presented}); status.Code(err) != codes.PermissionDenied {
+				t.Fatalf("%s: unregistration with secret %q: %v, want PermissionDenied", label, presented, err)
+			}
+		}
+		all, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+		if err != nil || len(all.Nodes) != 1 || all.Nodes[0].RayletAddress != "127.0.0.1:1" {
+			t.Fatalf("%s: the node table after the forged calls: %v %v", label, all.GetNodes(), err)
+		}
+		if _, err := c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "aa", NodeSecret: secret}); err != nil {
+			t.Fatalf("%s: the node's own heartbeat: %v", label, err)
+		}
+	}
+	check(c, "first GCS")
+	first.Stop()
+	second := startGCS(t, keepOpenStore{st}, long)
+	c = dial(t, second.Address(), 0)
+	check(c, "restarted GCS")
+	if again, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node, NodeSecret: secret}); err != nil || again.NodeSecret != "" {
+		t.Fatalf("the node's own re-registration: %v (secret %q, want none issued)", err, again.GetNodeSecret())
+	}
+}
+
+// A node that registers and then never reports is DEAD after NodeTimeout.
+func TestANodeThatNeverReportsIsDeadAfterTheNodeTimeout(t *testing.T) {
+	s := startGCS(t, store.NewMemory(), func(c *Config) { c.NodeTimeout = 300 * time.Millisecond })
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	node := &pb.NodeInfo{NodeId: "silent", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
+	if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the silent node DEAD", func() error {
+		all, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+		if err != nil {
+			return err
+		}
+		if n := all.Nodes[0]; n.State != pb.NodeState_DEAD || !strings.Contains(n.DeathReason, "no heartbeat") {
+			return fmt.Errorf("%v %q", n.State, n.DeathReason)
+		}
+		return nil
+	})
+}
+
 func TestRegisterValidatesAndDeadNodesCannotReturn(t *testing.T) {
 	s := startGCS(t, store.NewMemory())
 	c := dial(t, s.Address(), 0)
@@ -204,10 +281,11 @@ func TestRegisterValidatesAndDeadNodesCannotReturn(t *testing.T) {
 		t.Fatalf("register without node_id: %v", err)
 	}
 	node := &pb.NodeInfo{NodeId: "aa", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
-	if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+	registered, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: "aa"}); err != nil {
+	if _, err := c.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: "aa", NodeSecret: registered.NodeSecret}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.nodes.ReportHeartbeat(ctx, &pb.ReportHeartbeatRequest{NodeId: "aa"}); status.Code(err) != codes.FailedPrecondition {

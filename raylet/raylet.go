@@ -47,6 +47,9 @@ type Raylet struct {
 	draining  bool
 	bundles   *bundleTable
 	gcsGossip string // the GCS memberlist address we last joined
+	// nodeSecret is what the GCS issued at the first registration; registrations,
+	// heartbeats and the unregistration carry it.
+	nodeSecret string
 	// resourcesVersion grows with every change of the bundle reservations and worker
 	// leases.
 	resourcesVersion int64
@@ -194,9 +197,14 @@ func (r *Raylet) Node() *pb.NodeInfo {
 // register announces the node to the GCS, adopts its epoch and joins the memberlist
 // seeds it returns.
 func (r *Raylet) register(ctx context.Context) error {
-	reply, err := r.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: r.Node()})
+	reply, err := r.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: r.Node(), NodeSecret: r.secret()})
 	if err != nil {
 		return fmt.Errorf("register with GCS at %s: %w", r.cfg.GCSAddress, err)
+	}
+	if reply.NodeSecret != "" { // a first registration (or a GCS whose store started empty)
+		r.mu.Lock()
+		r.nodeSecret = reply.NodeSecret
+		r.mu.Unlock()
 	}
 	r.observeEpoch(reply.GcsEpoch)
 	if _, err := r.gossip.Join(reply.GossipSeeds); err != nil {
@@ -208,6 +216,13 @@ func (r *Raylet) register(ctx context.Context) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// secret is the node's secret from the GCS ("" before the first registration).
+func (r *Raylet) secret() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodeSecret
 }
 
 // observeEpoch records a GCS epoch seen in a reply.
@@ -307,6 +322,7 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 	} else {
 		request = heartbeatRequest(r.cfg.NodeID, r.resourceReportLocked(), r.node.GossipAddress)
 	}
+	request.NodeSecret = r.nodeSecret
 	r.mu.Unlock()
 	reply, err := r.nodes.ReportHeartbeat(ctx, request)
 	if status.Code(err) == codes.NotFound {
@@ -368,7 +384,7 @@ func (r *Raylet) Stop() {
 		r.stopWorkers()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		if _, err := r.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: r.cfg.NodeID}); err != nil {
+		if _, err := r.nodes.UnregisterNode(ctx, &pb.UnregisterNodeRequest{NodeId: r.cfg.NodeID, NodeSecret: r.secret()}); err != nil {
 			r.log.Warn().Err(err).Msg("could not unregister from the GCS")
 		}
 		r.gossip.Leave(time.Second)

@@ -201,6 +201,7 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	port := fs.Int("port", gcs.DefaultPort, "gRPC port")
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
 	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
+	nodeTimeout := fs.Duration("node-timeout", 30*time.Second, "a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	lease := fs.Duration("job-lease-timeout", 30*time.Second, "a driver that does not renew its job lease for this long is dead")
 	queuesFile := fs.String("queues", "", "queue configuration (YAML, Kueue's field names): placement groups are admitted into queues with quotas before they are placed (default: no queues, groups are placed as they come)")
 	if err := parseFlags(fs, args); err != nil {
@@ -226,6 +227,10 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.ReconnectGrace, cfg.JobLeaseTimeout, cfg.Logger = *grace, *lease, log
+	if *nodeTimeout < 0 {
+		return badInput("--node-timeout %s: must not be negative", *nodeTimeout)
+	}
+	cfg.NodeTimeout = *nodeTimeout
 	if _, err := loadQueues(*queuesFile); err != nil {
 		return err
 	}

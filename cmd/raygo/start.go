@@ -57,6 +57,7 @@ type startOptions struct {
 	// gcsPprof and rayletPprof: --pprof of the node's daemons.
 	gcsPprof, rayletPprof string
 	jobLease              time.Duration
+	nodeTimeout           time.Duration
 	// queuesFile: --queues, the queue configuration (head only).
 	queuesFile string
 	tempDir    string
@@ -83,6 +84,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.queuesFile, "queues", "", "with --head: queue configuration (YAML with Kueue's field names: queues with quotas, cohorts, priority classes); placement groups are admitted into their queue's quota before they are placed (default: none)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
+	fs.DurationVar(&o.nodeTimeout, "node-timeout", 30*time.Second, "with --head: a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")
 	fs.StringVar(&o.readyFile, "ready-file", "", "internal: file to write when the node is up")
@@ -153,6 +155,9 @@ func (o *startOptions) validate() error {
 	defer cancel()
 	if o.jobLease <= 0 {
 		return badInput("--job-lease-timeout %s: must be positive", o.jobLease)
+	}
+	if o.nodeTimeout < 0 {
+		return badInput("--node-timeout %s: must not be negative", o.nodeTimeout)
 	}
 	if o.head {
 		if o.address != "" {

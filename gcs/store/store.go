@@ -23,6 +23,9 @@ const (
 	// TableExecutables holds worker executables: a manifest under "<sha256>" and the
 	// bytes under "<sha256>/<chunk index, zero-padded>", written in one Apply.
 	TableExecutables = "executables"
+	// TableNodeSecrets holds, per node id, the SHA-256 of the secret the GCS issued at
+	// the node's first registration.
+	TableNodeSecrets = "node_secrets"
 )
 
 // OpKind says what one Op of a batch does.

@@ -134,8 +134,11 @@ func (x *GetClusterInfoReply) GetStartTimeMs() int64 {
 }
 
 type RegisterNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *NodeInfo              `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *NodeInfo              `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The secret the GCS issued at the node's first registration: required to register
+	// a node id the GCS knows again (after a GCS restart), so nobody else can take it over.
+	NodeSecret    string `protobuf:"bytes,2,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,11 +180,22 @@ func (x *RegisterNodeRequest) GetNode() *NodeInfo {
 	return nil
 }
 
+func (x *RegisterNodeRequest) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
+}
+
 type RegisterNodeReply struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	GcsEpoch int64                  `protobuf:"varint,1,opt,name=gcs_epoch,json=gcsEpoch,proto3" json:"gcs_epoch,omitempty"`
 	// Memberlist addresses to join: the GCS's and every ALIVE node's.
-	GossipSeeds   []string `protobuf:"bytes,2,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
+	GossipSeeds []string `protobuf:"bytes,2,rep,name=gossip_seeds,json=gossipSeeds,proto3" json:"gossip_seeds,omitempty"`
+	// At a node's first registration: its secret, which its heartbeats, its later
+	// registrations and its unregistration carry. Empty otherwise. The GCS keeps only its
+	// SHA-256.
+	NodeSecret    string `protobuf:"bytes,3,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +244,13 @@ func (x *RegisterNodeReply) GetGossipSeeds() []string {
 	return nil
 }
 
+func (x *RegisterNodeReply) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
+}
+
 type ReportHeartbeatRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	NodeId             string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -243,7 +264,9 @@ type ReportHeartbeatRequest struct {
 	// A keep-alive: nothing changed since the report this GCS last acknowledged
 	// (resources_version is that report's); resources_available and mig_gpus are left out
 	// and the GCS keeps what it has.
-	Unchanged     bool `protobuf:"varint,6,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	Unchanged bool `protobuf:"varint,6,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// The node's secret (RegisterNodeReply.node_secret).
+	NodeSecret    string `protobuf:"bytes,7,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,6 +341,13 @@ func (x *ReportHeartbeatRequest) GetUnchanged() bool {
 		return x.Unchanged
 	}
 	return false
+}
+
+func (x *ReportHeartbeatRequest) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
+	}
+	return ""
 }
 
 type ReportHeartbeatReply struct {
@@ -567,9 +597,11 @@ func (x *DrainNodeReply) GetNode() *NodeInfo {
 }
 
 type UnregisterNodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The node's secret (RegisterNodeReply.node_secret).
+	NodeSecret    string `protobuf:"bytes,3,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -614,6 +646,13 @@ func (x *UnregisterNodeRequest) GetNodeId() string {
 func (x *UnregisterNodeRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *UnregisterNodeRequest) GetNodeSecret() string {
+	if x != nil {
+		return x.NodeSecret
 	}
 	return ""
 }
@@ -1780,19 +1819,25 @@ const file_gcs_proto_rawDesc = "" +
 	"\x0egossip_address\x18\x02 \x01(\tR\rgossipAddress\x12)\n" +
 	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05store\x18\x04 \x01(\tR\x05store\x12\"\n" +
-	"\rstart_time_ms\x18\x05 \x01(\x03R\vstartTimeMs\"=\n" +
+	"\rstart_time_ms\x18\x05 \x01(\x03R\vstartTimeMs\"^\n" +
 	"\x13RegisterNodeRequest\x12&\n" +
-	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"S\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1f\n" +
+	"\vnode_secret\x18\x02 \x01(\tR\n" +
+	"nodeSecret\"t\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
-	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\"\x86\x03\n" +
+	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\x12\x1f\n" +
+	"\vnode_secret\x18\x03 \x01(\tR\n" +
+	"nodeSecret\"\xa7\x03\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
 	"\x0egossip_address\x18\x03 \x01(\tR\rgossipAddress\x12+\n" +
 	"\x11resources_version\x18\x04 \x01(\x03R\x10resourcesVersion\x12/\n" +
 	"\bmig_gpus\x18\x05 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x12\x1c\n" +
-	"\tunchanged\x18\x06 \x01(\bR\tunchanged\x1aE\n" +
+	"\tunchanged\x18\x06 \x01(\bR\tunchanged\x12\x1f\n" +
+	"\vnode_secret\x18\a \x01(\tR\n" +
+	"nodeSecret\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8b\x01\n" +
@@ -1809,10 +1854,12 @@ const file_gcs_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"8\n" +
 	"\x0eDrainNodeReply\x12&\n" +
-	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"H\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\"i\n" +
 	"\x15UnregisterNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x15\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vnode_secret\x18\x03 \x01(\tR\n" +
+	"nodeSecret\"\x15\n" +
 	"\x13UnregisterNodeReply\">\n" +
 	"\fKVGetRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +

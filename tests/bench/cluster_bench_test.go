@@ -114,12 +114,18 @@ func TestGCSIdleCPUBench(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	ids := make([]string, nodes)
+	ids, secrets := make([]string, nodes), make(map[string]string, nodes)
+	var secretsMu sync.Mutex
 	if err := parallel(nodes, func(i int) error {
 		node := syntheticDGX(fmt.Sprintf("s%05d", i), 8, 224)
 		node.RayletAddress = listener.Addr().String()
 		ids[i] = node.NodeId
-		_, err := client.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+		reply, err := client.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node})
+		if err == nil {
+			secretsMu.Lock()
+			secrets[node.NodeId] = reply.NodeSecret
+			secretsMu.Unlock()
+		}
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -146,7 +152,9 @@ func TestGCSIdleCPUBench(t *testing.T) {
 					return
 				case <-tick.C:
 				}
-				if _, err := client.ReportHeartbeat(ctx, policy.Request(mine[i])); err != nil {
+				request := policy.Request(mine[i])
+				request.NodeSecret = secrets[mine[i]] // read-only once registered
+				if _, err := client.ReportHeartbeat(ctx, request); err != nil {
 					t.Error(err)
 				}
 				count++

@@ -75,6 +75,7 @@ func startScaleGCS(t *testing.T) *scaleGCS {
 	cfg.Port = 0
 	cfg.Store = store.NewMemory()
 	cfg.WrapReserver = func(gcs.BundleReserver) gcs.BundleReserver { return raylets }
+	cfg.NodeTimeout = 0 // the synthetic raylets never send heartbeats
 	server, err := gcs.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -26,21 +26,25 @@ class GetClusterInfoReply(_message.Message):
     def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_address: _Optional[str] = ..., protocol_version: _Optional[int] = ..., store: _Optional[str] = ..., start_time_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node",)
+    __slots__ = ("node", "node_secret")
     NODE_FIELD_NUMBER: _ClassVar[int]
+    NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     node: _common_pb2.NodeInfo
-    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ...) -> None: ...
+    node_secret: str
+    def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
-    __slots__ = ("gcs_epoch", "gossip_seeds")
+    __slots__ = ("gcs_epoch", "gossip_seeds", "node_secret")
     GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_SEEDS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     gcs_epoch: int
     gossip_seeds: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ...) -> None: ...
+    node_secret: str
+    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class ReportHeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged")
+    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged", "node_secret")
     class ResourcesAvailableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -54,13 +58,15 @@ class ReportHeartbeatRequest(_message.Message):
     RESOURCES_VERSION_FIELD_NUMBER: _ClassVar[int]
     MIG_GPUS_FIELD_NUMBER: _ClassVar[int]
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
+    NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     resources_available: _containers.ScalarMap[str, float]
     gossip_address: str
     resources_version: int
     mig_gpus: _containers.RepeatedCompositeFieldContainer[_common_pb2.MIGGPUInfo]
     unchanged: bool
-    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ..., unchanged: _Optional[bool] = ...) -> None: ...
+    node_secret: str
+    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ..., unchanged: _Optional[bool] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class ReportHeartbeatReply(_message.Message):
     __slots__ = ("gcs_epoch", "gcs_gossip_address", "send_full_report")
@@ -99,12 +105,14 @@ class DrainNodeReply(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ...) -> None: ...
 
 class UnregisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "reason")
+    __slots__ = ("node_id", "reason", "node_secret")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     reason: str
-    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    node_secret: str
+    def __init__(self, node_id: _Optional[str] = ..., reason: _Optional[str] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class UnregisterNodeReply(_message.Message):
     __slots__ = ()
