@@ -33,10 +33,12 @@ proto: venv
 	scripts/gen-proto.sh
 	scripts/gen-proto-python.sh
 
-## test: every test, with real redis-server and real raygo processes on loopback; then
-## the Python client's tests (pytest in .venv/, against bin/raygo clusters).
+## test: every test, with real redis-server and real raygo processes on loopback; one
+## integration package again with mutual TLS on every endpoint; then the Python client's
+## tests (pytest in .venv/, against bin/raygo clusters).
 test: deps build venv
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/test-tls.sh
 	scripts/test-python.sh
 
 ## check: formatting, vet, staticcheck, go.mod tidy, generated code in sync, race tests,

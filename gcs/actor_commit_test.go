@@ -160,8 +160,11 @@ func startFakeRaylet(t *testing.T, r *fakeRaylet) *fakeRaylet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
-	)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(serverOptions...)
 	pb.RegisterNodeManagerServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -388,8 +391,11 @@ func TestAnActorWhoseAliveRowCannotBeSavedIsNotAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
-	)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(serverOptions...)
 	pb.RegisterNodeManagerServiceServer(srv, r)
 	pb.RegisterCoreWorkerServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()

@@ -138,7 +138,11 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 
-	s.grpc = grpc.NewServer(append(rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken), statusInterceptors()...)...)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken)
+	if err != nil {
+		return nil, err
+	}
+	s.grpc = grpc.NewServer(append(serverOptions, statusInterceptors()...)...)
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)

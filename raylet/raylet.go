@@ -118,7 +118,11 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
-	r.grpc = grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken, r.fenceInterceptor)...)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken, r.fenceInterceptor)
+	if err != nil {
+		return nil, err
+	}
+	r.grpc = grpc.NewServer(serverOptions...)
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
 	go func() { _ = r.grpc.Serve(r.listener) }()
 

@@ -61,8 +61,12 @@ func testWorkerMain() int {
 		fmt.Fprintln(os.Stderr, "test worker:", err)
 		return 4
 	}
-	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")...,
-	)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test worker:", err)
+		return 4
+	}
+	server := grpc.NewServer(serverOptions...)
 	pb.RegisterCoreWorkerServiceServer(server, testCoreWorker{})
 	go func() { _ = server.Serve(listener) }()
 

@@ -18,6 +18,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -326,11 +327,12 @@ func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLe
 	return w, nil
 }
 
-// workerEnv is the raylet's environment without its RAYGO_* and CUDA_* variables, plus
-// the worker contract of protos/worker.proto.
+// workerEnv is the raylet's environment without its RAYGO_* (but TLS's) and CUDA_*
+// variables, plus the worker contract of protos/worker.proto.
 func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, "RAYGO_") || strings.HasPrefix(kv, "CUDA_")
+		tls := strings.HasPrefix(kv, rpcutil.EnvUseTLS+"=") || strings.HasPrefix(kv, "RAYGO_TLS_")
+		return strings.HasPrefix(kv, "RAYGO_") && !tls || strings.HasPrefix(kv, "CUDA_")
 	})
 	resources, _ := json.Marshal(lease.resources.ToFloat()) // a map of floats always marshals
 	env = append(env,

@@ -95,7 +95,11 @@ func serveWorker() error {
 	if err != nil {
 		return err
 	}
-	server := grpc.NewServer(rpcutil.ServerOptions(rpcutil.ProtocolVersion, token)...)
+	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, token)
+	if err != nil {
+		return err
+	}
+	server := grpc.NewServer(serverOptions...)
 	pb.RegisterCoreWorkerServiceServer(server, w)
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(listener) }()

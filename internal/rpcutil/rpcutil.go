@@ -45,16 +45,21 @@ const (
 // call without it is refused (Unauthenticated, saying what to set); the version check
 // for the given server version (normally ProtocolVersion) on unary and streaming calls;
 // and any extra unary interceptors, which run after them. An empty token lets every
-// call in (auth disabled).
-func ServerOptions(serverVersion uint32, token string, extra ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
+// call in (auth disabled). With RAYGO_USE_TLS=1, mutual TLS (ServerTLS); its settings
+// are the only error.
+func ServerOptions(serverVersion uint32, token string, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
+	tlsOptions, err := ServerTLS()
+	if err != nil {
+		return nil, err
+	}
 	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion, token)}, extra...)
-	return []grpc.ServerOption{
+	return append(tlsOptions,
 		grpc.ChainUnaryInterceptor(chain...),
 		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, token)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		// Clients ping every KeepaliveTime; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
-	}
+	), nil
 }
 
 func versionServerInterceptor(serverVersion uint32, token string) grpc.UnaryServerInterceptor {
@@ -172,8 +177,15 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 			return nil, fmt.Errorf("dial %s: %w", addr, err)
 		}
 	}
+	transport, err := clientTransport()
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	if transport == nil {
+		transport = insecure.NewCredentials()
+	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithConnectParams(reconnectParams()),

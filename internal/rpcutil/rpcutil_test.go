@@ -2,8 +2,11 @@ package rpcutil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,9 +14,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/internal/testutil/tlscerts"
 )
 
 // echoEpochServer answers every call with the GCS epoch the request carried ("none"
@@ -67,7 +73,11 @@ func startEchoServerWithToken(t *testing.T, version uint32, token string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := grpc.NewServer(ServerOptions(version, token)...)
+	serverOptions, err := ServerOptions(version, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := grpc.NewServer(serverOptions...)
 	testpb.RegisterTestServiceServer(server, echoEpochServer{})
 	go func() { _ = server.Serve(lis) }()
 	t.Cleanup(server.Stop)
@@ -223,5 +233,50 @@ func TestAServerWithATokenRefusesCallsWithoutIt(t *testing.T) {
 	t.Setenv("RAYGO_AUTH_TOKEN", "s3cret")
 	if _, err := testClient(t, addr, DialOptions{}).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
 		t.Fatalf("token from RAYGO_AUTH_TOKEN: %v", err)
+	}
+}
+
+// With RAYGO_USE_TLS=1 servers speak mutual TLS: a client with the CA-signed certificate
+// is served; a plaintext client, and a TLS client without a certificate, are refused.
+func TestWithTLSPlaintextAndUncertifiedClientsAreRefused(t *testing.T) {
+	files, err := tlscerts.Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range files.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		t.Setenv(name, value)
+	}
+	addr := startEchoServer(t, ProtocolVersion)
+	ctx := callContext(t)
+	if _, err := testClient(t, addr, DialOptions{}).UnaryCall(ctx, &testpb.SimpleRequest{}); err != nil {
+		t.Fatalf("a TLS client with the certificate: %v", err)
+	}
+	plain, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := testpb.NewTestServiceClient(plain).UnaryCall(short, &testpb.SimpleRequest{}); err == nil {
+		t.Fatal("a plaintext client was served")
+	}
+	pool := x509.NewCertPool()
+	pem, _ := os.ReadFile(files.CA)
+	pool.AppendCertsFromPEM(pem)
+	anonymous, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anonymous.Close()
+	short2, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel2()
+	if _, err := testpb.NewTestServiceClient(anonymous).UnaryCall(short2, &testpb.SimpleRequest{}); err == nil {
+		t.Fatal("a TLS client without a certificate was served")
+	}
+	t.Setenv(EnvTLSCACert, "")
+	if _, err := Dial(addr, DialOptions{}); err == nil || !strings.Contains(err.Error(), EnvTLSCACert) {
+		t.Fatalf("TLS on without a CA: %v, want an error naming %s", err, EnvTLSCACert)
 	}
 }

@@ -27,7 +27,7 @@ from raygo._proto import (
     placement_group_pb2_grpc,
 )
 from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
-from raygo._auth import load_token
+from raygo._auth import load_token, tls_credentials
 from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
 from raygo.exceptions import (
     AuthenticationError,
@@ -102,7 +102,11 @@ class GcsClient:
         self.address = address
         host = address.rsplit(":", 1)[0].strip("[]")
         token = load_token()  # before the channel: a bad token file is a ValueError naming it
-        self._channel = grpc.insecure_channel(address)
+        credentials = tls_credentials()
+        if credentials is None:
+            self._channel = grpc.insecure_channel(address)
+        else:
+            self._channel = grpc.secure_channel(address, credentials)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
         except grpc.FutureTimeoutError:
