@@ -77,7 +77,7 @@ func TestCohortBorrowingAdmitsUpToTheBorrowingLimit(t *testing.T) {
 	}
 	// research's groups finish: the waiting one is admitted within research's limit.
 	for _, id := range research[:2] {
-		if err := f.m.remove(id); err != nil {
+		if err := f.m.remove(id, removedByOwner); err != nil {
 			t.Fatal(err)
 		}
 	}

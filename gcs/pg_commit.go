@@ -149,6 +149,10 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) bool {
 		}
 	}
 	if e.info.State == pb.PlacementGroupState_CREATED {
+		if e.info.RunningSinceMs == 0 {
+			e.info.RunningSinceMs = now
+			m.expireLater(e)
+		}
 		stats.SchedulingState = pb.SchedulingState_FINISHED
 		if stats.EndToEndCreationLatencyMs == 0 {
 			stats.EndToEndCreationLatencyMs = float64(now - stats.CreationRequestReceivedMs)

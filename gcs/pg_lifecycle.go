@@ -57,6 +57,7 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 			continue
 		}
 		m.groups[id] = e
+		m.expireLater(e) // a group that ran past its max_runtime_s while the GCS was down goes now
 		if e.info.Name != "" {
 			m.names[nameKey(e.info.Namespace, e.info.Name)] = id
 		}
@@ -180,7 +181,7 @@ func (m *pgManager) onJobDead(job *pb.JobInfo) {
 	m.mu.Unlock()
 	for _, id := range ids {
 		m.log.Info().Str("pg_id", id).Str("job_id", job.JobId).Msg("removing the group of a finished job")
-		if err := m.remove(id); err != nil {
+		if err := m.remove(id, removedJobDone); err != nil {
 			m.log.Error().Err(err).Str("pg_id", id).Str("job_id", job.JobId).Msg("could not remove the group of a finished job")
 		}
 	}

@@ -97,7 +97,7 @@ func TestIdenticalPendingGroupsShareOneAttemptAndWaitForAChangeThatHelps(t *test
 
 	// Removing the full group frees node a: the waiting groups are placed in arrival
 	// order, as many as fit (4 one-CPU groups), and the two-CPU group waits.
-	if err := f.m.remove(full); err != nil {
+	if err := f.m.remove(full, removedByOwner); err != nil {
 		t.Fatal(err)
 	}
 	f.settle()
@@ -176,7 +176,7 @@ func TestKeptViewEqualsARebuiltViewOnSeededStreams(t *testing.T) {
 					live = append(live, f.createBundles(strategies[rng.IntN(len(strategies))], bundles...))
 				case op < 8 && len(live) > 0:
 					i := rng.IntN(len(live))
-					if err := f.m.remove(live[i]); err != nil {
+					if err := f.m.remove(live[i], removedByOwner); err != nil {
 						t.Fatal(err)
 					}
 					live = slices.Delete(live, i, i+1)
@@ -237,7 +237,7 @@ func TestGetAllPlacementGroupRepliesWithEveryRowInArrivalOrder(t *testing.T) {
 	first := f.createBundles("PACK", cpu(1))
 	second := f.createBundles("STRICT_PACK", cpu(9), cpu(1))
 	f.round()
-	if err := f.m.remove(first); err != nil {
+	if err := f.m.remove(first, removedByOwner); err != nil {
 		t.Fatal(err)
 	}
 	reply, err := f.m.GetAllPlacementGroup(context.Background(), &pb.GetAllPlacementGroupRequest{})

@@ -333,7 +333,7 @@ func TestRemoveWhilePreparedReleasesEverything(t *testing.T) {
 	id := f.create("PACK", 2)
 	f.round()
 	f.waitState(id, pb.PlacementGroupState_PREPARED)
-	if err := f.m.remove(id); err != nil {
+	if err := f.m.remove(id, removedByOwner); err != nil {
 		t.Fatal(err)
 	}
 	release(nil) // the commits that were held now reach the raylets
@@ -515,4 +515,58 @@ func TestAGroupFailingForAnInternalReasonNeverBlocksOthers(t *testing.T) {
 	f.raylets.FailOn(reservertest.Prepare, "b", nil)
 	f.round()
 	f.checkCreatedIsWhole(failing)
+}
+
+// A group that asks for max_runtime_s is removed once it has run (been CREATED) that
+// long, saying why; one that ran past it while the GCS was down is removed as the next
+// GCS loads it. A negative or overlong max_runtime_s is refused, naming it.
+func TestAGroupIsRemovedAfterItsMaxRuntime(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	for _, bad := range []int64{-1, maxRuntimeLimitS + 1} {
+		_, err := f.m.CreatePlacementGroup(context.Background(), &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: lifetimeDetached, MaxRuntimeS: bad,
+			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}})
+		if status.Code(statusOf(err)) != codes.InvalidArgument || !strings.Contains(err.Error(), "max_runtime_s") {
+			t.Fatalf("max_runtime_s %d: %v, want InvalidArgument naming it", bad, err)
+		}
+	}
+	create := func(seconds int64) string {
+		reply, err := f.m.CreatePlacementGroup(context.Background(), &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: lifetimeDetached, MaxRuntimeS: seconds,
+			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup.PlacementGroupId
+	}
+	short, long := create(1), create(3600)
+	f.round()
+	for _, id := range []string{short, long} {
+		if info := f.waitState(id, pb.PlacementGroupState_CREATED); info.RunningSinceMs != f.clock.Now().UnixMilli() {
+			t.Fatalf("group %s: %v since %d, want CREATED since now", id, info.State, info.RunningSinceMs)
+		}
+	}
+	eventually(t, 10*time.Second, "the 1-second group removed", func() error {
+		if info := f.m.info(short); info.State != pb.PlacementGroupState_REMOVED || info.RemovalReason != "ran for max_runtime_s=1" {
+			return fmt.Errorf("%v %q", info.State, info.RemovalReason)
+		}
+		return nil
+	})
+	if got := f.stored(short); got.State != pb.PlacementGroupState_REMOVED || got.RemovalReason != "ran for max_runtime_s=1" {
+		t.Fatalf("stored row: %v %q", got.State, got.RemovalReason)
+	}
+	if info := f.m.info(long); info.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("the 1-hour group: %v", info.State)
+	}
+	// The GCS is down for two hours: the next one removes the 1-hour group as it loads it.
+	f.clock.Advance(2 * time.Hour)
+	restarted := f.newManager()
+	if _, err := restarted.load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.m = restarted
+	eventually(t, 10*time.Second, "the 1-hour group removed by the restarted GCS", func() error {
+		if info := f.m.info(long); info.State != pb.PlacementGroupState_REMOVED || info.RemovalReason != "ran for max_runtime_s=3600" {
+			return fmt.Errorf("%v %q", info.State, info.RemovalReason)
+		}
+		return nil
+	})
 }

@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -139,7 +140,9 @@ type pgDeps struct {
 	jobs     jobDirectory
 	reserver BundleReserver
 	now      func() time.Time
-	log      zerolog.Logger
+	// stopped is closed when the GCS stops: timers that would remove groups stand down.
+	stopped <-chan struct{}
+	log     zerolog.Logger
 }
 
 func newPGManager(deps pgDeps) *pgManager {
@@ -208,6 +211,9 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if err := checkName("namespace", req.Namespace); err != nil {
 		return nil, err
 	}
+	if req.MaxRuntimeS < 0 || req.MaxRuntimeS > maxRuntimeLimitS {
+		return nil, errorf(fielderr.ErrInvalid, "max_runtime_s: must be from 0 (none) to %d (a year), got %d", maxRuntimeLimitS, req.MaxRuntimeS)
+	}
 	if req.Lifetime != "" && req.Lifetime != lifetimeDetached {
 		return nil, errorf(fielderr.ErrInvalid, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
 	}
@@ -238,7 +244,8 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 		PlacementGroupId: id, Name: req.Name, Namespace: namespace,
 		Strategy: pb.PlacementStrategy(pb.PlacementStrategy_value[string(request.Strategy)]),
 		State:    pb.PlacementGroupState_PENDING, CreatorJobId: req.CreatorJobId, IsDetached: detached, Topology: req.Topology,
-		Stats: &pb.PlacementGroupStats{SchedulingState: pb.SchedulingState_QUEUED, CreationRequestReceivedMs: now},
+		MaxRuntimeS: req.MaxRuntimeS,
+		Stats:       &pb.PlacementGroupStats{SchedulingState: pb.SchedulingState_QUEUED, CreationRequestReceivedMs: now},
 	}
 	for i, b := range req.Bundles {
 		info.Bundles = append(info.Bundles, &pb.Bundle{BundleIndex: int32(i), UnitResources: request.Bundles[i].ToFloat(), LabelSelector: b.GetLabelSelector()})
@@ -283,6 +290,44 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 // maxWaitFirstAttemptMs caps CreatePlacementGroupRequest.wait_first_attempt_ms.
 const maxWaitFirstAttemptMs = 5000
 
+// maxRuntimeLimitS caps CreatePlacementGroupRequest.max_runtime_s: a year.
+const maxRuntimeLimitS = 365 * 24 * 3600
+
+// Why groups are removed (PlacementGroupInfo.removal_reason).
+const (
+	removedByOwner    = "removed by its owner"
+	removedJobDone    = "its job finished"
+	removedRanTooLong = "ran for max_runtime_s=%d"
+)
+
+// expireLater removes a group once it has run for its max_runtime_s (at once when that
+// is past, as after a GCS restart). Callers hold mu or own the entry.
+func (m *pgManager) expireLater(e *pgEntry) {
+	if e.info.MaxRuntimeS <= 0 || e.info.RunningSinceMs == 0 {
+		return
+	}
+	id, limit := e.info.PlacementGroupId, e.info.MaxRuntimeS
+	end := time.UnixMilli(e.info.RunningSinceMs).Add(time.Duration(limit) * time.Second)
+	time.AfterFunc(max(end.Sub(m.now()), 0), func() {
+		select {
+		case <-m.stopped:
+			return // the next GCS expires it
+		default:
+		}
+		m.mu.Lock()
+		live := m.groups[id] != nil
+		m.mu.Unlock()
+		if !live {
+			return
+		}
+		m.log.Info().Str("pg_id", id).Int64("max_runtime_s", limit).Msg("placement group ran for its max_runtime_s; removing it")
+		if err := m.remove(id, fmt.Sprintf(removedRanTooLong, limit)); err != nil {
+			m.log.Error().Err(err).Str("pg_id", id).Msg("could not remove a group past its max_runtime_s; retrying")
+			time.AfterFunc(time.Second, func() { m.expireLater(e) })
+		}
+	})
+}
+
 // waitFirstAttempt waits until a new group is CREATED or removed, or its first attempt
 // failed (it says why it waits), or wait passed, and returns a copy of its row then.
 func (m *pgManager) waitFirstAttempt(ctx context.Context, e *pgEntry, id string, wait time.Duration) *pb.PlacementGroupInfo {
@@ -322,7 +367,7 @@ func newPlacementGroupID(jobID []byte) string {
 
 // RemovePlacementGroup implements pb.PlacementGroupServiceServer.
 func (m *pgManager) RemovePlacementGroup(ctx context.Context, req *pb.RemovePlacementGroupRequest) (*pb.RemovePlacementGroupReply, error) {
-	if err := m.remove(req.PlacementGroupId); err != nil {
+	if err := m.remove(req.PlacementGroupId, removedByOwner); err != nil {
 		return nil, err
 	}
 	return &pb.RemovePlacementGroupReply{}, nil
@@ -333,7 +378,7 @@ func (m *pgManager) RemovePlacementGroup(ctx context.Context, req *pb.RemovePlac
 // store refuses it, the group stays as it was and the error says so (a removal answered
 // OK is never lost). A running two-phase commit sees the removal and cancels what it
 // reserved.
-func (m *pgManager) remove(id string) error {
+func (m *pgManager) remove(id, reason string) error {
 	m.mu.Lock()
 	e := m.groups[id]
 	if e == nil {
@@ -345,6 +390,7 @@ func (m *pgManager) remove(id string) error {
 	removed.State = pb.PlacementGroupState_REMOVED
 	removed.Stats.SchedulingState = pb.SchedulingState_SCHEDULING_REMOVED
 	removed.RemovedTimeMs = m.now().UnixMilli()
+	removed.RemovalReason = reason
 	removed.PendingReason, removed.PendingReasonCode, removed.RejectionSummaries = "", "", nil
 	for _, b := range removed.Bundles {
 		// Ray's table keeps a removed group's last node ids; nothing reads them as held,
@@ -366,7 +412,7 @@ func (m *pgManager) remove(id string) error {
 	e.cancelling = true
 	e.notify()
 	m.mu.Unlock()
-	m.log.Info().Str("pg_id", id).Msg("placement group removed")
+	m.log.Info().Str("pg_id", id).Str("reason", reason).Msg("placement group removed")
 	// Its actors die first, so the raylet's reports of the workers that the cancel kills
 	// are ignored.
 	for _, l := range m.listeners {

@@ -61,6 +61,13 @@ func WithPriority(class string) PlacementGroupOption {
 	return func(r *pb.CreatePlacementGroupRequest) { r.Priority = class }
 }
 
+// WithMaxRuntime removes the group once it has run (been CREATED) for d, rounded up to
+// whole seconds (Kueue's maximumExecutionTimeSeconds; max_runtime_s in the table). At
+// most a year; 0 means no limit.
+func WithMaxRuntime(d time.Duration) PlacementGroupOption {
+	return func(r *pb.CreatePlacementGroupRequest) { r.MaxRuntimeS = int64((d + time.Second - 1) / time.Second) }
+}
+
 // WithBundleLabelSelector gives one label selector per bundle: label → "value",
 // "in(a,b)", "!value" or "!in(a,b)". A bundle lands only on a node whose labels match.
 func WithBundleLabelSelector(selectors []map[string]string) PlacementGroupOption {

@@ -502,6 +502,14 @@ type PlacementGroupInfo struct {
 	Queue         string `protobuf:"bytes,16,opt,name=queue,proto3" json:"queue,omitempty"`
 	PriorityClass string `protobuf:"bytes,17,opt,name=priority_class,json=priorityClass,proto3" json:"priority_class,omitempty"`
 	Priority      int64  `protobuf:"varint,18,opt,name=priority,proto3" json:"priority,omitempty"`
+	// As requested (0: none): the group is removed once it has run this long.
+	MaxRuntimeS int64 `protobuf:"varint,19,opt,name=max_runtime_s,json=maxRuntimeS,proto3" json:"max_runtime_s,omitempty"`
+	// Unix milliseconds of the first time the group was CREATED (0 before); its
+	// max_runtime_s counts from then.
+	RunningSinceMs int64 `protobuf:"varint,20,opt,name=running_since_ms,json=runningSinceMs,proto3" json:"running_since_ms,omitempty"`
+	// Why a REMOVED group was removed: "removed by its owner", "its job finished",
+	// "ran for max_runtime_s=N".
+	RemovalReason string `protobuf:"bytes,21,opt,name=removal_reason,json=removalReason,proto3" json:"removal_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -655,6 +663,27 @@ func (x *PlacementGroupInfo) GetPriority() int64 {
 	return 0
 }
 
+func (x *PlacementGroupInfo) GetMaxRuntimeS() int64 {
+	if x != nil {
+		return x.MaxRuntimeS
+	}
+	return 0
+}
+
+func (x *PlacementGroupInfo) GetRunningSinceMs() int64 {
+	if x != nil {
+		return x.RunningSinceMs
+	}
+	return 0
+}
+
+func (x *PlacementGroupInfo) GetRemovalReason() string {
+	if x != nil {
+		return x.RemovalReason
+	}
+	return ""
+}
+
 type CreatePlacementGroupRequest struct {
 	state   protoimpl.MessageState                    `protogen:"open.v1"`
 	Bundles []*CreatePlacementGroupRequest_BundleSpec `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
@@ -675,8 +704,11 @@ type CreatePlacementGroupRequest struct {
 	WaitFirstAttemptMs int64 `protobuf:"varint,8,opt,name=wait_first_attempt_ms,json=waitFirstAttemptMs,proto3" json:"wait_first_attempt_ms,omitempty"`
 	// With queues configured (raygo start --head --queues): the queue to charge (default:
 	// the one the namespace maps to) and the priority class (default: the queue's).
-	Queue         string `protobuf:"bytes,9,opt,name=queue,proto3" json:"queue,omitempty"`
-	Priority      string `protobuf:"bytes,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	Queue    string `protobuf:"bytes,9,opt,name=queue,proto3" json:"queue,omitempty"`
+	Priority string `protobuf:"bytes,10,opt,name=priority,proto3" json:"priority,omitempty"`
+	// When > 0, the group is removed once it has run (been CREATED) this many seconds,
+	// as Kueue's maximumExecutionTimeSeconds; at most 31,536,000 (a year).
+	MaxRuntimeS   int64 `protobuf:"varint,11,opt,name=max_runtime_s,json=maxRuntimeS,proto3" json:"max_runtime_s,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +811,13 @@ func (x *CreatePlacementGroupRequest) GetPriority() string {
 		return x.Priority
 	}
 	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetMaxRuntimeS() int64 {
+	if x != nil {
+		return x.MaxRuntimeS
+	}
+	return 0
 }
 
 type CreatePlacementGroupReply struct {
@@ -1689,7 +1728,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\aexample\x18\x02 \x01(\tR\aexample\x12\x14\n" +
 	"\x05nodes\x18\x03 \x01(\x05R\x05nodes\x12(\n" +
-	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xd1\x05\n" +
+	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xc6\x06\n" +
 	"\x12PlacementGroupInfo\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1709,7 +1748,10 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x13pending_reason_code\x18\x0f \x01(\tR\x11pendingReasonCode\x12\x14\n" +
 	"\x05queue\x18\x10 \x01(\tR\x05queue\x12%\n" +
 	"\x0epriority_class\x18\x11 \x01(\tR\rpriorityClass\x12\x1a\n" +
-	"\bpriority\x18\x12 \x01(\x03R\bpriorityJ\x04\b\v\x10\f\"\xd4\x05\n" +
+	"\bpriority\x18\x12 \x01(\x03R\bpriority\x12\"\n" +
+	"\rmax_runtime_s\x18\x13 \x01(\x03R\vmaxRuntimeS\x12(\n" +
+	"\x10running_since_ms\x18\x14 \x01(\x03R\x0erunningSinceMs\x12%\n" +
+	"\x0eremoval_reason\x18\x15 \x01(\tR\rremovalReasonJ\x04\b\v\x10\f\"\xf8\x05\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -1721,7 +1763,8 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x15wait_first_attempt_ms\x18\b \x01(\x03R\x12waitFirstAttemptMs\x12\x14\n" +
 	"\x05queue\x18\t \x01(\tR\x05queue\x12\x1a\n" +
 	"\bpriority\x18\n" +
-	" \x01(\tR\bpriority\x1a\xd7\x02\n" +
+	" \x01(\tR\bpriority\x12\"\n" +
+	"\rmax_runtime_s\x18\v \x01(\x03R\vmaxRuntimeS\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

@@ -269,3 +269,17 @@ def test_a_gcs_restarted_on_its_empty_memory_store_is_named_in_the_error(tmp_pat
     finally:
         raygo.shutdown()
         own.stop()
+
+
+def test_a_group_is_removed_after_its_max_runtime(driver) -> None:  # type: ignore[no-untyped-def]
+    from raygo.util.placement_group import placement_group, placement_group_table
+
+    with pytest.raises(ValueError, match="max_runtime_s"):
+        placement_group([{"CPU": 1}], max_runtime_s=0)
+    with pytest.raises(TypeError, match="max_runtime_s"):
+        placement_group([{"CPU": 1}], max_runtime_s=1.5)  # type: ignore[arg-type]
+    pg = placement_group([{"CPU": 1}], max_runtime_s=1)
+    assert pg.wait(timeout_seconds=30)
+    assert placement_group_table(pg)["max_runtime_s"] == 1
+    row = poll("the group removed after 1 s", lambda: (lambda r: r if r["state"] == "REMOVED" else None)(placement_group_table(pg)))
+    assert row["removal_reason"] == "ran for max_runtime_s=1"

@@ -115,7 +115,7 @@ class RejectionSummary(_message.Message):
     def __init__(self, code: _Optional[str] = ..., example: _Optional[str] = ..., nodes: _Optional[int] = ..., example_node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlacementGroupInfo(_message.Message):
-    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code", "queue", "priority_class", "priority")
+    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code", "queue", "priority_class", "priority", "max_runtime_s", "running_since_ms", "removal_reason")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +133,9 @@ class PlacementGroupInfo(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_CLASS_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    REMOVAL_REASON_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     name: str
     namespace: str
@@ -150,10 +153,13 @@ class PlacementGroupInfo(_message.Message):
     queue: str
     priority_class: str
     priority: int
-    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., priority_class: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    max_runtime_s: int
+    running_since_ms: int
+    removal_reason: str
+    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., priority_class: _Optional[str] = ..., priority: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., running_since_ms: _Optional[int] = ..., removal_reason: _Optional[str] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
-    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority")
+    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority", "max_runtime_s")
     class BundleSpec(_message.Message):
         __slots__ = ("resources", "label_selector")
         class ResourcesEntry(_message.Message):
@@ -185,6 +191,7 @@ class CreatePlacementGroupRequest(_message.Message):
     WAIT_FIRST_ATTEMPT_MS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
     bundles: _containers.RepeatedCompositeFieldContainer[CreatePlacementGroupRequest.BundleSpec]
     strategy: str
     name: str
@@ -195,7 +202,8 @@ class CreatePlacementGroupRequest(_message.Message):
     wait_first_attempt_ms: int
     queue: str
     priority: str
-    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ..., queue: _Optional[str] = ..., priority: _Optional[str] = ...) -> None: ...
+    max_runtime_s: int
+    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ..., queue: _Optional[str] = ..., priority: _Optional[str] = ..., max_runtime_s: _Optional[int] = ...) -> None: ...
 
 class CreatePlacementGroupReply(_message.Message):
     __slots__ = ("placement_group",)

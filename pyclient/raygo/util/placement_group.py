@@ -284,6 +284,7 @@ def placement_group(
     topology: Optional[str] = None,
     queue: Optional[str] = None,
     priority: Optional[str] = None,
+    max_runtime_s: Optional[int] = None,
 ) -> PlacementGroup:
     """Asks the GCS for a placement group and returns its handle once the GCS accepted it.
 
@@ -311,6 +312,9 @@ def placement_group(
             job's namespace maps to).
         priority: raygo only: the priority class (``"training-high"``, ...; default: the
             queue's).
+        max_runtime_s: raygo only: remove the group once it has run (been ``CREATED``) this
+            many seconds (Kueue's ``maximumExecutionTimeSeconds``); ``None`` for no limit,
+            at most a year. The table row says why it was removed (``removal_reason``).
 
     Raises:
         ValueError: bad bundles, strategy, lifetime, selector or topology strategy, before
@@ -326,6 +330,10 @@ def placement_group(
     for field, value in (("queue", queue), ("priority", priority)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{field} must be a str or None, got {type(value).__name__}")
+    if max_runtime_s is not None and (isinstance(max_runtime_s, bool) or not isinstance(max_runtime_s, int)):
+        raise TypeError(f"max_runtime_s must be an int or None, got {type(max_runtime_s).__name__}")
+    if max_runtime_s is not None and max_runtime_s <= 0:
+        raise ValueError(f"max_runtime_s must be a positive number of seconds or None, got {max_runtime_s}")
     selectors = bundle_label_selector or [{} for _ in bundles]
     request = pg_pb2.CreatePlacementGroupRequest(
         bundles=[
@@ -340,6 +348,7 @@ def placement_group(
         topology=topology or "",
         queue=queue or "",
         priority=priority or "",
+        max_runtime_s=max_runtime_s or 0,
         # The GCS answers once the group is CREATED or its first attempt failed (in
         # milliseconds): a group that fits needs no second call to be ready.
         wait_first_attempt_ms=_WAIT_FIRST_ATTEMPT_MS,
@@ -430,6 +439,8 @@ def _table_row(info: Any) -> Dict[str, Any]:
         "namespace": info.namespace,
         "is_detached": info.is_detached,
         "pending_reason": info.pending_reason,
+        "max_runtime_s": info.max_runtime_s,
+        "removal_reason": info.removal_reason,
     }
 
 
@@ -444,7 +455,8 @@ def placement_group_table(placement_group: Optional[PlacementGroup] = None) -> D
     ``RESCHEDULING``, ``REMOVED``) and ``stats``; raygo adds, per bundle index,
     ``bundles_to_node_address``, ``bundles_to_gpu_ids``, ``bundles_to_device_uuids`` and
     ``bundles_to_cuda_visible_devices`` (empty for CPU-only bundles and unplaced ones), and
-    ``namespace``, ``is_detached`` and ``pending_reason`` (why a PENDING group waits).
+    ``namespace``, ``is_detached``, ``pending_reason`` (why a PENDING group waits),
+    ``max_runtime_s`` (0: none) and ``removal_reason`` (why a REMOVED group was removed).
     """
     client = _worker.global_client()
     if placement_group is not None:
