@@ -3,6 +3,8 @@ package gcs
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -68,14 +70,20 @@ func (m *pgManager) returnChargeLocked(id string) {
 
 // viewCapacity answers admission's questions with the scheduler itself over the loop's
 // view: a workload fits when placement finds a plan for its group now, and Take reserves
-// that plan (the round then starts its two-phase commit). Running work declares no end
-// yet, so no reservation is timed.
+// that plan (the round then starts its two-phase commit). Time is in Unix milliseconds:
+// a group that declared max_runtime_s ends max_runtime_s after it first ran (work taken
+// in this decision, after now), and a gang that waits is expected to fit once enough of
+// that work has ended (EarliestFit), so its reservation is timed and smaller work may
+// backfill where it ends in time (FitsAt). Work without a declared end never ends.
 type viewCapacity struct {
 	view     *clusterView
 	requests map[*resources.Set]placement.Request // by the workload's first bundle
 	ids      map[*resources.Set]string
 	plans    map[string]placement.Plan
 	maxFree  resources.Set
+	// now and ends: the decision's time, and each group's declared end.
+	now  int64
+	ends map[string]int64
 	// decisions counts the placement decisions made.
 	decisions int
 }
@@ -112,9 +120,59 @@ func (c *viewCapacity) Fit(gang []resources.Set) pending.Reason {
 	return pending.Internal
 }
 
-func (c *viewCapacity) EarliestFit([]resources.Set) (int64, bool) { return 0, false }
+// EarliestFit is the first declared end of held work after which the gang fits.
+func (c *viewCapacity) EarliestFit(gang []resources.Set) (int64, bool) {
+	if c.Fit(gang) == "" {
+		return c.now, true
+	}
+	var ends []int64
+	seen := map[int64]bool{}
+	for ref := range c.view.held {
+		if end, ok := c.ends[ref.group]; ok && !seen[end] {
+			seen[end] = true
+			ends = append(ends, max(end, c.now))
+		}
+	}
+	slices.Sort(ends)
+	ends = slices.Compact(ends)
+	// Fitting only grows as more work ends: the first end at which it fits.
+	i := sort.Search(len(ends), func(i int) bool { return c.FitsAt(gang, ends[i]) })
+	if i == len(ends) {
+		return 0, false
+	}
+	return ends[i], true
+}
 
-func (c *viewCapacity) FitsAt(gang []resources.Set, _ int64) bool { return c.Fit(gang) == "" }
+// FitsAt reports whether the gang would fit once the held work that declared an end at
+// or before at has ended: it gives those bundles back in the view, asks the scheduler,
+// and holds them again.
+func (c *viewCapacity) FitsAt(gang []resources.Set, at int64) bool {
+	request, _, ok := c.request(gang)
+	if !ok {
+		return false
+	}
+	var freed []heldBundle
+	for ref, h := range c.view.held {
+		end, declared := c.ends[ref.group]
+		if !declared || max(end, c.now) > at || h.mig { // MIG slices are the raylet's to give back
+			continue
+		}
+		if c.view.snapshot.Release([]resources.Set{h.resources}, heldPlan(h)) == nil {
+			freed = append(freed, h)
+		}
+	}
+	c.decisions++
+	_, err := placement.Schedule(c.view.snapshot, request)
+	for _, h := range freed {
+		_ = c.view.snapshot.Reserve([]resources.Set{h.resources}, heldPlan(h)) // gives back what Release took
+	}
+	return err == nil
+}
+
+// heldPlan is the one-bundle plan of a held bundle.
+func heldPlan(h heldBundle) placement.Plan {
+	return placement.Plan{Placements: []placement.BundlePlacement{{BundleIndex: 0, NodeID: h.node, GPUIndices: h.gpus}}}
+}
 
 func (c *viewCapacity) Take(w admission.Workload) {
 	request, id, ok := c.request(w.Bundles)
@@ -128,6 +186,9 @@ func (c *viewCapacity) Take(w admission.Workload) {
 	}
 	c.plans[id] = plan
 	c.maxFree = nil
+	if w.MaxRuntime > 0 {
+		c.ends[id] = c.now + w.MaxRuntime
+	}
 }
 
 func (c *viewCapacity) Release(w admission.Workload) {
@@ -142,6 +203,7 @@ func (c *viewCapacity) Release(w admission.Workload) {
 		delete(c.plans, id)
 		c.maxFree = nil
 	}
+	delete(c.ends, id) // a pending workload's end exists only once Take took it
 }
 
 // admitRound runs one admission decision over every queued group that holds no charge,
@@ -156,7 +218,18 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 	m.admission.dirty = false
 	cfg := m.admission.config
 	usage := m.admission.ledger.Usage()
-	capacity := &viewCapacity{view: m.view, requests: map[*resources.Set]placement.Request{}, ids: map[*resources.Set]string{}, plans: map[string]placement.Plan{}}
+	capacity := &viewCapacity{view: m.view, requests: map[*resources.Set]placement.Request{}, ids: map[*resources.Set]string{}, plans: map[string]placement.Plan{},
+		now: now.UnixMilli(), ends: map[string]int64{}}
+	for id, e := range m.groups {
+		if e.info.MaxRuntimeS <= 0 || !m.chargedLocked(id) {
+			continue
+		}
+		start := e.info.RunningSinceMs
+		if start == 0 { // admitted, being placed: it runs from about now
+			start = now.UnixMilli()
+		}
+		capacity.ends[id] = start + e.info.MaxRuntimeS*1000
+	}
 	var work []admission.Workload
 	entries := map[string]*pgEntry{}
 	for _, s := range m.queue.shapes {
@@ -168,7 +241,8 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 			request := e.request
 			request.Bundles = append([]resources.Set(nil), request.Bundles...) // a slice of its own: its first element keys it
 			request.Workload = workload
-			w := admission.Workload{ID: id, Queue: e.info.Queue, Priority: e.info.Priority, Arrival: e.seq, Bundles: request.Bundles}
+			w := admission.Workload{ID: id, Queue: e.info.Queue, Priority: e.info.Priority, Arrival: e.seq, Bundles: request.Bundles,
+				MaxRuntime: e.info.MaxRuntimeS * 1000}
 			capacity.requests[&request.Bundles[0]] = request
 			capacity.ids[&request.Bundles[0]] = id
 			entries[id] = e

@@ -95,3 +95,49 @@ func TestCohortBorrowingAdmitsUpToTheBorrowingLimit(t *testing.T) {
 		t.Fatal("an unknown queue was accepted")
 	}
 }
+
+// With declared runtimes a waiting gang's reservation is timed (EASY backfill in the
+// GCS): on 8 GPUs, 4 run for 100 s; an 8-GPU gang waits for them; 2 GPUs that end in
+// 50 s start beside it, 2 GPUs without an end or that run 200 s wait (they would delay
+// the gang). Without declared ends every smaller GPU group waited.
+func TestDeclaredRuntimesLetSmallGroupsBackfillAroundAWaitingGang(t *testing.T) {
+	f := &twoPhaseFixture{t: t}
+	*f = *newTwoPhaseFixture(t, "a")
+	f.nodes.total = map[string]float64{"CPU": 64, "GPU": 8}
+	cfg, err := queues.Load([]byte("queues:\n  - name: team\n    namespaces: [\"team\"]\n    resources:\n      GPU: {nominalQuota: 64}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queues = cfg
+	f.m = f.newManager()
+	create := func(gpus int, runtime int64) string {
+		t.Helper()
+		req := &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: lifetimeDetached, Namespace: "team", MaxRuntimeS: runtime}
+		for range gpus {
+			req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"GPU": 1}})
+		}
+		reply, err := f.m.CreatePlacementGroup(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup.PlacementGroupId
+	}
+	running := create(4, 100)
+	f.settle()
+	f.checkCreatedIsWhole(running)
+	gang := create(8, 3600)
+	endsInTime := create(2, 50)
+	endless := create(2, 0)
+	endsLate := create(2, 200)
+	f.settle()
+	f.settle()
+	f.checkCreatedIsWhole(endsInTime)
+	if info := f.m.info(gang); info.State != pb.PlacementGroupState_PENDING {
+		t.Fatalf("the gang: %v, want PENDING until the 100 s group ends", info.State)
+	}
+	for name, id := range map[string]string{"no declared end": endless, "ending after the gang's time": endsLate} {
+		if info := f.m.info(id); info.State != pb.PlacementGroupState_PENDING || info.PendingReasonCode != string(pending.BlockedByReservation) {
+			t.Fatalf("2 GPUs %s: %v %q, want PENDING with BlockedByReservation", name, info.State, info.PendingReasonCode)
+		}
+	}
+}
