@@ -178,6 +178,7 @@ func (m *pgManager) notifyCreated(id string, created bool) {
 	if !created {
 		return
 	}
+	m.metrics.commit("created")
 	for _, l := range m.listeners {
 		l.onPlacementGroupCreated(id)
 	}
@@ -187,6 +188,7 @@ func (m *pgManager) notifyCreated(id string, created bool) {
 // meanwhile): cancel everywhere, unplace the plan's bundles, and queue the group again
 // with backoff — PENDING, or RESCHEDULING when it still holds other bundles.
 func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
+	m.metrics.commit("requeued")
 	m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil

@@ -245,7 +245,9 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 			request := e.request
 			request.PlacedBundles, request.Workload = w.placed[i], workload
 			attempts++
+			began := time.Now()
 			plan, err := placement.Schedule(view.snapshot, request)
+			m.metrics.observeDecision(time.Since(began))
 			if err == nil {
 				err = view.reserve(e.id, request.Bundles, plan)
 			}

@@ -142,6 +142,8 @@ type pgDeps struct {
 	now      func() time.Time
 	// stopped is closed when the GCS stops: timers that would remove groups stand down.
 	stopped <-chan struct{}
+	// metrics counts decisions and commits; nil counts nothing.
+	metrics *pgMetrics
 	log     zerolog.Logger
 }
 

@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -45,6 +47,10 @@ type Server struct {
 	// actors and executables: the actor manager and the worker executables it starts.
 	actors      *actorManager
 	executables *executableService
+
+	// dashboard serves /metrics (Config.DashboardAddress); nil when not served.
+	dashboard     *http.Server
+	dashboardAddr string
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -92,7 +98,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcs queue configuration: %w", err)
 	}
-	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log, stopped: s.stopped})
+	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log, stopped: s.stopped, metrics: newPGMetrics()})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
 		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken})
@@ -162,6 +168,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	go s.pgs.loop(s.stopped)
 	go s.actors.loop(s.stopped)
 	go s.collectExecutablesLoop(s.stopped)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
+	s.serveDashboard(registry)
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil
@@ -222,6 +231,9 @@ func (s *Server) Stop() {
 		}
 		if s.gossip != nil {
 			s.gossip.Leave(time.Second)
+		}
+		if s.dashboard != nil {
+			_ = s.dashboard.Close()
 		}
 		s.closeAll()
 		s.log.Info().Msg("GCS stopped")

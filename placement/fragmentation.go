@@ -353,3 +353,64 @@ func shapeKey(s *WorkloadShape) string {
 	return s.CPU.String() + "/" + s.Memory.String() + "/" + resources.Amount(s.GPUs).String() + "/" +
 		s.GPUFraction.String() + "/" + island + "/" + s.MIGProfile + "/" + s.Selector.String()
 }
+
+// IslandShapes are the whole-GPU shapes of the given sizes, each in one NVLink island (a
+// STRICT_PACK gang of k GPUs): the shapes `raygo_gpus_free_unschedulable` reports.
+func IslandShapes(sizes ...int) []WorkloadShape {
+	shapes := make([]WorkloadShape, len(sizes))
+	for i, k := range sizes {
+		shapes[i] = WorkloadShape{GPUs: k, OneIsland: true, Weight: 1}
+	}
+	return shapes
+}
+
+// ClusterFragmentation sums NodeFragmentation over the live nodes: per shape, the free
+// GPUs a request of that shape could not use (free but unschedulable for it: 100 nodes
+// with one free GPU each leave 100 of them to an 8-GPU gang); and the expected
+// fragmentation under workload (0 when it has no shapes).
+func ClusterFragmentation(nodes []Node, shapes []WorkloadShape, workload *WorkloadDistribution) (perShape []float64, expected float64) {
+	perShape = make([]float64, len(shapes))
+	each := make([]float64, len(shapes))
+	counts := &WorkloadDistribution{Shapes: shapes}
+	for i := range nodes {
+		if !nodes[i].Alive {
+			continue
+		}
+		node := fragmentationNodeOf(&nodes[i])
+		NodeFragmentation(&node, counts, each)
+		for s := range shapes {
+			perShape[s] += each[s]
+		}
+		if workload != nil {
+			expected += NodeFragmentation(&node, workload, nil)
+		}
+	}
+	return perShape, expected
+}
+
+// fragmentationNodeOf is a node's free capacity as NodeFragmentation reads it. GPUs
+// without an NVLink peer are islands of their own; a node whose GPUs are known by count
+// only is one island of its free GPUs.
+func fragmentationNodeOf(n *Node) FragmentationNode {
+	f := FragmentationNode{FreeCPU: n.Available[resources.CPU], FreeMemory: n.Available[resources.Memory], Labels: n.Labels}
+	if len(n.GPUs) > 0 {
+		for i, gpu := range n.GPUs[:min(len(n.GPUs), MaxGPUsPerNode)] {
+			island := int32(gpu.NVLinkIsland)
+			if island < 0 {
+				island = int32(-1 - i) // alone: an island no other GPU shares
+			}
+			f.GPUFree = append(f.GPUFree, gpu.Available)
+			f.GPUIslands = append(f.GPUIslands, island)
+		}
+		return f
+	}
+	free := n.Available[resources.GPU]
+	for free >= resources.AmountScale && len(f.GPUFree) < MaxGPUsPerNode {
+		f.GPUFree = append(f.GPUFree, resources.AmountScale)
+		free -= resources.AmountScale
+	}
+	if free > 0 && len(f.GPUFree) < MaxGPUsPerNode {
+		f.GPUFree = append(f.GPUFree, free)
+	}
+	return f
+}

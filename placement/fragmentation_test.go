@@ -1,8 +1,10 @@
 package placement_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -230,5 +232,44 @@ func TestObserveRequestCountsAStrictPackGroupAsOneTask(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The example reads right: 100 nodes of 8 GPUs (one NVLink island) with one
+// free GPU each leave 100 free GPUs no 2-, 4- or 8-GPU gang can use, and none for one
+// GPU. A node a shape can run on counts none of its wholly free GPUs in islands large
+// enough (FGD's measure: a node with 3 free leaves none to a 2-GPU gang); GPUs known by
+// count only are one island, GPUs without an NVLink peer islands of their own.
+func TestClusterFragmentationCountsFreeButUnschedulableGPUs(t *testing.T) {
+	var nodes []placement.Node
+	for i := range 100 {
+		n := placement.Node{ID: placement.NodeID(fmt.Sprintf("n%03d", i)), Alive: true, Total: resources.Set{resources.GPU: 8 * resources.AmountScale},
+			Available: resources.Set{resources.GPU: resources.AmountScale}}
+		for g := range 8 {
+			free := resources.Amount(0)
+			if g == 7 {
+				free = resources.AmountScale
+			}
+			n.GPUs = append(n.GPUs, placement.GPU{Index: g, NVLinkIsland: 0, Rail: g, Available: free})
+		}
+		nodes = append(nodes, n)
+	}
+	// A dead node is not counted; a node known by count has its 3 free GPUs as one island;
+	// one whose 4 free GPUs have no NVLink peer is four islands of one.
+	nodes = append(nodes, placement.Node{ID: "dead", Available: resources.Set{resources.GPU: 8 * resources.AmountScale}},
+		placement.Node{ID: "counted", Alive: true, Available: resources.Set{resources.GPU: 3 * resources.AmountScale}})
+	lonely := placement.Node{ID: "lonely", Alive: true, Available: resources.Set{resources.GPU: 4 * resources.AmountScale}}
+	for g := range 4 {
+		lonely.GPUs = append(lonely.GPUs, placement.GPU{Index: g, NVLinkIsland: -1, Rail: -1, Available: resources.AmountScale})
+	}
+	nodes = append(nodes, lonely)
+	perShape, expected := placement.ClusterFragmentation(nodes, placement.IslandShapes(1, 2, 4, 8), nil)
+	want := []float64{0, 100 + 0 + 4, 100 + 3 + 4, 100 + 3 + 4}
+	if !slices.Equal(perShape, want) || expected != 0 {
+		t.Fatalf("per shape %v, expected %v; want %v and 0", perShape, expected, want)
+	}
+	workload := &placement.WorkloadDistribution{Shapes: placement.IslandShapes(8)}
+	if _, expected := placement.ClusterFragmentation(nodes, placement.IslandShapes(8), workload); expected != 107 {
+		t.Fatalf("expected fragmentation for a workload of 8-GPU gangs: %v, want 107", expected)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -202,6 +203,8 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
 	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
 	nodeTimeout := fs.Duration("node-timeout", 30*time.Second, "a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
+	dashboardHost := fs.String("dashboard-host", "127.0.0.1", "address the dashboard port (/metrics) binds to")
+	dashboardPort := fs.Int("dashboard-port", 8265, "dashboard port, serving /metrics (0: a free one, -1: none); one already taken is a warning")
 	lease := fs.Duration("job-lease-timeout", 30*time.Second, "a driver that does not renew its job lease for this long is dead")
 	queuesFile := fs.String("queues", "", "queue configuration (YAML, Kueue's field names): placement groups are admitted into queues with quotas before they are placed (default: no queues, groups are placed as they come)")
 	if err := parseFlags(fs, args); err != nil {
@@ -231,6 +234,15 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 		return badInput("--node-timeout %s: must not be negative", *nodeTimeout)
 	}
 	cfg.NodeTimeout = *nodeTimeout
+	if *dashboardPort < -1 || *dashboardPort > 65535 {
+		return badInput("--dashboard-port %d: must be from 0 to 65535, or -1 for none", *dashboardPort)
+	}
+	if *dashboardPort >= 0 {
+		if net.ParseIP(*dashboardHost) == nil {
+			return badInput("--dashboard-host %q: not an IP address", *dashboardHost)
+		}
+		cfg.DashboardAddress = net.JoinHostPort(*dashboardHost, strconv.Itoa(*dashboardPort))
+	}
 	if _, err := loadQueues(*queuesFile); err != nil {
 		return err
 	}

@@ -58,6 +58,8 @@ type startOptions struct {
 	gcsPprof, rayletPprof string
 	jobLease              time.Duration
 	nodeTimeout           time.Duration
+	dashboardHost         string
+	dashboardPort         int
 	// queuesFile: --queues, the queue configuration (head only).
 	queuesFile string
 	tempDir    string
@@ -84,6 +86,8 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.queuesFile, "queues", "", "with --head: queue configuration (YAML with Kueue's field names: queues with quotas, cohorts, priority classes); placement groups are admitted into their queue's quota before they are placed (default: none)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
+	fs.StringVar(&o.dashboardHost, "dashboard-host", "127.0.0.1", "with --head: address the dashboard port (/metrics) binds to")
+	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving /metrics in Prometheus' text format (0: a free one, -1: none); one already taken is a warning")
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", 30*time.Second, "with --head: a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")

@@ -181,7 +181,7 @@ func (s *supervisor) spawn(name string, args []string) (*daemon, error) {
 func (s *supervisor) startGCS(ctx context.Context) error {
 	o := s.opts
 	args := append([]string{"gcs-server", "--node-ip-address", o.nodeIP, "--port", strconv.Itoa(o.port), "--job-lease-timeout", o.jobLease.String(),
-		"--node-timeout", o.nodeTimeout.String(), "--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof, "--queues", o.queuesFile,
+		"--node-timeout", o.nodeTimeout.String(), "--dashboard-host", o.dashboardHost, "--dashboard-port", strconv.Itoa(o.dashboardPort), "--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "gcs.log"), "--pprof", o.gcsPprof, "--queues", o.queuesFile,
 		"--store-identity-file", filepath.Join(s.sessionDir, "redis-store-identity")}, o.store.args()...)
 	d, err := s.spawn("gcs", args)
 	if err != nil {

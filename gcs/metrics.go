@@ -1,0 +1,217 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raygo-dev/raygo/internal/auth"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// The head's metrics, in Prometheus' text format on the dashboard port (/metrics). The
+// tables' figures are read at each scrape; the scheduler's decision latency and commit
+// outcomes are counted as they happen. README's metrics table names them.
+
+// fragmentationShapes are the shapes of raygo_gpus_free_unschedulable: 1, 2, 4 and 8
+// whole GPUs in one NVLink island.
+var fragmentationShapes = []int{1, 2, 4, 8}
+
+// pgMetrics are the placement-group manager's event metrics. A nil *pgMetrics counts
+// nothing (managers built by tests).
+type pgMetrics struct {
+	decisionSeconds prometheus.Histogram
+	commits         *prometheus.CounterVec
+}
+
+func newPGMetrics() *pgMetrics {
+	return &pgMetrics{
+		decisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "raygo_scheduling_decision_seconds",
+			Help: "Time of one placement decision (placement.Schedule) for a pending group.",
+			// 100 µs to about 3 s.
+			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 15),
+		}),
+		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raygo_placement_group_commits_total",
+			Help: "Two-phase reservations of placement groups by outcome: created, or requeued (a prepare or commit failed, or the group was removed meanwhile).",
+		}, []string{"outcome"}),
+	}
+}
+
+func (p *pgMetrics) observeDecision(took time.Duration) {
+	if p != nil {
+		p.decisionSeconds.Observe(took.Seconds())
+	}
+}
+
+func (p *pgMetrics) commit(outcome string) {
+	if p != nil {
+		p.commits.WithLabelValues(outcome).Inc()
+	}
+}
+
+// tableCollector reads the GCS's tables at each scrape.
+type tableCollector struct {
+	s *Server
+
+	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, unschedulable, expected *prometheus.Desc
+	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                         *prometheus.Desc
+}
+
+func newTableCollector(s *Server) *tableCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &tableCollector{s: s,
+		nodes:              d("raygo_nodes", "Nodes by state (ALIVE, DEAD; DRAINING counts ALIVE nodes that take no new work).", "state"),
+		resourcesTotal:     d("raygo_resources_total", "Resources of the ALIVE nodes.", "resource"),
+		resourcesAllocated: d("raygo_resources_allocated", "Resources of the ALIVE nodes held by placement groups, actors and tasks (total less what the raylets report available).", "resource"),
+		gpus:               d("raygo_gpus", "Whole GPUs of the ALIVE nodes: total, allocated and free (MIG GPUs are counted by their slices, not here).", "state"),
+		groups:             d("raygo_placement_groups", "Placement groups by state (REMOVED ones while they are listed).", "state"),
+		pending:            d("raygo_pending_workloads", "PENDING and RESCHEDULING placement groups by pending-reason code (the one list of raygo's codes; empty: not tried yet).", "reason"),
+		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use, summed over the ALIVE nodes (FGD's measure: all of a node's free GPUs when the shape cannot run there, else its partly used GPUs and the free GPUs of islands too small).", "shape"),
+		expected:           d("raygo_gpu_fragmentation_expected", "Expected free GPUs a request drawn from the recent workload could not use (FGD's expectation over the shapes the GCS saw asked)."),
+		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
+		queueUsage:         d("raygo_queue_usage", "What a queue's admitted groups hold, per resource.", "queue", "resource"),
+		queueBorrowed:      d("raygo_queue_borrowed", "A queue's usage above its nominal quota, per resource.", "queue", "resource"),
+		queuePending:       d("raygo_queue_pending_workloads", "Placement groups waiting for admission in a queue.", "queue"),
+		queueShare:         d("raygo_queue_dominant_share", "A queue's fair-sharing dominant share.", "queue"),
+	}
+}
+
+func (c *tableCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(desc *prometheus.Desc, value float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, value, labels...)
+	}
+	// Nodes and resources, from the node table.
+	nodes, err := c.s.nodes.GetAllNodeInfo(context.Background(), &pb.GetAllNodeInfoRequest{})
+	if err == nil {
+		states := map[string]float64{"ALIVE": 0, "DEAD": 0, "DRAINING": 0}
+		total, available := resources.Set{}, resources.Set{}
+		for _, n := range nodes.Nodes {
+			states[n.State.String()]++
+			if n.State != pb.NodeState_ALIVE {
+				continue
+			}
+			if n.IsDraining {
+				states["DRAINING"]++
+			}
+			if t, err := resources.SetFromFloat(n.ResourcesTotal); err == nil {
+				total = total.Add(t)
+			}
+			if a, err := resources.SetFromFloat(n.ResourcesAvailable); err == nil {
+				available = available.Add(a)
+			}
+		}
+		for state, count := range states {
+			gauge(c.nodes, count, state)
+		}
+		for _, name := range total.Names() {
+			gauge(c.resourcesTotal, total[name].Float(), name)
+			gauge(c.resourcesAllocated, max(total[name]-available[name], 0).Float(), name)
+		}
+		gpuTotal, gpuFree := total[resources.GPU].Float(), available[resources.GPU].Float()
+		gauge(c.gpus, gpuTotal, "total")
+		gauge(c.gpus, gpuTotal-gpuFree, "allocated")
+		gauge(c.gpus, gpuFree, "free")
+	}
+	// Groups by state and pending reason; the GCS's own view of the GPUs for the
+	// fragmentation figures.
+	byState, byReason, held, workload := c.s.pgs.metricsView()
+	for _, state := range pb.PlacementGroupState_name {
+		gauge(c.groups, byState[state], state)
+	}
+	for reason, count := range byReason {
+		gauge(c.pending, count, reason)
+	}
+	if view, err := buildView(c.s.nodes.schedulingNodes(), held); err == nil {
+		perShape, expected := placement.ClusterFragmentation(view.snapshot.Nodes(), placement.IslandShapes(fragmentationShapes...), &workload)
+		for i, k := range fragmentationShapes {
+			gauge(c.unschedulable, perShape[i], itoa(k))
+		}
+		gauge(c.expected, expected)
+	}
+	// Queues, as `raygo queues list` shows them.
+	if queues, err := (queueService{m: c.s.pgs}).ListQueues(context.Background(), &pb.ListQueuesRequest{}); err == nil && queues.Enabled {
+		for _, q := range queues.Queues {
+			gauge(c.queuePending, float64(q.Pending), q.Queue)
+			gauge(c.queueShare, q.DominantShare, q.Queue)
+			for _, r := range q.Resources {
+				gauge(c.queueNominal, r.NominalQuota, q.Queue, r.Resource)
+				gauge(c.queueUsage, r.Usage, q.Queue, r.Resource)
+				gauge(c.queueBorrowed, r.Borrowed, q.Queue, r.Resource)
+			}
+		}
+	}
+}
+
+func itoa(n int) string {
+	const digits = "0123456789"
+	if n < 10 {
+		return digits[n : n+1]
+	}
+	return itoa(n/10) + digits[n%10:n%10+1]
+}
+
+// metricsView counts the groups by state and the pending ones by reason code, and
+// returns the bundles the GCS holds and the workload it learned, for one scrape.
+func (m *pgManager) metricsView() (byState, byReason map[string]float64, held []viewBundle, workload placement.WorkloadDistribution) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byState, byReason = map[string]float64{}, map[string]float64{}
+	for _, e := range m.groups {
+		byState[e.info.State.String()]++
+		if e.info.State == pb.PlacementGroupState_PENDING || e.info.State == pb.PlacementGroupState_RESCHEDULING {
+			byReason[e.info.PendingReasonCode]++
+		}
+	}
+	byState[pb.PlacementGroupState_REMOVED.String()] += float64(len(m.removed))
+	return byState, byReason, m.heldBundlesLocked(), m.workload.Distribution()
+}
+
+// serveDashboard serves /metrics on the dashboard address; a port that cannot be bound
+// is a warning, not a failure (as Ray's dashboard). With auth on and an address that is
+// not loopback, a scrape must carry the cluster token (Authorization: Bearer).
+func (s *Server) serveDashboard(registry *prometheus.Registry) {
+	if s.cfg.DashboardAddress == "" {
+		return
+	}
+	listener, err := net.Listen("tcp", s.cfg.DashboardAddress)
+	if err != nil {
+		s.log.Warn().Err(err).Str("address", s.cfg.DashboardAddress).Msg("dashboard port unavailable: no /metrics")
+		return
+	}
+	host, _, _ := net.SplitHostPort(s.cfg.DashboardAddress)
+	needToken := s.cfg.AuthToken != "" && !auth.IsLoopback(host)
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if needToken && !auth.Equal(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), s.cfg.AuthToken) {
+			http.Error(w, "this raygo cluster requires its token: "+auth.Hint, http.StatusUnauthorized)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
+	s.dashboard = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.dashboardAddr = listener.Addr().String()
+	go func() {
+		if err := s.dashboard.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn().Err(err).Msg("dashboard stopped")
+		}
+	}()
+	s.log.Info().Str("address", s.dashboardAddr).Msg("dashboard serving /metrics")
+}
+
+// DashboardAddress is where /metrics is served ("" when it is not).
+func (s *Server) DashboardAddress() string { return s.dashboardAddr }

@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/tests/harness"
+)
+
+// scrape reads the head's /metrics with Prometheus' own text parser.
+func scrape(t *testing.T, address string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	resp, err := http.Get("http://" + address + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// value is the gauge, counter or histogram count of a family with the given label.
+func value(families map[string]*dto.MetricFamily, name, label, labelValue string) (float64, bool) {
+	family := families[name]
+	if family == nil {
+		return 0, false
+	}
+	for _, m := range family.Metric {
+		matches := label == ""
+		for _, l := range m.Label {
+			if l.GetName() == label && l.GetValue() == labelValue {
+				matches = true
+			}
+		}
+		if !matches {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// On two simulated DGX H100 nodes with 4 GPUs held on each (one STRICT_SPREAD group),
+// an 8-GPU STRICT_PACK gang
+// waits as Fragmented (8 GPUs free, no island of 8), and the head's /metrics says so:
+// 8 free GPUs no 8-GPU gang can use, nodes, GPUs, groups by state, pending by reason,
+// decision latency and commit outcomes.
+func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
+	t.Parallel()
+	port := harness.FreePort(t)
+	c := harness.StartHead(t, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port))
+	c.AddNode("--gpu-sim", "dgx-h100")
+	c.AddNode("--gpu-sim", "dgx-h100")
+	dashboard := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	create := func(strategy string, bundles ...float64) string {
+		req := &pb.CreatePlacementGroupRequest{Strategy: strategy, Lifetime: "detached"}
+		for _, gpus := range bundles {
+			req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"GPU": gpus}})
+		}
+		reply, err := pgs.CreatePlacementGroup(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup.PlacementGroupId
+	}
+	create("STRICT_SPREAD", 4, 4) // 4 GPUs on each node
+	gang := create("STRICT_PACK", 1, 1, 1, 1, 1, 1, 1, 1)
+	harness.Eventually(t, 30*time.Second, "the gang waits as Fragmented", func() error {
+		reply, err := pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: gang})
+		if err != nil {
+			return err
+		}
+		if g := reply.PlacementGroup; g.State != pb.PlacementGroupState_PENDING || g.PendingReasonCode != "Fragmented" {
+			return fmt.Errorf("%v %q", g.State, g.PendingReasonCode)
+		}
+		return nil
+	})
+	want := []struct {
+		name, label, value string
+		want               float64
+	}{
+		{"raygo_nodes", "state", "ALIVE", 3},
+		{"raygo_gpus", "state", "total", 16},
+		{"raygo_gpus", "state", "allocated", 8},
+		{"raygo_placement_groups", "state", "CREATED", 1},
+		{"raygo_placement_groups", "state", "PENDING", 1},
+		{"raygo_pending_workloads", "reason", "Fragmented", 1},
+		{"raygo_gpus_free_unschedulable", "shape", "8", 8},
+		{"raygo_gpus_free_unschedulable", "shape", "4", 0},
+		{"raygo_gpus_free_unschedulable", "shape", "1", 0},
+		{"raygo_placement_group_commits_total", "outcome", "created", 1},
+	}
+	harness.Eventually(t, 30*time.Second, "/metrics as the cluster is", func() error {
+		families, err := scrape(t, dashboard)
+		if err != nil {
+			return err
+		}
+		for _, w := range want {
+			got, ok := value(families, w.name, w.label, w.value)
+			if !ok || got != w.want {
+				return fmt.Errorf("%s{%s=%q} = %v (present %v), want %v", w.name, w.label, w.value, got, ok, w.want)
+			}
+		}
+		if n, ok := value(families, "raygo_scheduling_decision_seconds", "", ""); !ok || n == 0 {
+			return fmt.Errorf("raygo_scheduling_decision_seconds counted %v decisions", n)
+		}
+		if _, ok := value(families, "raygo_gpu_fragmentation_expected", "", ""); !ok {
+			return fmt.Errorf("no raygo_gpu_fragmentation_expected")
+		}
+		return nil
+	})
+}
