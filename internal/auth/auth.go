@@ -140,11 +140,12 @@ func Save(path, token string) error {
 		return fmt.Errorf("save the token: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
+	err = tmp.Chmod(0o600)
+	if err == nil {
 		_, err = tmp.WriteString(token + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if closeErr := tmp.Close(); err == nil {
 		err = closeErr
