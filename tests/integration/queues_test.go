@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
@@ -155,5 +156,96 @@ func TestABadQueueFileStopsTheStart(t *testing.T) {
 	out, err := exec.Command(harness.Binary(t), "start", "--head", "--port", "1", "--queues", file).CombinedOutput()
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "nominalQuota") {
 		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+// The issue's cohort scenario on real processes: 3 simulated DGX H100 nodes (24 GPUs) and
+// the issue's configuration. research submits 4 × {GPU: 1} PACK groups at training: four
+// run (16 GPUs, 8 borrowed from prod's idle quota), the fifth waits with QuotaExceeded;
+// prod gets the 8 GPUs left, and as research's groups finish, up to its 16, ahead of
+// research's waiting group (a queue below its nominal quota goes first).
+func TestTheIssueCohortScenarioOnRealProcesses(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "4", "--queues", "../../admission/queues/testdata/issue-example.yaml")
+	for range 3 {
+		c.AddNode("--gpu-sim", "dgx-h100")
+	}
+	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	create := func(namespace, priority string) string {
+		t.Helper()
+		req := &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: "detached", Namespace: namespace, Priority: priority}
+		for range 4 {
+			req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"GPU": 1}})
+		}
+		reply, err := pgs.CreatePlacementGroup(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup.PlacementGroupId
+	}
+	state := func(id string) *pb.PlacementGroupInfo {
+		reply, err := pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.PlacementGroup
+	}
+	expect := func(what string, ids []string, wantState pb.PlacementGroupState, wantReason string) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, what, func() error {
+			for _, id := range ids {
+				if g := state(id); g.State != wantState || wantReason != "" && g.PendingReasonCode != wantReason {
+					return fmt.Errorf("group %s: %v %q", id[:8], g.State, g.PendingReasonCode)
+				}
+			}
+			return nil
+		})
+	}
+	var research []string
+	for range 5 {
+		research = append(research, create("research", "training"))
+	}
+	expect("research's four groups run (8 GPUs borrowed)", research[:4], pb.PlacementGroupState_CREATED, "")
+	expect("research's fifth waits for quota", research[4:], pb.PlacementGroupState_PENDING, "QuotaExceeded")
+	var prod []string
+	for range 4 {
+		prod = append(prod, create("prod", ""))
+	}
+	expect("prod gets the 8 GPUs left", prod[:2], pb.PlacementGroupState_CREATED, "")
+	expect("prod's others wait", prod[2:], pb.PlacementGroupState_PENDING, "")
+	for _, id := range research[:2] {
+		if _, err := pgs.RemovePlacementGroup(ctx, &pb.RemovePlacementGroupRequest{PlacementGroupId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect("prod up to its 16 as research's finish", prod, pb.PlacementGroupState_CREATED, "")
+	expect("research's fifth still waits", research[4:], pb.PlacementGroupState_PENDING, "")
+	stdout, stderr, code := c.Run("queues", "list", "--format", "json")
+	if code != 0 {
+		t.Fatalf("queues list: %d %s", code, stderr)
+	}
+	var listed []struct {
+		Queue     string `json:"queue"`
+		Resources []struct {
+			Resource string  `json:"resource"`
+			Usage    float64 `json:"usage"`
+			Borrowed float64 `json:"borrowed"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	var gpus []string
+	for _, q := range listed {
+		for _, r := range q.Resources {
+			if r.Resource == "GPU" {
+				gpus = append(gpus, fmt.Sprintf("%s %g (borrowed %g)", q.Queue, r.Usage, r.Borrowed))
+			}
+		}
+	}
+	if got := strings.Join(gpus, ", "); got != "prod 16 (borrowed 0), research 8 (borrowed 0)" {
+		t.Fatalf("GPU usage by queue: %s", got)
 	}
 }
