@@ -2,11 +2,18 @@ package gcs
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/raygo-dev/raygo/admission/queues"
+	"github.com/raygo-dev/raygo/internal/invariants"
 	"github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -139,5 +146,102 @@ func TestDeclaredRuntimesLetSmallGroupsBackfillAroundAWaitingGang(t *testing.T) 
 		if info := f.m.info(id); info.State != pb.PlacementGroupState_PENDING || info.PendingReasonCode != string(pending.BlockedByReservation) {
 			t.Fatalf("2 GPUs %s: %v %q, want PENDING with BlockedByReservation", name, info.State, info.PendingReasonCode)
 		}
+	}
+}
+
+// Property: after any seeded sequence of creates, removes, node deaths (and a new node
+// in their place) and GCS restarts, the quota ledger equals the sum of what the table
+// says is admitted (every group neither PENDING nor REMOVED, charged its bundles), and
+// no queue is over its limit (the invariant checker's quota rule finds nothing).
+func TestQuotaAccountingEqualsTheAdmittedWorkAfterAnySequence(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			f := &twoPhaseFixture{t: t}
+			*f = *newTwoPhaseFixture(t, "n0", "n1", "n2")
+			f.nodes.total = map[string]float64{"CPU": 64, "GPU": 8}
+			f.queues = issueQueues(t)
+			f.m = f.newManager()
+			nextNode := 3
+			var live []string
+			for step := range 40 {
+				switch op := rng.IntN(10); {
+				case op < 5:
+					namespace := []string{"research", "prod", "research-x"}[rng.IntN(3)]
+					id, err := f.createIn(namespace, []string{"PACK", "SPREAD", "STRICT_PACK"}[rng.IntN(3)], "", 1+rng.IntN(4))
+					if err != nil {
+						t.Fatal(err)
+					}
+					live = append(live, id)
+				case op < 7 && len(live) > 0:
+					i := rng.IntN(len(live))
+					if err := f.m.remove(live[i], removedByOwner); err != nil {
+						t.Fatal(err)
+					}
+					live = slices.Delete(live, i, i+1)
+				case op < 9:
+					f.nodes.mu.Lock()
+					dead := f.nodes.alive[rng.IntN(len(f.nodes.alive))]
+					f.nodes.mu.Unlock()
+					f.nodes.kill(dead)
+					f.m.onNodeDead(dead)
+					f.nodes.mu.Lock()
+					f.nodes.alive = append(f.nodes.alive, fmt.Sprintf("n%d", nextNode))
+					f.nodes.mu.Unlock()
+					nextNode++
+					f.m.nodesChanged()
+				default:
+					f.settle()
+					restarted := f.newManager()
+					prepared, err := restarted.load(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					f.m = restarted
+					restarted.recoverPrepared(prepared)
+				}
+				f.settle()
+				f.settle()
+				checkLedgerMatchesTable(t, f.m, step)
+			}
+		})
+	}
+}
+
+// checkLedgerMatchesTable compares the ledger with the table's admitted groups, and
+// checks the quota invariant on the table.
+func checkLedgerMatchesTable(t *testing.T, m *pgManager, step int) {
+	t.Helper()
+	m.mu.Lock()
+	ledger := m.admission.ledger.Usage()
+	var groups []*pb.PlacementGroupInfo
+	for _, e := range m.groups {
+		groups = append(groups, proto.Clone(e.info).(*pb.PlacementGroupInfo))
+	}
+	m.mu.Unlock()
+	fromTable := map[string]resources.Set{}
+	for _, g := range groups {
+		if g.State == pb.PlacementGroupState_PENDING || g.State == pb.PlacementGroupState_REMOVED {
+			continue
+		}
+		for _, b := range g.Bundles {
+			set, err := resources.SetFromFloat(b.UnitResources)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromTable[g.Queue] = fromTable[g.Queue].Add(set)
+		}
+	}
+	for _, queue := range []string{"research", "prod"} {
+		if !ledger[queue].Equal(fromTable[queue]) {
+			t.Fatalf("step %d: queue %s: ledger %v, the table's admitted groups %v", step, queue, ledger[queue], fromTable[queue])
+		}
+	}
+	reply, err := (queueService{m: m}).ListQueues(context.Background(), &pb.ListQueuesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overruns := invariants.CheckQuotas(groups, reply.Queues); len(overruns) > 0 {
+		t.Fatalf("step %d: %v", step, overruns)
 	}
 }
