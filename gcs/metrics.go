@@ -2,16 +2,11 @@ package gcs
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/raygo-dev/raygo/internal/auth"
+	"github.com/raygo-dev/raygo/internal/metricsserver"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -182,36 +177,26 @@ func (m *pgManager) metricsView() (byState, byReason map[string]float64, held []
 
 // serveDashboard serves /metrics on the dashboard address; a port that cannot be bound
 // is a warning, not a failure (as Ray's dashboard). With auth on and an address that is
-// not loopback, a scrape must carry the cluster token (Authorization: Bearer).
+// not loopback, a scrape must carry the cluster token.
 func (s *Server) serveDashboard(registry *prometheus.Registry) {
 	if s.cfg.DashboardAddress == "" {
 		return
 	}
-	listener, err := net.Listen("tcp", s.cfg.DashboardAddress)
+	server, err := metricsserver.Start(s.cfg.DashboardAddress, registry, s.cfg.AuthToken, func(err error) {
+		s.log.Warn().Err(err).Msg("dashboard stopped")
+	})
 	if err != nil {
 		s.log.Warn().Err(err).Str("address", s.cfg.DashboardAddress).Msg("dashboard port unavailable: no /metrics")
 		return
 	}
-	host, _, _ := net.SplitHostPort(s.cfg.DashboardAddress)
-	needToken := s.cfg.AuthToken != "" && !auth.IsLoopback(host)
-	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		if needToken && !auth.Equal(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), s.cfg.AuthToken) {
-			http.Error(w, "this raygo cluster requires its token: "+auth.Hint, http.StatusUnauthorized)
-			return
-		}
-		metrics.ServeHTTP(w, r)
-	})
-	s.dashboard = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.dashboardAddr = listener.Addr().String()
-	go func() {
-		if err := s.dashboard.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Warn().Err(err).Msg("dashboard stopped")
-		}
-	}()
-	s.log.Info().Str("address", s.dashboardAddr).Msg("dashboard serving /metrics")
+	s.dashboard = server
+	s.log.Info().Str("address", server.Address()).Msg("dashboard serving /metrics")
 }
 
 // DashboardAddress is where /metrics is served ("" when it is not).
-func (s *Server) DashboardAddress() string { return s.dashboardAddr }
+func (s *Server) DashboardAddress() string {
+	if s.dashboard == nil {
+		return ""
+	}
+	return s.dashboard.Address()
+}

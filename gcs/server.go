@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/metricsserver"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -49,8 +49,7 @@ type Server struct {
 	executables *executableService
 
 	// dashboard serves /metrics (Config.DashboardAddress); nil when not served.
-	dashboard     *http.Server
-	dashboardAddr string
+	dashboard *metricsserver.Server
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -233,7 +232,7 @@ func (s *Server) Stop() {
 			s.gossip.Leave(time.Second)
 		}
 		if s.dashboard != nil {
-			_ = s.dashboard.Close()
+			s.dashboard.Close()
 		}
 		s.closeAll()
 		s.log.Info().Msg("GCS stopped")

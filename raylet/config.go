@@ -54,6 +54,9 @@ type Config struct {
 	ReconnectBackoffMax time.Duration
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
+	// MetricsAddress is where the raylet serves /metrics (HOST:PORT; port 0 picks a
+	// free one); empty: not served.
+	MetricsAddress string
 	// AuthToken, when set, is the cluster token (internal/auth): every call to the
 	// raylet must carry it, its calls carry it, its workers get it, and the gossip is
 	// encrypted with a key derived from it. Empty: auth disabled.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/metricsserver"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
@@ -47,6 +48,8 @@ type Raylet struct {
 	draining  bool
 	bundles   *bundleTable
 	gcsGossip string // the GCS memberlist address we last joined
+	// metrics serves /metrics (Config.MetricsAddress); nil when not served.
+	metrics *metricsserver.Server
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -137,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if err := r.register(ctx); err != nil {
 		return nil, err
 	}
+	r.serveMetrics()
 	go r.heartbeatLoop()
 	go r.watchGCSConn()
 	go r.idleWorkerLoop()
@@ -409,6 +413,9 @@ func (r *Raylet) closeAll() {
 	}
 	if r.gossip != nil {
 		r.gossip.Shutdown()
+	}
+	if r.metrics != nil {
+		r.metrics.Close()
 	}
 	if r.gcsConn != nil {
 		_ = r.gcsConn.Close()

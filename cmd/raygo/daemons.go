@@ -320,6 +320,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	nodeName := fs.String("node-name", "", "node name (default: the node IP)")
 	head := fs.Bool("head", false, "this raylet is the head node's")
 	gpuSimDir := fs.String("gpu-sim-dir", os.TempDir(), "with --gpu-sim: where the simulated PCI tree (sysfs) is written")
+	metricsPort := fs.Int("metrics-export-port", -1, "/metrics port on --node-ip-address (0: a free one, -1: none)")
 	workerLogDir := fs.String("worker-log-dir", "", "where worker processes write worker-<id>.out and .err (default: the raylet's own output)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -345,6 +346,12 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.GCSAddress, cfg.NodeName, cfg.IsHead = gcsAddress, *nodeName, *head
 	cfg.Resources, cfg.Labels, cfg.Logger = resources, labels, log
 	cfg.WorkerLogDir = *workerLogDir
+	if *metricsPort < -1 || *metricsPort > 65535 {
+		return badInput("--metrics-export-port %d: must be from 0 to 65535, or -1 for none", *metricsPort)
+	}
+	if *metricsPort >= 0 {
+		cfg.MetricsAddress = net.JoinHostPort(*ip, strconv.Itoa(*metricsPort))
+	}
 	if cfg.AuthToken, err = daemonToken(*ip); err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ type startOptions struct {
 	nodeTimeout           time.Duration
 	dashboardHost         string
 	dashboardPort         int
+	metricsPort           int
 	// queuesFile: --queues, the queue configuration (head only).
 	queuesFile string
 	tempDir    string
@@ -88,6 +89,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.dashboardHost, "dashboard-host", "127.0.0.1", "with --head: address the dashboard port (/metrics) binds to")
 	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving /metrics in Prometheus' text format (0: a free one, -1: none); one already taken is a warning")
+	fs.IntVar(&o.metricsPort, "metrics-export-port", -1, "the raylet's /metrics port on --node-ip-address, as Ray's flag (0: a free one; -1, the default: none)")
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", 30*time.Second, "with --head: a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	fs.StringVar(&o.sessionDir, "session-dir", "", "internal: session directory to use")
@@ -159,6 +161,9 @@ func (o *startOptions) validate() error {
 	defer cancel()
 	if o.jobLease <= 0 {
 		return badInput("--job-lease-timeout %s: must be positive", o.jobLease)
+	}
+	if o.metricsPort < -1 || o.metricsPort > 65535 {
+		return badInput("--metrics-export-port %d: must be from 0 to 65535, or -1 for none", o.metricsPort)
 	}
 	if o.nodeTimeout < 0 {
 		return badInput("--node-timeout %s: must not be negative", o.nodeTimeout)

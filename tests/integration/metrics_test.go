@@ -133,3 +133,49 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		return nil
 	})
 }
+
+// A raylet started with --metrics-export-port serves its own /metrics: its resources,
+// the bundles it holds, and each GPU's allocation with DCGM's labels.
+func TestRayletMetricsShowItsBundlesAndGPUs(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "2")
+	port := harness.FreePort(t)
+	c.AddNode("--gpu-sim", "dgx-h100", "--metrics-export-port", strconv.Itoa(port))
+	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := &pb.CreatePlacementGroupRequest{Strategy: "STRICT_PACK", Lifetime: "detached",
+		Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"GPU": 1}}, {Resources: map[string]float64{"GPU": 1}}}}
+	if _, err := pgs.CreatePlacementGroup(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	harness.Eventually(t, 30*time.Second, "the raylet's /metrics with the group", func() error {
+		families, err := scrape(t, address)
+		if err != nil {
+			return err
+		}
+		if got, _ := value(families, "raygo_raylet_bundles", "state", "committed"); got != 2 {
+			return fmt.Errorf("committed bundles %v, want 2", got)
+		}
+		if got, _ := value(families, "raygo_raylet_resources_total", "resource", "GPU"); got != 8 {
+			return fmt.Errorf("GPU total %v, want 8", got)
+		}
+		allocated, gpus := 0.0, 0
+		for _, m := range families["raygo_raylet_gpu_allocated"].GetMetric() {
+			gpus++
+			allocated += m.GetGauge().GetValue()
+			labels := map[string]string{}
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["UUID"] == "" || labels["modelName"] == "" || labels["gpu"] == "" {
+				return fmt.Errorf("GPU labels %v", labels)
+			}
+		}
+		if gpus != 8 || allocated != 2 {
+			return fmt.Errorf("%d GPUs with %v allocated, want 8 with 2", gpus, allocated)
+		}
+		return nil
+	})
+}
