@@ -42,10 +42,15 @@ func newPGMetrics() *pgMetrics {
 	}
 }
 
-func (p *pgMetrics) observeDecision(took time.Duration) {
+// schedule is placement.Schedule, timed into raygo_scheduling_decision_seconds: every
+// placement decision of the GCS (the scheduling round's and admission's) goes through it.
+func (p *pgMetrics) schedule(snapshot *placement.Snapshot, request placement.Request) (placement.Plan, error) {
+	began := time.Now()
+	plan, err := placement.Schedule(snapshot, request)
 	if p != nil {
-		p.decisionSeconds.Observe(took.Seconds())
+		p.decisionSeconds.Observe(time.Since(began).Seconds())
 	}
+	return plan, err
 }
 
 func (p *pgMetrics) commit(outcome string) {
@@ -58,8 +63,8 @@ func (p *pgMetrics) commit(outcome string) {
 type tableCollector struct {
 	s *Server
 
-	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, unschedulable, expected *prometheus.Desc
-	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                         *prometheus.Desc
+	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, pendingAge, unschedulable, expected *prometheus.Desc
+	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -73,6 +78,7 @@ func newTableCollector(s *Server) *tableCollector {
 		gpus:               d("raygo_gpus", "Whole GPUs of the ALIVE nodes: total, allocated and free (MIG GPUs are counted by their slices, not here).", "state"),
 		groups:             d("raygo_placement_groups", "Placement groups by state (REMOVED ones while they are listed).", "state"),
 		pending:            d("raygo_pending_workloads", "PENDING and RESCHEDULING placement groups by pending-reason code (the one list of raygo's codes; empty: not tried yet).", "reason"),
+		pendingAge:         d("raygo_pending_workload_age_seconds", "How long the PENDING and RESCHEDULING placement groups have waited so far (since creation), as a histogram of the groups waiting now."),
 		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use, summed over the ALIVE nodes (FGD's measure: all of a node's free GPUs when the shape cannot run there, else its partly used GPUs and the free GPUs of islands too small).", "shape"),
 		expected:           d("raygo_gpu_fragmentation_expected", "Expected free GPUs a request drawn from the recent workload could not use (FGD's expectation over the shapes the GCS saw asked)."),
 		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
@@ -123,13 +129,24 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	// Groups by state and pending reason; the GCS's own view of the GPUs for the
 	// fragmentation figures.
-	byState, byReason, held, workload := c.s.pgs.metricsView()
+	byState, byReason, ages, held, workload := c.s.pgs.metricsView(c.s.cfg.Now())
 	for _, state := range pb.PlacementGroupState_name {
 		gauge(c.groups, byState[state], state)
 	}
 	for reason, count := range byReason {
 		gauge(c.pending, count, reason)
 	}
+	buckets := map[float64]uint64{}
+	sum := 0.0
+	for _, age := range ages {
+		sum += age
+		for _, bound := range pendingAgeBuckets {
+			if age <= bound {
+				buckets[bound]++
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstHistogram(c.pendingAge, uint64(len(ages)), sum, buckets)
 	if view, err := buildView(c.s.nodes.schedulingNodes(), held); err == nil {
 		perShape, expected := placement.ClusterFragmentation(view.snapshot.Nodes(), placement.IslandShapes(fragmentationShapes...), &workload)
 		for i, k := range fragmentationShapes {
@@ -159,9 +176,14 @@ func itoa(n int) string {
 	return itoa(n/10) + digits[n%10:n%10+1]
 }
 
-// metricsView counts the groups by state and the pending ones by reason code, and
-// returns the bundles the GCS holds and the workload it learned, for one scrape.
-func (m *pgManager) metricsView() (byState, byReason map[string]float64, held []viewBundle, workload placement.WorkloadDistribution) {
+// pendingAgeBuckets are raygo_pending_workload_age_seconds' upper bounds: a minute to six
+// hours (the shipped alert counts groups past 30 minutes).
+var pendingAgeBuckets = []float64{60, 300, 1800, 3600, 6 * 3600}
+
+// metricsView counts the groups by state and the pending ones by reason code, with how
+// long each pending one has waited (seconds, at now), and returns the bundles the GCS
+// holds and the workload it learned, for one scrape.
+func (m *pgManager) metricsView(now time.Time) (byState, byReason map[string]float64, ages []float64, held []viewBundle, workload placement.WorkloadDistribution) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	byState, byReason = map[string]float64{}, map[string]float64{}
@@ -169,10 +191,11 @@ func (m *pgManager) metricsView() (byState, byReason map[string]float64, held []
 		byState[e.info.State.String()]++
 		if e.info.State == pb.PlacementGroupState_PENDING || e.info.State == pb.PlacementGroupState_RESCHEDULING {
 			byReason[e.info.PendingReasonCode]++
+			ages = append(ages, max(float64(now.UnixMilli()-e.info.Stats.GetCreationRequestReceivedMs())/1000, 0))
 		}
 	}
 	byState[pb.PlacementGroupState_REMOVED.String()] += float64(len(m.removed))
-	return byState, byReason, m.heldBundlesLocked(), m.workload.Distribution()
+	return byState, byReason, ages, m.heldBundlesLocked(), m.workload.Distribution()
 }
 
 // serveDashboard serves /metrics on the dashboard address; a port that cannot be bound

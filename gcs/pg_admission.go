@@ -84,6 +84,8 @@ type viewCapacity struct {
 	// now and ends: the decision's time, and each group's declared end.
 	now  int64
 	ends map[string]int64
+	// metrics times the placement decisions.
+	metrics *pgMetrics
 	// decisions counts the placement decisions made.
 	decisions int
 }
@@ -108,7 +110,7 @@ func (c *viewCapacity) Fit(gang []resources.Set) pending.Reason {
 		return pending.NoResources
 	}
 	c.decisions++
-	_, err := placement.Schedule(c.view.snapshot, request)
+	_, err := c.metrics.schedule(c.view.snapshot, request)
 	if err == nil {
 		return ""
 	}
@@ -162,7 +164,7 @@ func (c *viewCapacity) FitsAt(gang []resources.Set, at int64) bool {
 		}
 	}
 	c.decisions++
-	_, err := placement.Schedule(c.view.snapshot, request)
+	_, err := c.metrics.schedule(c.view.snapshot, request)
 	for _, h := range freed {
 		_ = c.view.snapshot.Reserve([]resources.Set{h.resources}, heldPlan(h)) // gives back what Release took
 	}
@@ -180,7 +182,7 @@ func (c *viewCapacity) Take(w admission.Workload) {
 		return
 	}
 	c.decisions++
-	plan, err := placement.Schedule(c.view.snapshot, request)
+	plan, err := c.metrics.schedule(c.view.snapshot, request)
 	if err != nil || c.view.reserve(id, request.Bundles, plan) != nil {
 		return
 	}
@@ -219,7 +221,7 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 	cfg := m.admission.config
 	usage := m.admission.ledger.Usage()
 	capacity := &viewCapacity{view: m.view, requests: map[*resources.Set]placement.Request{}, ids: map[*resources.Set]string{}, plans: map[string]placement.Plan{},
-		now: now.UnixMilli(), ends: map[string]int64{}}
+		now: now.UnixMilli(), ends: map[string]int64{}, metrics: m.metrics}
 	for id, e := range m.groups {
 		if e.info.MaxRuntimeS <= 0 || !m.chargedLocked(id) {
 			continue

@@ -245,9 +245,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 			request := e.request
 			request.PlacedBundles, request.Workload = w.placed[i], workload
 			attempts++
-			began := time.Now()
-			plan, err := placement.Schedule(view.snapshot, request)
-			m.metrics.observeDecision(time.Since(began))
+			plan, err := m.metrics.schedule(view.snapshot, request)
 			if err == nil {
 				err = view.reserve(e.id, request.Bundles, plan)
 			}

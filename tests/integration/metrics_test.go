@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/tests/harness"
@@ -68,7 +73,11 @@ func value(families map[string]*dto.MetricFamily, name, label, labelValue string
 func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	t.Parallel()
 	port := harness.FreePort(t)
-	c := harness.StartHead(t, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port))
+	queues := filepath.Join(t.TempDir(), "queues.yaml")
+	if err := os.WriteFile(queues, []byte("queues:\n  - name: everyone\n    namespaces: [\"*\"]\n    resources:\n      GPU: {nominalQuota: 64}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := harness.StartHead(t, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
 	c.AddNode("--gpu-sim", "dgx-h100")
 	c.AddNode("--gpu-sim", "dgx-h100")
 	dashboard := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -112,6 +121,7 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		{"raygo_gpus_free_unschedulable", "shape", "4", 0},
 		{"raygo_gpus_free_unschedulable", "shape", "1", 0},
 		{"raygo_placement_group_commits_total", "outcome", "created", 1},
+		{"raygo_queue_usage", "queue", "everyone", 8},
 	}
 	harness.Eventually(t, 30*time.Second, "/metrics as the cluster is", func() error {
 		families, err := scrape(t, dashboard)
@@ -130,8 +140,47 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		if _, ok := value(families, "raygo_gpu_fragmentation_expected", "", ""); !ok {
 			return fmt.Errorf("no raygo_gpu_fragmentation_expected")
 		}
+		if n, ok := value(families, "raygo_pending_workload_age_seconds", "", ""); !ok || n != 1 {
+			return fmt.Errorf("raygo_pending_workload_age_seconds counts %v waiting groups, want 1", n)
+		}
 		return nil
 	})
+
+	// The shipped alert rules parse and name only metrics the head exports.
+	raw, err := os.ReadFile("../../deploy/prometheus/raygo-alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &rules); err != nil {
+		t.Fatal(err)
+	}
+	families, err := scrape(t, dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := 0
+	for _, group := range rules.Groups {
+		for _, rule := range group.Rules {
+			alerts++
+			for _, name := range regexp.MustCompile(`raygo_[a-z_]+`).FindAllString(rule.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_bucket")
+				if families[base] == nil && families[name] == nil {
+					t.Errorf("alert %s uses %s, which the head does not export", rule.Alert, name)
+				}
+			}
+		}
+	}
+	if alerts != 3 {
+		t.Fatalf("%d alert rules, want the 3 shipped", alerts)
+	}
 }
 
 // A raylet started with --metrics-export-port serves its own /metrics: its resources,
