@@ -82,6 +82,8 @@ type nodeDeps struct {
 	reconnectGrace time.Duration
 	// gossipAddress is the GCS's memberlist address (known once gossip started).
 	gossipAddress func() string
+	// dashboardAddress is where /metrics is served ("" when not); nil: not served.
+	dashboardAddress func() string
 	// authToken is Config.AuthToken, which calls to raylets carry.
 	authToken string
 	// nodeTimeout is Config.NodeTimeout.
@@ -333,6 +335,12 @@ func (m *nodeManager) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRe
 		ProtocolVersion: rpcutil.ProtocolVersion,
 		Store:           m.store.Name(),
 		StartTimeMs:     m.startTime.UnixMilli(),
+		DashboardAddress: func() string {
+			if m.dashboardAddress == nil {
+				return ""
+			}
+			return m.dashboardAddress()
+		}(),
 	}, nil
 }
 

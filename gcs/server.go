@@ -86,7 +86,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
 
 	s.nodes = newNodeManager(nodeDeps{store: cfg.Store, log: s.log, now: cfg.Now, epoch: s.epoch, startTime: s.startTime,
-		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, nodeTimeout: cfg.NodeTimeout})
+		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, nodeTimeout: cfg.NodeTimeout,
+		dashboardAddress: func() string { return s.DashboardAddress() }})
 	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
 	s.kv = &kvService{store: cfg.Store}
 	var reserver BundleReserver = rayletReserver{nodes: s.nodes}

@@ -64,8 +64,10 @@ type GetClusterInfoReply struct {
 	ProtocolVersion uint32                 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	Store           string                 `protobuf:"bytes,4,opt,name=store,proto3" json:"store,omitempty"`
 	StartTimeMs     int64                  `protobuf:"varint,5,opt,name=start_time_ms,json=startTimeMs,proto3" json:"start_time_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// host:port of the head's dashboard port (/metrics); empty when it is not served.
+	DashboardAddress string `protobuf:"bytes,6,opt,name=dashboard_address,json=dashboardAddress,proto3" json:"dashboard_address,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoReply) Reset() {
@@ -131,6 +133,13 @@ func (x *GetClusterInfoReply) GetStartTimeMs() int64 {
 		return x.StartTimeMs
 	}
 	return 0
+}
+
+func (x *GetClusterInfoReply) GetDashboardAddress() string {
+	if x != nil {
+		return x.DashboardAddress
+	}
+	return ""
 }
 
 type RegisterNodeRequest struct {
@@ -1813,13 +1822,14 @@ var File_gcs_proto protoreflect.FileDescriptor
 const file_gcs_proto_rawDesc = "" +
 	"\n" +
 	"\tgcs.proto\x12\braygo.v1\x1a\fcommon.proto\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\xbe\x01\n" +
+	"\x15GetClusterInfoRequest\"\xeb\x01\n" +
 	"\x13GetClusterInfoReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12%\n" +
 	"\x0egossip_address\x18\x02 \x01(\tR\rgossipAddress\x12)\n" +
 	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12\x14\n" +
 	"\x05store\x18\x04 \x01(\tR\x05store\x12\"\n" +
-	"\rstart_time_ms\x18\x05 \x01(\x03R\vstartTimeMs\"^\n" +
+	"\rstart_time_ms\x18\x05 \x01(\x03R\vstartTimeMs\x12+\n" +
+	"\x11dashboard_address\x18\x06 \x01(\tR\x10dashboardAddress\"^\n" +
 	"\x13RegisterNodeRequest\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +

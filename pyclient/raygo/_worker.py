@@ -55,7 +55,8 @@ class RaygoContext:
     ``address_info`` has Ray's keys: ``address`` and ``gcs_address`` (the GCS),
     ``node_ip_address`` and ``node_id`` (the node the driver runs on, as Ray picks it: an
     ALIVE node with the driver's IP, the head first; ``None`` for both when no node runs on
-    this machine), and ``session_dir``, ``webui_url``, ``redis_address``,
+    this machine), ``webui_url`` (the head's dashboard port, serving ``/metrics``; ``None``
+    when it serves none), and ``session_dir``, ``redis_address``,
     ``object_store_address``, ``raylet_socket_name``, ``metrics_export_port`` and
     ``dashboard_agent_listen_port``, which are ``None`` (raygo has no such parts, or, for
     the session directory, keeps it on the head machine only); plus raygo's ``job_id`` and
@@ -70,7 +71,7 @@ class RaygoContext:
             "redis_address": None,
             "object_store_address": None,
             "raylet_socket_name": None,
-            "webui_url": None,
+            "webui_url": client.cluster_info.dashboard_address or None,
             "session_dir": None,
             "metrics_export_port": None,
             "gcs_address": client.address,
@@ -80,7 +81,7 @@ class RaygoContext:
             "job_id": client.job_id,
             "namespace": client.namespace,
         }
-        self.dashboard_url: Optional[str] = None
+        self.dashboard_url: Optional[str] = client.cluster_info.dashboard_address or None
         self.python_version = "{}.{}.{}".format(*sys.version_info[:3])
         self.ray_version = __version__
         self.ray_commit = ""

@@ -162,3 +162,19 @@ def test_cluster_state_has_rays_shapes(driver: Cluster) -> None:
     assert total["CPU"] == 16.0
     assert "GPU" not in total  # no node has one: left out, as in Ray
     assert raygo.available_resources()["CPU"] == 16.0
+
+
+def test_webui_url_is_the_heads_dashboard_port(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import urllib.request
+
+    cluster = Cluster(tmp_path)
+    port = free_port()
+    cluster.start_head("--num-cpus", "1", "--dashboard-port", str(port))
+    try:
+        ctx = raygo.init(address=cluster.address)
+        assert ctx.address_info["webui_url"] == f"127.0.0.1:{port}" == ctx.dashboard_url
+        with urllib.request.urlopen(f"http://{ctx.address_info['webui_url']}/metrics", timeout=10) as reply:
+            assert b'raygo_nodes{state="ALIVE"} 1' in reply.read()
+    finally:
+        raygo.shutdown()
+        cluster.stop()

@@ -12,18 +12,20 @@ class GetClusterInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetClusterInfoReply(_message.Message):
-    __slots__ = ("gcs_epoch", "gossip_address", "protocol_version", "store", "start_time_ms")
+    __slots__ = ("gcs_epoch", "gossip_address", "protocol_version", "store", "start_time_ms", "dashboard_address")
     GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     START_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DASHBOARD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     gcs_epoch: int
     gossip_address: str
     protocol_version: int
     store: str
     start_time_ms: int
-    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_address: _Optional[str] = ..., protocol_version: _Optional[int] = ..., store: _Optional[str] = ..., start_time_ms: _Optional[int] = ...) -> None: ...
+    dashboard_address: str
+    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_address: _Optional[str] = ..., protocol_version: _Optional[int] = ..., store: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., dashboard_address: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("node", "node_secret")
