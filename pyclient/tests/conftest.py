@@ -89,6 +89,8 @@ class Cluster:
         self.temp_dir = temp_dir
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        # The head's dashboard port (/metrics): a free one, so clusters never compete for 8265.
+        self.dashboard_port = free_port()
         self.nodes: List[Node] = []
 
     def _start(self, args: List[str]) -> Node:
@@ -113,6 +115,8 @@ class Cluster:
         return node
 
     def start_head(self, *args: str) -> Node:
+        if "--dashboard-port" not in args:
+            args = ("--dashboard-port", str(self.dashboard_port), *args)
         return self._start(["--head", "--port", str(self.port), *args])
 
     def add_node(self, *args: str) -> Node:

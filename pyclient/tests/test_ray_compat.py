@@ -97,7 +97,7 @@ def test_init_address_info(driver: Cluster) -> None:
     assert RAY_ADDRESS_INFO_KEYS <= set(info)
     assert info["address"] == info["gcs_address"] == driver.address
     assert info["node_ip_address"] == "127.0.0.1" and info["node_id"] == head_node_id(driver)
-    assert info["webui_url"] is None and info["session_dir"] is None
+    assert info["webui_url"] == f"127.0.0.1:{driver.dashboard_port}" and info["session_dir"] is None
     assert context["node_id"] == info["node_id"] and len(context) == len(info)
 
 
