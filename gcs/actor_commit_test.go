@@ -20,6 +20,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/logbuf"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -156,6 +157,14 @@ type fakeRaylet struct {
 func startFakeRaylet(t *testing.T, r *fakeRaylet) *fakeRaylet {
 	t.Helper()
 	r.leased = make(chan struct{})
+	r.addr = serveFake(t, func(srv *grpc.Server) { pb.RegisterNodeManagerServiceServer(srv, r) })
+	return r
+}
+
+// serveFake serves the services register adds on a loopback port, with raygo's server
+// options, until the test ends, and returns the address.
+func serveFake(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -165,11 +174,10 @@ func startFakeRaylet(t *testing.T, r *fakeRaylet) *fakeRaylet {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(serverOptions...)
-	pb.RegisterNodeManagerServiceServer(srv, r)
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	r.addr = lis.Addr().String()
-	return r
+	return lis.Addr().String()
 }
 
 func (r *fakeRaylet) KillWorker(ctx context.Context, req *pb.KillWorkerRequest) (*pb.KillWorkerReply, error) {
@@ -250,24 +258,6 @@ func TestReconcileWaitsForALongPlacement(t *testing.T) {
 	})
 }
 
-// logBuffer collects a server's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) has(s string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Contains(b.buf.String(), s)
-}
-
 // The worker of an actor killed with KillActor is killed on its raylet even when the
 // raylet cannot be reached at first; the GCS stops trying when the raylet refuses or
 // the node dies.
@@ -308,7 +298,7 @@ func TestKillWorkerRetriesUntilTheRayletAnswers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			logs := &logBuffer{}
+			logs := &logbuf.Buffer{}
 			s := startGCS(t, st, func(c *Config) {
 				c.ReconnectGrace = time.Hour
 				c.Logger = zerolog.New(logs)
@@ -331,7 +321,7 @@ func TestKillWorkerRetriesUntilTheRayletAnswers(t *testing.T) {
 				if _, killed, _ := raylet.calls(); tc.wantKilled && !slices.Equal(killed, []string{"w1"}) {
 					return fmt.Errorf("killed %v, want w1", killed)
 				}
-				if !tc.wantKilled && !logs.has(tc.wantLog) {
+				if !tc.wantKilled && !logs.Has(tc.wantLog) {
 					return fmt.Errorf("no log %q", tc.wantLog)
 				}
 				return nil
@@ -387,20 +377,11 @@ func TestAnActorWhoseAliveRowCannotBeSavedIsNotAlive(t *testing.T) {
 	actor := f.create(t)
 
 	r := &leasingRaylet{fakeRaylet: &fakeRaylet{}}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(serverOptions...)
-	pb.RegisterNodeManagerServiceServer(srv, r)
-	pb.RegisterCoreWorkerServiceServer(srv, r)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	r.addr, r.workerAddr = lis.Addr().String(), lis.Addr().String()
+	r.addr = serveFake(t, func(srv *grpc.Server) {
+		pb.RegisterNodeManagerServiceServer(srv, r)
+		pb.RegisterCoreWorkerServiceServer(srv, r)
+	})
+	r.workerAddr = r.addr
 
 	st.down.Store(true)
 	cpu := map[string]float64{"CPU": 4}

@@ -199,13 +199,14 @@ func TestAKillTheStoreCannotSaveFailsAndChangesNothing(t *testing.T) {
 	redis := redisserver.Start(t)
 	cfg := store.DefaultRedisConfig()
 	cfg.Address, cfg.Namespace = redis.Addr, "actor-kill-test"
-	st, err := store.NewRedis(context.Background(), cfg)
+	opened, err := store.NewRedis(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := keepOpenStore{opened}
 	ctx := context.Background()
 	long := func(c *Config) { c.ReconnectGrace = time.Hour }
-	f := newActorFixture(t, keepOpenStore{st}, long)
+	f := newActorFixture(t, st, long)
 	actor := f.create(t)
 
 	redis.Kill()
@@ -225,7 +226,7 @@ func TestAKillTheStoreCannotSaveFailsAndChangesNothing(t *testing.T) {
 		t.Fatalf("kill once Redis is back: %v", err)
 	}
 	f.s.Stop()
-	second := startGCS(t, keepOpenStore{st}, long)
+	second := startGCS(t, st, long)
 	reloaded, err := dialActors(t, second.Address()).actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: actor.ActorId})
 	if err != nil {
 		t.Fatal(err)
@@ -238,16 +239,7 @@ func TestAKillTheStoreCannotSaveFailsAndChangesNothing(t *testing.T) {
 func TestActorTableSurvivesARestart(t *testing.T) {
 	backends := map[string]func(t *testing.T) store.Store{
 		"memory": func(t *testing.T) store.Store { return keepOpenStore{store.NewMemory()} },
-		"redis": func(t *testing.T) store.Store {
-			redis := redisserver.Start(t)
-			cfg := store.DefaultRedisConfig()
-			cfg.Address, cfg.Namespace = redis.Addr, "actor-restart-test"
-			st, err := store.NewRedis(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return keepOpenStore{st}
-		},
+		"redis":  func(t *testing.T) store.Store { return redisStore(t, "actor-restart-test") },
 	}
 	for name, open := range backends {
 		t.Run(name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/testutil/logbuf"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -73,14 +74,14 @@ type gcFixture struct {
 	st    store.Store
 	clock *fakeClock
 	c     actorTestClients
-	logs  *logBuffer
+	logs  *logbuf.Buffer
 	data  []byte
 	sha   string
 }
 
 func newGCFixture(t *testing.T, st store.Store, clock *fakeClock) gcFixture {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	s := startGCS(t, st, func(c *Config) {
 		c.Now = clock.Now
 		c.JobLeaseTimeout = 24 * time.Hour // the fake clock jumps; drivers here do not renew
@@ -173,7 +174,7 @@ func TestUnusedExecutableIsDeletedAfterTheGraceAndCanBeUploadedAgain(t *testing.
 	if keys := f.storedKeys(t, f.sha); len(keys) != 0 {
 		t.Fatalf("keys %q left after the deletion", keys)
 	}
-	if want := fmt.Sprintf(`"sha256":"%s","bytes":%d`, f.sha, len(f.data)); !f.logs.has(want) {
+	if want := fmt.Sprintf(`"sha256":"%s","bytes":%d`, f.sha, len(f.data)); !f.logs.Has(want) {
 		t.Errorf("no deletion log with %s", want)
 	}
 

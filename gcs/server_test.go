@@ -52,6 +52,20 @@ func startGCS(t *testing.T, st store.Store, mutate ...func(*Config)) *Server {
 	return s
 }
 
+// redisStore is a store on a new redis-server (AOF, a free loopback port) that a GCS
+// stop leaves open, so a second GCS can start on it.
+func redisStore(t *testing.T, namespace string) keepOpenStore {
+	t.Helper()
+	redis := redisserver.Start(t)
+	cfg := store.DefaultRedisConfig()
+	cfg.Address, cfg.Namespace = redis.Addr, namespace
+	st, err := store.NewRedis(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keepOpenStore{st}
+}
+
 type clients struct {
 	nodes pb.NodeInfoServiceClient
 	kv    pb.InternalKVServiceClient
@@ -201,15 +215,9 @@ func TestJobLeaseExpiresWithoutRenewal(t *testing.T) {
 // registration returned, also after a GCS restart on the same store: nobody else can take
 // over a live node's id (and receive its bundles) or take it out.
 func TestANodeIDIsHeldByTheSecretOfItsFirstRegistration(t *testing.T) {
-	redis := redisserver.Start(t)
-	cfg := store.DefaultRedisConfig()
-	cfg.Address, cfg.Namespace = redis.Addr, "node-secret-test"
-	st, err := store.NewRedis(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := redisStore(t, "node-secret-test")
 	long := func(c *Config) { c.ReconnectGrace = time.Hour }
-	first := startGCS(t, keepOpenStore{st}, long)
+	first := startGCS(t, st, long)
 	c := dial(t, first.Address(), 0)
 	ctx := context.Background()
 	node := &pb.NodeInfo{NodeId: "aa", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"CPU": 1}}
@@ -243,7 +251,7 @@ func TestANodeIDIsHeldByTheSecretOfItsFirstRegistration(t *testing.T) {
 	}
 	check(c, "first GCS")
 	first.Stop()
-	second := startGCS(t, keepOpenStore{st}, long)
+	second := startGCS(t, st, long)
 	c = dial(t, second.Address(), 0)
 	check(c, "restarted GCS")
 	if again, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node, NodeSecret: secret}); err != nil || again.NodeSecret != "" {

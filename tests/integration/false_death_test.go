@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,27 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/gcs"
+	"github.com/raygo-dev/raygo/internal/testutil/logbuf"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
-
-// lockedBuffer is a log sink the GCS's goroutines write to while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // gossipDeath sends the GCS's memberlist the message a member cut off by a partition
 // sends about the others once its link returns: "node is dead", from a third member.
@@ -68,7 +49,7 @@ func gossipDeath(t *testing.T, gossipAddress, node string, incarnation uint32) {
 // TestKilledRayletIsDeadWithinTenSeconds.
 func TestAFalseDeathReportDoesNotKillARayletThatAnswers(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	c := harness.StartInProcess(t, nil, func(cfg *gcs.Config) { cfg.Logger = zerolog.New(logs) })
 	victim := c.AddRaylet(map[string]float64{"CPU": 1}, nil)
 	nodes := harness.Dial(t, c.GCS.Address()).Nodes
@@ -92,7 +73,7 @@ func TestAFalseDeathReportDoesNotKillARayletThatAnswers(t *testing.T) {
 			t.Fatalf("after false death report %d the victim is %v (%v); the GCS logged:\n%s", i+1, s, err, logs)
 		}
 	}
-	if !strings.Contains(logs.String(), "its raylet answers") {
+	if !logs.Has("its raylet answers") {
 		t.Fatalf("the GCS never heard the false report, so this test proved nothing; it logged:\n%s", logs)
 	}
 }
