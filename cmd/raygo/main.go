@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -105,9 +106,13 @@ func exitCode(err error, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raygo: %s\n", oneLine(ue.msg))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "raygo: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "raygo: %s\n", oneLine(grpcPrefix.ReplaceAllString(err.Error(), "")))
 		return 1
 	}
 }
+
+// grpcPrefix is gRPC's "rpc error: code = Unauthenticated desc = " before a server's
+// message, which says what is wrong on its own.
+var grpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
