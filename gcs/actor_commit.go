@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -162,7 +161,7 @@ func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid
 		row.BundleIndex = e.requestedBundle()
 	}
 	row.PendingReason = ""
-	if err := putRow(m.store, store.TableActors, row.ActorId, "actor "+row.ActorId, row); err != nil {
+	if err := m.saveRow(row); err != nil {
 		return err
 	}
 	e.info = row
@@ -200,26 +199,36 @@ func (m *actorManager) buryLocked(e *actorEntry, cause string) {
 	if e.dead() {
 		return
 	}
+	row := m.deadRowLocked(e, cause)
+	m.logPersistError(m.saveRow(row))
+	m.buriedLocked(e, row)
+}
+
+// deadRowLocked is the actor's row as DEAD, the entry unchanged. node_id, worker_id and
+// pid stay, to show where it last ran (Ray's state API does); the address goes, so that
+// nobody calls a dead worker.
+func (m *actorManager) deadRowLocked(e *actorEntry, cause string) *pb.ActorInfo {
+	row := proto.Clone(e.info).(*pb.ActorInfo)
+	row.Address = ""
+	row.State = pb.ActorState_ACTOR_DEAD
+	row.DeathCause = cause
+	row.EndTimeMs = m.now().UnixMilli()
+	row.PendingReason = ""
+	return row
+}
+
+// buriedLocked makes row, the actor's DEAD row (saved, or its failure logged), the
+// entry's: its attempt ends, its name is free again and its waiters hear of it.
+func (m *actorManager) buriedLocked(e *actorEntry, row *pb.ActorInfo) {
 	e.endAttemptLocked()
 	m.closeWorkerConn(e.info.Address)
-	setDead(e.info, cause, m.now())
+	e.info = row
 	if e.info.Name != "" && m.names[nameKey(e.info.Namespace, e.info.Name)] == e.info.ActorId {
 		delete(m.names, nameKey(e.info.Namespace, e.info.Name))
 	}
-	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	m.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Str("node_id", e.info.NodeId).
-		Str("death_cause", cause).Msg("actor DEAD")
-}
-
-// setDead makes an actor's row DEAD. node_id, worker_id and pid stay, to show where it
-// last ran (Ray's state API does); the address goes, so that nobody calls a dead worker.
-func setDead(info *pb.ActorInfo, cause string, now time.Time) {
-	info.Address = ""
-	info.State = pb.ActorState_ACTOR_DEAD
-	info.DeathCause = cause
-	info.EndTimeMs = now.UnixMilli()
-	info.PendingReason = ""
+		Str("death_cause", e.info.DeathCause).Msg("actor DEAD")
 }
 
 // onNodeDead restarts (or buries) the actors whose worker ran on a dead node.

@@ -175,7 +175,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		m.mu.Unlock()
 	}
 	m.mu.Lock()
-	reply := proto.Clone(info).(*pb.ActorInfo)
+	reply := proto.Clone(e.info).(*pb.ActorInfo) // the entry's row, which a change replaces
 	m.mu.Unlock()
 	m.kick()
 	m.log.Info().Str("actor_id", info.ActorId).Str("job_id", info.JobId).Str("class_name", info.ClassName).
@@ -289,11 +289,14 @@ func (m *actorManager) KillActor(ctx context.Context, req *pb.KillActorRequest) 
 	}
 	node, worker := m.currentWorkerLocked(e)
 	if req.NoRestart {
-		if err := m.persistDeathLocked(e, deathKilled); err != nil {
+		// Answered only once the DEAD row is saved: an acknowledged kill holds across a
+		// GCS restart.
+		row := m.deadRowLocked(e, deathKilled)
+		if err := m.saveRow(row); err != nil {
 			m.mu.Unlock()
 			return nil, errorf(errUnavailable, "kill actor %s: %v", req.ActorId, err)
 		}
-		m.buryLocked(e, deathKilled)
+		m.buriedLocked(e, row)
 	} else {
 		m.workerLostLocked(e, deathKilled)
 	}

@@ -206,16 +206,10 @@ func (m *actorManager) close() {
 
 // persistLocked writes an actor's row. Callers hold mu, so rows reach the store in the
 // order the state changed.
-func (m *actorManager) persistLocked(e *actorEntry) error {
-	return putRow(m.store, store.TableActors, e.info.ActorId, "actor "+e.info.ActorId, e.info)
-}
+func (m *actorManager) persistLocked(e *actorEntry) error { return m.saveRow(e.info) }
 
-// persistDeathLocked writes the actor's row as DEAD without changing the entry: an
-// acknowledged kill must hold across a GCS restart, so it is answered only once its row
-// is saved (then buryLocked follows).
-func (m *actorManager) persistDeathLocked(e *actorEntry, cause string) error {
-	row := proto.Clone(e.info).(*pb.ActorInfo)
-	setDead(row, cause, m.now())
+// saveRow writes one actor row.
+func (m *actorManager) saveRow(row *pb.ActorInfo) error {
 	return putRow(m.store, store.TableActors, row.ActorId, "actor "+row.ActorId, row)
 }
 

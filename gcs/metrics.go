@@ -2,11 +2,11 @@ package gcs
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raygo-dev/raygo/internal/metricsserver"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -150,7 +150,7 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	if view, err := buildView(c.s.nodes.schedulingNodes(), held); err == nil {
 		perShape, expected := placement.ClusterFragmentation(view.snapshot.Nodes(), placement.IslandShapes(fragmentationShapes...), &workload)
 		for i, k := range fragmentationShapes {
-			gauge(c.unschedulable, perShape[i], itoa(k))
+			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
 		}
 		gauge(c.expected, expected)
 	}
@@ -166,14 +166,6 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-}
-
-func itoa(n int) string {
-	const digits = "0123456789"
-	if n < 10 {
-		return digits[n : n+1]
-	}
-	return itoa(n/10) + digits[n%10:n%10+1]
 }
 
 // pendingAgeBuckets are raygo_pending_workload_age_seconds' upper bounds: a minute to six
@@ -198,28 +190,5 @@ func (m *pgManager) metricsView(now time.Time) (byState, byReason map[string]flo
 	return byState, byReason, ages, m.heldBundlesLocked(), m.workload.Distribution()
 }
 
-// serveDashboard serves /metrics on the dashboard address; a port that cannot be bound
-// is a warning, not a failure (as Ray's dashboard). With auth on and an address that is
-// not loopback, a scrape must carry the cluster token.
-func (s *Server) serveDashboard(registry *prometheus.Registry) {
-	if s.cfg.DashboardAddress == "" {
-		return
-	}
-	server, err := metricsserver.Start(s.cfg.DashboardAddress, registry, s.cfg.AuthToken, func(err error) {
-		s.log.Warn().Err(err).Msg("dashboard stopped")
-	})
-	if err != nil {
-		s.log.Warn().Err(err).Str("address", s.cfg.DashboardAddress).Msg("dashboard port unavailable: no /metrics")
-		return
-	}
-	s.dashboard = server
-	s.log.Info().Str("address", server.Address()).Msg("dashboard serving /metrics")
-}
-
 // DashboardAddress is where /metrics is served ("" when it is not).
-func (s *Server) DashboardAddress() string {
-	if s.dashboard == nil {
-		return ""
-	}
-	return s.dashboard.Address()
-}
+func (s *Server) DashboardAddress() string { return s.dashboard.Address() }

@@ -2,10 +2,8 @@ package gcs
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"sort"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/membership"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -88,9 +87,6 @@ type nodeDeps struct {
 	authToken string
 	// nodeTimeout is Config.NodeTimeout.
 	nodeTimeout time.Duration
-	// probeRaylet calls a node's raylet; nil when it answered as that node. Nil means
-	// the gRPC call of probeRayletOverGRPC.
-	probeRaylet func(ctx context.Context, node *pb.NodeInfo) error
 }
 
 func newNodeManager(deps nodeDeps) *nodeManager {
@@ -268,10 +264,6 @@ func (m *nodeManager) MemberFailed(name string, meta membership.Meta) {
 // confirmFailure is MemberFailed's check of one node, until memberlist sees it again,
 // its raylet stops answering (DEAD) or the manager closes.
 func (m *nodeManager) confirmFailure(nodeID string) {
-	probe := m.probeRaylet
-	if probe == nil {
-		probe = m.probeRayletOverGRPC
-	}
 	for answered := 0; ; answered++ {
 		m.mu.Lock()
 		node, known := m.nodes[nodeID]
@@ -286,7 +278,7 @@ func (m *nodeManager) confirmFailure(nodeID string) {
 		}
 		m.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), failureProbeTimeout)
-		err := probe(ctx, node)
+		err := m.probeRaylet(ctx, node)
 		cancel()
 		if err != nil {
 			m.mu.Lock()
@@ -307,12 +299,11 @@ func (m *nodeManager) confirmFailure(nodeID string) {
 	}
 }
 
-// probeRayletOverGRPC asks the raylet at the node's address for its stats over a
+// probeRaylet asks the raylet at the node's address for its stats over a
 // connection of its own: the shared one may still be waiting out a reconnect backoff
 // from before a partition healed.
-func (m *nodeManager) probeRayletOverGRPC(ctx context.Context, node *pb.NodeInfo) error {
-	epoch := m.epoch
-	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
+func (m *nodeManager) probeRaylet(ctx context.Context, node *pb.NodeInfo) error {
+	conn, err := m.dialRaylet(node.RayletAddress)
 	if err != nil {
 		return err
 	}
@@ -329,18 +320,17 @@ func (m *nodeManager) probeRayletOverGRPC(ctx context.Context, node *pb.NodeInfo
 
 // GetClusterInfo implements pb.NodeInfoServiceServer.
 func (m *nodeManager) GetClusterInfo(ctx context.Context, _ *pb.GetClusterInfoRequest) (*pb.GetClusterInfoReply, error) {
+	dashboard := ""
+	if m.dashboardAddress != nil {
+		dashboard = m.dashboardAddress()
+	}
 	return &pb.GetClusterInfoReply{
-		GcsEpoch:        m.epoch,
-		GossipAddress:   m.gossipAddress(),
-		ProtocolVersion: rpcutil.ProtocolVersion,
-		Store:           m.store.Name(),
-		StartTimeMs:     m.startTime.UnixMilli(),
-		DashboardAddress: func() string {
-			if m.dashboardAddress == nil {
-				return ""
-			}
-			return m.dashboardAddress()
-		}(),
+		GcsEpoch:         m.epoch,
+		GossipAddress:    m.gossipAddress(),
+		ProtocolVersion:  rpcutil.ProtocolVersion,
+		Store:            m.store.Name(),
+		StartTimeMs:      m.startTime.UnixMilli(),
+		DashboardAddress: dashboard,
 	}, nil
 }
 
@@ -379,12 +369,11 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 			return nil, err
 		}
 	} else {
-		raw := make([]byte, 32)
-		if _, err := rand.Read(raw); err != nil {
+		var err error
+		if secret, err = auth.Generate(); err != nil {
 			m.mu.Unlock()
 			return nil, errorf(errInternal, "node %s: issue a secret: %v", in.NodeId, err)
 		}
-		secret = hex.EncodeToString(raw)
 		secretHash = sha256.Sum256([]byte(secret))
 		m.secrets[in.NodeId] = secretHash
 	}
@@ -598,14 +587,20 @@ func (m *nodeManager) UnregisterNode(ctx context.Context, req *pb.UnregisterNode
 	return &pb.UnregisterNodeReply{}, nil
 }
 
+// dialRaylet opens a connection to a raylet whose calls carry this GCS's epoch and the
+// cluster token.
+func (m *nodeManager) dialRaylet(address string) (*grpc.ClientConn, error) {
+	epoch := m.epoch
+	return rpcutil.Dial(address, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
+}
+
 // rayletConnLocked returns the connection to a node's raylet; every request on it carries
 // this GCS's epoch. Callers hold mu.
 func (m *nodeManager) rayletConnLocked(node *pb.NodeInfo) (*grpc.ClientConn, error) {
 	if conn := m.rayletConns[node.NodeId]; conn != nil {
 		return conn, nil
 	}
-	epoch := m.epoch
-	conn, err := rpcutil.Dial(node.RayletAddress, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
+	conn, err := m.dialRaylet(node.RayletAddress)
 	if err != nil {
 		return nil, err
 	}

@@ -128,10 +128,8 @@ func (c *viewCapacity) EarliestFit(gang []resources.Set) (int64, bool) {
 		return c.now, true
 	}
 	var ends []int64
-	seen := map[int64]bool{}
 	for ref := range c.view.held {
-		if end, ok := c.ends[ref.group]; ok && !seen[end] {
-			seen[end] = true
+		if end, ok := c.ends[ref.group]; ok {
 			ends = append(ends, max(end, c.now))
 		}
 	}
@@ -223,14 +221,10 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 	capacity := &viewCapacity{view: m.view, requests: map[*resources.Set]placement.Request{}, ids: map[*resources.Set]string{}, plans: map[string]placement.Plan{},
 		now: now.UnixMilli(), ends: map[string]int64{}, metrics: m.metrics}
 	for id, e := range m.groups {
-		if e.info.MaxRuntimeS <= 0 || !m.chargedLocked(id) {
-			continue
+		// Admitted and being placed, it runs from about now.
+		if end, declared := runEndMs(e.info, now.UnixMilli()); declared && m.chargedLocked(id) {
+			capacity.ends[id] = end
 		}
-		start := e.info.RunningSinceMs
-		if start == 0 { // admitted, being placed: it runs from about now
-			start = now.UnixMilli()
-		}
-		capacity.ends[id] = start + e.info.MaxRuntimeS*1000
 	}
 	var work []admission.Workload
 	entries := map[string]*pgEntry{}

@@ -302,15 +302,28 @@ const (
 	removedRanTooLong = "ran for max_runtime_s=%d"
 )
 
+// runEndMs is when a group that declared max_runtime_s ends (Unix ms): that long after
+// it first ran, or after nowMs while it has not run yet; ok is false without one.
+func runEndMs(info *pb.PlacementGroupInfo, nowMs int64) (end int64, ok bool) {
+	if info.MaxRuntimeS <= 0 {
+		return 0, false
+	}
+	start := info.RunningSinceMs
+	if start == 0 {
+		start = nowMs
+	}
+	return start + info.MaxRuntimeS*1000, true
+}
+
 // expireLater removes a group once it has run for its max_runtime_s (at once when that
 // is past, as after a GCS restart). Callers hold mu or own the entry.
 func (m *pgManager) expireLater(e *pgEntry) {
-	if e.info.MaxRuntimeS <= 0 || e.info.RunningSinceMs == 0 {
+	end, declared := runEndMs(e.info, 0)
+	if !declared || e.info.RunningSinceMs == 0 {
 		return
 	}
 	id, limit := e.info.PlacementGroupId, e.info.MaxRuntimeS
-	end := time.UnixMilli(e.info.RunningSinceMs).Add(time.Duration(limit) * time.Second)
-	time.AfterFunc(max(end.Sub(m.now()), 0), func() {
+	time.AfterFunc(max(time.UnixMilli(end).Sub(m.now()), 0), func() {
 		select {
 		case <-m.stopped:
 			return // the next GCS expires it

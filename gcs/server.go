@@ -170,7 +170,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	go s.collectExecutablesLoop(s.stopped)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
-	s.serveDashboard(registry)
+	// As Ray's dashboard: a port already taken is a warning, not a failure.
+	s.dashboard = metricsserver.Serve(cfg.DashboardAddress, registry, cfg.AuthToken, s.log)
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil
@@ -232,9 +233,7 @@ func (s *Server) Stop() {
 		if s.gossip != nil {
 			s.gossip.Leave(time.Second)
 		}
-		if s.dashboard != nil {
-			s.dashboard.Close()
-		}
+		s.dashboard.Close()
 		s.closeAll()
 		s.log.Info().Msg("GCS stopped")
 	})

@@ -206,10 +206,6 @@ func (c *executableCache) download(sum string) error {
 	if verifyCached(final, sum) { // another download (or raylet) finished in the meantime
 		return nil
 	}
-	// Whatever else holds the name (a planted or damaged file) goes.
-	if err := os.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return refusef(ErrInternal, "executable cache: %w", err)
-	}
 	tmp, err := os.CreateTemp(c.dir, sum+".download-*")
 	if err != nil {
 		return refusef(ErrInternal, "executable cache: %w", err)
@@ -232,6 +228,7 @@ func (c *executableCache) download(sum string) error {
 	if err := os.Chmod(tmp.Name(), 0o700); err != nil {
 		return refusef(ErrInternal, "executable cache: %w", err)
 	}
+	// The rename replaces whatever else held the name (a planted or damaged file).
 	if err := os.Rename(tmp.Name(), final); err != nil {
 		return refusef(ErrInternal, "executable cache: %w", err)
 	}

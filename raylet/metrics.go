@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/raygo-dev/raygo/internal/metricsserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -68,23 +67,4 @@ func (c *rayletCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, gpu := range stats.Node.Gpus {
 		gauge(c.gpuAllocated, min(held[gpu.Index], 1), strconv.Itoa(int(gpu.Index)), gpu.Uuid, gpu.Model)
 	}
-}
-
-// serveMetrics starts the raylet's /metrics when configured; a port that cannot be
-// bound is a warning.
-func (r *Raylet) serveMetrics() {
-	if r.cfg.MetricsAddress == "" {
-		return
-	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(newRayletCollector(r))
-	server, err := metricsserver.Start(r.cfg.MetricsAddress, registry, r.cfg.AuthToken, func(err error) {
-		r.log.Warn().Err(err).Msg("metrics endpoint stopped")
-	})
-	if err != nil {
-		r.log.Warn().Err(err).Str("address", r.cfg.MetricsAddress).Msg("metrics export port unavailable: no /metrics")
-		return
-	}
-	r.metrics = server
-	r.log.Info().Str("address", server.Address()).Msg("raylet serving /metrics")
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -140,7 +141,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if err := r.register(ctx); err != nil {
 		return nil, err
 	}
-	r.serveMetrics()
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(newRayletCollector(r))
+	r.metrics = metricsserver.Serve(cfg.MetricsAddress, registry, cfg.AuthToken, r.log)
 	go r.heartbeatLoop()
 	go r.watchGCSConn()
 	go r.idleWorkerLoop()
@@ -414,9 +417,7 @@ func (r *Raylet) closeAll() {
 	if r.gossip != nil {
 		r.gossip.Shutdown()
 	}
-	if r.metrics != nil {
-		r.metrics.Close()
-	}
+	r.metrics.Close()
 	if r.gcsConn != nil {
 		_ = r.gcsConn.Close()
 	}

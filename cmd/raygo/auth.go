@@ -14,19 +14,15 @@ import (
 // token in this process's environment, which the node's daemons, and through the raylet
 // its workers, inherit. Auth turned off on a non-loopback address gets a warning.
 func resolveAuth(nodeIP string, head, generate bool, stderr io.Writer) error {
-	mode, explicit, err := auth.ModeFor(nodeIP)
+	token, on, explicit, err := nodeToken(nodeIP)
 	if err != nil {
-		return badInput("%v", err)
+		return err
 	}
-	if mode == auth.ModeDisabled {
+	if !on {
 		if explicit && !auth.IsLoopback(nodeIP) {
 			fmt.Fprintf(stderr, "raygo: warning: auth is disabled (%s=disabled) on %s: anyone who reaches its ports can run code on it and take its GPUs\n", auth.EnvMode, nodeIP)
 		}
 		return os.Setenv(auth.EnvMode, string(auth.ModeDisabled))
-	}
-	token, err := auth.Load()
-	if err != nil {
-		return badInput("%v", err)
 	}
 	if token == "" {
 		if !head {
@@ -35,14 +31,8 @@ func resolveAuth(nodeIP string, head, generate bool, stderr io.Writer) error {
 		if !generate {
 			return badInput("auth is on for %s but there is no cluster token", nodeIP)
 		}
-		path := auth.TokenPath()
-		if path == "" {
-			return badInput("auth is on for %s, there is no cluster token and no home directory to save one in: set %s or %s", nodeIP, auth.EnvToken, auth.EnvTokenPath)
-		}
-		if token, err = auth.Generate(); err != nil {
-			return err
-		}
-		if err := auth.Save(path, token); err != nil {
+		path := ""
+		if token, path, err = generateToken(); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "raygo: auth is on; generated the cluster token in %s (`raygo get-auth-token` prints it; other machines need it in %s or that file)\n", path, auth.EnvToken)
@@ -53,24 +43,41 @@ func resolveAuth(nodeIP string, head, generate bool, stderr io.Writer) error {
 	return os.Setenv(auth.EnvToken, token)
 }
 
+// nodeToken says whether auth is on for a node on nodeIP (explicit: RAYGO_AUTH_MODE
+// chose) and, when on, the token this machine has ("" when it has none).
+func nodeToken(nodeIP string) (token string, on, explicit bool, err error) {
+	mode, explicit, err := auth.ModeFor(nodeIP)
+	if err != nil {
+		return "", false, false, badInput("%v", err)
+	}
+	if mode == auth.ModeDisabled {
+		return "", false, explicit, nil
+	}
+	if token, err = auth.Load(); err != nil {
+		return "", true, explicit, badInput("%v", err)
+	}
+	return token, true, explicit, nil
+}
+
+// generateToken makes a cluster token and saves it where this machine looks for one.
+func generateToken() (token, path string, err error) {
+	if path = auth.TokenPath(); path == "" {
+		return "", "", badInput("no home directory to save a cluster token in: set %s or %s", auth.EnvToken, auth.EnvTokenPath)
+	}
+	if token, err = auth.Generate(); err != nil {
+		return "", "", err
+	}
+	return token, path, auth.Save(path, token)
+}
+
 // daemonToken is the token a daemon (gcs-server, raylet) on nodeIP requires and sends:
 // "" when auth is off; an error when it is on and no token is found.
 func daemonToken(nodeIP string) (string, error) {
-	mode, _, err := auth.ModeFor(nodeIP)
-	if err != nil {
-		return "", badInput("%v", err)
+	token, on, _, err := nodeToken(nodeIP)
+	if err == nil && on && token == "" {
+		err = badInput("auth is on for %s but no cluster token is set: %s", nodeIP, auth.Hint)
 	}
-	if mode == auth.ModeDisabled {
-		return "", nil
-	}
-	token, err := auth.Load()
-	if err != nil {
-		return "", badInput("%v", err)
-	}
-	if token == "" {
-		return "", badInput("auth is on for %s but no cluster token is set: %s", nodeIP, auth.Hint)
-	}
-	return token, nil
+	return token, err
 }
 
 const getAuthTokenDescription = `Print the cluster token this machine has: RAYGO_AUTH_TOKEN, else the file at
@@ -93,14 +100,8 @@ func runGetAuthToken(args []string, stdout, stderr io.Writer) error {
 		return badInput("%v", err)
 	}
 	if token == "" && *generate {
-		path := auth.TokenPath()
-		if path == "" {
-			return badInput("no home directory to save a token in: set %s", auth.EnvTokenPath)
-		}
-		if token, err = auth.Generate(); err != nil {
-			return err
-		}
-		if err := auth.Save(path, token); err != nil {
+		path := ""
+		if token, path, err = generateToken(); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "raygo: generated a cluster token in %s\n", path)

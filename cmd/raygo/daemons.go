@@ -53,11 +53,14 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 // on a command line, where any local user could read it (ps).
 const envRedisPassword = "RAYGO_REDIS_PASSWORD"
 
-// validate checks the flags without connecting; the password defaults to
-// RAYGO_REDIS_PASSWORD.
+// validate checks the flags without connecting. The password is --redis-password, else
+// RAYGO_REDIS_PASSWORD; it is left in the environment, from which a GCS this process
+// starts takes it (args never names it).
 func (f *storeFlags) validate() error {
 	if f.redisPassword == "" {
 		f.redisPassword = os.Getenv(envRedisPassword)
+	} else if err := os.Setenv(envRedisPassword, f.redisPassword); err != nil {
+		return err
 	}
 	switch f.backend {
 	case "memory":
@@ -119,12 +122,9 @@ func (f *storeFlags) checkPersistence(ctx context.Context, st *store.Redis) erro
 	return nil
 }
 
-// args are the flags for the GCS's command line; the password is not among them: it
-// goes in the environment the GCS inherits (RAYGO_REDIS_PASSWORD), set here.
+// args are the flags for the GCS's command line; the password is not among them: the
+// GCS inherits it in RAYGO_REDIS_PASSWORD (validate).
 func (f *storeFlags) args() []string {
-	if f.redisPassword != "" {
-		_ = os.Setenv(envRedisPassword, f.redisPassword)
-	}
 	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-namespace", f.redisNamespace,
 		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis)}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/internal/auth"
 )
@@ -22,13 +23,18 @@ type Server struct {
 	addr string
 }
 
-// Start listens on address (HOST:PORT; port 0 picks a free one) and serves registry at
-// /metrics. With a token and a host that is not loopback, a scrape must carry it
-// (Authorization: Bearer). Serving errors after the start go to onError.
-func Start(address string, registry *prometheus.Registry, token string, onError func(error)) (*Server, error) {
+// Serve serves registry at /metrics on address (HOST:PORT; port 0 picks a free one). With
+// a token and a host that is not loopback, a scrape must carry it (Authorization:
+// Bearer). An empty address serves nothing; one that cannot be bound is a warning in log,
+// not a failure (as Ray's dashboard): both return nil, whose methods do nothing.
+func Serve(address string, registry *prometheus.Registry, token string, log zerolog.Logger) *Server {
+	if address == "" {
+		return nil
+	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
-		return nil, err
+		log.Warn().Err(err).Str("address", address).Msg("metrics port unavailable: no /metrics")
+		return nil
 	}
 	host, _, _ := net.SplitHostPort(address)
 	needToken := token != "" && !auth.IsLoopback(host)
@@ -43,15 +49,25 @@ func Start(address string, registry *prometheus.Registry, token string, onError 
 	})
 	s := &Server{http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, addr: listener.Addr().String()}
 	go func() {
-		if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) && onError != nil {
-			onError(err)
+		if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn().Err(err).Msg("/metrics stopped")
 		}
 	}()
-	return s, nil
+	log.Info().Str("address", s.addr).Msg("serving /metrics")
+	return s
 }
 
-// Address is the host:port it serves on.
-func (s *Server) Address() string { return s.addr }
+// Address is the host:port it serves on ("" for nil).
+func (s *Server) Address() string {
+	if s == nil {
+		return ""
+	}
+	return s.addr
+}
 
-// Close stops serving.
-func (s *Server) Close() { _ = s.http.Close() }
+// Close stops serving (nothing for nil).
+func (s *Server) Close() {
+	if s != nil {
+		_ = s.http.Close()
+	}
+}

@@ -18,11 +18,6 @@ ENV_TOKEN = "RAYGO_AUTH_TOKEN"
 ENV_TOKEN_PATH = "RAYGO_AUTH_TOKEN_PATH"
 METADATA_KEY = "authorization"
 
-HINT = (
-    f"set {ENV_TOKEN} (or {ENV_TOKEN_PATH} to a file holding it, or put it in ~/.raygo/auth_token); "
-    "`raygo get-auth-token` on the head prints it"
-)
-
 
 def load_token() -> Optional[str]:
     """The token this process has, or None. A token file that others can read, that is

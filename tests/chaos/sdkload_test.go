@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -115,13 +116,7 @@ func (l *sdkLoad) operate() {
 }
 
 func (l *sdkLoad) someActor() string {
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range l.actors {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(l.actors))
 	return ids[l.rng.IntN(len(ids))]
 }
 
