@@ -26,6 +26,12 @@ const (
 	// Rack names the node's rack. Informational for placement today (a multi-node NVLink
 	// domain is given by the node's NVLink domain, not by the rack).
 	Rack = "topology.raygo.io/rack"
+	// InstanceID is the provider's id of the instance a node runs on, set by the
+	// autoscaler when it launches the node: it ties the GCS's node to the instance.
+	InstanceID = "autoscaler.raygo.io/instance-id"
+	// NodeType is the cluster YAML's node type (available_node_types key) of a node the
+	// autoscaler launched.
+	NodeType = "autoscaler.raygo.io/node-type"
 )
 
 // Label syntax limits, as Ray's label_utils (Kubernetes-style keys and values).
