@@ -15,7 +15,11 @@
 // actors.go (the table, its entries, loading and pruning), actor_service.go (the
 // ActorInfoService handlers, ChooseLeaseTargets among them), actor_scheduler.go (the loop,
 // the queue, backoff, the node view handed to placement.ChooseNodes) and actor_commit.go
-// (leasing a worker, running the constructor, restarts, deaths, worker kills). What the
+// (leasing a worker, running the constructor, restarts, deaths, worker kills). The
+// autoscaler's AutoscalerStateService (autoscaler_state.go) reads the node, group and actor
+// tables through the same kind of narrow interfaces (autoscaler_demand.go), keeps the
+// request_resources constraint and the autoscaler's last report, tracks how long each node
+// has been idle and drains nodes before termination. What the
 // managers share about rows is in rows.go; the clock is Config.Now. Domain code returns
 // plain errors (errors.go); statusOf maps them to gRPC codes at the boundary.
 package gcs

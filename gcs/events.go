@@ -21,6 +21,11 @@ type nodeDirectory interface {
 	rayletAddress(nodeID string) string
 	// applyResourceReport records the resources a raylet reported with a reply.
 	applyResourceReport(nodeID string, report *pb.ResourceReport)
+	// noteWork records that work came to or left the node now (a bundle call): the
+	// node's idle clock restarts (autoscaler_state.go).
+	noteWork(nodeID string)
+	// draining reports whether the node is marked draining (it takes no new work).
+	draining(nodeID string) bool
 	// rayletClient returns a client of an ALIVE node's raylet whose calls carry this
 	// GCS's epoch.
 	rayletClient(nodeID string) (pb.NodeManagerServiceClient, error)

@@ -58,6 +58,13 @@ type nodeManager struct {
 	// lastReport is when each node last registered or reported to this GCS; one silent
 	// for nodeTimeout is DEAD (nodes reloaded after a restart have the reconnect grace).
 	lastReport map[string]time.Time
+	// lastWork is, per node, the last moment the GCS saw work on it (a bundle, a lease,
+	// an actor), or its registration: an idle node has been idle since then. Only work
+	// moves it, never a heartbeat that changes nothing (autoscaler_state.go).
+	lastWork map[string]time.Time
+	// reportBusy: the node's last applied resource report had less available than its
+	// total (a bundle or a worker lease holds some).
+	reportBusy map[string]bool
 	// done is closed by close: confirmFailure loops end.
 	done chan struct{}
 }
@@ -99,6 +106,8 @@ func newNodeManager(deps nodeDeps) *nodeManager {
 		failed:            map[string]bool{},
 		secrets:           map[string][sha256.Size]byte{},
 		lastReport:        map[string]time.Time{},
+		lastWork:          map[string]time.Time{},
+		reportBusy:        map[string]bool{},
 		done:              make(chan struct{}),
 	}
 }
@@ -216,6 +225,8 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	node.StateMessage = ""
 	delete(m.awaitingReconnect, nodeID)
 	delete(m.lastReport, nodeID)
+	delete(m.lastWork, nodeID)
+	delete(m.reportBusy, nodeID)
 	if conn := m.rayletConns[nodeID]; conn != nil {
 		_ = conn.Close()
 		delete(m.rayletConns, nodeID)
@@ -389,6 +400,11 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	}
 	m.nodes[node.NodeId] = node
 	delete(m.awaitingReconnect, node.NodeId)
+	if _, seen := m.lastWork[node.NodeId]; !seen {
+		// The idle clock of a node new to this GCS starts at its registration.
+		m.lastWork[node.NodeId] = m.now()
+	}
+	m.noteReportLocked(node)
 	row := proto.Clone(node).(*pb.NodeInfo)
 	m.mu.Unlock()
 
@@ -536,39 +552,77 @@ func (m *nodeManager) GetAllNodeInfo(ctx context.Context, req *pb.GetAllNodeInfo
 
 // DrainNode implements pb.NodeInfoServiceServer.
 func (m *nodeManager) DrainNode(ctx context.Context, req *pb.DrainNodeRequest) (*pb.DrainNodeReply, error) {
-	if req.NodeId == "" {
-		return nil, errorf(fielderr.ErrInvalid, "%s", "node_id: required")
+	row, _, err := m.drain(ctx, req.NodeId, req.Reason, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.DrainNodeReply{Node: row}, nil
+}
+
+// drain marks an ALIVE node draining, so placement and the actor scheduler send it
+// nothing new, persists it and tells its raylet, which then refuses new bundles and
+// leases itself. When idle is given (an idle termination), it is asked once the GCS has
+// marked the node and before the raylet is told: a non-empty answer (the work found on
+// the node) takes the mark back (unless the node was draining already) and is returned
+// as the rejection. Marking first means no bundle the GCS decides after the check goes
+// to the node; a lease the raylet grants on its own before it hears of the drain is
+// still possible, and is seen by the next idle check.
+func (m *nodeManager) drain(ctx context.Context, nodeID, reason string, idle func() string) (row *pb.NodeInfo, rejected string, err error) {
+	if nodeID == "" {
+		return nil, "", errorf(fielderr.ErrInvalid, "%s", "node_id: required")
 	}
 	m.mu.Lock()
-	node, ok := m.nodes[req.NodeId]
+	node, ok := m.nodes[nodeID]
 	if !ok {
 		m.mu.Unlock()
-		return nil, errorf(errNotFound, "node_id %s: no such node", req.NodeId)
+		return nil, "", errorf(errNotFound, "node_id %s: no such node", nodeID)
 	}
 	if node.State == pb.NodeState_DEAD {
 		m.mu.Unlock()
-		return nil, errorf(errFailedPrecondition, "node_id %s: node is DEAD", req.NodeId)
+		return nil, "", errorf(errFailedPrecondition, "node_id %s: node is DEAD", nodeID)
 	}
+	wasDraining, oldReason := node.IsDraining, node.DrainReason
 	node.IsDraining = true
-	node.DrainReason = req.Reason
-	row := proto.Clone(node).(*pb.NodeInfo)
+	node.DrainReason = reason
+	row = proto.Clone(node).(*pb.NodeInfo)
 	conn, err := m.rayletConnLocked(node)
 	m.mu.Unlock()
 	if err != nil {
-		return nil, errorf(errInternal, "node_id %s: %v", req.NodeId, err)
+		return nil, "", errorf(errInternal, "node_id %s: %v", nodeID, err)
+	}
+	m.nodeChanged(row)
+	if idle != nil {
+		if busy := idle(); busy != "" {
+			m.mu.Lock()
+			if node.State != pb.NodeState_DEAD && !wasDraining {
+				node.IsDraining, node.DrainReason = false, oldReason
+			}
+			row = proto.Clone(node).(*pb.NodeInfo)
+			m.mu.Unlock()
+			m.nodeChanged(row)
+			return row, busy, nil
+		}
 	}
 	if err := m.persist(ctx, row); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	// The raylet refuses new work itself too; if it cannot be told now, the GCS view
 	// still keeps work away from it.
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := pb.NewNodeManagerServiceClient(conn).DrainRaylet(callCtx, &pb.DrainRayletRequest{Reason: req.Reason}); err != nil {
-		m.log.Warn().Err(err).Str("node_id", req.NodeId).Msg("raylet did not acknowledge draining")
+	if _, err := pb.NewNodeManagerServiceClient(conn).DrainRaylet(callCtx, &pb.DrainRayletRequest{Reason: reason}); err != nil {
+		m.log.Warn().Err(err).Str("node_id", nodeID).Msg("raylet did not acknowledge draining")
 	}
-	m.log.Info().Str("node_id", req.NodeId).Str("reason", req.Reason).Msg("node draining")
-	return &pb.DrainNodeReply{Node: row}, nil
+	m.log.Info().Str("node_id", nodeID).Str("reason", reason).Msg("node draining")
+	return row, "", nil
+}
+
+// nodeChanged tells the listeners that a node's row changed (here: its draining flag),
+// so the schedulers see it before their next decision. Callers hold no lock.
+func (m *nodeManager) nodeChanged(row *pb.NodeInfo) {
+	for _, l := range m.listeners {
+		l.onNodeRegistered(row)
+	}
 }
 
 // UnregisterNode implements pb.NodeInfoServiceServer.
@@ -678,7 +732,78 @@ func (m *nodeManager) applyResourcesLocked(node *pb.NodeInfo, report *pb.Resourc
 	if len(node.MigGpus) > 0 || len(report.MigGpus) > 0 {
 		node.MigGpus = report.MigGpus
 	}
+	m.noteReportLocked(node)
 	return newer
+}
+
+// noteReportLocked moves the node's idle clock on a resource report: a report with
+// something taken is work seen now, and so is the first report with nothing taken after
+// one with something (the work ended now). A report that changes nothing moves nothing.
+// Callers hold mu.
+func (m *nodeManager) noteReportLocked(node *pb.NodeInfo) {
+	busy := reportShowsWork(node)
+	if busy || m.reportBusy[node.NodeId] {
+		m.lastWork[node.NodeId] = m.now()
+	}
+	m.reportBusy[node.NodeId] = busy
+}
+
+// reportShowsWork: the raylet reports less of some resource available than the node's
+// total, so a bundle or a worker lease holds it. Unparsable amounts count as work (the
+// node is never wrongly called idle).
+func reportShowsWork(node *pb.NodeInfo) bool {
+	total, err := resources.SetFromFloat(node.ResourcesTotal)
+	if err != nil {
+		return true
+	}
+	available, err := resources.SetFromFloat(node.ResourcesAvailable)
+	if err != nil {
+		return true
+	}
+	return !total.IsSubsetOf(available)
+}
+
+// noteWork records that work was seen on the node now (the autoscaler state saw a
+// bundle or an actor on it).
+func (m *nodeManager) noteWork(nodeID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if node, ok := m.nodes[nodeID]; ok && node.State == pb.NodeState_ALIVE {
+		m.lastWork[nodeID] = m.now()
+	}
+}
+
+// draining reports whether the node is marked draining.
+func (m *nodeManager) draining(nodeID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	node, ok := m.nodes[nodeID]
+	return ok && node.IsDraining
+}
+
+// nodeWork is a node row with what the node manager knows of its work.
+type nodeWork struct {
+	node *pb.NodeInfo
+	// lastWork: see nodeManager.lastWork (zero for a DEAD node).
+	lastWork time.Time
+	// reportBusy: its raylet last reported something taken.
+	reportBusy bool
+}
+
+// nodesWithWork returns copies of every node with its idle-clock state.
+func (m *nodeManager) nodesWithWork() []nodeWork {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]nodeWork, 0, len(m.nodes))
+	for id, n := range m.nodes {
+		if _, ok := m.lastWork[id]; !ok && n.State == pb.NodeState_ALIVE {
+			// Reloaded after a GCS restart and not re-registered: this GCS starts the
+			// clock when it first looks.
+			m.lastWork[id] = m.now()
+		}
+		out = append(out, nodeWork{node: proto.Clone(n).(*pb.NodeInfo), lastWork: m.lastWork[id], reportBusy: m.reportBusy[id]})
+	}
+	return out
 }
 
 // resourcesReported tells the listeners that a raylet reported newer resources: pending

@@ -82,6 +82,15 @@ func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlace
 // removed meanwhile, it undoes the plan (requeuePlan) and returns false without mu.
 func (m *pgManager) reserveAndPlace(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, step string,
 	reserve func(ctx context.Context, node string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error)) bool {
+	// The plan may come from a view older than a drain: a draining node gets nothing.
+	// A drain marks the node before it checks for in-flight plans, so a plan is either
+	// seen by that check or refused here.
+	for node := range byNode {
+		if m.nodes.draining(node) {
+			m.requeuePlan(e, plan, nil, fmt.Errorf("%s: node %s is draining", step, node))
+			return false
+		}
+	}
 	var madeMu sync.Mutex
 	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
 	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
@@ -272,7 +281,8 @@ func (m *pgManager) releasePlanLocked(group string, plan map[int]placement.Bundl
 }
 
 // forEachNode calls call for every node's bundles in parallel, each bounded by
-// rayletCallTimeout, records the resource report each returns, and returns the first error.
+// rayletCallTimeout, records the resource report each returns and the node's work, and
+// returns the first error.
 func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error)) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode))
@@ -286,7 +296,10 @@ func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call 
 			m.nodes.applyResourceReport(node, report)
 			if err != nil {
 				errs <- fmt.Errorf("node %s: %w", node, err)
+				return
 			}
+			// Bundles came to or left the node: its idle clock restarts.
+			m.nodes.noteWork(node)
 		}()
 	}
 	wg.Wait()

@@ -101,36 +101,61 @@ func hasMIGResource(bundle resources.Set) bool {
 	return false
 }
 
-// buildView makes the scheduler's view: alive nodes, their totals and GPUs, and what is
-// available once every held bundle is subtracted.
-func buildView(nodes []*pb.NodeInfo, held []viewBundle) (*clusterView, error) {
-	reserved := map[string]resources.Set{}
-	gpuUsed := map[string]map[int]resources.Amount{} // node → GPU index → share held
-	view := &clusterView{held: make(map[bundleRef]heldBundle, len(held)), nodes: make(map[placement.NodeID]placement.Node, len(nodes))}
+// nodeHeld is what the bundles held on one node take of it.
+type nodeHeld struct {
+	bundles  int
+	reserved resources.Set
+	// gpuUsed: GPU index → the share of it held.
+	gpuUsed map[int]resources.Amount
+}
+
+// heldByNode sums the held bundles by node: the scheduler's view and the autoscaler
+// state subtract them from the nodes' totals alike.
+func heldByNode(held []viewBundle) map[string]*nodeHeld {
+	out := map[string]*nodeHeld{}
 	for _, h := range held {
-		view.held[h.ref] = h.held
-		node := string(h.held.node)
-		reserved[node] = reserved[node].Add(h.held.resources)
+		node := out[string(h.held.node)]
+		if node == nil {
+			node = &nodeHeld{}
+			out[string(h.held.node)] = node
+		}
+		node.bundles++
+		node.reserved = node.reserved.Add(h.held.resources)
 		if len(h.held.gpus) == 0 {
 			continue
 		}
-		if gpuUsed[node] == nil {
-			gpuUsed[node] = map[int]resources.Amount{}
+		if node.gpuUsed == nil {
+			node.gpuUsed = map[int]resources.Amount{}
 		}
 		// Each GPU of a bundle holds one whole GPU, or the bundle's fraction of it.
 		share := min(h.held.resources[resources.GPU], resources.AmountScale)
 		for _, gpu := range h.held.gpus {
-			gpuUsed[node][gpu] += share
+			node.gpuUsed[gpu] += share
 		}
 	}
+	return out
+}
+
+// buildView makes the scheduler's view: alive nodes, their totals and GPUs, and what is
+// available once every held bundle is subtracted.
+func buildView(nodes []*pb.NodeInfo, held []viewBundle) (*clusterView, error) {
+	view := &clusterView{held: make(map[bundleRef]heldBundle, len(held)), nodes: make(map[placement.NodeID]placement.Node, len(nodes))}
+	for _, h := range held {
+		view.held[h.ref] = h.held
+	}
+	byNode := heldByNode(held)
 	rows := make([]placement.Node, 0, len(nodes))
 	for _, n := range nodes {
 		total, err := resources.SetFromFloat(n.ResourcesTotal)
 		if err != nil {
 			return nil, fmt.Errorf("node %s resources_total: %w", n.NodeId, err)
 		}
+		onNode := byNode[n.NodeId]
+		if onNode == nil {
+			onNode = &nodeHeld{}
+		}
 		available := total.Clone()
-		for name, amount := range reserved[n.NodeId] {
+		for name, amount := range onNode.reserved {
 			available[name] = max(available[name]-amount, 0)
 		}
 		labels := maps.Clone(n.Labels)
@@ -140,7 +165,7 @@ func buildView(nodes []*pb.NodeInfo, held []viewBundle) (*clusterView, error) {
 		labels[nodelabel.NodeID] = n.NodeId
 		row := placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
 			Labels: labels, Alive: true, Draining: n.IsDraining,
-			GPUs: topologyGPUs(n, gpuUsed[n.NodeId]), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)}
+			GPUs: topologyGPUs(n, onNode.gpuUsed), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)}
 		rows = append(rows, row)
 		view.nodes[row.ID] = row
 	}

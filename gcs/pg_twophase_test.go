@@ -42,6 +42,10 @@ type testNodes struct {
 
 func (n *testNodes) schedulingNodes() []*pb.NodeInfo { return n.aliveNodes() }
 
+func (n *testNodes) noteWork(string) {}
+
+func (n *testNodes) draining(string) bool { return false }
+
 func (n *testNodes) aliveNodes() []*pb.NodeInfo {
 	n.mu.Lock()
 	defer n.mu.Unlock()

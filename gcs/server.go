@@ -47,6 +47,8 @@ type Server struct {
 	// actors and executables: the actor manager and the worker executables it starts.
 	actors      *actorManager
 	executables *executableService
+	// autoscaler serves the autoscaler's view of the cluster (autoscaler_state.go).
+	autoscaler *autoscalerState
 
 	// dashboard serves /metrics (Config.DashboardAddress); nil when not served.
 	dashboard *metricsserver.Server
@@ -102,6 +104,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables,
 		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken})
+	s.autoscaler = newAutoscalerState(autoscalerDeps{store: cfg.Store, log: s.log, now: cfg.Now, nodes: s.nodes, groups: s.pgs, actors: s.actors,
+		sessionName: "session_" + strconv.FormatInt(s.epoch, 10)})
 	// The managers meet only through these subscriptions (events.go).
 	s.nodes.subscribe(s.pgs)
 	s.nodes.subscribe(s.actors)
@@ -122,6 +126,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if err := s.actors.load(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.autoscaler.load(ctx); err != nil {
 		return nil, err
 	}
 
@@ -156,6 +163,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	pb.RegisterQueueServiceServer(s.grpc, queueService{m: s.pgs})
 	pb.RegisterActorInfoServiceServer(s.grpc, s.actors)
 	pb.RegisterExecutableServiceServer(s.grpc, s.executables)
+	pb.RegisterAutoscalerStateServiceServer(s.grpc, s.autoscaler)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -17,6 +17,8 @@ type gcsClient struct {
 	nodes   pb.NodeInfoServiceClient
 	pgs     pb.PlacementGroupServiceClient
 	actors  pb.ActorInfoServiceClient
+	// autoscaler is the GCS's AutoscalerStateService (raygo status reads it).
+	autoscaler pb.AutoscalerStateServiceClient
 }
 
 func dialGCS(addressFlag string) (*gcsClient, error) {
@@ -29,7 +31,7 @@ func dialGCS(addressFlag string) (*gcsClient, error) {
 		return nil, err
 	}
 	c := &gcsClient{address: addr, conn: conn, nodes: pb.NewNodeInfoServiceClient(conn), pgs: pb.NewPlacementGroupServiceClient(conn),
-		actors: pb.NewActorInfoServiceClient(conn)}
+		actors: pb.NewActorInfoServiceClient(conn), autoscaler: pb.NewAutoscalerStateServiceClient(conn)}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := c.nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{}); err != nil {

@@ -12,6 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -68,7 +71,7 @@ func shortID(id string) string {
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "Print a summary of the cluster, in the spirit of 'ray status': nodes alive,\ndraining and dead, resources used / total over the alive nodes, and the placement\ngroups and actors that wait, with the reason.",
+	fs := newFlagSet("status", "Print a summary of the cluster, in the layout of 'ray status': nodes active, idle,\npending (launching), recently failed, draining and dead; resources used / total over\nthe alive nodes, the request_resources constraint and the pending demands (actor\nshapes and placement groups, infeasible ones named); then the placement groups and\nactors that wait, with the reason.",
 		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
 	address := addressFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -97,13 +100,20 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printStatus(stdout, c.address, info, reply.Nodes)
+	// A GCS without the autoscaler service (an older one) still gets the rest.
+	autoscaling, err := c.autoscaler.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	if err != nil && status.Code(err) != codes.Unimplemented {
+		return err
+	}
+	printStatus(stdout, c.address, info, reply.Nodes, autoscaling)
 	printPlacementGroupStatus(stdout, groups.PlacementGroups)
 	printActorStatus(stdout, actors.Actors)
 	return nil
 }
 
-func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo) {
+// printStatus prints the header, "Node status" and "Resources"; autoscaling (nil from a
+// GCS without the autoscaler service) adds Ray's autoscaler lines to both.
+func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo, autoscaling *pb.GetClusterStatusReply) {
 	rule := strings.Repeat("-", 64)
 	fmt.Fprintf(w, "======== Cluster status: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
 	if info.Store == "memory" && info.StartTimeMs > 0 {
@@ -141,15 +151,19 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 			available[k] += v
 		}
 	}
-	for _, group := range []struct {
-		title string
-		lines []string
-	}{{"Active", active}, {"Draining", draining}, {"Dead", dead}} {
-		fmt.Fprintf(w, "%s: %d\n", group.title, len(group.lines))
-		for _, l := range group.lines {
+	printGroup := func(title string, lines []string) {
+		fmt.Fprintf(w, "%s: %d\n", title, len(lines))
+		for _, l := range lines {
 			fmt.Fprintln(w, l)
 		}
 	}
+	printGroup("Active", active)
+	if autoscaling != nil {
+		printIdleNodes(w, autoscaling.ClusterResourceState)
+		printPendingNodes(w, autoscaling.AutoscalingState)
+	}
+	printGroup("Draining", draining)
+	printGroup("Dead", dead)
 	fmt.Fprintf(w, "\nResources\n%s\nUsage:\n", rule)
 	names := make([]string, 0, len(totals))
 	for k := range totals {
@@ -171,6 +185,9 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 		fmt.Fprintf(w, " %s/%s %s\n", formatAmount(used), formatAmount(totals[name]), name)
 	}
 	printMIGStatus(w, nodes)
+	if autoscaling != nil {
+		printDemands(w, autoscaling.ClusterResourceState, autoscaling.AutoscalingState)
+	}
 }
 
 // printMIGStatus sums the MIG slot maps of the alive nodes: instances held and idle, and

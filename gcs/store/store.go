@@ -26,6 +26,9 @@ const (
 	// TableNodeSecrets holds, per node id, the SHA-256 of the secret the GCS issued at
 	// the node's first registration.
 	TableNodeSecrets = "node_secrets"
+	// TableAutoscaler holds the request_resources constraint (a ClusterResourceConstraint)
+	// under "cluster_resource_constraint".
+	TableAutoscaler = "autoscaler"
 )
 
 // OpKind says what one Op of a batch does.

@@ -21,6 +21,8 @@ import grpc
 from raygo._proto import (
     actor_pb2,
     actor_pb2_grpc,
+    autoscaler_pb2,
+    autoscaler_pb2_grpc,
     gcs_pb2,
     gcs_pb2_grpc,
     placement_group_pb2,
@@ -120,6 +122,7 @@ class GcsClient:
         self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
         self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)
         self._actors = actor_pb2_grpc.ActorInfoServiceStub(channel)
+        self._autoscaler = autoscaler_pb2_grpc.AutoscalerStateServiceStub(channel)
         # What Ray records as the driver's node IP: the address this machine reaches the GCS from.
         self.driver_ip = _driver_ip(host)
         self._lock = threading.Lock()
@@ -280,6 +283,22 @@ class GcsClient:
         return here[0] if here else None
 
     # --- actors ------------------------------------------------------------------------
+
+    def request_cluster_resource_constraint(self, constraint: "autoscaler_pb2.ClusterResourceConstraint") -> None:
+        """Replaces the cluster's request_resources constraint (an empty one clears it)."""
+        self.call(
+            "request resources",
+            self._autoscaler.RequestClusterResourceConstraint,
+            autoscaler_pb2.RequestClusterResourceConstraintRequest(cluster_resource_constraint=constraint),
+        )
+
+    def cluster_resource_state(self) -> Any:
+        """The cluster as the autoscaler sees it (ClusterResourceState)."""
+        return self.call(
+            "read the cluster resource state",
+            self._autoscaler.GetClusterResourceState,
+            autoscaler_pb2.GetClusterResourceStateRequest(),
+        ).cluster_resource_state
 
     def all_actors(self) -> Sequence[Any]:
         return self.call("list actors", self._actors.GetAllActorInfo, actor_pb2.GetAllActorInfoRequest()).actors

@@ -90,6 +90,10 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	rayletAddress := harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress()
+	if state, err := pb.NewAutoscalerStateServiceClient(admin).GetClusterResourceState(ctx, &pb.GetClusterResourceStateRequest{}); err != nil ||
+		len(state.ClusterResourceState.NodeStates) != 2 {
+		t.Fatalf("GetClusterResourceState with the token: %v, %v; want both nodes", state, err)
+	}
 	for _, presented := range []string{"", "not-the-token"} {
 		gcs, err := rpcutil.Dial(c.GCSAddress, rpcutil.DialOptions{Token: presented})
 		if err != nil {
@@ -115,6 +119,15 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 		refused(t, "UploadExecutable", err)
 		_, err = pb.NewActorInfoServiceClient(gcs).CreateActor(ctx, &pb.CreateActorRequest{ClassName: "Counter"})
 		refused(t, "CreateActor", err)
+		// The autoscaler's service: reading the cluster, request_resources, and a drain
+		// that would let an attacker empty a node.
+		autoscaler := pb.NewAutoscalerStateServiceClient(gcs)
+		_, err = autoscaler.GetClusterResourceState(ctx, &pb.GetClusterResourceStateRequest{})
+		refused(t, "GetClusterResourceState", err)
+		_, err = autoscaler.RequestClusterResourceConstraint(ctx, &pb.RequestClusterResourceConstraintRequest{})
+		refused(t, "RequestClusterResourceConstraint", err)
+		_, err = autoscaler.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: worker.NodeID, Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION})
+		refused(t, "DrainNode (autoscaler)", err)
 
 		// The raylet: ghost reservations, cancels behind the GCS's back, a forged epoch.
 		raylet, err := rpcutil.Dial(rayletAddress, rpcutil.DialOptions{Token: presented, Epoch: func() int64 { return math.MaxInt64 }})

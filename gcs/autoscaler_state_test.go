@@ -1,0 +1,476 @@
+package gcs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raygo-dev/raygo/gcs/reservertest"
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// drainRecorder is a raylet that answers DrainRaylet and records it.
+type drainRecorder struct {
+	pb.UnimplementedNodeManagerServiceServer
+	mu      sync.Mutex
+	drained []string
+}
+
+func (r *drainRecorder) DrainRaylet(ctx context.Context, req *pb.DrainRayletRequest) (*pb.DrainRayletReply, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.drained = append(r.drained, req.Reason)
+	return &pb.DrainRayletReply{}, nil
+}
+
+func (r *drainRecorder) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.drained)
+}
+
+// reportless is the in-memory raylets without their resource reports (which are empty):
+// in these tests resources are reported by heartbeats only.
+type reportless struct{ *reservertest.Fake }
+
+func (r reportless) Prepare(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+	made, _, err := r.Fake.Prepare(ctx, nodeID, bundles)
+	return made, nil, err
+}
+
+func (r reportless) Commit(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
+	_, err := r.Fake.Commit(ctx, nodeID, keys)
+	return nil, err
+}
+
+func (r reportless) Cancel(ctx context.Context, nodeID string, keys []*pb.BundleKey) (*pb.ResourceReport, error) {
+	_, err := r.Fake.Cancel(ctx, nodeID, keys)
+	return nil, err
+}
+
+func (r reportless) ReleaseUnused(ctx context.Context, nodeID string, inUse []*pb.BundleKey) (*pb.ReleaseUnusedBundlesReply, error) {
+	reply, err := r.Fake.ReleaseUnused(ctx, nodeID, inUse)
+	if reply != nil {
+		reply.Resources = nil
+	}
+	return reply, err
+}
+
+// autoscalerFixture is a GCS on a settable clock whose bundles go to in-memory raylets,
+// with nodes whose raylet address answers DrainRaylet.
+type autoscalerFixture struct {
+	t       *testing.T
+	s       *Server
+	clock   *fakeClock
+	raylet  *drainRecorder
+	address string
+	c       actorTestClients
+	state   pb.AutoscalerStateServiceClient
+	secrets map[string]string
+}
+
+func newAutoscalerFixture(t *testing.T, st store.Store) *autoscalerFixture {
+	t.Helper()
+	f := &autoscalerFixture{t: t, clock: &fakeClock{now: time.Unix(1_800_000_000, 0)}, raylet: &drainRecorder{}, secrets: map[string]string{}}
+	f.address = serveFake(t, func(srv *grpc.Server) { pb.RegisterNodeManagerServiceServer(srv, f.raylet) })
+	raylets := reportless{reservertest.New()}
+	f.s = startGCS(t, st, func(c *Config) {
+		c.Now = f.clock.Now
+		c.NodeTimeout = 0 // the clock jumps; nodes here send no heartbeats of their own
+		c.WrapReserver = func(BundleReserver) BundleReserver { return raylets }
+	})
+	f.c = dialActors(t, f.s.Address())
+	conn, err := rpcutil.Dial(f.s.Address(), rpcutil.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f.state = pb.NewAutoscalerStateServiceClient(conn)
+	return f
+}
+
+// register adds a node; available nil: all of total is free.
+func (f *autoscalerFixture) register(node *pb.NodeInfo) {
+	f.t.Helper()
+	node.RayletAddress = f.address
+	if node.ResourcesAvailable == nil {
+		node.ResourcesAvailable = node.ResourcesTotal
+	}
+	reply, err := f.c.nodes.RegisterNode(context.Background(), &pb.RegisterNodeRequest{Node: node})
+	if err != nil {
+		f.t.Fatalf("register %s: %v", node.NodeId, err)
+	}
+	f.secrets[node.NodeId] = reply.NodeSecret
+}
+
+func (f *autoscalerFixture) heartbeat(nodeID string, version int64, available map[string]float64) {
+	f.t.Helper()
+	if _, err := f.c.nodes.ReportHeartbeat(context.Background(), &pb.ReportHeartbeatRequest{NodeId: nodeID,
+		ResourcesAvailable: available, ResourcesVersion: version, NodeSecret: f.secrets[nodeID]}); err != nil {
+		f.t.Fatalf("heartbeat %s: %v", nodeID, err)
+	}
+}
+
+func (f *autoscalerFixture) read() *pb.ClusterResourceState {
+	f.t.Helper()
+	reply, err := f.state.GetClusterResourceState(context.Background(), &pb.GetClusterResourceStateRequest{})
+	if err != nil {
+		f.t.Fatalf("GetClusterResourceState: %v", err)
+	}
+	return reply.ClusterResourceState
+}
+
+func (f *autoscalerFixture) node(id string) *pb.AutoscalerNodeState {
+	f.t.Helper()
+	for _, n := range f.read().NodeStates {
+		if n.NodeId == id {
+			return n
+		}
+	}
+	f.t.Fatalf("node %s not in the cluster resource state", id)
+	return nil
+}
+
+// createGroup makes a detached group and returns its id.
+func (f *autoscalerFixture) createGroup(strategy string, bundles ...*pb.CreatePlacementGroupRequest_BundleSpec) string {
+	f.t.Helper()
+	reply, err := f.c.pgs.CreatePlacementGroup(context.Background(), &pb.CreatePlacementGroupRequest{Strategy: strategy, Lifetime: lifetimeDetached, Bundles: bundles})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return reply.PlacementGroup.PlacementGroupId
+}
+
+func (f *autoscalerFixture) waitGroup(id string, want pb.PlacementGroupState, reason pending.Reason) *pb.PlacementGroupInfo {
+	f.t.Helper()
+	var got *pb.PlacementGroupInfo
+	eventually(f.t, 10*time.Second, fmt.Sprintf("group %s %s", id, want), func() error {
+		reply, err := f.c.pgs.GetPlacementGroup(context.Background(), &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+		if err != nil {
+			return err
+		}
+		got = reply.PlacementGroup
+		if got.State != want || got.PendingReasonCode != string(reason) {
+			return fmt.Errorf("state %s reason %q", got.State, got.PendingReasonCode)
+		}
+		return nil
+	})
+	return got
+}
+
+func bundle(amounts map[string]float64, selector map[string]string) *pb.CreatePlacementGroupRequest_BundleSpec {
+	return &pb.CreatePlacementGroupRequest_BundleSpec{Resources: amounts, LabelSelector: selector}
+}
+
+func twoGPUNode(id string) *pb.NodeInfo {
+	return &pb.NodeInfo{NodeId: id, NodeIp: "10.0.0.1", IsHeadNode: true,
+		ResourcesTotal: map[string]float64{"CPU": 4, "GPU": 2},
+		Labels:         map[string]string{nodelabel.InstanceID: "i-0a1", nodelabel.NodeType: "gpu2"},
+		Gpus: []*pb.GPUInfo{{Index: 0, Uuid: "GPU-a0", NvlinkIsland: 0, Rail: 0},
+			{Index: 1, Uuid: "GPU-a1", NvlinkIsland: 0, Rail: 1}}}
+}
+
+func TestClusterResourceStateListsNodesGroupsAndActors(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(twoGPUNode("aaaa"))
+	// bbbb's raylet reports half its CPUs taken (a worker lease).
+	f.register(&pb.NodeInfo{NodeId: "bbbb", ResourcesTotal: map[string]float64{"CPU": 4}, ResourcesAvailable: map[string]float64{"CPU": 2}})
+
+	placed := f.createGroup("STRICT_PACK", bundle(map[string]float64{"GPU": 1}, nil))
+	f.waitGroup(placed, pb.PlacementGroupState_CREATED, "")
+	waiting := f.createGroup("STRICT_SPREAD", bundle(map[string]float64{"CPU": 1}, map[string]string{"zone": "us-east-1a"}),
+		bundle(map[string]float64{"CPU": 1}, nil))
+	f.waitGroup(waiting, pb.PlacementGroupState_PENDING, pending.Infeasible)
+
+	job, err := f.c.jobs.AddJob(context.Background(), &pb.AddJobRequest{Namespace: "team", DriverPid: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("#!/bin/true\n")
+	if err := uploadChunks(context.Background(), f.c.exes, sha256Hex(data), int64(len(data)), [][]byte{data}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := f.c.actors.CreateActor(context.Background(), &pb.CreateActorRequest{JobId: job.Job.JobId, ClassName: "Big",
+			ExecutableSha256: sha256Hex(data), RequiredResources: map[string]float64{"CPU": 64}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var state *pb.ClusterResourceState
+	eventually(t, 10*time.Second, "two pending actors", func() error {
+		state = f.read()
+		if len(state.PendingResourceRequests) != 1 || state.PendingResourceRequests[0].Count != 2 {
+			return fmt.Errorf("pending shapes %v", state.PendingResourceRequests)
+		}
+		return nil
+	})
+	shape := state.PendingResourceRequests[0]
+	if shape.Request.ResourcesBundle["CPU"] != 64 || shape.PendingReason != string(pending.Infeasible) {
+		t.Fatalf("actor shape %v", shape)
+	}
+
+	if len(state.NodeStates) != 2 || state.NodeStates[0].NodeId != "aaaa" {
+		t.Fatalf("node states %v: want the head aaaa first, then bbbb", state.NodeStates)
+	}
+	a, b := state.NodeStates[0], state.NodeStates[1]
+	if a.InstanceId != "i-0a1" || a.RayNodeTypeName != "gpu2" || a.NodeIpAddress != "10.0.0.1" || !a.IsHeadNode {
+		t.Fatalf("node aaaa identity: %v", a)
+	}
+	if a.Status != pb.NodeStatus_NODE_STATUS_RUNNING || a.IdleDurationMs != 0 || !strings.Contains(strings.Join(a.NodeActivity, ";"), "1 placement-group bundle") {
+		t.Fatalf("node aaaa holds a bundle: %v %d %v", a.Status, a.IdleDurationMs, a.NodeActivity)
+	}
+	if a.AvailableResources["GPU"] != 1 || a.TotalResources["GPU"] != 2 || len(a.Gpus) != 2 || a.Gpus[1].Rail != 1 {
+		t.Fatalf("node aaaa resources: available %v total %v gpus %v", a.AvailableResources, a.TotalResources, a.Gpus)
+	}
+	if free := a.GpuAvailable[0] + a.GpuAvailable[1]; free != 10000 || len(a.GpuAvailable) != 2 {
+		t.Fatalf("node aaaa GPU availability %v: one of two GPUs held", a.GpuAvailable)
+	}
+	if b.Status != pb.NodeStatus_NODE_STATUS_RUNNING || b.AvailableResources["CPU"] != 2 || !strings.Contains(strings.Join(b.NodeActivity, ";"), "CPU 2/4") {
+		t.Fatalf("node bbbb has a lease: %v", b)
+	}
+
+	if len(state.PendingGangResourceRequests) != 1 {
+		t.Fatalf("pending gangs %v: want the STRICT_SPREAD group only", state.PendingGangResourceRequests)
+	}
+	gang := state.PendingGangResourceRequests[0]
+	if gang.PlacementGroupId != waiting || gang.Strategy != pb.PlacementStrategy_STRICT_SPREAD || gang.State != pb.PlacementGroupState_PENDING ||
+		gang.PendingReason != string(pending.Infeasible) || gang.PendingReasonMessage == "" || len(gang.Requests) != 2 || len(gang.Bundles) != 2 {
+		t.Fatalf("pending gang %v", gang)
+	}
+	if gang.Requests[0].LabelSelector["zone"] != "us-east-1a" || gang.Bundles[0].LabelSelector["zone"] != "us-east-1a" {
+		t.Fatalf("pending gang lost its bundle label selector: %v", gang.Requests)
+	}
+	if want := waiting + ":STRICT_SPREAD|PENDING"; gang.Details != want {
+		t.Fatalf("details %q, want %q", gang.Details, want)
+	}
+	if next := f.read().ClusterResourceStateVersion; next <= state.ClusterResourceStateVersion {
+		t.Fatalf("version %d after %d: must grow", next, state.ClusterResourceStateVersion)
+	}
+}
+
+func TestIdleDurationRestartsOnlyWhenWorkLands(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(&pb.NodeInfo{NodeId: "cccc", ResourcesTotal: map[string]float64{"CPU": 4}})
+	if n := f.node("cccc"); n.Status != pb.NodeStatus_NODE_STATUS_IDLE || n.IdleDurationMs != 0 {
+		t.Fatalf("new node: %v idle %d", n.Status, n.IdleDurationMs)
+	}
+	f.clock.Advance(30 * time.Second)
+	// Heartbeats that change nothing do not restart the clock: a keep-alive and a full
+	// report of the same idle resources.
+	f.heartbeat("cccc", 0, map[string]float64{"CPU": 4})
+	if _, err := f.c.nodes.ReportHeartbeat(context.Background(), &pb.ReportHeartbeatRequest{NodeId: "cccc", Unchanged: true, NodeSecret: f.secrets["cccc"]}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(10 * time.Second)
+	if got := f.node("cccc").IdleDurationMs; got != 40_000 {
+		t.Fatalf("idle %d ms after 40 s of heartbeats only, want 40000", got)
+	}
+
+	// A bundle lands: busy while it is there, and the clock restarts when it leaves.
+	id := f.createGroup("PACK", bundle(map[string]float64{"CPU": 1}, nil))
+	f.waitGroup(id, pb.PlacementGroupState_CREATED, "")
+	if n := f.node("cccc"); n.Status != pb.NodeStatus_NODE_STATUS_RUNNING || n.IdleDurationMs != 0 {
+		t.Fatalf("node with a bundle: %v idle %d", n.Status, n.IdleDurationMs)
+	}
+	f.clock.Advance(5 * time.Second)
+	if _, err := f.c.pgs.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: id}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the bundle released", func() error {
+		if n := f.node("cccc"); n.Status != pb.NodeStatus_NODE_STATUS_IDLE {
+			return fmt.Errorf("%v %v", n.Status, n.NodeActivity)
+		}
+		return nil
+	})
+	f.clock.Advance(20 * time.Second)
+	if got := f.node("cccc").IdleDurationMs; got != 20_000 {
+		t.Fatalf("idle %d ms 20 s after the bundle left, want 20000", got)
+	}
+
+	// A lease the raylet reports: the clock restarts at the report that shows it gone.
+	f.heartbeat("cccc", 1, map[string]float64{"CPU": 3})
+	if n := f.node("cccc"); n.Status != pb.NodeStatus_NODE_STATUS_RUNNING {
+		t.Fatalf("node with a lease: %v", n.Status)
+	}
+	f.clock.Advance(3 * time.Second)
+	f.heartbeat("cccc", 2, map[string]float64{"CPU": 4})
+	f.clock.Advance(7 * time.Second)
+	if got := f.node("cccc").IdleDurationMs; got != 7_000 {
+		t.Fatalf("idle %d ms 7 s after the lease ended, want 7000", got)
+	}
+}
+
+func TestIdleTerminationDrainIsRejectedForABusyNode(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(&pb.NodeInfo{NodeId: "dddd", ResourcesTotal: map[string]float64{"CPU": 4}})
+	f.register(&pb.NodeInfo{NodeId: "eeee", ResourcesTotal: map[string]float64{"CPU": 4}})
+	busy := f.createGroup("STRICT_PACK", bundle(map[string]float64{"CPU": 1}, map[string]string{nodelabel.NodeID: "dddd"}))
+	f.waitGroup(busy, pb.PlacementGroupState_CREATED, "")
+	ctx := context.Background()
+
+	reply, err := f.state.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: "dddd", Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_IDLE_TERMINATION})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.IsAccepted || !strings.Contains(reply.RejectionReasonMessage, "placement-group bundle") {
+		t.Fatalf("drain of a node holding a bundle: %v", reply)
+	}
+	if n := f.node("dddd"); n.Status != pb.NodeStatus_NODE_STATUS_RUNNING {
+		t.Fatalf("a rejected drain left the node %v", n.Status)
+	}
+
+	reply, err = f.state.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: "eeee", Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_IDLE_TERMINATION, ReasonMessage: "idle for 10m"})
+	if err != nil || !reply.IsAccepted {
+		t.Fatalf("drain of an idle node: %v, %v", reply, err)
+	}
+	if n := f.node("eeee"); n.Status != pb.NodeStatus_NODE_STATUS_DRAINING || !strings.Contains(n.StatusMessage, "idle for 10m") {
+		t.Fatalf("drained node: %v %q", n.Status, n.StatusMessage)
+	}
+	if f.raylet.calls() != 1 {
+		t.Fatalf("DrainRaylet called %d times, want once (the accepted drain)", f.raylet.calls())
+	}
+	// eeee is the only node with 4 CPUs free: the group waits rather than go there.
+	whole := f.createGroup("PACK", bundle(map[string]float64{"CPU": 4}, nil))
+	eventually(t, 10*time.Second, "the group waits", func() error {
+		reply, err := f.c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: whole})
+		if err != nil {
+			return err
+		}
+		if g := reply.PlacementGroup; g.State != pb.PlacementGroupState_PENDING || g.PendingReasonCode == "" {
+			return fmt.Errorf("%s %q", g.State, g.PendingReasonCode)
+		}
+		return nil
+	})
+	if n := f.node("eeee"); n.Status != pb.NodeStatus_NODE_STATUS_DRAINING || len(n.NodeActivity) != 0 {
+		t.Fatalf("the draining node took work: %v %v", n.Status, n.NodeActivity)
+	}
+
+	// A preemption drains a busy node.
+	reply, err = f.state.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: "dddd", Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION})
+	if err != nil || !reply.IsAccepted {
+		t.Fatalf("preemption drain: %v, %v", reply, err)
+	}
+	for _, bad := range []*pb.AutoscalerDrainNodeRequest{{NodeId: "dddd"}, {Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION}} {
+		_, err := f.state.DrainNode(ctx, bad)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("drain %v: %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := f.state.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: "ffff", Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION}); status.Code(err) != codes.NotFound {
+		t.Fatalf("drain of an unknown node: %v, want NotFound", err)
+	}
+}
+
+func constraintOf(counts ...*pb.ResourceRequestByCount) *pb.RequestClusterResourceConstraintRequest {
+	return &pb.RequestClusterResourceConstraintRequest{ClusterResourceConstraint: &pb.ClusterResourceConstraint{ResourceRequests: counts}}
+}
+
+func shapeOf(count int64, amounts map[string]float64, selector map[string]string) *pb.ResourceRequestByCount {
+	return &pb.ResourceRequestByCount{Request: &pb.ResourceRequest{ResourcesBundle: amounts, LabelSelector: selector}, Count: count}
+}
+
+func TestResourceConstraintIsReplacedClearedAndSurvivesARestart(t *testing.T) {
+	st := redisStore(t, "constraint")
+	f := newAutoscalerFixture(t, st)
+	ctx := context.Background()
+	constraint := func(f *autoscalerFixture) []*pb.ResourceRequestByCount {
+		t.Helper()
+		cs := f.read().ClusterResourceConstraints
+		if len(cs) == 0 {
+			return nil
+		}
+		if len(cs) != 1 {
+			t.Fatalf("%d constraints, want at most one", len(cs))
+		}
+		return cs[0].ResourceRequests
+	}
+	if _, err := f.state.RequestClusterResourceConstraint(ctx, constraintOf(shapeOf(3, map[string]float64{"CPU": 1}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got := constraint(f); len(got) != 1 || got[0].Count != 3 {
+		t.Fatalf("constraint %v", got)
+	}
+	if _, err := f.state.RequestClusterResourceConstraint(ctx, constraintOf(shapeOf(1, map[string]float64{"GPU": 8}, map[string]string{"zone": "in(a,b)"}))); err != nil {
+		t.Fatal(err)
+	}
+	got := constraint(f)
+	if len(got) != 1 || got[0].Request.ResourcesBundle["GPU"] != 8 || got[0].Request.ResourcesBundle["CPU"] != 0 || got[0].Request.LabelSelector["zone"] != "in(a,b)" {
+		t.Fatalf("the second call must replace the first: %v", got)
+	}
+	for field, bad := range map[string]*pb.RequestClusterResourceConstraintRequest{
+		"resource_requests[0].count":                              constraintOf(shapeOf(0, map[string]float64{"CPU": 1}, nil)),
+		"resource_requests[1].request.resources_bundle":           constraintOf(shapeOf(1, map[string]float64{"CPU": 1}, nil), shapeOf(1, map[string]float64{"CPU": -1}, nil)),
+		`resource_requests[0].request.label_selector["bad key!"]`: constraintOf(shapeOf(1, map[string]float64{"CPU": 1}, map[string]string{"bad key!": "x"})),
+	} {
+		_, err := f.state.RequestClusterResourceConstraint(ctx, bad)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), field) {
+			t.Fatalf("bad %s: %v, want InvalidArgument naming it", field, err)
+		}
+	}
+	if got := constraint(f); len(got) != 1 || got[0].Request.ResourcesBundle["GPU"] != 8 {
+		t.Fatalf("a refused call changed the constraint: %v", got)
+	}
+
+	f.s.Stop()
+	f = newAutoscalerFixture(t, st)
+	if got := constraint(f); len(got) != 1 || got[0].Request.ResourcesBundle["GPU"] != 8 {
+		t.Fatalf("after a GCS restart on Redis: %v", got)
+	}
+	if _, err := f.state.RequestClusterResourceConstraint(ctx, constraintOf()); err != nil {
+		t.Fatal(err)
+	}
+	if got := constraint(f); got != nil {
+		t.Fatalf("an empty call must clear the constraint: %v", got)
+	}
+	f.s.Stop()
+	f = newAutoscalerFixture(t, st)
+	if got := constraint(f); got != nil {
+		t.Fatalf("the cleared constraint came back after a restart: %v", got)
+	}
+}
+
+func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	ctx := context.Background()
+	status0, err := f.state.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	if err != nil || status0.AutoscalingState != nil || status0.ClusterResourceState == nil {
+		t.Fatalf("before any report: %v, %v", status0, err)
+	}
+	report := func(version int64, failure string) {
+		t.Helper()
+		state := &pb.AutoscalingState{AutoscalerStateVersion: version,
+			PendingInstances:        []*pb.PendingInstance{{RayNodeTypeName: "gpu8", InstanceId: "i-1", Details: "ALLOCATED"}},
+			FailedInstanceRequests:  []*pb.FailedInstanceRequest{{RayNodeTypeName: "gpu8", Count: 1, Reason: failure, FailedTs: 1_800_000_000}},
+			PendingInstanceRequests: []*pb.PendingInstanceRequest{{RayNodeTypeName: "cpu", Count: 2}}}
+		if _, err := f.state.ReportAutoscalingState(ctx, &pb.ReportAutoscalingStateRequest{AutoscalingState: state}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(2, "InsufficientInstanceCapacity")
+	report(1, "a late report")
+	got, err := f.state.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got.AutoscalingState; s.GetAutoscalerStateVersion() != 2 || s.FailedInstanceRequests[0].Reason != "InsufficientInstanceCapacity" {
+		t.Fatalf("status keeps the newest report: %v", s)
+	}
+	if got.ClusterResourceState.LastSeenAutoscalerStateVersion != 2 {
+		t.Fatalf("last seen autoscaler version %d, want 2", got.ClusterResourceState.LastSeenAutoscalerStateVersion)
+	}
+	if _, err := f.state.ReportAutoscalingState(ctx, &pb.ReportAutoscalingStateRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an empty report: %v, want InvalidArgument", err)
+	}
+}
