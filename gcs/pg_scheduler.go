@@ -7,7 +7,6 @@ import (
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
-	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
@@ -350,48 +349,6 @@ func (m *pgManager) recordUnschedulableLocked(f roundFailure, available resource
 			e.notify()
 		}
 	}
-}
-
-// migGPUs is a node's MIG slot maps as its raylet last reported them. The raylet checks
-// every step again, so a plan made on a report that an in-flight prepare has outdated
-// fails its prepare and is retried, never double-booked.
-func migGPUs(n *pb.NodeInfo) []placement.MIGGPU {
-	var out []placement.MIGGPU
-	for _, g := range n.MigGpus {
-		model, ok := mig.ModelOfDevice(g.Model)
-		if !ok {
-			continue
-		}
-		gpu := placement.MIGGPU{Index: int(g.Index), Model: model}
-		for _, in := range g.Instances {
-			state := placement.MIGIdle
-			if in.Held {
-				state = placement.MIGHeld
-			}
-			gpu.Instances = append(gpu.Instances, placement.MIGInstance{ProfileID: int(in.ProfileId), Start: int(in.Start), State: state})
-		}
-		out = append(out, gpu)
-	}
-	return out
-}
-
-// topologyGPUs lists a node's GPUs for the scheduler with what is free of each. GPUs the
-// raylet only counted (--num-gpus without NVML: no UUID, no topology), or a list that does
-// not match the node's GPU total, are not passed: the node is then scheduled by its GPU
-// count and the raylet picks the indices, rather than one odd node failing the snapshot.
-func topologyGPUs(n *pb.NodeInfo, used map[int]resources.Amount) []placement.GPU {
-	if float64(len(n.Gpus)) != n.ResourcesTotal["GPU"] {
-		return nil
-	}
-	gpus := make([]placement.GPU, 0, len(n.Gpus))
-	for _, g := range n.Gpus {
-		if g.Uuid == "" {
-			return nil
-		}
-		gpus = append(gpus, placement.GPU{Index: int(g.Index), UUID: g.Uuid, NVLinkIsland: int(g.NvlinkIsland),
-			Rail: int(g.Rail), Available: max(resources.AmountScale-used[int(g.Index)], 0)})
-	}
-	return gpus
 }
 
 func (m *pgManager) backoffLocked(e *pgEntry, now time.Time) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/pbplacement"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
@@ -165,7 +166,7 @@ func buildView(nodes []*pb.NodeInfo, held []viewBundle) (*clusterView, error) {
 		labels[nodelabel.NodeID] = n.NodeId
 		row := placement.Node{ID: placement.NodeID(n.NodeId), Total: total, Available: available,
 			Labels: labels, Alive: true, Draining: n.IsDraining,
-			GPUs: topologyGPUs(n, onNode.gpuUsed), NVLinkDomain: n.NvlinkDomain, MIGGPUs: migGPUs(n)}
+			GPUs: pbplacement.GPUs(n.Gpus, n.ResourcesTotal[resources.GPU], onNode.gpuUsed), NVLinkDomain: n.NvlinkDomain, MIGGPUs: pbplacement.MIGGPUs(n.MigGpus)}
 		rows = append(rows, row)
 		view.nodes[row.ID] = row
 	}

@@ -111,6 +111,18 @@ func TestDesignBoundaries(t *testing.T) {
 				}
 			}
 		}
+		// 1b. The autoscaler's planner (the package autoscaler itself, not its loop or
+		// providers) is as pure: no I/O, no clock or randomness (it names durations only).
+		if p.path == "autoscaler" {
+			for _, imported := range p.imports {
+				if slices.Contains(ioPackages, imported) || (imported != "time" && slices.Contains(nondeterministicPackages, imported)) {
+					t.Errorf("%s imports %s: the planner is pure", p.path, imported)
+				}
+				if imported == module+"/autoscaler/reconciler" || strings.HasPrefix(imported, module+"/autoscaler/provider") {
+					t.Errorf("%s imports %s: the planner knows nothing of the loop around it", p.path, imported)
+				}
+			}
+		}
 		// 2. gcs, raylet, sdk and the autoscaler meet only over protos/.
 		for _, service := range services {
 			if !inside(p, service) {
@@ -126,10 +138,19 @@ func TestDesignBoundaries(t *testing.T) {
 		}
 		// 3. placement makes decisions and only the GCS and the autoscaler ask it for them:
 		// the shared vocabulary (resources, MIG tables, labels) lives in leaf packages.
-		if !inside(p, "placement", "gcs", "autoscaler", "tests") {
+		// internal/pbplacement, the one reading of a node's wire GPUs in placement's
+		// terms, serves those two alone.
+		if !inside(p, "placement", "gcs", "autoscaler", "tests", "internal/pbplacement") {
 			for _, imported := range p.imports {
 				if under(imported, "placement") {
 					t.Errorf("%s imports %s: only gcs and the autoscaler call the scheduler; use the vocabulary in internal/resources, internal/mig, internal/nodelabel", p.path, imported)
+				}
+			}
+		}
+		if !inside(p, "gcs", "autoscaler", "tests", "cmd") {
+			for _, imported := range p.imports {
+				if under(imported, "internal/pbplacement") {
+					t.Errorf("%s imports %s: it serves the GCS and the autoscaler only", p.path, imported)
 				}
 			}
 		}
