@@ -1,7 +1,9 @@
 package autoscaler
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -141,8 +143,11 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	default:
 		low = min(bundles, lowerBound(d.request.Bundles, countedMIG(t.Resources)))
 	}
-	snapshot, plan, err := try(high)
-	if err != nil {
+	// The bound by amounts is usually exact: try it first.
+	snapshot, plan, err := try(low)
+	if err == nil {
+		high = low
+	} else if snapshot, plan, err = try(high); err != nil {
 		result.err = err
 		return result
 	}
@@ -286,15 +291,29 @@ func (p *planner) planGroup(d *demand) {
 	}
 	open := p.pool.open(d, kindPlanned)
 	fits := func(t *NodeType) bool { return p.cache.group(d, t).nodes > 0 }
+	// Types are tried cheapest alone first: with the open nodes a type needs at least
+	// one new node, so a type whose one node costs more than the best found is skipped.
+	candidates := slices.Clone(p.candidateTypes(d, fits))
+	alone := make(map[*NodeType]float64, len(candidates))
+	for _, t := range candidates {
+		alone[t] = p.aloneCost(d, t)
+	}
+	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(alone[a], alone[b]) })
 	var best *option
 	var limits limitTracker
-	for _, t := range p.candidateTypes(d, fits) {
+	for _, t := range candidates {
 		fresh := p.cache.group(d, t)
 		if fresh.nodes == 0 {
 			continue
 		}
 		if t.Unavailable {
 			limits.note(p.limitReason(t))
+			continue
+		}
+		if best != nil && !cheaper(option{t: t, nodes: 1}, *best) && len(open) > 0 {
+			continue
+		}
+		if best != nil && !cheaper(option{t: t, nodes: fresh.nodes}, *best) && len(open) == 0 {
 			continue
 		}
 		opt := p.groupOption(d, t, fresh, open)
@@ -311,6 +330,16 @@ func (p *planner) planGroup(d *demand) {
 		return
 	}
 	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.group(d, t).err })
+}
+
+// aloneCost is the cost of a gang on new nodes of type t alone (+Inf when they cannot
+// hold it).
+func (p *planner) aloneCost(d *demand, t *NodeType) float64 {
+	fresh := p.cache.group(d, t)
+	if fresh.nodes == 0 {
+		return math.Inf(1)
+	}
+	return float64(fresh.nodes) * price(t)
 }
 
 // placeOnPool places a group on nodes the plan already has, running nodes first.

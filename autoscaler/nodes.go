@@ -108,20 +108,43 @@ func (p *pool) add(row placement.Node, kind nodeKind, typ string) {
 	p.nodes = append(p.nodes, poolNode{row: row, kind: kind, typ: typ, closed: row.Available.IsZero()})
 }
 
+// maxOpenNodes bounds how many nodes with room one demand is tried on (a bound on work,
+// not a rule): running nodes first, then launching and planned ones, the most recently
+// planned first (older planned nodes are the fullest).
+const maxOpenNodes = 64
+
 // open returns the rows of nodes of kind at most maxKind on which at least one of the
-// demand's bundles fits by resource amounts, the only nodes placement could use for it.
+// demand's bundles fits by resource amounts, the only nodes placement could use for it;
+// at most maxOpenNodes of them.
 func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
 	var rows []placement.Node
-	for i := range p.nodes {
-		node := &p.nodes[i]
-		if node.kind > maxKind || node.closed {
-			continue
+	consider := func(node *poolNode) bool {
+		if node.closed {
+			return true
 		}
 		for _, bundle := range d.distinct {
 			if bundle.IsSubsetOf(node.row.Available) {
 				rows = append(rows, node.row)
 				break
 			}
+		}
+		return len(rows) < maxOpenNodes
+	}
+	for i := range p.nodes {
+		if node := &p.nodes[i]; node.kind == kindRunning && !consider(node) {
+			return rows
+		}
+	}
+	if maxKind == kindRunning {
+		return rows
+	}
+	for i := len(p.nodes) - 1; i >= 0; i-- {
+		node := &p.nodes[i]
+		if node.kind == kindRunning || node.kind > maxKind {
+			continue
+		}
+		if !consider(node) {
+			return rows
 		}
 	}
 	return rows
