@@ -1,7 +1,28 @@
 // Package autoscaler owns scaling the cluster to its demand: a pure planner (pending
 // placement-group demand and node types in, a launch/terminate plan out), the reconcile
 // loop around it, and the cloud providers (local processes, AWS EC2). It talks to the GCS
-// only over protos/. Its configuration, Ray's cluster YAML, is read by clusterconfig; the
-// rest is not implemented yet: the autoscaler issue builds it on the INFEASIBLE groups
-// and per-node reasons that the GCS already records.
+// only over protos/ (the GCS's AutoscalerStateService). Its configuration, Ray's cluster
+// YAML, is read by clusterconfig; the loop is reconciler; the providers are provider
+// (the interface and an in-memory one) and provider/fakemultinode (local raylet
+// processes).
+//
+// The planner (plan.go, choose.go, constraint.go, scaledown.go) is Decide(Input) Plan:
+// pure and deterministic (no I/O, clock or goroutines; the same input gives the same
+// plan). Demand is the work admission let through that lacks capacity: pending
+// placement groups (whole, with their strategy, NVLink-island rule and label selectors),
+// tasks and actors by shape, and the last request_resources call, sized against node
+// totals so running work counts toward it; work held by admission is not demand. Every
+// fit is decided by the placement core (placement.Schedule on snapshots of running nodes'
+// free capacity, launching nodes, and hypothetical nodes built from node types with
+// NewNode), never by a rule of the planner's own. A gang goes on running nodes first,
+// then launching and already planned nodes, then on new nodes of the type that holds it
+// for the least cost (price, then priority, then fewer nodes, then name); CPU-only work
+// never gets a GPU type while a CPU type could hold it. MIG profiles are counted: a type
+// holds the profiles its Resources list. min_workers, per-type and cluster max_workers,
+// unavailable types and upscaling_speed (tasks and actors only) bound the launches;
+// demand a limit stops is reported Limited, demand no type could ever hold is reported
+// infeasible with a one-line reason and never launched for. Scale-down terminates nodes
+// above max_workers, then, at most max_unavailable at once, idle nodes of unconfigured
+// types and nodes idle past their type's timeout, never the head, a node of unknown type,
+// a node below min_workers or a node the plan places demand on.
 package autoscaler

@@ -1,0 +1,119 @@
+package autoscaler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/internal/benchgate"
+	"github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// Sizes of the planning benchmark.
+const (
+	benchDemands = 10000
+	benchTypes   = 20
+	benchRunning = 200
+	benchPlans   = 20
+)
+
+// benchTypeCatalog is 20 node types: CPU machines of several sizes and GPU machines of
+// several island layouts, priced roughly as clouds price them.
+func benchTypeCatalog() []NodeType {
+	var types []NodeType
+	for i, cpus := range []int{2, 4, 8, 16, 32, 48, 64, 96} {
+		t := cpuType(fmt.Sprintf("cpu-%02d", i), cpus, 0.05*float64(cpus))
+		t.MaxWorkers = 100000
+		types = append(types, t)
+	}
+	layouts := [][]int{{1}, {2}, {1, 1, 1, 1}, {4}, {2, 2, 2, 2}, {8}, {4, 4}, {8}, {1}, {2, 2}, {8}, {4}}
+	for i, layout := range layouts {
+		t := gpuType(fmt.Sprintf("gpu-%02d", i), 0, layout...)
+		gpus := 0
+		for _, size := range layout {
+			gpus += size
+		}
+		t.PricePerHour = float64(gpus) * (2 + 0.25*float64(i%4))
+		t.MaxWorkers = 100000
+		if i%3 == 0 {
+			t.Labels = map[string]string{"zone": "a"}
+		}
+		types = append(types, t)
+	}
+	return types
+}
+
+var benchShapes = []resources.Set{
+	set("CPU", 1), set("CPU", 2), set("CPU", 4), set("CPU", 8, "memory", 16), set("GPU", 1, "CPU", 4),
+	set("GPU", 0.5, "CPU", 1), set("GPU", 2, "CPU", 8), set("GPU", 4, "CPU", 16), set("GPU", 8, "CPU", 32),
+}
+
+var benchBundles = []resources.Set{
+	set("GPU", 1), set("GPU", 1, "CPU", 4), set("GPU", 2, "CPU", 8), set("CPU", 2), set("CPU", 4), set("GPU", 0.5),
+}
+
+// benchInput is a seeded planning input: 200 running nodes (half busy), 10,000 pending
+// demands: 60% task shapes, 40% placement groups of 2–64 bundles over the four
+// strategies.
+func benchInput(seed uint64) Input {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	types := benchTypeCatalog()
+	in := Input{Types: types, MaxWorkers: 1000000, MaxUnavailable: 10, UpscalingSpeed: 1}
+	for i := range benchRunning {
+		t := types[rng.IntN(len(types))]
+		id := fmt.Sprintf("node-%04d", i)
+		if rng.IntN(2) == 0 {
+			in.Nodes = append(in.Nodes, busy(id, t))
+		} else {
+			in.Nodes = append(in.Nodes, running(id, t, time.Duration(rng.IntN(30))*time.Minute))
+		}
+	}
+	for i := range benchDemands {
+		if rng.IntN(10) < 6 {
+			s := shape(benchShapes[rng.IntN(len(benchShapes))], 1+rng.IntN(4))
+			if rng.IntN(10) == 0 {
+				s.LabelSelector = map[string]string{"zone": "a"}
+			}
+			in.Shapes = append(in.Shapes, s)
+			continue
+		}
+		strategy := strategies[rng.IntN(len(strategies))]
+		count := 2 + rng.IntN(63)
+		bundle := benchBundles[rng.IntN(len(benchBundles))]
+		if strategy == placement.StrategyStrictPack {
+			count = 2 + rng.IntN(7) // a STRICT_PACK must fit one node
+		}
+		g := group(fmt.Sprintf("pg-%05d", i), strategy, repeat(count, bundle)...)
+		g.Reason = pending.NoResources
+		in.Groups = append(in.Groups, g)
+	}
+	return in
+}
+
+// TestPlanLatencyBench is the planner's benchmark of `make bench`: 20 plans, each for
+// 10,000 pending demands on 20 node types and 200 running nodes (different seeds). It
+// prints "BENCH autoscaler_plan_p99_ms <value> ms", the 99th percentile of the 20
+// decision times. It is not a test and is skipped unless RAYGO_BENCH=1.
+func TestPlanLatencyBench(t *testing.T) {
+	benchgate.Require(t)
+	var durations []time.Duration
+	for seed := range uint64(benchPlans) {
+		in := benchInput(seed)
+		start := time.Now()
+		plan := Decide(in)
+		durations = append(durations, time.Since(start))
+		launches := 0
+		for _, launch := range plan.Launches {
+			launches += launch.Count
+		}
+		t.Logf("seed %d: %v, %d nodes launched over %d types, %d terminated, %d infeasible",
+			seed, durations[len(durations)-1], launches, len(plan.Launches), len(plan.Terminations), len(plan.Infeasible))
+	}
+	slices.Sort(durations)
+	p99 := durations[min(len(durations)-1, (len(durations)*99+99)/100-1)]
+	fmt.Printf("BENCH autoscaler_plan_p99_ms %.1f ms\n", float64(p99.Microseconds())/1000)
+}

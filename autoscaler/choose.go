@@ -1,0 +1,534 @@
+package autoscaler
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// How the planner picks node types, and what is and is not optimal.
+//
+// Demand is served one at a time in a fixed order (collectDemand). Each demand first
+// goes on nodes the cluster has or the plan already launches, running nodes first;
+// only what does not fit there gets new nodes. For that, every type is priced alone:
+// the fewest nodes of the type that hold the demand (a gang together with the free
+// capacity already there, except STRICT_PACK, which one new node must hold), times the
+// type's price; the cheapest wins (then the higher priority, fewer nodes, the name).
+// Later demand is bin-packed onto the nodes planned for earlier demand.
+//
+// This greedy choice is optimal for one demand over one type at a time. It is not a
+// global optimum: it never mixes types inside one gang, and serving demand in another
+// order, or choosing a costlier type for one demand so that later demand packs onto its
+// leftovers, can be cheaper. Finding that optimum is bin packing with costs (NP-hard);
+// Ray's and Karpenter's planners are greedy in the same way.
+
+// option is one way to hold a demand on new nodes of one type.
+type option struct {
+	t *NodeType
+	// nodes is how many new nodes the demand needs of the type (for shapes, to hold all
+	// of the remaining instances: the cost compared; fewer may be launched).
+	nodes int
+	// commit applies the option to the planner.
+	commit func()
+}
+
+// typeCache holds, per demand key and type, how the demand fits on new nodes of the
+// type alone. Demands with the same key share it: identical pending work is priced
+// once per plan.
+type typeCache struct {
+	groups map[cacheKey]*freshGroup
+	shapes map[cacheKey]*freshShape
+}
+
+type cacheKey struct{ demand, typ string }
+
+func newTypeCache() *typeCache {
+	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape)}
+}
+
+// freshGroup is a gang on new nodes of one type alone.
+type freshGroup struct {
+	// nodes is the fewest nodes that hold it; 0 when no number of nodes of the type does.
+	nodes int
+	// rows are the nodes it uses, with what it leaves free, under template ids.
+	rows []placement.Node
+	// err is placement's answer on as many nodes as the gang has bundles, when it does
+	// not fit.
+	err error
+}
+
+// freshShape is instances of a shape on one new node of a type.
+type freshShape struct {
+	// fills[j] is the node holding j+1 instances; len(fills) is how many one node holds.
+	fills []placement.Node
+	err   error
+}
+
+// maxInstancesPerNode bounds how many instances of one shape the planner packs onto one
+// new node (a bound on work, not a rule: only tiny shapes reach it).
+const maxInstancesPerNode = 1024
+
+// templateNodes are n new nodes of type t under template ids.
+func templateNodes(t *NodeType, n int) []placement.Node {
+	rows := make([]placement.Node, n)
+	for i := range rows {
+		rows[i] = NewNode(placement.NodeID(fmt.Sprintf("template-%04d", i)), t)
+	}
+	return rows
+}
+
+// couldHoldEach is a quick necessary condition before asking placement: every bundle fits
+// one empty node of the type by amounts, and the type's labels pass its selector.
+func couldHoldEach(d *demand, t *NodeType, node placement.Node) bool {
+	for index, bundle := range d.request.Bundles {
+		if !bundle.IsSubsetOf(node.Total) {
+			return false
+		}
+		if len(d.request.BundleLabelSelectors) > 0 && !d.request.BundleLabelSelectors[index].Matches(node.Labels) {
+			return false
+		}
+	}
+	return true
+}
+
+// scheduleOn places the demand on the rows and reserves it there. ok is false when
+// placement says no (err says why).
+func scheduleOn(rows []placement.Node, request placement.Request) (*placement.Snapshot, placement.Plan, error) {
+	snapshot, err := placement.NewSnapshot(rows)
+	if err != nil {
+		return nil, placement.Plan{}, err
+	}
+	plan, err := placement.Schedule(snapshot, request)
+	if err != nil {
+		return snapshot, plan, err
+	}
+	if err := snapshot.Reserve(request.Bundles, plan); err != nil {
+		return snapshot, plan, err
+	}
+	return snapshot, plan, nil
+}
+
+// group returns how the gang fits on new nodes of type t alone.
+func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
+	key := cacheKey{d.key, t.Name}
+	if cached, ok := c.groups[key]; ok {
+		return cached
+	}
+	result := &freshGroup{}
+	c.groups[key] = result
+	bundles := len(d.request.Bundles)
+	if !couldHoldEach(d, t, NewNode("template", t)) {
+		_, _, result.err = scheduleOn(templateNodes(t, bundles), d.request)
+		if result.err == nil { // the quick check is only ever stricter than placement
+			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
+		}
+		return result
+	}
+	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
+		return scheduleOn(templateNodes(t, n), d.request)
+	}
+	// STRICT_PACK uses one node (its island); STRICT_SPREAD one per bundle; PACK and
+	// SPREAD are bin-packed (Ray plans both as plain bundles): the fewest nodes that
+	// hold them, found by bisection from a lower bound by amounts.
+	low, high := 1, bundles
+	switch d.request.Strategy {
+	case placement.StrategyStrictPack:
+		high = 1
+	case placement.StrategyStrictSpread:
+		low = bundles
+	default:
+		low = min(bundles, lowerBound(d.request.Bundles, countedMIG(t.Resources)))
+	}
+	// The bound by amounts is usually exact: try it first.
+	snapshot, plan, err := try(low)
+	if err == nil {
+		high = low
+	} else if snapshot, plan, err = try(high); err != nil {
+		result.err = err
+		return result
+	}
+	for low < high {
+		middle := (low + high) / 2
+		if s, p, err := try(middle); err == nil {
+			snapshot, plan, high = s, p, middle
+		} else {
+			low = middle + 1
+		}
+	}
+	result.rows = usedRows(snapshot, plan)
+	result.nodes = len(result.rows)
+	return result
+}
+
+// lowerBound is the fewest nodes of the given capacity whose summed amounts cover the
+// bundles', at least 1.
+func lowerBound(bundles []resources.Set, capacity resources.Set) int {
+	sum := make(map[string]resources.Amount)
+	for _, bundle := range bundles {
+		for name, amount := range bundle {
+			sum[name] += amount
+		}
+	}
+	bound := 1
+	for name, amount := range sum {
+		if per := capacity[name]; per > 0 {
+			bound = max(bound, int((amount+per-1)/per))
+		}
+	}
+	return bound
+}
+
+// usedRows are the rows, after the plan, of the nodes the plan uses, in id order.
+func usedRows(snapshot *placement.Snapshot, plan placement.Plan) []placement.Node {
+	var ids []placement.NodeID
+	for _, placed := range plan.Placements {
+		if !slices.Contains(ids, placed.NodeID) {
+			ids = append(ids, placed.NodeID)
+		}
+	}
+	slices.Sort(ids)
+	rows := make([]placement.Node, len(ids))
+	for i, id := range ids {
+		rows[i], _ = snapshot.Node(id)
+	}
+	return rows
+}
+
+// shape returns how many instances of the shape one new node of type t holds, with the
+// node after each.
+func (c *typeCache) shape(d *demand, t *NodeType) *freshShape {
+	key := cacheKey{d.key, t.Name}
+	if cached, ok := c.shapes[key]; ok {
+		return cached
+	}
+	result := &freshShape{}
+	c.shapes[key] = result
+	node := NewNode("template", t)
+	if !couldHoldEach(d, t, node) {
+		_, _, result.err = scheduleOn([]placement.Node{node}, d.request)
+		if result.err == nil {
+			result.err = fmt.Errorf("the shape fits no node of type %s", t.Name)
+		}
+		return result
+	}
+	snapshot, err := placement.NewSnapshot([]placement.Node{node})
+	if err != nil {
+		result.err = err
+		return result
+	}
+	for len(result.fills) < maxInstancesPerNode {
+		plan, err := placement.Schedule(snapshot, d.request)
+		if err == nil {
+			err = snapshot.Reserve(d.request.Bundles, plan)
+		}
+		if err != nil {
+			if len(result.fills) == 0 {
+				result.err = err
+			}
+			break
+		}
+		row, _ := snapshot.Node(node.ID)
+		result.fills = append(result.fills, row)
+	}
+	return result
+}
+
+// candidateTypes are the types demand may launch: every type, except that CPU-only
+// demand never gets a GPU type while a type without GPUs could hold it (launchable now
+// or not). Only when no such type exists may CPU-only work use a GPU type, rather than
+// wait forever.
+func (p *planner) candidateTypes(d *demand, fits func(*NodeType) bool) []*NodeType {
+	if d.anyGPU {
+		return p.sortedTypes
+	}
+	var cpuTypes []*NodeType
+	holds := false
+	for _, t := range p.sortedTypes {
+		if !isGPUType(t) {
+			cpuTypes = append(cpuTypes, t)
+			holds = holds || fits(t)
+		}
+	}
+	if holds {
+		return cpuTypes
+	}
+	return p.sortedTypes
+}
+
+// limitTracker remembers why types that could hold a demand were not launched.
+type limitTracker struct {
+	feasible bool
+	reason   string
+}
+
+func (l *limitTracker) note(reason string) {
+	l.feasible = true
+	if l.reason == "" {
+		l.reason = reason
+	}
+}
+
+func (p *planner) limitReason(t *NodeType) string {
+	switch {
+	case t.Unavailable:
+		return fmt.Sprintf("node type %s could hold it but cannot be launched now (provider capacity)", t.Name)
+	case p.count[t.Name] >= t.MaxWorkers:
+		return fmt.Sprintf("node type %s could hold it but is at its max_workers (%d)", t.Name, t.MaxWorkers)
+	default:
+		return fmt.Sprintf("node type %s could hold it but the cluster is at max_workers (%d)", t.Name, p.in.MaxWorkers)
+	}
+}
+
+// planGroup plans one placement group, all or nothing: on the free capacity of running
+// nodes, then of launching and planned nodes, then on new nodes of the cheapest type.
+func (p *planner) planGroup(d *demand) {
+	if p.placeOnPool(d) {
+		return
+	}
+	open := p.pool.open(d, kindPlanned)
+	fits := func(t *NodeType) bool { return p.cache.group(d, t).nodes > 0 }
+	// Types are tried cheapest alone first: with the open nodes a type needs at least
+	// one new node, so a type whose one node costs more than the best found is skipped.
+	candidates := slices.Clone(p.candidateTypes(d, fits))
+	alone := make(map[*NodeType]float64, len(candidates))
+	for _, t := range candidates {
+		alone[t] = p.aloneCost(d, t)
+	}
+	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(alone[a], alone[b]) })
+	var best *option
+	var limits limitTracker
+	for _, t := range candidates {
+		fresh := p.cache.group(d, t)
+		if fresh.nodes == 0 {
+			continue
+		}
+		if t.Unavailable {
+			limits.note(p.limitReason(t))
+			continue
+		}
+		if best != nil && !cheaper(option{t: t, nodes: 1}, *best) && len(open) > 0 {
+			continue
+		}
+		if best != nil && !cheaper(option{t: t, nodes: fresh.nodes}, *best) && len(open) == 0 {
+			continue
+		}
+		opt := p.groupOption(d, t, fresh, open)
+		if opt.nodes > p.allowance(t) {
+			limits.note(p.limitReason(t))
+			continue
+		}
+		if best == nil || cheaper(opt, *best) {
+			best = &opt
+		}
+	}
+	if best != nil {
+		best.commit()
+		return
+	}
+	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.group(d, t).err })
+}
+
+// aloneCost is the cost of a gang on new nodes of type t alone (+Inf when they cannot
+// hold it).
+func (p *planner) aloneCost(d *demand, t *NodeType) float64 {
+	fresh := p.cache.group(d, t)
+	if fresh.nodes == 0 {
+		return math.Inf(1)
+	}
+	return float64(fresh.nodes) * price(t)
+}
+
+// placeOnPool places a group on nodes the plan already has, running nodes first.
+func (p *planner) placeOnPool(d *demand) bool {
+	previous := -1
+	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
+		rows := p.pool.open(d, kind)
+		if len(rows) == 0 || len(rows) == previous {
+			continue
+		}
+		previous = len(rows)
+		snapshot, plan, err := scheduleOn(rows, d.request)
+		if err == nil {
+			p.pool.update(snapshot, plan)
+			return true
+		}
+	}
+	return false
+}
+
+// groupOption prices a gang on new nodes of type t: with the free capacity of the
+// nodes the plan has (open), the fewest new nodes that complete it; STRICT_PACK (one
+// node or island) or no open node: the nodes it needs alone.
+func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node) option {
+	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 {
+		try := func(n int) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
+			rows := slices.Clip(open)
+			ids := make([]placement.NodeID, n)
+			for i := range ids {
+				ids[i] = placement.NodeID(fmt.Sprintf("planned-%s-%d", t.Name, p.nextID+1+i))
+				rows = append(rows, NewNode(ids[i], t))
+			}
+			snapshot, plan, err := scheduleOn(rows, d.request)
+			return snapshot, plan, ids, err
+		}
+		snapshot, plan, ids, err := try(fresh.nodes)
+		if err == nil {
+			low, high := 1, fresh.nodes
+			for low < high {
+				middle := (low + high) / 2
+				if s, pl, i, err := try(middle); err == nil {
+					snapshot, plan, ids, high = s, pl, i, middle
+				} else {
+					low = middle + 1
+				}
+			}
+			used := usedNew(plan, ids)
+			return option{t: t, nodes: len(used), commit: func() {
+				p.pool.update(snapshot, plan)
+				for _, id := range used {
+					row, _ := snapshot.Node(id)
+					p.pool.add(row, kindPlanned, t.Name)
+				}
+				p.nextID += len(ids)
+				p.launch(t, len(used), d.name)
+			}}
+		}
+	}
+	return option{t: t, nodes: fresh.nodes, commit: func() {
+		for _, row := range fresh.rows {
+			p.pool.add(withID(row, p.newID(t)), kindPlanned, t.Name)
+		}
+		p.launch(t, fresh.nodes, d.name)
+	}}
+}
+
+// usedNew are the ids among the new nodes that the plan uses.
+func usedNew(plan placement.Plan, ids []placement.NodeID) []placement.NodeID {
+	var used []placement.NodeID
+	for _, id := range ids {
+		for _, placed := range plan.Placements {
+			if placed.NodeID == id {
+				used = append(used, id)
+				break
+			}
+		}
+	}
+	return used
+}
+
+// planShape plans the instances of one shape: as many as fit on the nodes the plan has
+// (running first), the rest on new nodes of the cheapest type, within the plan's
+// upscaling budget for tasks and actors.
+func (p *planner) planShape(d *demand) {
+	remaining := d.count
+	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
+		if remaining == 0 {
+			return
+		}
+		remaining -= p.fillPool(d, kind, remaining)
+	}
+	fits := func(t *NodeType) bool { return len(p.cache.shape(d, t).fills) > 0 }
+	for remaining > 0 && p.shapeBudget > 0 {
+		var best *option
+		var limits limitTracker
+		for _, t := range p.candidateTypes(d, fits) {
+			fresh := p.cache.shape(d, t)
+			perNode := len(fresh.fills)
+			if perNode == 0 {
+				continue
+			}
+			allowed := min(p.allowance(t), p.shapeBudget)
+			if t.Unavailable || p.allowance(t) == 0 {
+				limits.note(p.limitReason(t))
+				continue
+			}
+			need := (remaining + perNode - 1) / perNode
+			launch := min(need, allowed)
+			opt := option{t: t, nodes: need, commit: func() {
+				for i := range launch {
+					held := min(perNode, remaining-i*perNode)
+					p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
+				}
+				remaining -= min(remaining, launch*perNode)
+				p.shapeBudget -= launch
+				p.launch(t, launch, d.name)
+			}}
+			if best == nil || cheaper(opt, *best) {
+				best = &opt
+			}
+		}
+		if best == nil {
+			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shape(d, t).err })
+			return
+		}
+		best.commit()
+	}
+}
+
+// fillPool places up to n instances of a shape on the pool's nodes of kind at most
+// maxKind and returns how many it placed.
+func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
+	rows := p.pool.open(d, maxKind)
+	if len(rows) == 0 {
+		return 0
+	}
+	snapshot, err := placement.NewSnapshot(rows)
+	if err != nil {
+		return 0
+	}
+	var placed placement.Plan
+	count := 0
+	for count < n {
+		plan, err := placement.Schedule(snapshot, d.request)
+		if err == nil {
+			err = snapshot.Reserve(d.request.Bundles, plan)
+		}
+		if err != nil {
+			break
+		}
+		placed.Placements = append(placed.Placements, plan.Placements...)
+		count++
+	}
+	p.pool.update(snapshot, placed)
+	return count
+}
+
+// reportUnheld reports demand no type holds now (unheldReason).
+func (p *planner) reportUnheld(d *demand, limits limitTracker, typeErr func(*NodeType) error) {
+	if reason := p.unheldReason(d, limits, typeErr); reason != nil {
+		p.infeasible = append(p.infeasible, *reason)
+	}
+}
+
+// unheldReason says why no type holds a demand now: Limited when a type could hold it
+// but a limit stops it; infeasible when no type could ever hold it, unless a running
+// node could once its work ends (then the demand just waits: nil).
+func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*NodeType) error) *Infeasible {
+	if limits.feasible {
+		return &Infeasible{For: d.name, Reason: limits.reason, Limited: true}
+	}
+	if d.name != ForRequestResources && p.fitsExistingTotals(d) {
+		return nil
+	}
+	return &Infeasible{For: d.name, Reason: p.infeasibleReason(d, typeErr)}
+}
+
+// fitsExistingTotals: one instance of the demand fits on the running nodes as if they
+// were idle.
+func (p *planner) fitsExistingTotals(d *demand) bool {
+	var rows []placement.Node
+	for _, node := range p.pool.nodes {
+		if node.kind == kindRunning {
+			rows = append(rows, atTotal(node.row))
+		}
+	}
+	if len(rows) == 0 {
+		return false
+	}
+	_, _, err := scheduleOn(rows, d.request)
+	return err == nil
+}

@@ -1,0 +1,192 @@
+package autoscaler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// Names of demand that is not a placement group, as Launch.For and Infeasible.For spell
+// them.
+const (
+	ForRequestResources = "request_resources"
+	ForMinWorkers       = "min_workers"
+	shapePrefix         = "shape:"
+)
+
+// ShapeName is how a plan names tasks and actors of one shape (Launch.For,
+// Infeasible.For): "shape:" and the resources as resources.Set prints them
+// ("shape:{CPU: 1, GPU: 1}"), then the label selector when there is one
+// ("shape:{CPU: 1} {zone: a}").
+func ShapeName(shape resources.Set, selector nodelabel.Selector) string {
+	name := shapePrefix + shape.String()
+	if len(selector) > 0 {
+		name += " " + selector.String()
+	}
+	return name
+}
+
+// demand is one unit of pending work the planner tries to hold: a placement group
+// (count 1, all or nothing) or the tasks and actors of one shape (count instances, each
+// placed on its own).
+type demand struct {
+	// name is Launch.For / Infeasible.For.
+	name string
+	// request is what placement schedules: the group, or one instance of the shape as a
+	// one-bundle group. MIG profiles are renamed to counted resources (countedMIG).
+	request placement.Request
+	// original is the request as the user gave it, for reasons.
+	original placement.Request
+	count    int
+	shape    bool
+	// gpus and cpus are the whole request's asks, for ordering.
+	gpus, cpus resources.Amount
+	// key identifies the request for the planner's caches: two demands with the same
+	// key place the same way on the same nodes.
+	key string
+	// distinct are the request's distinct bundles, for the open-node filter.
+	distinct []resources.Set
+	// anyGPU: some bundle asks for GPUs or a MIG profile.
+	anyGPU bool
+}
+
+// countedMIG renames MIG profile resources ("nvidia.com/mig-1g.10gb") to plain counted
+// resources ("mig-slot/1g.10gb") in a set. The planner does not model MIG geometry on
+// nodes that do not exist yet: a node type holds a profile when its Resources list it,
+// as many bundles as the amount says (see doc.go). The placement core places a MIG
+// profile only through a node's MIG slot maps, so the planner hands it the renamed,
+// counted resource instead. Sets without MIG names are returned as they are.
+func countedMIG(set resources.Set) resources.Set {
+	renamed := false
+	for name := range set {
+		if mig.IsResource(name) {
+			renamed = true
+			break
+		}
+	}
+	if !renamed {
+		return set
+	}
+	out := make(resources.Set, len(set))
+	for name, amount := range set {
+		if profile, ok := strings.CutPrefix(name, mig.ResourcePrefix); ok {
+			name = countedMIGPrefix + profile
+		}
+		out[name] += amount
+	}
+	return out
+}
+
+const countedMIGPrefix = "mig-slot/"
+
+// collectDemand turns the input's pending work into demand, in the order the planner
+// serves it: placement groups first (gangs are hardest to fit: largest GPU ask first,
+// then most bundles, then id), then shapes (largest GPU ask per instance first, then
+// CPU, then name). Work held by admission is not demand. Identical shapes (same
+// resources and selector) are merged. Shapes whose selector does not parse are
+// returned as infeasible.
+func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
+	for _, group := range in.Groups {
+		if group.Reason.HeldByAdmission() {
+			continue
+		}
+		request := unplacedPart(group.Request)
+		if len(request.Bundles) == 0 {
+			continue
+		}
+		groups = append(groups, newDemand(group.ID, request, 1, false))
+	}
+	merged := make(map[string]*demand)
+	for _, shape := range in.Shapes {
+		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
+			continue
+		}
+		selector, err := nodelabel.ParseSelector(shape.LabelSelector)
+		if err != nil {
+			bad = append(bad, Infeasible{For: shapePrefix + shape.Shape.String(), Reason: "invalid label selector: " + err.Error()})
+			continue
+		}
+		name := ShapeName(shape.Shape, selector)
+		if existing, ok := merged[name]; ok {
+			existing.count += shape.Count
+			continue
+		}
+		request := placement.Request{Bundles: []resources.Set{shape.Shape}, Strategy: placement.StrategyPack}
+		if len(selector) > 0 {
+			request.BundleLabelSelectors = []nodelabel.Selector{selector}
+		}
+		d := newDemand(name, request, shape.Count, true)
+		merged[name] = d
+		shapes = append(shapes, d)
+	}
+	slices.SortStableFunc(groups, func(a, b *demand) int {
+		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(len(b.request.Bundles), len(a.request.Bundles)),
+			cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
+	})
+	slices.SortStableFunc(shapes, func(a, b *demand) int {
+		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
+	})
+	return groups, shapes, bad
+}
+
+// unplacedPart is the part of a group still to place: a group being rescheduled after a
+// node loss already holds some bundles (PlacedBundles), and only the others are demand.
+// They are planned as a group of their own, with the group's strategy.
+func unplacedPart(request placement.Request) placement.Request {
+	if len(request.PlacedBundles) == 0 {
+		return request
+	}
+	out := placement.Request{Strategy: request.Strategy, Topology: request.Topology}
+	for index, bundle := range request.Bundles {
+		if _, placed := request.PlacedBundles[index]; placed {
+			continue
+		}
+		out.Bundles = append(out.Bundles, bundle)
+		if len(request.BundleLabelSelectors) > 0 {
+			out.BundleLabelSelectors = append(out.BundleLabelSelectors, request.BundleLabelSelectors[index])
+		}
+	}
+	return out
+}
+
+func newDemand(name string, original placement.Request, count int, shape bool) *demand {
+	request := original
+	request.PlacedBundles = nil
+	request.Workload = nil
+	request.Bundles = make([]resources.Set, len(original.Bundles))
+	if request.Strategy == "" {
+		request.Strategy = placement.StrategyPack
+	}
+	d := &demand{name: name, original: original, count: count, shape: shape}
+	var key strings.Builder
+	fmt.Fprintf(&key, "%s|%s|", request.Strategy, request.Topology)
+	seen := make(map[string]bool)
+	for index, bundle := range original.Bundles {
+		counted := countedMIG(bundle)
+		request.Bundles[index] = counted
+		d.gpus += bundle[resources.GPU]
+		d.cpus += bundle[resources.CPU]
+		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
+			d.anyGPU = true
+		}
+		text := counted.String()
+		if len(request.BundleLabelSelectors) > 0 {
+			text += request.BundleLabelSelectors[index].String()
+		}
+		key.WriteString(text)
+		key.WriteByte(';')
+		if !seen[text] {
+			seen[text] = true
+			d.distinct = append(d.distinct, counted)
+		}
+	}
+	d.request = request
+	d.key = key.String()
+	return d
+}

@@ -1,0 +1,229 @@
+package autoscaler
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// minLaunchBurst is the fewest nodes one plan may launch for tasks and actors, whatever
+// the upscaling speed and however few nodes run (Ray's floor of 5).
+const minLaunchBurst = 5
+
+// Decide is the planner: from the pending demand, the nodes and the node types it
+// returns what to launch and what to terminate. It is pure and deterministic: no I/O,
+// no clock, no goroutines, and the same input gives the same plan.
+//
+// The stages, in order (each sees what the earlier ones decided):
+//  1. max_workers: nodes above a type's or the cluster's max_workers are terminated,
+//     idle ones first, and take no demand;
+//  2. min_workers: every type is brought up to its min_workers;
+//  3. request_resources: the constraint's bundles are scheduled against node totals
+//     (running work counts toward them); nodes are launched for what totals lack;
+//  4. placement groups, whole or not at all: on running nodes' free capacity, then on
+//     launching and planned nodes, then on the cheapest new nodes (not throttled);
+//  5. tasks and actors by shape, the same way, at most max(5, upscaling_speed × running
+//     nodes) launches;
+//  6. scale-down: nodes of a type no longer configured, and nodes idle past their type's
+//     timeout, at most max_unavailable of them, never the head, a node of unknown type,
+//     a node below its type's min_workers, or a node this plan placed demand on.
+//
+// Demand no node type could ever hold is reported in Plan.Infeasible and never launched
+// for; demand a type could hold but a limit stops is reported with Limited.
+func Decide(in Input) Plan {
+	plan, _ := decide(in)
+	return plan
+}
+
+// decide is Decide, with the planner's final state for tests (the nodes demand was
+// placed on).
+func decide(in Input) (Plan, *planner) {
+	p := newPlanner(in)
+	p.enforceMaxWorkers()
+	p.pool = p.buildPool()
+	p.launchMinWorkers()
+	p.planConstraint()
+	groups, shapes, bad := collectDemand(in)
+	p.infeasible = append(p.infeasible, bad...)
+	for _, group := range groups {
+		p.planGroup(group)
+	}
+	for _, shape := range shapes {
+		p.planShape(shape)
+	}
+	p.scaleDown()
+	return p.plan(), p
+}
+
+// planner holds one decision's working state; Decide builds it and throws it away.
+type planner struct {
+	in    Input
+	types map[string]*NodeType
+	// sortedTypes are the configured types in name order, for deterministic choices.
+	sortedTypes []*NodeType
+	// count is, per type, the worker nodes running or launching and not terminated,
+	// plus those the plan launches; workers is the same over the cluster (nodes of
+	// unknown type included, the head not).
+	count   map[string]int
+	workers int
+	// terminated are the nodes the plan terminates.
+	terminated   map[string]bool
+	terminations []Termination
+	pool         *pool
+	// launches are the plan's launches by type; launchOrder the types in first-launch
+	// order (sorted at the end).
+	launches   map[string]*Launch
+	infeasible []Infeasible
+	// shapeBudget is how many more nodes tasks and actors may launch in this plan.
+	shapeBudget int
+	// nextID numbers the planned nodes.
+	nextID int
+	cache  *typeCache
+}
+
+func newPlanner(in Input) *planner {
+	p := &planner{
+		in:         in,
+		types:      make(map[string]*NodeType, len(in.Types)),
+		count:      make(map[string]int),
+		terminated: make(map[string]bool),
+		launches:   make(map[string]*Launch),
+		cache:      newTypeCache(),
+	}
+	for i := range in.Types {
+		t := &in.Types[i]
+		if _, dup := p.types[t.Name]; dup {
+			continue // the first wins; the config loader refuses duplicates
+		}
+		p.types[t.Name] = t
+		p.sortedTypes = append(p.sortedTypes, t)
+	}
+	slices.SortFunc(p.sortedTypes, func(a, b *NodeType) int { return strings.Compare(a.Name, b.Name) })
+	running := 0
+	for _, node := range in.Nodes {
+		if node.State == NodeRunning {
+			running++
+		}
+		if node.Head {
+			continue
+		}
+		p.workers++
+		p.count[node.Type]++
+	}
+	p.shapeBudget = max(minLaunchBurst, int(math.Floor(in.UpscalingSpeed*float64(running))))
+	return p
+}
+
+// buildPool is the nodes demand may use: running nodes with their free capacity, and
+// launching nodes of a known type, all free. Nodes the plan terminates are left out.
+func (p *planner) buildPool() *pool {
+	pl := newPool()
+	for _, node := range p.in.Nodes {
+		if p.terminated[node.ID] {
+			continue
+		}
+		switch node.State {
+		case NodeRunning:
+			row := node.Placement
+			row.Total = countedMIG(row.Total)
+			row.Available = countedMIG(row.Available)
+			pl.add(row, kindRunning, node.Type)
+		case NodeLaunching:
+			if t, ok := p.types[node.Type]; ok {
+				pl.add(NewNode(placement.NodeID(node.ID), t), kindLaunching, node.Type)
+			}
+		}
+	}
+	return pl
+}
+
+// allowance is how many more nodes of type t the limits let the plan launch.
+func (p *planner) allowance(t *NodeType) int {
+	return max(0, min(t.MaxWorkers-p.count[t.Name], p.in.MaxWorkers-p.workers))
+}
+
+// launch records n new nodes of type t for the named demand and returns their ids.
+func (p *planner) launch(t *NodeType, n int, forName string) {
+	if n <= 0 {
+		return
+	}
+	p.count[t.Name] += n
+	p.workers += n
+	entry, ok := p.launches[t.Name]
+	if !ok {
+		entry = &Launch{Type: t.Name}
+		p.launches[t.Name] = entry
+	}
+	entry.Count += n
+	if !slices.Contains(entry.For, forName) {
+		entry.For = append(entry.For, forName)
+	}
+}
+
+// newID names the next planned node.
+func (p *planner) newID(t *NodeType) placement.NodeID {
+	p.nextID++
+	return placement.NodeID(fmt.Sprintf("planned-%s-%d", t.Name, p.nextID))
+}
+
+// launchMinWorkers brings every type up to its min_workers (within max_workers).
+func (p *planner) launchMinWorkers() {
+	for _, t := range p.sortedTypes {
+		if t.Unavailable {
+			continue
+		}
+		n := min(t.MinWorkers-p.count[t.Name], p.allowance(t))
+		for range max(0, n) {
+			p.pool.add(NewNode(p.newID(t), t), kindPlanned, t.Name)
+		}
+		p.launch(t, n, ForMinWorkers)
+	}
+}
+
+// plan assembles the answer: launches merged per type and sorted by type name.
+func (p *planner) plan() Plan {
+	var out Plan
+	for _, name := range slices.Sorted(maps.Keys(p.launches)) {
+		out.Launches = append(out.Launches, *p.launches[name])
+	}
+	out.Terminations = p.terminations
+	out.Infeasible = p.infeasible
+	return out
+}
+
+// price is a type's price for comparisons: an unpriced type is the most expensive, so
+// priced types win.
+func price(t *NodeType) float64 {
+	if t.PricePerHour <= 0 {
+		return math.Inf(1)
+	}
+	return t.PricePerHour
+}
+
+// isGPUType: the type offers GPUs or MIG profiles.
+func isGPUType(t *NodeType) bool {
+	if t.Resources[resources.GPU] > 0 {
+		return true
+	}
+	return !countedMIG(t.Resources).Equal(t.Resources)
+}
+
+// cheaper orders two candidate launches: lower cost (nodes × price), then the higher
+// priority, then fewer nodes, then the type name.
+func cheaper(a, b option) bool {
+	costA, costB := float64(a.nodes)*price(a.t), float64(b.nodes)*price(b.t)
+	if a.nodes == 0 {
+		costA = 0
+	}
+	if b.nodes == 0 {
+		costB = 0
+	}
+	return cmp.Or(cmp.Compare(costA, costB), cmp.Compare(b.t.Priority, a.t.Priority),
+		cmp.Compare(a.nodes, b.nodes), strings.Compare(a.t.Name, b.t.Name)) < 0
+}
