@@ -104,6 +104,9 @@ func resolveGPUTopology(name string, nodeType NodeTypeConfig, settings RaygoNode
 		topology.gpus = sum
 	case gpus == sum:
 		topology.gpus = gpus
+	case gpus < 0:
+		// Reported once, as a bad amount, by the resources check.
+		topology.gpus = sum
 	case source == "nvlink_islands":
 		found.addf(islandsField, "must sum to resources.GPU (%d), got %d", gpus, sum)
 	default:

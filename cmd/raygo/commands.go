@@ -37,22 +37,24 @@ func runStop(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "No raygo nodes are running on this machine.")
 		return nil
 	}
-	// Workers first, head last, so raylets say goodbye to a live GCS.
-	sort.SliceStable(records, func(i, j int) bool { return !records[i].IsHead && records[j].IsHead })
+	// Workers first, head last, so raylets say goodbye to a live GCS; but a head that runs
+	// an autoscaler goes first, or it would launch nodes again for the ones stopping.
+	rank := func(r nodeRecord) int {
+		switch {
+		case r.Autoscaler:
+			return 0
+		case !r.IsHead:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(records, func(i, j int) bool { return rank(records[i]) < rank(records[j]) })
 	signal := syscall.SIGTERM
 	if *force {
 		signal = syscall.SIGKILL
 	}
 	for _, rec := range records {
-		_ = syscall.Kill(rec.SupervisorPID, signal)
-		deadline := time.Now().Add(*grace)
-		for isRaygoProcess(rec.SupervisorPID) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if isRaygoProcess(rec.SupervisorPID) {
-			fmt.Fprintf(stderr, "node %s did not stop within %s; killing it\n", shortID(rec.NodeID), *grace)
-			_ = syscall.Kill(rec.SupervisorPID, syscall.SIGKILL)
-		}
+		stopSupervisor(rec, signal, *grace, stderr)
 		kind := "node"
 		if rec.IsHead {
 			kind = "head node"

@@ -50,6 +50,23 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseFlagsAnywhere is parseFlags for commands whose arguments and flags may come in
+// any order (`raygo up cluster.yaml --yes`, as Ray's CLI takes them); it returns the
+// arguments.
+func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // addressFlag registers --address, resolved later by resolveAddress.
 func addressFlag(fs *flag.FlagSet) *string {
 	return fs.String("address", "", "GCS HOST:PORT (default: RAYGO_ADDRESS, else "+defaultAddress+")")

@@ -10,8 +10,12 @@ import (
 	"strings"
 )
 
-// usageError is bad input: the CLI prints it in one line and exits with status 2.
-type usageError struct{ msg string }
+// usageError is bad input: the CLI prints it in one line (or, when lines is set, one
+// line per problem) and exits with status 2.
+type usageError struct {
+	msg   string
+	lines []string
+}
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -33,11 +37,14 @@ func commands() []command {
 		{name: "status", summary: "Print a summary of the cluster: nodes alive and dead, resources used and total.", run: runStatus},
 		{name: "list", summary: "List cluster state: `raygo list nodes|placement-groups|actors`.", run: runList},
 		{name: "queues", summary: "Queues of admission: `raygo queues list` (quotas, usage, pending), `raygo queues apply FILE`.", run: runQueues},
+		{name: "up", summary: "Start a cluster from a Ray cluster YAML: the head, its autoscaler, min_workers of each node type.", run: runUp},
+		{name: "down", summary: "Stop a cluster `raygo up` started: the head, then every node its autoscaler launched.", run: runDown},
 		{name: "drain", summary: "Mark a node DRAINING: it takes no new work and keeps what it runs.", run: runDrain},
 		{name: "get-auth-token", summary: "Print this machine's cluster token (--generate makes one): what clients send when auth is on.", run: runGetAuthToken},
 		{name: "debug", summary: "Operator tools: `raygo debug check-invariants` (partial gangs, double allocation, leaks).", run: runDebug},
 		{name: "gcs-server", summary: "Run the GCS in the foreground (started by `raygo start --head`).", run: runGCSServer, hidden: true},
 		{name: "raylet", summary: "Run a raylet in the foreground (started by `raygo start`).", run: runRaylet, hidden: true},
+		{name: "autoscaler", summary: "Run the autoscaler in the foreground (started by `raygo start --head --autoscaling-config`).", run: runAutoscaler, hidden: true},
 	}
 }
 
@@ -57,6 +64,7 @@ Commands:
 Advanced (what start runs, for process managers):
   gcs-server  Run the GCS in the foreground.
   raylet      Run a raylet in the foreground.
+  autoscaler  Run the autoscaler in the foreground.
 
 Examples:
   raygo start --head --block                 # a head node in the foreground
@@ -103,7 +111,13 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "raygo: %s\n", oneLine(ue.msg))
+		lines := ue.lines
+		if len(lines) == 0 {
+			lines = []string{ue.msg}
+		}
+		for _, line := range lines {
+			fmt.Fprintf(stderr, "raygo: %s\n", oneLine(line))
+		}
 		return 2
 	default:
 		fmt.Fprintf(stderr, "raygo: %s\n", oneLine(grpcPrefix.ReplaceAllString(err.Error(), "")))

@@ -37,6 +37,8 @@ type nodeRecord struct {
 	RayletPID     int    `json:"raylet_pid"`
 	SessionDir    string `json:"session_dir"`
 	LogDir        string `json:"log_dir"`
+	// Autoscaler: the head runs an autoscaler (--autoscaling-config).
+	Autoscaler bool `json:"autoscaler,omitempty"`
 }
 
 // newSessionDir creates <temp>/session_<time>_<pid> with logs/ and nodes/, and points

@@ -40,6 +40,7 @@ const startExamples = `  raygo start --head --block
   raygo start --head --store redis --redis-address 127.0.0.1:6379
   raygo start --address 127.0.0.1:6380 --num-cpus 8 --labels zone=a,market=spot
   raygo start --head --resources '{"accelerator_x": 2}' --node-name head-0
+  raygo start --head --autoscaling-config examples/autoscaler/local.yaml
   RAYGO_AUTH_MODE=token raygo start --head
 `
 
@@ -63,9 +64,12 @@ type startOptions struct {
 	metricsPort           int
 	// queuesFile: --queues, the queue configuration (head only).
 	queuesFile string
-	tempDir    string
-	sessionDir string // set when start re-runs itself in the background
-	readyFile  string // ditto: where the background supervisor reports readiness
+	// autoscalingConfig: --autoscaling-config, the cluster YAML the head's autoscaler
+	// scales for ("" for no autoscaler).
+	autoscalingConfig string
+	tempDir           string
+	sessionDir        string // set when start re-runs itself in the background
+	readyFile         string // ditto: where the background supervisor reports readiness
 
 	// resolved
 	gcsAddress     string
@@ -86,6 +90,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.gcsPprof, "gcs-pprof", "", "with --head: serve the GCS's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.queuesFile, "queues", "", "with --head: queue configuration (YAML with Kueue's field names: queues with quotas, cohorts, priority classes); placement groups are admitted into their queue's quota before they are placed (default: none)")
+	fs.StringVar(&o.autoscalingConfig, "autoscaling-config", "", "with --head: run the autoscaler for this Ray cluster YAML (its node types, limits and fake_multinode provider), as Ray's flag; 'raygo up' passes it (default: no autoscaler)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.dashboardHost, "dashboard-host", "127.0.0.1", "with --head: address the dashboard port (/metrics) binds to")
 	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving /metrics in Prometheus' text format (0: a free one, -1: none); one already taken is a warning")
@@ -147,6 +152,19 @@ func (o *startOptions) validate() error {
 		}
 		o.queuesFile = abs
 		if _, err := loadQueues(o.queuesFile); err != nil {
+			return err
+		}
+	}
+	if o.autoscalingConfig != "" {
+		if !o.head {
+			return badInput("--autoscaling-config: only a head node runs the autoscaler")
+		}
+		abs, err := filepath.Abs(o.autoscalingConfig)
+		if err != nil {
+			return badInput("--autoscaling-config: %v", err)
+		}
+		o.autoscalingConfig = abs
+		if _, err := loadClusterConfig("--autoscaling-config", abs); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,8 @@ type supervisor struct {
 	record     nodeRecord
 	gcs        *daemon
 	raylet     *daemon
+	// autoscaler runs on a head started with --autoscaling-config.
+	autoscaler *daemon
 	// gcsUp is when the GCS last answered after a start.
 	gcsUp time.Time
 }
@@ -76,9 +78,15 @@ func superviseNode(o startOptions, stdout, stderr io.Writer) error {
 	if err := s.startRaylet(ctx); err != nil {
 		return err
 	}
+	if o.autoscalingConfig != "" {
+		if err := s.startAutoscaler(); err != nil {
+			return err
+		}
+	}
 	s.record = nodeRecord{
 		NodeID: s.nodeID, IsHead: o.head, GCSAddress: o.gcsAddress, SupervisorPID: os.Getpid(),
 		RayletPID: s.raylet.cmd.Process.Pid, SessionDir: s.sessionDir, LogDir: s.logDir,
+		Autoscaler: s.autoscaler != nil,
 	}
 	if s.gcs != nil {
 		s.record.GCSPID = s.gcs.cmd.Process.Pid
@@ -113,9 +121,12 @@ func (s *supervisor) writeRecord() error {
 func (s *supervisor) watch(ctx context.Context) error {
 	restarts := rpcutil.Backoff{Min: 500 * time.Millisecond, Max: 10 * time.Second}
 	for {
-		var gcsExited chan error
+		var gcsExited, autoscalerExited chan error
 		if s.gcs != nil {
 			gcsExited = s.gcs.exited
+		}
+		if s.autoscaler != nil {
+			autoscalerExited = s.autoscaler.exited
 		}
 		select {
 		case <-ctx.Done():
@@ -123,6 +134,20 @@ func (s *supervisor) watch(ctx context.Context) error {
 			return nil
 		case err := <-s.raylet.exited:
 			return fmt.Errorf("the raylet exited (%v); see %s", exitText(err), filepath.Join(s.logDir, "raylet.log"))
+		case err := <-autoscalerExited:
+			// The autoscaler keeps no state of its own (the provider and the GCS hold
+			// it): a new one adopts the instances the old one launched.
+			s.log.Warn().Str("exit", exitText(err)).Msg("the autoscaler exited; restarting it in 2 s")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(2 * time.Second):
+			}
+			if err := s.startAutoscaler(); err != nil {
+				s.log.Error().Err(err).Msg("autoscaler restart failed; will retry")
+				s.autoscaler.exited = make(chan error, 1)
+				s.autoscaler.exited <- err
+			}
 		case err := <-gcsExited:
 			if !s.gcsUp.IsZero() && time.Since(s.gcsUp) >= gcsStable {
 				restarts.Reset()
@@ -200,6 +225,19 @@ func (s *supervisor) startGCS(ctx context.Context) error {
 	return nil
 }
 
+// startAutoscaler runs the autoscaler for --autoscaling-config against this head's GCS.
+func (s *supervisor) startAutoscaler() error {
+	o := s.opts
+	d, err := s.spawn("autoscaler", []string{"autoscaler", "--address", o.gcsAddress, "--autoscaling-config", o.autoscalingConfig,
+		"--temp-dir", tempDir(o.tempDir), "--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "autoscaler.log")})
+	if err != nil {
+		return err
+	}
+	s.autoscaler = d
+	s.log.Info().Int("pid", d.cmd.Process.Pid).Str("config", o.autoscalingConfig).Msg("autoscaler up")
+	return nil
+}
+
 func (s *supervisor) startRaylet(ctx context.Context) error {
 	o := s.opts
 	args := []string{"raylet", "--address", o.gcsAddress, "--node-ip-address", o.nodeIP, "--node-id", s.nodeID,
@@ -269,9 +307,9 @@ func waitUntil(ctx context.Context, timeout time.Duration, d *daemon, check func
 	return fmt.Errorf("gave up after %s: %v", timeout, last)
 }
 
-// stopAll stops the raylet, then the GCS: SIGTERM, then SIGKILL after 5 s.
+// stopAll stops the autoscaler, the raylet, then the GCS: SIGTERM, then SIGKILL after 5 s.
 func (s *supervisor) stopAll() {
-	for _, d := range []*daemon{s.raylet, s.gcs} {
+	for _, d := range []*daemon{s.autoscaler, s.raylet, s.gcs} {
 		if d == nil || d.cmd.Process == nil {
 			continue
 		}

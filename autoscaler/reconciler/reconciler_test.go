@@ -1,0 +1,218 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/autoscaler"
+	"github.com/raygo-dev/raygo/autoscaler/provider"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// clock is a settable test clock.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func gpuType() autoscaler.NodeType {
+	return autoscaler.NodeType{
+		Name: "gpu8", Resources: resources.Set{"CPU": 96 * resources.AmountScale, "GPU": 8 * resources.AmountScale},
+		GPUModel: "dgx-h100", GPUIslands: []int{8}, PricePerHour: 98, MaxWorkers: 4, IdleTimeout: time.Minute,
+	}
+}
+
+func strictPack8() autoscaler.GroupDemand {
+	bundles := make([]resources.Set, 8)
+	for i := range bundles {
+		bundles[i] = resources.Set{"GPU": resources.AmountScale}
+	}
+	return autoscaler.GroupDemand{ID: "pg1", Request: placement.Request{Bundles: bundles, Strategy: placement.StrategyStrictPack}, Reason: pending.Infeasible}
+}
+
+func newTestReconciler(t *testing.T) (*Reconciler, *FakeCluster, *provider.Memory, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cluster := NewFakeCluster()
+	mem := provider.NewMemory(c.now)
+	r := New(Config{Types: []autoscaler.NodeType{gpuType()}, MaxWorkers: 10, UpscalingSpeed: 1, Now: c.now}, cluster, mem)
+	return r, cluster, mem, c
+}
+
+func tick(t *testing.T, r *Reconciler) {
+	t.Helper()
+	if err := r.Tick(context.Background()); err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+}
+
+// runningNode is the GCS's row of a node an instance became.
+func runningNode(nodeID, instanceID, nodeType string, idle time.Duration) autoscaler.Node {
+	nt := gpuType()
+	labels := map[string]string{nodelabel.NodeID: nodeID, nodelabel.InstanceID: instanceID, nodelabel.NodeType: nodeType}
+	gpus := make([]placement.GPU, 8)
+	for i := range gpus {
+		gpus[i] = placement.GPU{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", nodeID, i), NVLinkIsland: 0, Rail: i, Available: resources.AmountScale}
+	}
+	return autoscaler.Node{ID: nodeID, Type: nodeType, State: autoscaler.NodeRunning, IdleFor: idle,
+		Placement: placement.Node{ID: placement.NodeID(nodeID), Total: nt.Resources, Available: nt.Resources, Labels: labels, Alive: true, GPUs: gpus}}
+}
+
+func states(r *Reconciler) []State {
+	var out []State
+	for _, inst := range r.Instances() {
+		out = append(out, inst.State)
+	}
+	return out
+}
+
+func TestAPendingGroupLaunchesOneNodeAndItRunsOnceItsRayletRegisters(t *testing.T) {
+	r, cluster, mem, _ := newTestReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	if got := mem.Launches("gpu8"); got != 1 {
+		t.Fatalf("launch calls = %d, want 1", got)
+	}
+	insts := r.Instances()
+	if len(insts) != 1 || insts[0].State != Allocated {
+		t.Fatalf("instances = %+v, want one ALLOCATED", insts)
+	}
+	// The same demand on the next tick, node not registered yet: no second launch.
+	tick(t, r)
+	if got := mem.Launches("gpu8"); got != 1 {
+		t.Fatalf("launch calls after a second tick = %d, want still 1 (the node is launching)", got)
+	}
+	cluster.Set(Observation{Nodes: []autoscaler.Node{runningNode("n1", insts[0].ID, "gpu8", 0)}})
+	tick(t, r)
+	if got := r.Instances()[0]; got.State != RayRunning || got.NodeID != "n1" {
+		t.Fatalf("instance = %+v, want RAY_RUNNING on n1", got)
+	}
+}
+
+func TestAFailedLaunchIsShownAndTheTypeBacksOff(t *testing.T) {
+	r, cluster, mem, c := newTestReconciler(t)
+	mem.Fail("gpu8", fmt.Errorf("InsufficientInstanceCapacity: %w", provider.ErrCapacity))
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	if len(cluster.Last.Failures) != 1 || cluster.Last.Failures[0].State != AllocationFailed {
+		t.Fatalf("failures = %+v, want one ALLOCATION_FAILED", cluster.Last.Failures)
+	}
+	tick(t, r)
+	if got := mem.Launches("gpu8"); got != 1 {
+		t.Fatalf("launch calls during the backoff = %d, want 1", got)
+	}
+	mem.Fail("gpu8", nil)
+	c.advance(6 * time.Second)
+	tick(t, r)
+	if got := mem.Launches("gpu8"); got != 2 {
+		t.Fatalf("launch calls after the backoff = %d, want 2", got)
+	}
+	live := 0
+	for _, inst := range r.Instances() {
+		if inst.live() {
+			live++
+		}
+	}
+	if live != 1 {
+		t.Fatalf("live instances = %d (%v), want 1", live, states(r))
+	}
+}
+
+func TestANodeWhoseRayletNeverRegistersIsTerminatedAsRayInstallFailed(t *testing.T) {
+	r, cluster, mem, c := newTestReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	c.advance(DefaultTimeouts().Allocated + time.Second)
+	cluster.Set(Observation{})
+	tick(t, r)
+	if got := states(r); len(got) < 1 || got[0] != Terminating {
+		t.Fatalf("states = %v, want the instance TERMINATING", got)
+	}
+	if left, _ := mem.Instances(context.Background()); len(left) != 0 {
+		t.Fatalf("provider still has %d instances", len(left))
+	}
+	if len(cluster.Last.Failures) != 1 || cluster.Last.Failures[0].State != RayInstallFailed {
+		t.Fatalf("failures = %+v, want RAY_INSTALL_FAILED", cluster.Last.Failures)
+	}
+	tick(t, r)
+	if got := states(r); got[0] != Terminated {
+		t.Fatalf("states = %v, want TERMINATED once the provider no longer lists it", got)
+	}
+}
+
+func TestAnIdleNodeIsDrainedThenTerminatedUnlessTheGCSRefuses(t *testing.T) {
+	r, cluster, mem, _ := newTestReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	id := r.Instances()[0].ID
+	// Work landed between plan and drain: the GCS refuses, the node stays.
+	cluster.Busy["n1"] = true
+	cluster.Set(Observation{Nodes: []autoscaler.Node{runningNode("n1", id, "gpu8", 2*time.Minute)}})
+	tick(t, r)
+	tick(t, r)
+	if got := r.Instances()[0].State; got != RayRunning {
+		t.Fatalf("state = %s, want RAY_RUNNING (drain refused)", got)
+	}
+	if left, _ := mem.Instances(context.Background()); len(left) != 1 {
+		t.Fatalf("provider has %d instances, want 1", len(left))
+	}
+	delete(cluster.Busy, "n1")
+	tick(t, r)
+	if _, ok := cluster.Drained["n1"]; !ok {
+		t.Fatal("the idle node was not drained")
+	}
+	if got := r.Instances()[0].State; got != Terminating {
+		t.Fatalf("state = %s, want TERMINATING", got)
+	}
+	if left, _ := mem.Instances(context.Background()); len(left) != 0 {
+		t.Fatalf("provider has %d instances, want 0", len(left))
+	}
+}
+
+func TestARestartedReconcilerAdoptsTheProvidersInstances(t *testing.T) {
+	r, cluster, mem, c := newTestReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	id := r.Instances()[0].ID
+	cluster.Set(Observation{Nodes: []autoscaler.Node{runningNode("n1", id, "gpu8", 0)}, Groups: []autoscaler.GroupDemand{}})
+	again := New(Config{Types: []autoscaler.NodeType{gpuType()}, MaxWorkers: 10, Now: c.now}, cluster, mem)
+	tick(t, again)
+	insts := again.Instances()
+	if len(insts) != 1 || insts[0].ID != id || insts[0].State != RayRunning {
+		t.Fatalf("instances = %+v, want %s adopted as RAY_RUNNING", insts, id)
+	}
+	if got := mem.Launches("gpu8"); got != 1 {
+		t.Fatalf("launch calls = %d, want 1 (nothing launched twice)", got)
+	}
+}
+
+func TestADeadRayletsMachineIsTerminated(t *testing.T) {
+	r, cluster, mem, _ := newTestReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{strictPack8()}})
+	tick(t, r)
+	id := r.Instances()[0].ID
+	cluster.Set(Observation{Nodes: []autoscaler.Node{runningNode("n1", id, "gpu8", 0)}})
+	tick(t, r)
+	cluster.Set(Observation{DeadInstances: []string{id}})
+	tick(t, r)
+	if got := r.Instances()[0].State; got != Terminating {
+		t.Fatalf("state = %s, want TERMINATING", got)
+	}
+	if left, _ := mem.Instances(context.Background()); len(left) != 0 {
+		t.Fatalf("provider has %d instances, want 0", len(left))
+	}
+}
+
+func TestAdvanceTimesOutARequestedInstance(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	insts := []Instance{{ID: "i1", State: Requested, Since: now.Add(-11 * time.Minute)}, {ID: "i2", State: Requested, Since: now.Add(-time.Minute)}}
+	got := advance(insts, map[string]provider.Instance{}, map[string]nodeView{}, now, DefaultTimeouts())
+	if len(got) != 1 || got[0].Index != 0 || got[0].To != AllocationTimeout {
+		t.Fatalf("transitions = %+v, want i1 ALLOCATION_TIMEOUT only", got)
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raygo-dev/raygo/autoscaler/clusterconfig"
+	"github.com/raygo-dev/raygo/autoscaler/provider"
+	"github.com/raygo-dev/raygo/autoscaler/provider/fakemultinode"
+	"github.com/raygo-dev/raygo/autoscaler/reconciler"
+	"github.com/raygo-dev/raygo/gcs"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// loadClusterConfig reads a cluster YAML for the flag or argument named what. Every
+// problem is one line of the usage error, with its field path.
+func loadClusterConfig(what, path string) (*clusterconfig.Config, error) {
+	cfg, err := clusterconfig.Load(path)
+	if err != nil {
+		var problems clusterconfig.Errors
+		if errors.As(err, &problems) {
+			lines := make([]string, len(problems))
+			for i, p := range problems {
+				lines[i] = path + ": " + p.Error()
+			}
+			return nil, &usageError{msg: lines[0], lines: lines}
+		}
+		return nil, badInput("%s %s: %v", what, path, err)
+	}
+	if cfg.Provider.Type != provider.FakeMultinode {
+		return nil, badInput("%s: provider.type: %q: this raygo launches nodes only with %q (local raylet processes)", path, cfg.Provider.Type, provider.FakeMultinode)
+	}
+	return cfg, nil
+}
+
+// clusterStateDir is where the autoscaler of the cluster named name keeps its provider's
+// state: `raygo down` finds the cluster's instances there.
+func clusterStateDir(temp, name string) string {
+	return filepath.Join(tempDir(temp), "clusters", name)
+}
+
+const autoscalerDescription = `Run the autoscaler in the foreground until SIGTERM: every --tick it reads the
+cluster's nodes and pending demand from the GCS, plans what to launch and terminate
+for the node types of the cluster YAML, and does it through the YAML's provider
+(fake_multinode: each node is a 'raygo start' raylet process on this machine).
+'raygo start --head --autoscaling-config FILE' and 'raygo up FILE' run it for you.`
+
+func runAutoscaler(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("autoscaler", autoscalerDescription, "  raygo autoscaler --address 127.0.0.1:6380 --autoscaling-config cluster.yaml\n", stdout)
+	var lf logFlags
+	lf.register(fs)
+	address := addressFlag(fs)
+	configPath := fs.String("autoscaling-config", "", "the cluster YAML (Ray's format; required)")
+	tick := fs.Duration("tick", time.Second, "time between two reconcile rounds (Ray's is 5 s)")
+	temp := fs.String("temp-dir", "", "root of session directories; the provider's state goes to <temp>/clusters/<cluster_name> (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *configPath == "" {
+		return badInput("--autoscaling-config: required")
+	}
+	if *tick <= 0 {
+		return badInput("--tick %s: must be positive", *tick)
+	}
+	cfg, err := loadClusterConfig("--autoscaling-config", *configPath)
+	if err != nil {
+		return err
+	}
+	gcsAddress, err := resolveAddress(*address)
+	if err != nil {
+		return err
+	}
+	log, closeLog, err := lf.logger("autoscaler", stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	for _, key := range cfg.Ignored {
+		log.Warn().Str("field", key).Msg("set in the cluster YAML but not used by raygo; ignored")
+	}
+	p, err := fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(*temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(*temp)})
+	if err != nil {
+		return err
+	}
+	conn, err := rpcutil.Dial(gcsAddress, rpcutil.DialOptions{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	nodeConfigs := map[string]map[string]any{}
+	for name, t := range cfg.NodeTypes {
+		nodeConfigs[name] = t.NodeConfig
+	}
+	r := reconciler.New(reconciler.Config{
+		Types: cfg.WorkerTypes(), NodeConfigs: nodeConfigs, MaxWorkers: cfg.MaxWorkers, UpscalingSpeed: cfg.UpscalingSpeed,
+		MaxUnavailable: cfg.Provider.Raygo.MaxUnavailable.Resolve, Tick: *tick, Log: log,
+	}, reconciler.NewGCS(conn), p)
+	ctx, cancel := signalContext()
+	defer cancel()
+	log.Info().Str("cluster", cfg.ClusterName).Str("gcs", gcsAddress).Dur("tick", *tick).Msg("autoscaler running")
+	return r.Run(ctx)
+}
+
+const upDescription = `Start a cluster from a Ray cluster YAML: the head node (its type's resources),
+with the autoscaler in it, which launches min_workers of every node type at once and
+more nodes for pending work, and terminates idle ones. Waits until every type has its
+min_workers. The YAML must pass Ray's schema; raygo's own settings live under
+provider.raygo. Each problem of a bad YAML is one line with its field path, exit
+status 2, and nothing starts.`
+
+func runUp(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("up", upDescription, "  raygo up examples/autoscaler/local.yaml --yes\n", stdout)
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	port := fs.Int("port", gcs.DefaultPort, "GCS port of the head")
+	wait := fs.Duration("timeout", 10*time.Minute, "how long to wait for min_workers (0: do not wait)")
+	temp := fs.String("temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
+	files, err := parseFlagsAnywhere(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 1 {
+		return badInput("up: give one cluster YAML (see --help)")
+	}
+	path, err := filepath.Abs(files[0])
+	if err != nil {
+		return badInput("%s: %v", files[0], err)
+	}
+	cfg, err := loadClusterConfig("up", path)
+	if err != nil {
+		return err
+	}
+	for _, key := range cfg.Ignored {
+		fmt.Fprintf(stderr, "raygo: %s: %s is set but raygo does not use it; ignored\n", path, key)
+	}
+	if !*yes && !confirm(os.Stdin, stdout, fmt.Sprintf("Start cluster %q (head type %s)?", cfg.ClusterName, cfg.HeadNodeType)) {
+		return badInput("up: not confirmed (pass --yes to skip the question)")
+	}
+	head := cfg.HeadType()
+	startArgs := []string{"--head", "--port", strconv.Itoa(*port), "--autoscaling-config", path}
+	if *temp != "" {
+		startArgs = append(startArgs, "--temp-dir", *temp)
+	}
+	nodeArgs, err := fakemultinode.NodeArgs(head.Resources.ToFloat(), head.GPUModel, head.Labels)
+	if err != nil {
+		return err
+	}
+	if err := runStart(append(startArgs, nodeArgs...), stdout, stderr); err != nil {
+		return err
+	}
+	if *wait == 0 {
+		return nil
+	}
+	return waitForMinWorkers(cfg, "127.0.0.1:"+strconv.Itoa(*port), *wait, stdout)
+}
+
+// confirm asks question on out and reads y or yes from in.
+func confirm(in io.Reader, out io.Writer, question string) bool {
+	fmt.Fprintf(out, "%s [y/N]: ", question)
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
+
+// waitForMinWorkers polls the GCS until every node type runs its min_workers, printing
+// progress when it changes.
+func waitForMinWorkers(cfg *clusterconfig.Config, gcsAddress string, timeout time.Duration, stdout io.Writer) error {
+	want := map[string]int{}
+	for name, t := range cfg.NodeTypes {
+		if t.MinWorkers > 0 {
+			want[name] = t.MinWorkers
+		}
+	}
+	if len(want) == 0 {
+		fmt.Fprintln(stdout, "No node type has min_workers; the autoscaler launches nodes for pending work.")
+		return nil
+	}
+	conn, err := rpcutil.Dial(gcsAddress, rpcutil.DialOptions{})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := pb.NewNodeInfoServiceClient(conn)
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		reply, err := client.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{AliveOnly: true})
+		cancel()
+		if err == nil {
+			have := map[string]int{}
+			for _, n := range reply.Nodes {
+				if n.Labels[nodelabel.InstanceID] != "" {
+					have[n.Labels[nodelabel.NodeType]]++
+				}
+			}
+			var parts []string
+			done := true
+			for _, name := range slices.Sorted(maps.Keys(want)) {
+				parts = append(parts, fmt.Sprintf("%s %d/%d", name, min(have[name], want[name]), want[name]))
+				done = done && have[name] >= want[name]
+			}
+			if progress := strings.Join(parts, ", "); progress != last {
+				fmt.Fprintf(stdout, "min_workers up: %s\n", progress)
+				last = progress
+			}
+			if done {
+				fmt.Fprintf(stdout, "Cluster %q is up. See it: RAYGO_ADDRESS=%s raygo status; stop it: raygo down <yaml>\n", cfg.ClusterName, gcsAddress)
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("min_workers not up within %s (the cluster keeps trying; 'raygo status' shows failures, 'raygo down' stops it)", timeout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+const downDescription = `Stop a cluster 'raygo up' started: the head node (and so its autoscaler) first,
+then every node the cluster's autoscaler launched, waiting until each is gone.`
+
+func runDown(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("down", downDescription, "  raygo down examples/autoscaler/local.yaml --yes\n", stdout)
+	yes := fs.Bool("yes", false, "do not ask for confirmation")
+	port := fs.Int("port", gcs.DefaultPort, "GCS port of the head")
+	grace := fs.Duration("grace", 15*time.Second, "how long each node has to stop before SIGKILL")
+	temp := fs.String("temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
+	files, err := parseFlagsAnywhere(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 1 {
+		return badInput("down: give one cluster YAML (see --help)")
+	}
+	cfg, err := loadClusterConfig("down", files[0])
+	if err != nil {
+		return err
+	}
+	if !*yes && !confirm(os.Stdin, stdout, fmt.Sprintf("Terminate every node of cluster %q?", cfg.ClusterName)) {
+		return badInput("down: not confirmed (pass --yes to skip the question)")
+	}
+	// The head first: its autoscaler would launch min_workers again.
+	records, err := runningNodeRecords(tempDir(*temp))
+	if err != nil {
+		return err
+	}
+	headAddress := "127.0.0.1:" + strconv.Itoa(*port)
+	for _, rec := range records {
+		if rec.IsHead && rec.GCSAddress == headAddress {
+			stopSupervisor(rec, syscall.SIGTERM, *grace, stderr)
+			fmt.Fprintf(stdout, "Stopped the head node %s (pid %d)\n", shortID(rec.NodeID), rec.SupervisorPID)
+		}
+	}
+	p, err := fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(*temp, cfg.ClusterName), TerminateGrace: *grace})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	instances, err := p.Instances(ctx)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, len(instances))
+	for i, inst := range instances {
+		ids[i] = inst.ID
+	}
+	if err := p.Terminate(ctx, ids); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(*grace + 5*time.Second)
+	for {
+		left, err := p.Instances(ctx)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d node(s) still running after %s", len(left), *grace+5*time.Second)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Fprintf(stdout, "Terminated %d node(s) of cluster %q.\n", len(ids), cfg.ClusterName)
+	return nil
+}
+
+// stopSupervisor stops a node's supervisor: signal (SIGTERM, or SIGKILL at once), then
+// SIGKILL after grace.
+func stopSupervisor(rec nodeRecord, signal syscall.Signal, grace time.Duration, stderr io.Writer) {
+	_ = syscall.Kill(rec.SupervisorPID, signal)
+	deadline := time.Now().Add(grace)
+	for isRaygoProcess(rec.SupervisorPID) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if isRaygoProcess(rec.SupervisorPID) {
+		fmt.Fprintf(stderr, "node %s did not stop within %s; killing it\n", shortID(rec.NodeID), grace)
+		_ = syscall.Kill(rec.SupervisorPID, syscall.SIGKILL)
+	}
+}
