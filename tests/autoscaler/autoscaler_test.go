@@ -20,6 +20,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
 
@@ -362,5 +363,53 @@ func TestABadClusterYAMLStartsNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(temp, "session_latest")); err == nil {
 		t.Error("a session was started for a bad YAML")
+	}
+}
+
+// TestRequestResourcesLaunchesForItsBundlesAndAClearLetsThemGo: request_resources of
+// three 4-CPU bundles launches for what the cluster's totals lack (the min_workers node
+// counts toward it); an empty call clears it and the extra nodes go when idle, the
+// min_workers node stays.
+func TestRequestResourcesLaunchesForItsBundlesAndAClearLetsThemGo(t *testing.T) {
+	a := startAutoscaled(t, clusterYAML("request", 6, 1, 2))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := sdk.Connect(ctx, sdk.Options{Address: a.GCSAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	harness.Eventually(t, 60*time.Second, "min_workers up", func() error {
+		if n := len(a.launched(t)["cpu4"]); n != 1 {
+			return fmt.Errorf("cpu4 nodes %d, want 1", n)
+		}
+		return nil
+	})
+	four := sdk.Bundle{"CPU": 4}
+	if err := client.RequestResources(ctx, sdk.ResourceRequest{Bundles: []sdk.Bundle{four, four, four}}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "three cpu4 nodes", func() error {
+		if n := len(a.launched(t)["cpu4"]); n != 3 {
+			return fmt.Errorf("cpu4 nodes %d, want 3", n)
+		}
+		return nil
+	})
+	// Idle past their timeout, the nodes stay while the request holds them.
+	time.Sleep(4 * time.Second)
+	if n := len(a.launched(t)["cpu4"]); n != 3 {
+		t.Fatalf("cpu4 nodes %d while request_resources asks for 3, want 3", n)
+	}
+	if err := client.RequestResources(ctx, sdk.ResourceRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "back to min_workers", func() error {
+		if n := len(a.instances(t)); n != 1 {
+			return fmt.Errorf("%d instances, want 1", n)
+		}
+		return nil
+	})
+	if gpu := a.launched(t)["gpu8"]; len(gpu) != 0 {
+		t.Fatalf("a GPU node was launched for CPU bundles")
 	}
 }

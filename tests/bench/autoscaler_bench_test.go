@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/internal/benchgate"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/tests/harness"
+)
+
+// reactionYAML is a head and 4-CPU workers that stay while idle (the benchmark launches
+// one per trial).
+const reactionYAML = `cluster_name: reaction
+max_workers: 12
+provider:
+  type: fake_multinode
+head_node_type: head
+available_node_types:
+  head:
+    node_config: {}
+    resources: {CPU: 1}
+  cpu4:
+    node_config: {}
+    resources: {CPU: 4}
+    max_workers: 12
+    idle_timeout_s: 600
+`
+
+// TestBenchAutoscalerReaction measures autoscaler_reaction_ms: from a placement group's
+// creation to the launch of the node it needs (the fake_multinode provider's instance
+// row written once the node's process runs), with the autoscaler's default 1 s tick.
+// Each trial's group needs a new node: the earlier ones are full.
+func TestBenchAutoscalerReaction(t *testing.T) {
+	benchgate.Require(t)
+	const trials = 10
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte(reactionYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := harness.StartHead(t, "--num-cpus", "1", "--autoscaling-config", path)
+	t.Cleanup(func() { c.Run("stop", "--temp-dir", c.TempDir, "--grace", "5s") })
+	state := filepath.Join(c.TempDir, "clusters", "reaction", "instances.json")
+	launched := func() int {
+		raw, err := os.ReadFile(state)
+		if err != nil {
+			return 0
+		}
+		var rows []json.RawMessage
+		if json.Unmarshal(raw, &rows) != nil {
+			return 0
+		}
+		return len(rows)
+	}
+	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
+	var samples []float64
+	for i := range trials {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		start := time.Now()
+		reply, err := pgs.CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: "detached",
+			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 4}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for launched() <= i {
+			if ctx.Err() != nil {
+				t.Fatalf("trial %d: no launch within 90 s", i)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		samples = append(samples, float64(time.Since(start).Microseconds())/1000)
+		id := reply.PlacementGroup.PlacementGroupId
+		harness.Eventually(t, 60*time.Second, "group CREATED", func() error {
+			got, err := pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+			if err != nil {
+				return err
+			}
+			if got.PlacementGroup.State != pb.PlacementGroupState_CREATED {
+				return fmt.Errorf("state %s", got.PlacementGroup.State)
+			}
+			return nil
+		})
+		cancel()
+	}
+	slices.Sort(samples)
+	t.Logf("reaction times (ms): %v", samples)
+	fmt.Printf("BENCH autoscaler_reaction_ms %.0f ms\n", samples[len(samples)-1])
+	fmt.Printf("BENCH autoscaler_reaction_ms_p50 %.0f ms\n", samples[len(samples)/2])
+}
