@@ -3,7 +3,8 @@
 # with simulated GPU servers on this machine — its status and node list, a
 # placement-group walk-through (one group per strategy, GPU groups with their GPUs, where
 # the bundles went) from Go and from Python (.venv/, `make venv`), Go actors and tasks
-# inside placement groups, then a clean stop.
+# inside placement groups, then a clean stop; then the autoscaler: `raygo up` of a cluster
+# YAML, a gang that makes it launch a simulated DGX node, `raygo status`, `raygo down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 raygo=bin/raygo
@@ -57,6 +58,20 @@ step "raygo list actors (the walk-through's actors, DEAD once their group was re
 
 step "raygo stop"
 "$raygo" stop
+
+# The autoscaler: a cluster from a Ray cluster YAML whose nodes are local processes
+# (fake_multinode), grown for a gang no node holds and shrunk when idle.
+step "raygo up examples/autoscaler/local-gpu.yaml --yes (head + autoscaler, waits for min_workers)"
+"$raygo" up examples/autoscaler/local-gpu.yaml --yes --port "$port"
+
+step "python examples/python/autoscaling.py (a STRICT_PACK of 8 GPUs launches a DGX H100 node)"
+.venv/bin/python examples/python/autoscaling.py
+
+step "raygo status (the autoscaler's sections)"
+"$raygo" status
+
+step "raygo down examples/autoscaler/local-gpu.yaml --yes"
+"$raygo" down examples/autoscaler/local-gpu.yaml --yes --port "$port"
 trap - EXIT
 echo
-echo "Demo finished: a head and three raylets started, placement groups of every strategy reserved and removed, actors and tasks run inside them, the cluster stopped."
+echo "Demo finished: a head and three raylets started, placement groups of every strategy reserved and removed, actors and tasks run inside them, the cluster stopped; then a cluster from a Ray cluster YAML grew a DGX node for a gang and was taken down."

@@ -42,14 +42,24 @@ func printIdleNodes(w io.Writer, state *pb.ClusterResourceState) {
 }
 
 // printPendingNodes prints Ray's "Pending:" (instances requested or launching) and
-// "Recent failures:" from the autoscaler's report.
-func printPendingNodes(w io.Writer, reported *pb.AutoscalingState) {
+// "Recent failures:" from the autoscaler's report. The report is up to a tick old: an
+// instance whose node has registered since is no longer pending.
+func printPendingNodes(w io.Writer, reported *pb.AutoscalingState, state *pb.ClusterResourceState) {
+	registered := map[string]bool{}
+	for _, n := range state.GetNodeStates() {
+		if n.InstanceId != "" && n.Status != pb.NodeStatus_NODE_STATUS_DEAD {
+			registered[n.InstanceId] = true
+		}
+	}
 	fmt.Fprintln(w, "Pending:")
 	var lines []string
 	for _, r := range reported.GetPendingInstanceRequests() {
 		lines = append(lines, fmt.Sprintf(" %s, %d launching", nodeTypeName(r.RayNodeTypeName, r.InstanceTypeName), r.Count))
 	}
 	for _, p := range reported.GetPendingInstances() {
+		if registered[p.InstanceId] {
+			continue
+		}
 		where := p.IpAddress
 		if where == "" {
 			where = p.InstanceId

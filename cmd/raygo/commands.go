@@ -162,7 +162,7 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	printGroup("Active", active)
 	if autoscaling != nil {
 		printIdleNodes(w, autoscaling.ClusterResourceState)
-		printPendingNodes(w, autoscaling.AutoscalingState)
+		printPendingNodes(w, autoscaling.AutoscalingState, autoscaling.ClusterResourceState)
 	}
 	printGroup("Draining", draining)
 	printGroup("Dead", dead)
