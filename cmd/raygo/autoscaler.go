@@ -263,38 +263,59 @@ func runDown(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "Stopped the head node %s (pid %d)\n", shortID(rec.NodeID), rec.SupervisorPID)
 		}
 	}
-	p, err := fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(*temp, cfg.ClusterName), TerminateGrace: *grace})
+	n, err := terminateClusterInstances(clusterStateDir(*temp, cfg.ClusterName), *grace)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "Terminated %d node(s) of cluster %q.\n", n, cfg.ClusterName)
+	return nil
+}
+
+// anyInstance reports whether any cluster directory lists a running instance.
+func anyInstance(dirs []string) bool {
+	for _, dir := range dirs {
+		if p, err := fakemultinode.New(fakemultinode.Config{Dir: dir}); err == nil {
+			if instances, err := p.Instances(context.Background()); err == nil && len(instances) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// terminateClusterInstances terminates every instance the fake_multinode provider of
+// the cluster directory dir lists and waits until each is gone (grace, then SIGKILL).
+func terminateClusterInstances(dir string, grace time.Duration) (int, error) {
+	p, err := fakemultinode.New(fakemultinode.Config{Dir: dir, TerminateGrace: grace})
+	if err != nil {
+		return 0, err
+	}
 	ctx := context.Background()
 	instances, err := p.Instances(ctx)
-	if err != nil {
-		return err
+	if err != nil || len(instances) == 0 {
+		return 0, err
 	}
 	ids := make([]string, len(instances))
 	for i, inst := range instances {
 		ids[i] = inst.ID
 	}
 	if err := p.Terminate(ctx, ids); err != nil {
-		return err
+		return 0, err
 	}
-	deadline := time.Now().Add(*grace + 5*time.Second)
+	deadline := time.Now().Add(grace + 5*time.Second)
 	for {
 		left, err := p.Instances(ctx)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if len(left) == 0 {
-			break
+			return len(ids), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d node(s) still running after %s", len(left), *grace+5*time.Second)
+			return len(ids) - len(left), fmt.Errorf("%d node(s) still running after %s", len(left), grace+5*time.Second)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Fprintf(stdout, "Terminated %d node(s) of cluster %q.\n", len(ids), cfg.ClusterName)
-	return nil
 }
 
 // stopSupervisor stops a node's supervisor: signal (SIGTERM, or SIGKILL at once), then

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -33,7 +34,10 @@ func runStop(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(records) == 0 {
+	// Nodes an autoscaler launched that have not registered yet have no record: the
+	// clusters' provider state names them (after the heads, below).
+	clusters, _ := filepath.Glob(filepath.Join(tempDir(*temp), "clusters", "*"))
+	if len(records) == 0 && !anyInstance(clusters) {
 		fmt.Fprintln(stdout, "No raygo nodes are running on this machine.")
 		return nil
 	}
@@ -61,7 +65,15 @@ func runStop(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "Stopped %s %s (pid %d)\n", kind, shortID(rec.NodeID), rec.SupervisorPID)
 	}
-	fmt.Fprintf(stdout, "Stopped %d raygo node(s).\n", len(records))
+	stopped := len(records)
+	for _, dir := range clusters {
+		n, err := terminateClusterInstances(dir, *grace)
+		if err != nil {
+			fmt.Fprintf(stderr, "raygo: %s: %v\n", dir, err)
+		}
+		stopped += n
+	}
+	fmt.Fprintf(stdout, "Stopped %d raygo node(s).\n", stopped)
 	return nil
 }
 

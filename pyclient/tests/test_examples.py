@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 
-from conftest import ROOT, Cluster, run_driver
+from conftest import RAYGO_BIN, ROOT, Cluster, run_driver
 
 EXAMPLES = sorted((ROOT / "examples" / "python").glob("*.py"))
 
@@ -25,3 +26,19 @@ def test_placement_groups_walk_through(cluster: Cluster) -> None:
     for strategy in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
         assert f"\n{strategy}: CREATED" in result.stdout
     assert "Done: every group removed" in result.stdout
+
+
+def test_autoscaling_example(tmp_path) -> None:
+    """examples/python/autoscaling.py on the cluster of examples/autoscaler/local-gpu.yaml:
+    the 8-GPU STRICT_PACK is placed on a node the autoscaler launched for it."""
+    c = Cluster(tmp_path)
+    try:
+        c.start_head("--num-cpus", "2", "--autoscaling-config", str(ROOT / "examples" / "autoscaler" / "local-gpu.yaml"))
+        result = run_driver(c, (ROOT / "examples" / "python" / "autoscaling.py").read_text(), timeout=180)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "GPU nodes before: none" in result.stdout
+        assert "STRICT_PACK of 8 GPUs CREATED after" in result.stdout and "on 1 node(s)" in result.stdout
+    finally:
+        c.stop()
+        # The nodes the autoscaler launched are their own sessions under the temp dir.
+        subprocess.run([str(RAYGO_BIN), "stop", "--temp-dir", str(tmp_path), "--grace", "5s"], check=False, capture_output=True)
