@@ -375,6 +375,9 @@ func (m *actorManager) ChooseLeaseTargets(ctx context.Context, req *pb.ChooseLea
 	for _, n := range nodes {
 		addresses[n.NodeId] = n.RayletAddress
 	}
+	if strategy.GetKind() != strategyPlacementGroup { // a group's tasks wait for the group: it is the demand
+		m.tasks.note(req.RequestId, request, leaseSelector(strategy), int(req.Backlog), choice.Outcome, len(choice.Targets) > 0, m.now())
+	}
 	reply := &pb.ChooseLeaseTargetsReply{Outcome: leaseOutcomes[choice.Outcome], Reason: choice.Message, ReasonCode: string(choice.Cause.Code)}
 	target := func(t placement.Target, now bool) *pb.LeaseTarget {
 		return &pb.LeaseTarget{NodeId: string(t.Node), RayletAddress: addresses[string(t.Node)], BundleIndex: int32(t.BundleIndex), AvailableNow: now}

@@ -146,6 +146,9 @@ type actorManager struct {
 
 	connMu      sync.Mutex
 	workerConns map[string]*grpc.ClientConn // worker address → connection
+
+	// tasks is the SDK's tasks waiting for a worker, for the autoscaler.
+	tasks taskBacklogs
 }
 
 // actorDeps is what the actor manager is given: the store, the tables it reads, the

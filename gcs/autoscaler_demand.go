@@ -5,10 +5,14 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -69,10 +73,7 @@ func (m *actorManager) pendingActorShapes() []*pb.ResourceRequestByCount {
 	var out []*pb.ResourceRequestByCount
 	byKey := map[string]*pb.ResourceRequestByCount{}
 	for _, e := range entries {
-		var selector map[string]string
-		if s := e.info.SchedulingStrategy; s.GetKind() == pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY && !s.GetSoft() {
-			selector = map[string]string{nodelabel.NodeID: s.GetNodeId()}
-		}
+		selector := leaseSelector(e.info.SchedulingStrategy)
 		key := e.request.String() + "|" + selectorKey(selector)
 		if shape := byKey[key]; shape != nil {
 			shape.Count++
@@ -84,6 +85,94 @@ func (m *actorManager) pendingActorShapes() []*pb.ResourceRequestByCount {
 	}
 	m.mu.Unlock()
 	return out
+}
+
+// leaseSelector is the label selector a strategy holds work to, for the autoscaler: a
+// hard node affinity is the selector on the node's id label; nil otherwise.
+func leaseSelector(s *pb.SchedulingStrategy) map[string]string {
+	if s.GetKind() == pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY && !s.GetSoft() {
+		return map[string]string{nodelabel.NodeID: s.GetNodeId()}
+	}
+	return nil
+}
+
+// taskBacklogTTL is how long a scheduling key's backlog counts as demand after the
+// key last asked ChooseLeaseTargets: longer than a lease request may wait at a raylet
+// for room (the SDK's 2 min), so tasks queued there stay demand, and short enough that
+// the backlog of a driver that finished or died stops counting soon after.
+const taskBacklogTTL = 150 * time.Second
+
+// taskBacklogs is the SDK's tasks that wait for a worker, by scheduling key, as their
+// submitter last reported them (ChooseLeaseTargetsRequest.backlog). It is safe for
+// concurrent use.
+type taskBacklogs struct {
+	mu   sync.Mutex
+	keys map[string]*taskBacklog
+}
+
+type taskBacklog struct {
+	request  resources.Set
+	selector map[string]string
+	// count tasks wait; seen is when the key last asked.
+	count int
+	seen  time.Time
+}
+
+// note records what a ChooseLeaseTargets call says of its key: backlog tasks wait, one
+// fewer when a node has room now (that one is about to run); none left forgets the key.
+func (b *taskBacklogs) note(key string, request resources.Set, selector map[string]string, backlog int, outcome placement.WorkOutcome, availableNow bool, now time.Time) {
+	waiting := backlog
+	if outcome == placement.WorkPlaced && availableNow {
+		waiting--
+	}
+	if outcome == placement.WorkUnschedulable {
+		waiting = 0 // it fails: nothing will run it
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if waiting <= 0 {
+		delete(b.keys, key)
+		return
+	}
+	if b.keys == nil {
+		b.keys = map[string]*taskBacklog{}
+	}
+	b.keys[key] = &taskBacklog{request: request, selector: selector, count: waiting, seen: now}
+}
+
+// shapes counts the waiting tasks by shape and selector, dropping keys that have not
+// asked within taskBacklogTTL.
+func (b *taskBacklogs) shapes(now time.Time) []*pb.ResourceRequestByCount {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	keys := make([]string, 0, len(b.keys))
+	for key, t := range b.keys {
+		if now.Sub(t.seen) > taskBacklogTTL {
+			delete(b.keys, key)
+			continue
+		}
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	var out []*pb.ResourceRequestByCount
+	byShape := map[string]*pb.ResourceRequestByCount{}
+	for _, key := range keys {
+		t := b.keys[key]
+		shapeKey := t.request.String() + "|" + selectorKey(t.selector)
+		if shape := byShape[shapeKey]; shape != nil {
+			shape.Count += int64(t.count)
+			continue
+		}
+		shape := &pb.ResourceRequestByCount{Request: &pb.ResourceRequest{ResourcesBundle: t.request.ToFloat(), LabelSelector: maps.Clone(t.selector)}, Count: int64(t.count)}
+		byShape[shapeKey] = shape
+		out = append(out, shape)
+	}
+	return out
+}
+
+// pendingTaskShapes is the SDK's waiting tasks by shape (taskBacklogs).
+func (m *actorManager) pendingTaskShapes() []*pb.ResourceRequestByCount {
+	return m.tasks.shapes(m.now())
 }
 
 // selectorKey is a selector in one canonical string.

@@ -59,6 +59,8 @@ type autoscalerGroups interface {
 // autoscalerActors is what it reads of the actor table.
 type autoscalerActors interface {
 	pendingActorShapes() []*pb.ResourceRequestByCount
+	// pendingTaskShapes is the SDK's tasks waiting for a worker, by shape.
+	pendingTaskShapes() []*pb.ResourceRequestByCount
 	actorsOnNodes() map[string]int
 }
 
@@ -298,7 +300,7 @@ func (a *autoscalerState) clusterResourceState() *pb.ClusterResourceState {
 	held := a.groups.heldOnNodes()
 	actors := a.actors.actorsOnNodes()
 	gangs := a.groups.pendingGangs()
-	shapes := a.actors.pendingActorShapes()
+	shapes := append(a.actors.pendingActorShapes(), a.actors.pendingTaskShapes()...)
 	now := a.now()
 
 	sort.Slice(nodes, func(i, j int) bool {

@@ -474,3 +474,42 @@ func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 		t.Fatalf("an empty report: %v, want InvalidArgument", err)
 	}
 }
+
+// The SDK's tasks that wait for a worker are demand: ChooseLeaseTargets carries the
+// scheduling key's backlog; a key placed with room now counts one fewer, and a key that
+// stops asking is forgotten after taskBacklogTTL.
+func TestWaitingTasksAreDemandUntilTheirKeyStopsAsking(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(&pb.NodeInfo{NodeId: "aaaa", ResourcesTotal: map[string]float64{"CPU": 4}})
+	choose := func(key string, cpus float64, backlog int32) pb.LeaseOutcome {
+		t.Helper()
+		reply, err := f.c.actors.ChooseLeaseTargets(context.Background(), &pb.ChooseLeaseTargetsRequest{RequestId: key,
+			Resources: map[string]float64{"CPU": cpus}, Backlog: backlog,
+			SchedulingStrategy: &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.Outcome
+	}
+	if got := choose("big", 16, 5); got != pb.LeaseOutcome_LEASE_OUTCOME_INFEASIBLE {
+		t.Fatalf("16 CPUs on a 4-CPU cluster: %s", got)
+	}
+	if got := choose("small", 1, 3); got != pb.LeaseOutcome_LEASE_OUTCOME_PLACED {
+		t.Fatalf("1 CPU: %s", got)
+	}
+	shapes := map[float64]*pb.ResourceRequestByCount{}
+	for _, s := range f.read().PendingResourceRequests {
+		shapes[s.Request.ResourcesBundle["CPU"]] = s
+	}
+	if s := shapes[16]; s == nil || s.Count != 5 || s.PendingReason != string(pending.Infeasible) {
+		t.Fatalf("16-CPU tasks: %v, want 5 Infeasible", s)
+	}
+	if s := shapes[1]; s == nil || s.Count != 2 || s.PendingReason != string(pending.NoResources) {
+		t.Fatalf("1-CPU tasks: %v, want 2 (3 waiting, one about to run) NoResources", s)
+	}
+	choose("small", 1, 1) // the last one runs now: nothing of that key waits
+	f.clock.Advance(taskBacklogTTL + time.Second)
+	if got := f.read().PendingResourceRequests; len(got) != 0 {
+		t.Fatalf("pending requests %v after the keys stopped asking, want none", got)
+	}
+}

@@ -353,7 +353,10 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
 	defer cancel()
-	req := &pb.ChooseLeaseTargetsRequest{RequestId: q.key, Resources: q.resources, SchedulingStrategy: q.strategy}
+	s.mu.Lock()
+	backlog := int32(len(q.pending))
+	s.mu.Unlock()
+	req := &pb.ChooseLeaseTargetsRequest{RequestId: q.key, Resources: q.resources, SchedulingStrategy: q.strategy, Backlog: backlog}
 	for {
 		reply, err := s.c.actors.ChooseLeaseTargets(ctx, req)
 		if err != nil {

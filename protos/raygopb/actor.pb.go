@@ -1215,8 +1215,12 @@ type ChooseLeaseTargetsRequest struct {
 	RequestId          string              `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Resources          map[string]float64  `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	SchedulingStrategy *SchedulingStrategy `protobuf:"bytes,3,opt,name=scheduling_strategy,json=schedulingStrategy,proto3" json:"scheduling_strategy,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// How many tasks of this scheduling key wait for a worker, this one included. The GCS
+	// reports them to the autoscaler as demand (raylets report no lease backlog) until the
+	// key is placed or stops asking.
+	Backlog       int32 `protobuf:"varint,4,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChooseLeaseTargetsRequest) Reset() {
@@ -1268,6 +1272,13 @@ func (x *ChooseLeaseTargetsRequest) GetSchedulingStrategy() *SchedulingStrategy 
 		return x.SchedulingStrategy
 	}
 	return nil
+}
+
+func (x *ChooseLeaseTargetsRequest) GetBacklog() int32 {
+	if x != nil {
+		return x.Backlog
+	}
+	return 0
 }
 
 // LeaseTarget is one raylet to ask for a worker lease.
@@ -1576,12 +1587,13 @@ const file_actor_proto_rawDesc = "" +
 	"\vexit_detail\x18\x04 \x01(\tR\n" +
 	"exitDetail\x12 \n" +
 	"\vintentional\x18\x05 \x01(\bR\vintentional\"\x1a\n" +
-	"\x18ReportWorkerFailureReply\"\x99\x02\n" +
+	"\x18ReportWorkerFailureReply\"\xb3\x02\n" +
 	"\x19ChooseLeaseTargetsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12P\n" +
 	"\tresources\x18\x02 \x03(\v22.raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntryR\tresources\x12M\n" +
-	"\x13scheduling_strategy\x18\x03 \x01(\v2\x1c.raygo.v1.SchedulingStrategyR\x12schedulingStrategy\x1a<\n" +
+	"\x13scheduling_strategy\x18\x03 \x01(\v2\x1c.raygo.v1.SchedulingStrategyR\x12schedulingStrategy\x12\x18\n" +
+	"\abacklog\x18\x04 \x01(\x05R\abacklog\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x95\x01\n" +

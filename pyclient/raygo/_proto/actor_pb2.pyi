@@ -233,7 +233,7 @@ class ReportWorkerFailureReply(_message.Message):
     def __init__(self) -> None: ...
 
 class ChooseLeaseTargetsRequest(_message.Message):
-    __slots__ = ("request_id", "resources", "scheduling_strategy")
+    __slots__ = ("request_id", "resources", "scheduling_strategy", "backlog")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -244,10 +244,12 @@ class ChooseLeaseTargetsRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    BACKLOG_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     resources: _containers.ScalarMap[str, float]
     scheduling_strategy: SchedulingStrategy
-    def __init__(self, request_id: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ...) -> None: ...
+    backlog: int
+    def __init__(self, request_id: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., backlog: _Optional[int] = ...) -> None: ...
 
 class LeaseTarget(_message.Message):
     __slots__ = ("node_id", "raylet_address", "bundle_index", "available_now")
