@@ -52,6 +52,8 @@ type demand struct {
 	key string
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
+	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
+	classes []int
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
 }

@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -86,6 +87,8 @@ type poolNode struct {
 	kind nodeKind
 	// typ is the node's type name; "" for a node of unknown type.
 	typ string
+	// free is row.Available over the pool's columns, for the amount checks of open.
+	free []resources.Amount
 	// closed: nothing the remaining demand asks fits on it any more (an optimisation;
 	// placement would reject the node anyway).
 	closed bool
@@ -97,15 +100,44 @@ type pool struct {
 	index map[placement.NodeID]int
 	// pinned are running nodes the plan places demand on: idle scale-down spares them.
 	pinned map[placement.NodeID]bool
+	// columns number the resource names the pool has seen, for dense amount vectors.
+	columns map[string]int
+	// running and others are the positions in nodes of the running nodes, in pool
+	// order, and of the launching and planned ones, in the order they were added.
+	running, others []int
+	// classes are the distinct bundles (by amounts) demand has asked open about, each
+	// with what it knows of the nodes they do not fit; classByText finds them.
+	classes     []*fitClass
+	classByText map[string]int
 }
 
 func newPool() *pool {
-	return &pool{index: make(map[placement.NodeID]int), pinned: make(map[placement.NodeID]bool)}
+	return &pool{index: make(map[placement.NodeID]int), pinned: make(map[placement.NodeID]bool),
+		columns: make(map[string]int), classByText: make(map[string]int)}
+}
+
+// vector is set over the pool's columns (names it has not seen get one).
+func (p *pool) vector(set resources.Set) []resources.Amount {
+	for _, name := range set.Names() {
+		if _, ok := p.columns[name]; !ok {
+			p.columns[name] = len(p.columns)
+		}
+	}
+	out := make([]resources.Amount, len(p.columns))
+	for name, amount := range set {
+		out[p.columns[name]] = amount
+	}
+	return out
 }
 
 func (p *pool) add(row placement.Node, kind nodeKind, typ string) {
 	p.index[row.ID] = len(p.nodes)
-	p.nodes = append(p.nodes, poolNode{row: row, kind: kind, typ: typ, closed: row.Available.IsZero()})
+	if kind == kindRunning {
+		p.running = append(p.running, len(p.nodes))
+	} else {
+		p.others = append(p.others, len(p.nodes))
+	}
+	p.nodes = append(p.nodes, poolNode{row: row, kind: kind, typ: typ, free: p.vector(row.Available), closed: row.Available.IsZero()})
 }
 
 // maxOpenNodes bounds how many nodes with room one demand is tried on (a bound on work,
@@ -113,38 +145,153 @@ func (p *pool) add(row placement.Node, kind nodeKind, typ string) {
 // planned first (older planned nodes are the fullest).
 const maxOpenNodes = 64
 
+// fitClass is one distinct bundle, by amounts, and the nodes it is known not to fit.
+// Free capacity only shrinks during a plan, so a node a bundle does not fit never takes
+// it again: open skips such nodes for good, with path-compressed links over the
+// running positions (forward) and the other positions (backward), so a demand does
+// not rescan the thousands of full nodes a large plan builds.
+type fitClass struct {
+	// need are the bundle's positive amounts by column.
+	need []columnAmount
+	// nextRunning[i] is i, or a later index in pool.running at or before the next node
+	// the bundle may fit; prevOther[i] the same backward over pool.others (-1: none).
+	nextRunning, prevOther []int
+}
+
+type columnAmount struct {
+	column int
+	amount resources.Amount
+}
+
+// classesOf returns the fit classes of the demand's distinct bundles.
+func (p *pool) classesOf(d *demand) []int {
+	if d.classes != nil {
+		return d.classes
+	}
+	for _, bundle := range d.distinct {
+		text := bundle.String()
+		class, ok := p.classByText[text]
+		if !ok {
+			class = len(p.classes)
+			p.classByText[text] = class
+			fc := &fitClass{}
+			p.vector(bundle) // give its names columns
+			for _, name := range bundle.Names() {
+				if amount := bundle[name]; amount > 0 {
+					fc.need = append(fc.need, columnAmount{p.columns[name], amount})
+				}
+			}
+			p.classes = append(p.classes, fc)
+		}
+		if !slices.Contains(d.classes, class) {
+			d.classes = append(d.classes, class)
+		}
+	}
+	return d.classes
+}
+
+// fits: the node is open and has the class's amounts free (IsSubsetOf on vectors).
+func (p *pool) fits(fc *fitClass, position int) bool {
+	node := &p.nodes[position]
+	if node.closed {
+		return false
+	}
+	for _, need := range fc.need {
+		if need.column >= len(node.free) || need.amount > node.free[need.column] {
+			return false
+		}
+	}
+	return true
+}
+
+// nextRunningFit is the first index >= i of pool.running whose node the class fits,
+// or len(pool.running).
+func (p *pool) nextRunningFit(fc *fitClass, i int) int {
+	for len(fc.nextRunning) < len(p.running) {
+		fc.nextRunning = append(fc.nextRunning, len(fc.nextRunning))
+	}
+	for {
+		root := i
+		for root < len(p.running) && fc.nextRunning[root] != root {
+			root = fc.nextRunning[root]
+		}
+		for i < root { // compress
+			i, fc.nextRunning[i] = fc.nextRunning[i], root
+		}
+		if root == len(p.running) || p.fits(fc, p.running[root]) {
+			return root
+		}
+		fc.nextRunning[root] = root + 1
+		i = root + 1
+	}
+}
+
+// prevOtherFit is the last index <= i of pool.others whose node the class fits, or -1.
+func (p *pool) prevOtherFit(fc *fitClass, i int) int {
+	for len(fc.prevOther) < len(p.others) {
+		fc.prevOther = append(fc.prevOther, len(fc.prevOther))
+	}
+	for {
+		root := i
+		for root >= 0 && fc.prevOther[root] != root {
+			root = fc.prevOther[root]
+		}
+		for i > root { // compress
+			i, fc.prevOther[i] = fc.prevOther[i], root
+		}
+		if root < 0 || p.fits(fc, p.others[root]) {
+			return root
+		}
+		fc.prevOther[root] = root - 1
+		i = root - 1
+	}
+}
+
 // open returns the rows of nodes of kind at most maxKind on which at least one of the
 // demand's bundles fits by resource amounts, the only nodes placement could use for it;
-// at most maxOpenNodes of them.
+// at most maxOpenNodes of them: running nodes in pool order, then launching and planned
+// ones, newest first.
 func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
+	classes := p.classesOf(d)
 	var rows []placement.Node
-	consider := func(node *poolNode) bool {
-		if node.closed {
-			return true
-		}
-		for _, bundle := range d.distinct {
-			if bundle.IsSubsetOf(node.row.Available) {
-				rows = append(rows, node.row)
-				break
-			}
-		}
-		return len(rows) < maxOpenNodes
+	heads := make([]int, len(classes))
+	for k, class := range classes {
+		heads[k] = p.nextRunningFit(p.classes[class], 0)
 	}
-	for i := range p.nodes {
-		if node := &p.nodes[i]; node.kind == kindRunning && !consider(node) {
-			return rows
+	for len(rows) < maxOpenNodes {
+		first := len(p.running)
+		for _, head := range heads {
+			first = min(first, head)
+		}
+		if first == len(p.running) {
+			break
+		}
+		rows = append(rows, p.nodes[p.running[first]].row)
+		for k, class := range classes {
+			if heads[k] == first {
+				heads[k] = p.nextRunningFit(p.classes[class], first+1)
+			}
 		}
 	}
 	if maxKind == kindRunning {
 		return rows
 	}
-	for i := len(p.nodes) - 1; i >= 0; i-- {
-		node := &p.nodes[i]
-		if node.kind == kindRunning || node.kind > maxKind {
-			continue
+	for k, class := range classes {
+		heads[k] = p.prevOtherFit(p.classes[class], len(p.others)-1)
+	}
+	for len(rows) < maxOpenNodes {
+		last := -1
+		for _, head := range heads {
+			last = max(last, head)
 		}
-		if !consider(node) {
-			return rows
+		if last < 0 {
+			break
+		}
+		rows = append(rows, p.nodes[p.others[last]].row)
+		for k, class := range classes {
+			if heads[k] == last {
+				heads[k] = p.prevOtherFit(p.classes[class], last-1)
+			}
 		}
 	}
 	return rows
@@ -159,12 +306,14 @@ func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan) {
 			continue
 		}
 		row, _ := snapshot.Node(placed.NodeID)
-		p.nodes[position].row = row
-		if p.nodes[position].kind == kindRunning {
+		node := &p.nodes[position]
+		node.row = row
+		node.free = p.vector(row.Available)
+		if node.kind == kindRunning {
 			p.pinned[placed.NodeID] = true
 		}
 		if row.Available.IsZero() {
-			p.nodes[position].closed = true
+			node.closed = true
 		}
 	}
 }
