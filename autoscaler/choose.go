@@ -57,7 +57,7 @@ type freshGroup struct {
 	// rows are the nodes it uses, with what it leaves free, under template ids.
 	rows []placement.Node
 	// err is placement's answer on as many nodes as the gang has bundles, when it does
-	// not fit.
+	// not fit; nil until groupErr asks when the quick check rejected the type.
 	err error
 }
 
@@ -65,7 +65,9 @@ type freshGroup struct {
 type freshShape struct {
 	// fills[j] is the node holding j+1 instances; len(fills) is how many one node holds.
 	fills []placement.Node
-	err   error
+	// err is why none fits; nil until shapeErr asks when the quick check rejected the
+	// type.
+	err error
 }
 
 // maxInstancesPerNode bounds how many instances of one shape the planner packs onto one
@@ -122,11 +124,7 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	c.groups[key] = result
 	bundles := len(d.request.Bundles)
 	if !couldHoldEach(d, t, NewNode("template", t)) {
-		_, _, result.err = scheduleOn(templateNodes(t, bundles), d.request)
-		if result.err == nil { // the quick check is only ever stricter than placement
-			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
-		}
-		return result
+		return result // placement's words for it only when a reason is needed (groupErr)
 	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(templateNodes(t, n), d.request)
@@ -162,6 +160,18 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	result.rows = usedRows(snapshot, plan)
 	result.nodes = len(result.rows)
 	return result
+}
+
+// groupErr is why the gang does not fit new nodes of type t alone (nil when it does).
+func (c *typeCache) groupErr(d *demand, t *NodeType) error {
+	result := c.group(d, t)
+	if result.nodes == 0 && result.err == nil { // rejected by the quick check
+		_, _, result.err = scheduleOn(templateNodes(t, len(d.request.Bundles)), d.request)
+		if result.err == nil { // the quick check is only ever stricter than placement
+			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
+		}
+	}
+	return result.err
 }
 
 // lowerBound is the fewest nodes of the given capacity whose summed amounts cover the
@@ -209,11 +219,7 @@ func (c *typeCache) shape(d *demand, t *NodeType) *freshShape {
 	c.shapes[key] = result
 	node := NewNode("template", t)
 	if !couldHoldEach(d, t, node) {
-		_, _, result.err = scheduleOn([]placement.Node{node}, d.request)
-		if result.err == nil {
-			result.err = fmt.Errorf("the shape fits no node of type %s", t.Name)
-		}
-		return result
+		return result // placement's words for it only when a reason is needed (shapeErr)
 	}
 	snapshot, err := placement.NewSnapshot([]placement.Node{node})
 	if err != nil {
@@ -235,6 +241,18 @@ func (c *typeCache) shape(d *demand, t *NodeType) *freshShape {
 		result.fills = append(result.fills, row)
 	}
 	return result
+}
+
+// shapeErr is why no instance of the shape fits a new node of type t (nil when one does).
+func (c *typeCache) shapeErr(d *demand, t *NodeType) error {
+	result := c.shape(d, t)
+	if len(result.fills) == 0 && result.err == nil { // rejected by the quick check
+		_, _, result.err = scheduleOn([]placement.Node{NewNode("template", t)}, d.request)
+		if result.err == nil {
+			result.err = fmt.Errorf("the shape fits no node of type %s", t.Name)
+		}
+	}
+	return result.err
 }
 
 // candidateTypes are the types demand may launch: every type, except that CPU-only
@@ -289,19 +307,25 @@ func (p *planner) planGroup(d *demand) {
 	if p.placeOnPool(d) {
 		return
 	}
-	open := p.pool.open(d, kindPlanned)
+	open, positions := p.pool.open(d, kindPlanned)
+	openFree := p.pool.freeSum(positions)
 	fits := func(t *NodeType) bool { return p.cache.group(d, t).nodes > 0 }
-	// Types are tried cheapest alone first: with the open nodes a type needs at least
-	// one new node, so a type whose one node costs more than the best found is skipped.
+	// Types are tried in the order of a lower bound of their cost, from amounts alone:
+	// a type whose bound is not cheaper than the best option found is skipped without
+	// asking placement, as its option could only cost more.
 	candidates := slices.Clone(p.candidateTypes(d, fits))
-	alone := make(map[*NodeType]float64, len(candidates))
+	bounds := make(map[*NodeType]int, len(candidates))
 	for _, t := range candidates {
-		alone[t] = p.aloneCost(d, t)
+		bounds[t] = p.newNodesBound(d, t, openFree, len(open))
 	}
-	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(alone[a], alone[b]) })
+	boundCost := func(t *NodeType) float64 { return float64(bounds[t]) * price(t) }
+	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(boundCost(a), boundCost(b)) })
 	var best *option
 	var limits limitTracker
 	for _, t := range candidates {
+		if best != nil && !cheaper(option{t: t, nodes: bounds[t]}, *best) {
+			continue
+		}
 		fresh := p.cache.group(d, t)
 		if fresh.nodes == 0 {
 			continue
@@ -310,13 +334,10 @@ func (p *planner) planGroup(d *demand) {
 			limits.note(p.limitReason(t))
 			continue
 		}
-		if best != nil && !cheaper(option{t: t, nodes: 1}, *best) && len(open) > 0 {
-			continue
-		}
 		if best != nil && !cheaper(option{t: t, nodes: fresh.nodes}, *best) && len(open) == 0 {
 			continue
 		}
-		opt := p.groupOption(d, t, fresh, open)
+		opt := p.groupOption(d, t, fresh, open, bounds[t])
 		if opt.nodes > p.allowance(t) {
 			limits.note(p.limitReason(t))
 			continue
@@ -329,28 +350,69 @@ func (p *planner) planGroup(d *demand) {
 		best.commit()
 		return
 	}
-	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.group(d, t).err })
+	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.groupErr(d, t) })
 }
 
-// aloneCost is the cost of a gang on new nodes of type t alone (+Inf when they cannot
-// hold it).
-func (p *planner) aloneCost(d *demand, t *NodeType) float64 {
-	fresh := p.cache.group(d, t)
-	if fresh.nodes == 0 {
-		return math.Inf(1)
+// unboundedNodes is newNodesBound's answer when no number of nodes of a type holds the
+// gang by amounts.
+const unboundedNodes = math.MaxInt32
+
+// newNodesBound is the fewest new nodes of type t that could, with the free amounts of
+// the open nodes (openFree, over the pool's columns; open of them), hold the gang by
+// amounts: a necessary condition only, so placement is never asked about fewer, and
+// every option of the type takes at least this many nodes. At least 1: demand that
+// reaches the new-node stage did not fit the open nodes.
+func (p *planner) newNodesBound(d *demand, t *NodeType, openFree []resources.Amount, open int) int {
+	if d.request.Strategy == placement.StrategyStrictPack {
+		return 1 // one node, whatever is open
 	}
-	return float64(fresh.nodes) * price(t)
+	capacity := p.typeVector(t)
+	nodes := 1
+	for _, need := range p.pool.sumOf(d) {
+		deficit := need.amount
+		if need.column < len(openFree) {
+			deficit -= openFree[need.column]
+		}
+		if deficit <= 0 {
+			continue
+		}
+		var per resources.Amount
+		if need.column < len(capacity) {
+			per = capacity[need.column]
+		}
+		if per <= 0 {
+			return unboundedNodes
+		}
+		nodes = max(nodes, int((deficit+per-1)/per))
+	}
+	if d.request.Strategy == placement.StrategyStrictSpread {
+		nodes = max(nodes, len(d.request.Bundles)-open)
+	}
+	return nodes
+}
+
+// typeVector is a new node of type t's capacity over the pool's columns.
+func (p *planner) typeVector(t *NodeType) []resources.Amount {
+	if vector, ok := p.typeVectors[t]; ok {
+		return vector
+	}
+	vector := p.pool.vector(countedMIG(t.Resources))
+	p.typeVectors[t] = vector
+	return vector
 }
 
 // placeOnPool places a group on nodes the plan already has, running nodes first.
 func (p *planner) placeOnPool(d *demand) bool {
 	previous := -1
 	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
-		rows := p.pool.open(d, kind)
+		rows, positions := p.pool.open(d, kind)
 		if len(rows) == 0 || len(rows) == previous {
 			continue
 		}
 		previous = len(rows)
+		if !p.pool.couldHold(d, positions) {
+			continue // placement would refuse: skip asking it
+		}
 		snapshot, plan, err := scheduleOn(rows, d.request)
 		if err == nil {
 			p.pool.update(snapshot, plan)
@@ -361,10 +423,11 @@ func (p *planner) placeOnPool(d *demand) bool {
 }
 
 // groupOption prices a gang on new nodes of type t: with the free capacity of the
-// nodes the plan has (open), the fewest new nodes that complete it; STRICT_PACK (one
-// node or island) or no open node: the nodes it needs alone.
-func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node) option {
-	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 {
+// nodes the plan has (open), the fewest new nodes that complete it, at least bound
+// (newNodesBound); STRICT_PACK (one node or island) or no open node: the nodes it needs
+// alone.
+func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node, bound int) option {
+	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 && bound <= fresh.nodes {
 		try := func(n int) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
 			rows := slices.Clip(open)
 			ids := make([]placement.NodeID, n)
@@ -375,17 +438,23 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 			snapshot, plan, err := scheduleOn(rows, d.request)
 			return snapshot, plan, ids, err
 		}
-		snapshot, plan, ids, err := try(fresh.nodes)
-		if err == nil {
-			low, high := 1, fresh.nodes
-			for low < high {
-				middle := (low + high) / 2
-				if s, pl, i, err := try(middle); err == nil {
-					snapshot, plan, ids, high = s, pl, i, middle
-				} else {
-					low = middle + 1
+		// The bound is usually exact: try it first; else bisect between it and the nodes
+		// the gang needs alone.
+		snapshot, plan, ids, err := try(bound)
+		if err != nil && bound < fresh.nodes {
+			if snapshot, plan, ids, err = try(fresh.nodes); err == nil {
+				low, high := bound+1, fresh.nodes
+				for low < high {
+					middle := (low + high) / 2
+					if s, pl, i, err := try(middle); err == nil {
+						snapshot, plan, ids, high = s, pl, i, middle
+					} else {
+						low = middle + 1
+					}
 				}
 			}
+		}
+		if err == nil {
 			used := usedNew(plan, ids)
 			return option{t: t, nodes: len(used), commit: func() {
 				p.pool.update(snapshot, plan)
@@ -462,7 +531,7 @@ func (p *planner) planShape(d *demand) {
 			}
 		}
 		if best == nil {
-			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shape(d, t).err })
+			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shapeErr(d, t) })
 			return
 		}
 		best.commit()
@@ -472,7 +541,7 @@ func (p *planner) planShape(d *demand) {
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most
 // maxKind and returns how many it placed.
 func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
-	rows := p.pool.open(d, maxKind)
+	rows, _ := p.pool.open(d, maxKind)
 	if len(rows) == 0 {
 		return 0
 	}

@@ -174,14 +174,7 @@ func (p *pool) classesOf(d *demand) []int {
 		if !ok {
 			class = len(p.classes)
 			p.classByText[text] = class
-			fc := &fitClass{}
-			p.vector(bundle) // give its names columns
-			for _, name := range bundle.Names() {
-				if amount := bundle[name]; amount > 0 {
-					fc.need = append(fc.need, columnAmount{p.columns[name], amount})
-				}
-			}
-			p.classes = append(p.classes, fc)
+			p.classes = append(p.classes, &fitClass{need: p.amountsOf(bundle)})
 		}
 		if !slices.Contains(d.classes, class) {
 			d.classes = append(d.classes, class)
@@ -193,15 +186,7 @@ func (p *pool) classesOf(d *demand) []int {
 // fits: the node is open and has the class's amounts free (IsSubsetOf on vectors).
 func (p *pool) fits(fc *fitClass, position int) bool {
 	node := &p.nodes[position]
-	if node.closed {
-		return false
-	}
-	for _, need := range fc.need {
-		if need.column >= len(node.free) || need.amount > node.free[need.column] {
-			return false
-		}
-	}
-	return true
+	return !node.closed && covers(node.free, fc.need)
 }
 
 // nextRunningFit is the first index >= i of pool.running whose node the class fits,
@@ -250,10 +235,9 @@ func (p *pool) prevOtherFit(fc *fitClass, i int) int {
 // open returns the rows of nodes of kind at most maxKind on which at least one of the
 // demand's bundles fits by resource amounts, the only nodes placement could use for it;
 // at most maxOpenNodes of them: running nodes in pool order, then launching and planned
-// ones, newest first.
-func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
+// ones, newest first. positions are the rows' positions in nodes.
+func (p *pool) open(d *demand, maxKind nodeKind) (rows []placement.Node, positions []int) {
 	classes := p.classesOf(d)
-	var rows []placement.Node
 	heads := make([]int, len(classes))
 	for k, class := range classes {
 		heads[k] = p.nextRunningFit(p.classes[class], 0)
@@ -267,6 +251,7 @@ func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
 			break
 		}
 		rows = append(rows, p.nodes[p.running[first]].row)
+		positions = append(positions, p.running[first])
 		for k, class := range classes {
 			if heads[k] == first {
 				heads[k] = p.nextRunningFit(p.classes[class], first+1)
@@ -274,7 +259,7 @@ func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
 		}
 	}
 	if maxKind == kindRunning {
-		return rows
+		return rows, positions
 	}
 	for k, class := range classes {
 		heads[k] = p.prevOtherFit(p.classes[class], len(p.others)-1)
@@ -288,13 +273,48 @@ func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
 			break
 		}
 		rows = append(rows, p.nodes[p.others[last]].row)
+		positions = append(positions, p.others[last])
 		for k, class := range classes {
 			if heads[k] == last {
 				heads[k] = p.prevOtherFit(p.classes[class], last-1)
 			}
 		}
 	}
-	return rows
+	return rows, positions
+}
+
+// freeSum is the free amounts of the nodes at positions, summed over the pool's columns.
+func (p *pool) freeSum(positions []int) []resources.Amount {
+	sum := make([]resources.Amount, len(p.columns))
+	for _, position := range positions {
+		for column, amount := range p.nodes[position].free {
+			sum[column] += amount
+		}
+	}
+	return sum
+}
+
+// amountsOf is set as (column, amount) pairs of its positive amounts, giving new names
+// columns.
+func (p *pool) amountsOf(set resources.Set) []columnAmount {
+	p.vector(set)
+	var out []columnAmount
+	for _, name := range set.Names() {
+		if amount := set[name]; amount > 0 {
+			out = append(out, columnAmount{p.columns[name], amount})
+		}
+	}
+	return out
+}
+
+// covers: vector has every amount of need (columns past its end count as zero).
+func covers(vector []resources.Amount, need []columnAmount) bool {
+	for _, n := range need {
+		if n.column >= len(vector) || n.amount > vector[n.column] {
+			return false
+		}
+	}
+	return true
 }
 
 // update copies back the rows of the snapshot's nodes a plan used, and pins the running
@@ -316,4 +336,43 @@ func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan) {
 			node.closed = true
 		}
 	}
+}
+
+// sumOf is the demand's bundles summed, as (column, amount) pairs.
+func (p *pool) sumOf(d *demand) []columnAmount {
+	if d.sum == nil {
+		sum := make(resources.Set)
+		for _, bundle := range d.request.Bundles {
+			for name, amount := range bundle {
+				sum[name] += amount
+			}
+		}
+		d.sum = p.amountsOf(sum)
+		if d.sum == nil {
+			d.sum = []columnAmount{}
+		}
+	}
+	return d.sum
+}
+
+// couldHold is a necessary condition, by amounts, for placement to hold the gang on the
+// nodes at positions: their free amounts summed cover the bundles', one of them covers
+// them all for STRICT_PACK, and there are as many nodes as bundles for STRICT_SPREAD.
+// False: placement would refuse, so it need not be asked.
+func (p *pool) couldHold(d *demand, positions []int) bool {
+	sum := p.sumOf(d)
+	switch d.request.Strategy {
+	case placement.StrategyStrictSpread:
+		if len(positions) < len(d.request.Bundles) {
+			return false
+		}
+	case placement.StrategyStrictPack:
+		for _, position := range positions {
+			if covers(p.nodes[position].free, sum) {
+				return true
+			}
+		}
+		return false
+	}
+	return covers(p.freeSum(positions), sum)
 }

@@ -85,16 +85,19 @@ type planner struct {
 	// nextID numbers the planned nodes.
 	nextID int
 	cache  *typeCache
+	// typeVectors are the types' capacities over the pool's columns (typeVector).
+	typeVectors map[*NodeType][]resources.Amount
 }
 
 func newPlanner(in Input) *planner {
 	p := &planner{
-		in:         in,
-		types:      make(map[string]*NodeType, len(in.Types)),
-		count:      make(map[string]int),
-		terminated: make(map[string]bool),
-		launches:   make(map[string]*Launch),
-		cache:      newTypeCache(),
+		in:          in,
+		types:       make(map[string]*NodeType, len(in.Types)),
+		count:       make(map[string]int),
+		terminated:  make(map[string]bool),
+		launches:    make(map[string]*Launch),
+		cache:       newTypeCache(),
+		typeVectors: make(map[*NodeType][]resources.Amount),
 	}
 	for i := range in.Types {
 		t := &in.Types[i]
