@@ -115,7 +115,8 @@ func scheduleOn(rows []placement.Node, request placement.Request) (*placement.Sn
 }
 
 // group returns how the gang fits on new nodes of type t alone.
-func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
+func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
+	c := p.cache
 	key := cacheKey{d.key, t.Name}
 	if cached, ok := c.groups[key]; ok {
 		return cached
@@ -125,6 +126,9 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	bundles := len(d.request.Bundles)
 	if !couldHoldEach(d, t, NewNode("template", t)) {
 		return result // placement's words for it only when a reason is needed (groupErr)
+	}
+	if d.request.Strategy == placement.StrategyStrictPack && !covers(p.typeVector(t), p.pool.sumOf(d)) {
+		return result // one node holds a STRICT_PACK: its amounts must cover the sum
 	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(templateNodes(t, n), d.request)
@@ -143,11 +147,18 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	}
 	// The bound by amounts is usually exact: try it first.
 	snapshot, plan, err := try(low)
-	if err == nil {
+	switch {
+	case err == nil:
 		high = low
-	} else if snapshot, plan, err = try(high); err != nil {
+	case low == high:
 		result.err = err
 		return result
+	default:
+		if snapshot, plan, err = try(high); err != nil {
+			result.err = err
+			return result
+		}
+		low++
 	}
 	for low < high {
 		middle := (low + high) / 2
@@ -163,8 +174,8 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 }
 
 // groupErr is why the gang does not fit new nodes of type t alone (nil when it does).
-func (c *typeCache) groupErr(d *demand, t *NodeType) error {
-	result := c.group(d, t)
+func (p *planner) groupErr(d *demand, t *NodeType) error {
+	result := p.freshGroup(d, t)
 	if result.nodes == 0 && result.err == nil { // rejected by the quick check
 		_, _, result.err = scheduleOn(templateNodes(t, len(d.request.Bundles)), d.request)
 		if result.err == nil { // the quick check is only ever stricter than placement
@@ -309,7 +320,7 @@ func (p *planner) planGroup(d *demand) {
 	}
 	open, positions := p.pool.open(d, kindPlanned)
 	openFree := p.pool.freeSum(positions)
-	fits := func(t *NodeType) bool { return p.cache.group(d, t).nodes > 0 }
+	fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
 	// Types are tried in the order of a lower bound of their cost, from amounts alone:
 	// a type whose bound is not cheaper than the best option found is skipped without
 	// asking placement, as its option could only cost more.
@@ -326,7 +337,7 @@ func (p *planner) planGroup(d *demand) {
 		if best != nil && !cheaper(option{t: t, nodes: bounds[t]}, *best) {
 			continue
 		}
-		fresh := p.cache.group(d, t)
+		fresh := p.freshGroup(d, t)
 		if fresh.nodes == 0 {
 			continue
 		}
@@ -350,7 +361,7 @@ func (p *planner) planGroup(d *demand) {
 		best.commit()
 		return
 	}
-	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.groupErr(d, t) })
+	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
 }
 
 // unboundedNodes is newNodesBound's answer when no number of nodes of a type holds the
@@ -589,15 +600,22 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 // fitsExistingTotals: one instance of the demand fits on the running nodes as if they
 // were idle.
 func (p *planner) fitsExistingTotals(d *demand) bool {
-	var rows []placement.Node
-	for _, node := range p.pool.nodes {
-		if node.kind == kindRunning {
-			rows = append(rows, atTotal(node.row))
+	if p.idleRunning == nil {
+		var rows []placement.Node
+		for _, node := range p.pool.nodes {
+			if node.kind == kindRunning {
+				rows = append(rows, atTotal(node.row))
+			}
 		}
+		if len(rows) == 0 {
+			return false
+		}
+		snapshot, err := placement.NewSnapshot(rows)
+		if err != nil {
+			return false
+		}
+		p.idleRunning = snapshot // Schedule only reads it: built once per plan
 	}
-	if len(rows) == 0 {
-		return false
-	}
-	_, _, err := scheduleOn(rows, d.request)
+	_, err := placement.Schedule(p.idleRunning, d.request)
 	return err == nil
 }

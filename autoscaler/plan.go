@@ -87,6 +87,9 @@ type planner struct {
 	cache  *typeCache
 	// typeVectors are the types' capacities over the pool's columns (typeVector).
 	typeVectors map[*NodeType][]resources.Amount
+	// idleRunning is the running nodes as if idle, for fitsExistingTotals; built on
+	// first use.
+	idleRunning *placement.Snapshot
 }
 
 func newPlanner(in Input) *planner {
