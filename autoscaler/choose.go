@@ -42,12 +42,15 @@ type option struct {
 type typeCache struct {
 	groups map[cacheKey]*freshGroup
 	shapes map[cacheKey]*freshShape
+	// rejects caches quickRejects.
+	rejects map[cacheKey]bool
 }
 
 type cacheKey struct{ demand, typ string }
 
 func newTypeCache() *typeCache {
-	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape)}
+	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape),
+		rejects: make(map[cacheKey]bool)}
 }
 
 // freshGroup is a gang on new nodes of one type alone.
@@ -124,11 +127,8 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	result := &freshGroup{}
 	c.groups[key] = result
 	bundles := len(d.request.Bundles)
-	if !couldHoldEach(d, t, NewNode("template", t)) {
+	if p.quickRejects(d, t) {
 		return result // placement's words for it only when a reason is needed (groupErr)
-	}
-	if d.request.Strategy == placement.StrategyStrictPack && !covers(p.typeVector(t), p.pool.sumOf(d)) {
-		return result // one node holds a STRICT_PACK: its amounts must cover the sum
 	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(templateNodes(t, n), d.request)
@@ -171,6 +171,30 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	result.rows = usedRows(snapshot, plan)
 	result.nodes = len(result.rows)
 	return result
+}
+
+// quickRejects: a necessary condition shows no number of new nodes of type t holds the
+// gang: some bundle fits no node of the type by amounts or labels, or a STRICT_PACK's
+// sum exceeds one node's amounts.
+func (p *planner) quickRejects(d *demand, t *NodeType) bool {
+	key := cacheKey{d.key, t.Name}
+	if rejects, ok := p.cache.rejects[key]; ok {
+		return rejects
+	}
+	rejects := !couldHoldEach(d, t, p.template(t)) ||
+		d.request.Strategy == placement.StrategyStrictPack && !covers(p.typeVector(t), p.pool.sumOf(d))
+	p.cache.rejects[key] = rejects
+	return rejects
+}
+
+// template is a new node of type t under the id "template".
+func (p *planner) template(t *NodeType) placement.Node {
+	row, ok := p.templates[t]
+	if !ok {
+		row = NewNode("template", t)
+		p.templates[t] = row
+	}
+	return row
 }
 
 // groupErr is why the gang does not fit new nodes of type t alone (nil when it does).
@@ -337,18 +361,30 @@ func (p *planner) planGroup(d *demand) {
 		if best != nil && !cheaper(option{t: t, nodes: bounds[t]}, *best) {
 			continue
 		}
-		fresh := p.freshGroup(d, t)
-		if fresh.nodes == 0 {
+		if p.quickRejects(d, t) {
 			continue
+		}
+		// How the gang fits new nodes of the type alone takes placement calls: made here
+		// when the option is that (no open node, STRICT_PACK) or the type's limit is to be
+		// reported, else by groupOption only if the open nodes with the bound do not hold
+		// it.
+		var fresh *freshGroup
+		if t.Unavailable || len(open) == 0 || d.request.Strategy == placement.StrategyStrictPack {
+			if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+				continue
+			}
 		}
 		if t.Unavailable {
 			limits.note(p.limitReason(t))
 			continue
 		}
-		if best != nil && !cheaper(option{t: t, nodes: fresh.nodes}, *best) && len(open) == 0 {
+		if best != nil && len(open) == 0 && !cheaper(option{t: t, nodes: fresh.nodes}, *best) {
 			continue
 		}
-		opt := p.groupOption(d, t, fresh, open, bounds[t])
+		opt, ok := p.groupOption(d, t, fresh, open, bounds[t])
+		if !ok {
+			continue
+		}
 		if opt.nodes > p.allowance(t) {
 			limits.note(p.limitReason(t))
 			continue
@@ -436,9 +472,10 @@ func (p *planner) placeOnPool(d *demand) bool {
 // groupOption prices a gang on new nodes of type t: with the free capacity of the
 // nodes the plan has (open), the fewest new nodes that complete it, at least bound
 // (newNodesBound); STRICT_PACK (one node or island) or no open node: the nodes it needs
-// alone.
-func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node, bound int) option {
-	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 && bound <= fresh.nodes {
+// alone (fresh, computed here when nil). ok is false when no number of nodes of the type
+// holds the gang.
+func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node, bound int) (opt option, ok bool) {
+	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 {
 		try := func(n int) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
 			rows := slices.Clip(open)
 			ids := make([]placement.NodeID, n)
@@ -452,6 +489,11 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 		// The bound is usually exact: try it first; else bisect between it and the nodes
 		// the gang needs alone.
 		snapshot, plan, ids, err := try(bound)
+		if err != nil {
+			if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+				return option{}, false
+			}
+		}
 		if err != nil && bound < fresh.nodes {
 			if snapshot, plan, ids, err = try(fresh.nodes); err == nil {
 				low, high := bound+1, fresh.nodes
@@ -475,7 +517,12 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 				}
 				p.nextID += len(ids)
 				p.launch(t, len(used), d.name)
-			}}
+			}}, true
+		}
+	}
+	if fresh == nil {
+		if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+			return option{}, false
 		}
 	}
 	return option{t: t, nodes: fresh.nodes, commit: func() {
@@ -483,7 +530,7 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 			p.pool.add(withID(row, p.newID(t)), kindPlanned, t.Name)
 		}
 		p.launch(t, fresh.nodes, d.name)
-	}}
+	}}, true
 }
 
 // usedNew are the ids among the new nodes that the plan uses.

@@ -118,12 +118,23 @@ func newPool() *pool {
 
 // vector is set over the pool's columns (names it has not seen get one).
 func (p *pool) vector(set resources.Set) []resources.Amount {
-	for _, name := range set.Names() {
+	return p.vectorInto(nil, set)
+}
+
+// vectorInto is vector, reusing out's array when it is long enough. Columns are numbered
+// in the order names are first seen (map order): nothing depends on the numbering.
+func (p *pool) vectorInto(out []resources.Amount, set resources.Set) []resources.Amount {
+	for name := range set {
 		if _, ok := p.columns[name]; !ok {
 			p.columns[name] = len(p.columns)
 		}
 	}
-	out := make([]resources.Amount, len(p.columns))
+	if cap(out) >= len(p.columns) {
+		out = out[:len(p.columns)]
+		clear(out)
+	} else {
+		out = make([]resources.Amount, len(p.columns))
+	}
 	for name, amount := range set {
 		out[p.columns[name]] = amount
 	}
@@ -328,7 +339,7 @@ func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan) {
 		row, _ := snapshot.Node(placed.NodeID)
 		node := &p.nodes[position]
 		node.row = row
-		node.free = p.vector(row.Available)
+		node.free = p.vectorInto(node.free, row.Available)
 		if node.kind == kindRunning {
 			p.pinned[placed.NodeID] = true
 		}

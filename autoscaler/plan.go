@@ -90,6 +90,8 @@ type planner struct {
 	// idleRunning is the running nodes as if idle, for fitsExistingTotals; built on
 	// first use.
 	idleRunning *placement.Snapshot
+	// templates are a new node of each type (template).
+	templates map[*NodeType]placement.Node
 }
 
 func newPlanner(in Input) *planner {
@@ -101,6 +103,7 @@ func newPlanner(in Input) *planner {
 		launches:    make(map[string]*Launch),
 		cache:       newTypeCache(),
 		typeVectors: make(map[*NodeType][]resources.Amount),
+		templates:   make(map[*NodeType]placement.Node),
 	}
 	for i := range in.Types {
 		t := &in.Types[i]
