@@ -101,19 +101,33 @@ func benchInput(seed uint64) Input {
 func TestPlanLatencyBench(t *testing.T) {
 	benchgate.Require(t)
 	var durations []time.Duration
+	totalLaunches, totalCost := 0, 0.0
 	for seed := range uint64(benchPlans) {
 		in := benchInput(seed)
 		start := time.Now()
 		plan := Decide(in)
 		durations = append(durations, time.Since(start))
-		launches := 0
-		for _, launch := range plan.Launches {
-			launches += launch.Count
-		}
-		t.Logf("seed %d: %v, %d nodes launched over %d types, %d terminated, %d infeasible",
-			seed, durations[len(durations)-1], launches, len(plan.Launches), len(plan.Terminations), len(plan.Infeasible))
+		launches, cost := launchTotals(in, plan)
+		totalLaunches += launches
+		totalCost += cost
+		t.Logf("seed %d: %v, %d nodes launched over %d types costing %.2f/h, %d terminated, %d infeasible",
+			seed, durations[len(durations)-1], launches, len(plan.Launches), cost, len(plan.Terminations), len(plan.Infeasible))
 	}
+	t.Logf("all seeds: %d nodes launched costing %.2f/h", totalLaunches, totalCost)
 	slices.Sort(durations)
 	p99 := durations[min(len(durations)-1, (len(durations)*99+99)/100-1)]
 	fmt.Printf("BENCH autoscaler_plan_p99_ms %.1f ms\n", float64(p99.Microseconds())/1000)
+}
+
+// launchTotals is how many nodes a plan launches and what they cost per hour.
+func launchTotals(in Input, plan Plan) (nodes int, costPerHour float64) {
+	prices := make(map[string]float64, len(in.Types))
+	for _, t := range in.Types {
+		prices[t.Name] = t.PricePerHour
+	}
+	for _, launch := range plan.Launches {
+		nodes += launch.Count
+		costPerHour += float64(launch.Count) * prices[launch.Type]
+	}
+	return nodes, costPerHour
 }

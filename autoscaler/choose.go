@@ -42,12 +42,15 @@ type option struct {
 type typeCache struct {
 	groups map[cacheKey]*freshGroup
 	shapes map[cacheKey]*freshShape
+	// rejects caches quickRejects.
+	rejects map[cacheKey]bool
 }
 
 type cacheKey struct{ demand, typ string }
 
 func newTypeCache() *typeCache {
-	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape)}
+	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape),
+		rejects: make(map[cacheKey]bool)}
 }
 
 // freshGroup is a gang on new nodes of one type alone.
@@ -57,7 +60,7 @@ type freshGroup struct {
 	// rows are the nodes it uses, with what it leaves free, under template ids.
 	rows []placement.Node
 	// err is placement's answer on as many nodes as the gang has bundles, when it does
-	// not fit.
+	// not fit; nil until groupErr asks when the quick check rejected the type.
 	err error
 }
 
@@ -65,7 +68,9 @@ type freshGroup struct {
 type freshShape struct {
 	// fills[j] is the node holding j+1 instances; len(fills) is how many one node holds.
 	fills []placement.Node
-	err   error
+	// err is why none fits; nil until shapeErr asks when the quick check rejected the
+	// type.
+	err error
 }
 
 // maxInstancesPerNode bounds how many instances of one shape the planner packs onto one
@@ -113,7 +118,8 @@ func scheduleOn(rows []placement.Node, request placement.Request) (*placement.Sn
 }
 
 // group returns how the gang fits on new nodes of type t alone.
-func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
+func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
+	c := p.cache
 	key := cacheKey{d.key, t.Name}
 	if cached, ok := c.groups[key]; ok {
 		return cached
@@ -121,12 +127,8 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	result := &freshGroup{}
 	c.groups[key] = result
 	bundles := len(d.request.Bundles)
-	if !couldHoldEach(d, t, NewNode("template", t)) {
-		_, _, result.err = scheduleOn(templateNodes(t, bundles), d.request)
-		if result.err == nil { // the quick check is only ever stricter than placement
-			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
-		}
-		return result
+	if p.quickRejects(d, t) {
+		return result // placement's words for it only when a reason is needed (groupErr)
 	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(templateNodes(t, n), d.request)
@@ -145,11 +147,18 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	}
 	// The bound by amounts is usually exact: try it first.
 	snapshot, plan, err := try(low)
-	if err == nil {
+	switch {
+	case err == nil:
 		high = low
-	} else if snapshot, plan, err = try(high); err != nil {
+	case low == high:
 		result.err = err
 		return result
+	default:
+		if snapshot, plan, err = try(high); err != nil {
+			result.err = err
+			return result
+		}
+		low++
 	}
 	for low < high {
 		middle := (low + high) / 2
@@ -162,6 +171,42 @@ func (c *typeCache) group(d *demand, t *NodeType) *freshGroup {
 	result.rows = usedRows(snapshot, plan)
 	result.nodes = len(result.rows)
 	return result
+}
+
+// quickRejects: a necessary condition shows no number of new nodes of type t holds the
+// gang: some bundle fits no node of the type by amounts or labels, or a STRICT_PACK's
+// sum exceeds one node's amounts.
+func (p *planner) quickRejects(d *demand, t *NodeType) bool {
+	key := cacheKey{d.key, t.Name}
+	if rejects, ok := p.cache.rejects[key]; ok {
+		return rejects
+	}
+	rejects := !couldHoldEach(d, t, p.template(t)) ||
+		d.request.Strategy == placement.StrategyStrictPack && !covers(p.typeVector(t), p.pool.sumOf(d))
+	p.cache.rejects[key] = rejects
+	return rejects
+}
+
+// template is a new node of type t under the id "template".
+func (p *planner) template(t *NodeType) placement.Node {
+	row, ok := p.templates[t]
+	if !ok {
+		row = NewNode("template", t)
+		p.templates[t] = row
+	}
+	return row
+}
+
+// groupErr is why the gang does not fit new nodes of type t alone (nil when it does).
+func (p *planner) groupErr(d *demand, t *NodeType) error {
+	result := p.freshGroup(d, t)
+	if result.nodes == 0 && result.err == nil { // rejected by the quick check
+		_, _, result.err = scheduleOn(templateNodes(t, len(d.request.Bundles)), d.request)
+		if result.err == nil { // the quick check is only ever stricter than placement
+			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
+		}
+	}
+	return result.err
 }
 
 // lowerBound is the fewest nodes of the given capacity whose summed amounts cover the
@@ -209,11 +254,7 @@ func (c *typeCache) shape(d *demand, t *NodeType) *freshShape {
 	c.shapes[key] = result
 	node := NewNode("template", t)
 	if !couldHoldEach(d, t, node) {
-		_, _, result.err = scheduleOn([]placement.Node{node}, d.request)
-		if result.err == nil {
-			result.err = fmt.Errorf("the shape fits no node of type %s", t.Name)
-		}
-		return result
+		return result // placement's words for it only when a reason is needed (shapeErr)
 	}
 	snapshot, err := placement.NewSnapshot([]placement.Node{node})
 	if err != nil {
@@ -235,6 +276,18 @@ func (c *typeCache) shape(d *demand, t *NodeType) *freshShape {
 		result.fills = append(result.fills, row)
 	}
 	return result
+}
+
+// shapeErr is why no instance of the shape fits a new node of type t (nil when one does).
+func (c *typeCache) shapeErr(d *demand, t *NodeType) error {
+	result := c.shape(d, t)
+	if len(result.fills) == 0 && result.err == nil { // rejected by the quick check
+		_, _, result.err = scheduleOn([]placement.Node{NewNode("template", t)}, d.request)
+		if result.err == nil {
+			result.err = fmt.Errorf("the shape fits no node of type %s", t.Name)
+		}
+	}
+	return result.err
 }
 
 // candidateTypes are the types demand may launch: every type, except that CPU-only
@@ -289,34 +342,49 @@ func (p *planner) planGroup(d *demand) {
 	if p.placeOnPool(d) {
 		return
 	}
-	open := p.pool.open(d, kindPlanned)
-	fits := func(t *NodeType) bool { return p.cache.group(d, t).nodes > 0 }
-	// Types are tried cheapest alone first: with the open nodes a type needs at least
-	// one new node, so a type whose one node costs more than the best found is skipped.
+	open, positions := p.pool.open(d, kindPlanned)
+	openFree := p.pool.freeSum(positions)
+	fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+	// Types are tried in the order of a lower bound of their cost, from amounts alone:
+	// a type whose bound is not cheaper than the best option found is skipped without
+	// asking placement, as its option could only cost more.
 	candidates := slices.Clone(p.candidateTypes(d, fits))
-	alone := make(map[*NodeType]float64, len(candidates))
+	bounds := make(map[*NodeType]int, len(candidates))
 	for _, t := range candidates {
-		alone[t] = p.aloneCost(d, t)
+		bounds[t] = p.newNodesBound(d, t, openFree, len(open))
 	}
-	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(alone[a], alone[b]) })
+	boundCost := func(t *NodeType) float64 { return float64(bounds[t]) * price(t) }
+	slices.SortStableFunc(candidates, func(a, b *NodeType) int { return cmp.Compare(boundCost(a), boundCost(b)) })
 	var best *option
 	var limits limitTracker
 	for _, t := range candidates {
-		fresh := p.cache.group(d, t)
-		if fresh.nodes == 0 {
+		if best != nil && !cheaper(option{t: t, nodes: bounds[t]}, *best) {
 			continue
+		}
+		if p.quickRejects(d, t) {
+			continue
+		}
+		// How the gang fits new nodes of the type alone takes placement calls: made here
+		// when the option is that (no open node, STRICT_PACK) or the type's limit is to be
+		// reported, else by groupOption only if the open nodes with the bound do not hold
+		// it.
+		var fresh *freshGroup
+		if t.Unavailable || len(open) == 0 || d.request.Strategy == placement.StrategyStrictPack {
+			if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+				continue
+			}
 		}
 		if t.Unavailable {
 			limits.note(p.limitReason(t))
 			continue
 		}
-		if best != nil && !cheaper(option{t: t, nodes: 1}, *best) && len(open) > 0 {
+		if best != nil && len(open) == 0 && !cheaper(option{t: t, nodes: fresh.nodes}, *best) {
 			continue
 		}
-		if best != nil && !cheaper(option{t: t, nodes: fresh.nodes}, *best) && len(open) == 0 {
+		opt, ok := p.groupOption(d, t, fresh, open, bounds[t])
+		if !ok {
 			continue
 		}
-		opt := p.groupOption(d, t, fresh, open)
 		if opt.nodes > p.allowance(t) {
 			limits.note(p.limitReason(t))
 			continue
@@ -329,28 +397,69 @@ func (p *planner) planGroup(d *demand) {
 		best.commit()
 		return
 	}
-	p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.group(d, t).err })
+	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
 }
 
-// aloneCost is the cost of a gang on new nodes of type t alone (+Inf when they cannot
-// hold it).
-func (p *planner) aloneCost(d *demand, t *NodeType) float64 {
-	fresh := p.cache.group(d, t)
-	if fresh.nodes == 0 {
-		return math.Inf(1)
+// unboundedNodes is newNodesBound's answer when no number of nodes of a type holds the
+// gang by amounts.
+const unboundedNodes = math.MaxInt32
+
+// newNodesBound is the fewest new nodes of type t that could, with the free amounts of
+// the open nodes (openFree, over the pool's columns; open of them), hold the gang by
+// amounts: a necessary condition only, so placement is never asked about fewer, and
+// every option of the type takes at least this many nodes. At least 1: demand that
+// reaches the new-node stage did not fit the open nodes.
+func (p *planner) newNodesBound(d *demand, t *NodeType, openFree []resources.Amount, open int) int {
+	if d.request.Strategy == placement.StrategyStrictPack {
+		return 1 // one node, whatever is open
 	}
-	return float64(fresh.nodes) * price(t)
+	capacity := p.typeVector(t)
+	nodes := 1
+	for _, need := range p.pool.sumOf(d) {
+		deficit := need.amount
+		if need.column < len(openFree) {
+			deficit -= openFree[need.column]
+		}
+		if deficit <= 0 {
+			continue
+		}
+		var per resources.Amount
+		if need.column < len(capacity) {
+			per = capacity[need.column]
+		}
+		if per <= 0 {
+			return unboundedNodes
+		}
+		nodes = max(nodes, int((deficit+per-1)/per))
+	}
+	if d.request.Strategy == placement.StrategyStrictSpread {
+		nodes = max(nodes, len(d.request.Bundles)-open)
+	}
+	return nodes
+}
+
+// typeVector is a new node of type t's capacity over the pool's columns.
+func (p *planner) typeVector(t *NodeType) []resources.Amount {
+	if vector, ok := p.typeVectors[t]; ok {
+		return vector
+	}
+	vector := p.pool.vector(countedMIG(t.Resources))
+	p.typeVectors[t] = vector
+	return vector
 }
 
 // placeOnPool places a group on nodes the plan already has, running nodes first.
 func (p *planner) placeOnPool(d *demand) bool {
 	previous := -1
 	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
-		rows := p.pool.open(d, kind)
+		rows, positions := p.pool.open(d, kind)
 		if len(rows) == 0 || len(rows) == previous {
 			continue
 		}
 		previous = len(rows)
+		if !p.pool.couldHold(d, positions) {
+			continue // placement would refuse: skip asking it
+		}
 		snapshot, plan, err := scheduleOn(rows, d.request)
 		if err == nil {
 			p.pool.update(snapshot, plan)
@@ -361,9 +470,11 @@ func (p *planner) placeOnPool(d *demand) bool {
 }
 
 // groupOption prices a gang on new nodes of type t: with the free capacity of the
-// nodes the plan has (open), the fewest new nodes that complete it; STRICT_PACK (one
-// node or island) or no open node: the nodes it needs alone.
-func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node) option {
+// nodes the plan has (open), the fewest new nodes that complete it, at least bound
+// (newNodesBound); STRICT_PACK (one node or island) or no open node: the nodes it needs
+// alone (fresh, computed here when nil). ok is false when no number of nodes of the type
+// holds the gang.
+func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []placement.Node, bound int) (opt option, ok bool) {
 	if d.request.Strategy != placement.StrategyStrictPack && len(open) > 0 {
 		try := func(n int) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
 			rows := slices.Clip(open)
@@ -375,17 +486,28 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 			snapshot, plan, err := scheduleOn(rows, d.request)
 			return snapshot, plan, ids, err
 		}
-		snapshot, plan, ids, err := try(fresh.nodes)
-		if err == nil {
-			low, high := 1, fresh.nodes
-			for low < high {
-				middle := (low + high) / 2
-				if s, pl, i, err := try(middle); err == nil {
-					snapshot, plan, ids, high = s, pl, i, middle
-				} else {
-					low = middle + 1
+		// The bound is usually exact: try it first; else bisect between it and the nodes
+		// the gang needs alone.
+		snapshot, plan, ids, err := try(bound)
+		if err != nil {
+			if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+				return option{}, false
+			}
+		}
+		if err != nil && bound < fresh.nodes {
+			if snapshot, plan, ids, err = try(fresh.nodes); err == nil {
+				low, high := bound+1, fresh.nodes
+				for low < high {
+					middle := (low + high) / 2
+					if s, pl, i, err := try(middle); err == nil {
+						snapshot, plan, ids, high = s, pl, i, middle
+					} else {
+						low = middle + 1
+					}
 				}
 			}
+		}
+		if err == nil {
 			used := usedNew(plan, ids)
 			return option{t: t, nodes: len(used), commit: func() {
 				p.pool.update(snapshot, plan)
@@ -395,7 +517,12 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 				}
 				p.nextID += len(ids)
 				p.launch(t, len(used), d.name)
-			}}
+			}}, true
+		}
+	}
+	if fresh == nil {
+		if fresh = p.freshGroup(d, t); fresh.nodes == 0 {
+			return option{}, false
 		}
 	}
 	return option{t: t, nodes: fresh.nodes, commit: func() {
@@ -403,7 +530,7 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 			p.pool.add(withID(row, p.newID(t)), kindPlanned, t.Name)
 		}
 		p.launch(t, fresh.nodes, d.name)
-	}}
+	}}, true
 }
 
 // usedNew are the ids among the new nodes that the plan uses.
@@ -462,7 +589,7 @@ func (p *planner) planShape(d *demand) {
 			}
 		}
 		if best == nil {
-			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shape(d, t).err })
+			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shapeErr(d, t) })
 			return
 		}
 		best.commit()
@@ -472,7 +599,7 @@ func (p *planner) planShape(d *demand) {
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most
 // maxKind and returns how many it placed.
 func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
-	rows := p.pool.open(d, maxKind)
+	rows, _ := p.pool.open(d, maxKind)
 	if len(rows) == 0 {
 		return 0
 	}
@@ -520,15 +647,22 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 // fitsExistingTotals: one instance of the demand fits on the running nodes as if they
 // were idle.
 func (p *planner) fitsExistingTotals(d *demand) bool {
-	var rows []placement.Node
-	for _, node := range p.pool.nodes {
-		if node.kind == kindRunning {
-			rows = append(rows, atTotal(node.row))
+	if p.idleRunning == nil {
+		var rows []placement.Node
+		for _, node := range p.pool.nodes {
+			if node.kind == kindRunning {
+				rows = append(rows, atTotal(node.row))
+			}
 		}
+		if len(rows) == 0 {
+			return false
+		}
+		snapshot, err := placement.NewSnapshot(rows)
+		if err != nil {
+			return false
+		}
+		p.idleRunning = snapshot // Schedule only reads it: built once per plan
 	}
-	if len(rows) == 0 {
-		return false
-	}
-	_, _, err := scheduleOn(rows, d.request)
+	_, err := placement.Schedule(p.idleRunning, d.request)
 	return err == nil
 }

@@ -52,6 +52,10 @@ type demand struct {
 	key string
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
+	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
+	classes []int
+	// sum is the bundles summed over the pool's columns, set on first use (pool.sumOf).
+	sum []columnAmount
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
 }

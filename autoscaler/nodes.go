@@ -2,6 +2,7 @@ package autoscaler
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -86,6 +87,8 @@ type poolNode struct {
 	kind nodeKind
 	// typ is the node's type name; "" for a node of unknown type.
 	typ string
+	// free is row.Available over the pool's columns, for the amount checks of open.
+	free []resources.Amount
 	// closed: nothing the remaining demand asks fits on it any more (an optimisation;
 	// placement would reject the node anyway).
 	closed bool
@@ -97,15 +100,55 @@ type pool struct {
 	index map[placement.NodeID]int
 	// pinned are running nodes the plan places demand on: idle scale-down spares them.
 	pinned map[placement.NodeID]bool
+	// columns number the resource names the pool has seen, for dense amount vectors.
+	columns map[string]int
+	// running and others are the positions in nodes of the running nodes, in pool
+	// order, and of the launching and planned ones, in the order they were added.
+	running, others []int
+	// classes are the distinct bundles (by amounts) demand has asked open about, each
+	// with what it knows of the nodes they do not fit; classByText finds them.
+	classes     []*fitClass
+	classByText map[string]int
 }
 
 func newPool() *pool {
-	return &pool{index: make(map[placement.NodeID]int), pinned: make(map[placement.NodeID]bool)}
+	return &pool{index: make(map[placement.NodeID]int), pinned: make(map[placement.NodeID]bool),
+		columns: make(map[string]int), classByText: make(map[string]int)}
+}
+
+// vector is set over the pool's columns (names it has not seen get one).
+func (p *pool) vector(set resources.Set) []resources.Amount {
+	return p.vectorInto(nil, set)
+}
+
+// vectorInto is vector, reusing out's array when it is long enough. Columns are numbered
+// in the order names are first seen (map order): nothing depends on the numbering.
+func (p *pool) vectorInto(out []resources.Amount, set resources.Set) []resources.Amount {
+	for name := range set {
+		if _, ok := p.columns[name]; !ok {
+			p.columns[name] = len(p.columns)
+		}
+	}
+	if cap(out) >= len(p.columns) {
+		out = out[:len(p.columns)]
+		clear(out)
+	} else {
+		out = make([]resources.Amount, len(p.columns))
+	}
+	for name, amount := range set {
+		out[p.columns[name]] = amount
+	}
+	return out
 }
 
 func (p *pool) add(row placement.Node, kind nodeKind, typ string) {
 	p.index[row.ID] = len(p.nodes)
-	p.nodes = append(p.nodes, poolNode{row: row, kind: kind, typ: typ, closed: row.Available.IsZero()})
+	if kind == kindRunning {
+		p.running = append(p.running, len(p.nodes))
+	} else {
+		p.others = append(p.others, len(p.nodes))
+	}
+	p.nodes = append(p.nodes, poolNode{row: row, kind: kind, typ: typ, free: p.vector(row.Available), closed: row.Available.IsZero()})
 }
 
 // maxOpenNodes bounds how many nodes with room one demand is tried on (a bound on work,
@@ -113,41 +156,176 @@ func (p *pool) add(row placement.Node, kind nodeKind, typ string) {
 // planned first (older planned nodes are the fullest).
 const maxOpenNodes = 64
 
+// fitClass is one distinct bundle, by amounts, and the nodes it is known not to fit.
+// Free capacity only shrinks during a plan, so a node a bundle does not fit never takes
+// it again: open skips such nodes for good, with path-compressed links over the
+// running positions (forward) and the other positions (backward), so a demand does
+// not rescan the thousands of full nodes a large plan builds.
+type fitClass struct {
+	// need are the bundle's positive amounts by column.
+	need []columnAmount
+	// nextRunning[i] is i, or a later index in pool.running at or before the next node
+	// the bundle may fit; prevOther[i] the same backward over pool.others (-1: none).
+	nextRunning, prevOther []int
+}
+
+type columnAmount struct {
+	column int
+	amount resources.Amount
+}
+
+// classesOf returns the fit classes of the demand's distinct bundles.
+func (p *pool) classesOf(d *demand) []int {
+	if d.classes != nil {
+		return d.classes
+	}
+	for _, bundle := range d.distinct {
+		text := bundle.String()
+		class, ok := p.classByText[text]
+		if !ok {
+			class = len(p.classes)
+			p.classByText[text] = class
+			p.classes = append(p.classes, &fitClass{need: p.amountsOf(bundle)})
+		}
+		if !slices.Contains(d.classes, class) {
+			d.classes = append(d.classes, class)
+		}
+	}
+	return d.classes
+}
+
+// fits: the node is open and has the class's amounts free (IsSubsetOf on vectors).
+func (p *pool) fits(fc *fitClass, position int) bool {
+	node := &p.nodes[position]
+	return !node.closed && covers(node.free, fc.need)
+}
+
+// nextRunningFit is the first index >= i of pool.running whose node the class fits,
+// or len(pool.running).
+func (p *pool) nextRunningFit(fc *fitClass, i int) int {
+	for len(fc.nextRunning) < len(p.running) {
+		fc.nextRunning = append(fc.nextRunning, len(fc.nextRunning))
+	}
+	for {
+		root := i
+		for root < len(p.running) && fc.nextRunning[root] != root {
+			root = fc.nextRunning[root]
+		}
+		for i < root { // compress
+			i, fc.nextRunning[i] = fc.nextRunning[i], root
+		}
+		if root == len(p.running) || p.fits(fc, p.running[root]) {
+			return root
+		}
+		fc.nextRunning[root] = root + 1
+		i = root + 1
+	}
+}
+
+// prevOtherFit is the last index <= i of pool.others whose node the class fits, or -1.
+func (p *pool) prevOtherFit(fc *fitClass, i int) int {
+	for len(fc.prevOther) < len(p.others) {
+		fc.prevOther = append(fc.prevOther, len(fc.prevOther))
+	}
+	for {
+		root := i
+		for root >= 0 && fc.prevOther[root] != root {
+			root = fc.prevOther[root]
+		}
+		for i > root { // compress
+			i, fc.prevOther[i] = fc.prevOther[i], root
+		}
+		if root < 0 || p.fits(fc, p.others[root]) {
+			return root
+		}
+		fc.prevOther[root] = root - 1
+		i = root - 1
+	}
+}
+
 // open returns the rows of nodes of kind at most maxKind on which at least one of the
 // demand's bundles fits by resource amounts, the only nodes placement could use for it;
-// at most maxOpenNodes of them.
-func (p *pool) open(d *demand, maxKind nodeKind) []placement.Node {
-	var rows []placement.Node
-	consider := func(node *poolNode) bool {
-		if node.closed {
-			return true
-		}
-		for _, bundle := range d.distinct {
-			if bundle.IsSubsetOf(node.row.Available) {
-				rows = append(rows, node.row)
-				break
-			}
-		}
-		return len(rows) < maxOpenNodes
+// at most maxOpenNodes of them: running nodes in pool order, then launching and planned
+// ones, newest first. positions are the rows' positions in nodes.
+func (p *pool) open(d *demand, maxKind nodeKind) (rows []placement.Node, positions []int) {
+	classes := p.classesOf(d)
+	heads := make([]int, len(classes))
+	for k, class := range classes {
+		heads[k] = p.nextRunningFit(p.classes[class], 0)
 	}
-	for i := range p.nodes {
-		if node := &p.nodes[i]; node.kind == kindRunning && !consider(node) {
-			return rows
+	for len(rows) < maxOpenNodes {
+		first := len(p.running)
+		for _, head := range heads {
+			first = min(first, head)
+		}
+		if first == len(p.running) {
+			break
+		}
+		rows = append(rows, p.nodes[p.running[first]].row)
+		positions = append(positions, p.running[first])
+		for k, class := range classes {
+			if heads[k] == first {
+				heads[k] = p.nextRunningFit(p.classes[class], first+1)
+			}
 		}
 	}
 	if maxKind == kindRunning {
-		return rows
+		return rows, positions
 	}
-	for i := len(p.nodes) - 1; i >= 0; i-- {
-		node := &p.nodes[i]
-		if node.kind == kindRunning || node.kind > maxKind {
-			continue
+	for k, class := range classes {
+		heads[k] = p.prevOtherFit(p.classes[class], len(p.others)-1)
+	}
+	for len(rows) < maxOpenNodes {
+		last := -1
+		for _, head := range heads {
+			last = max(last, head)
 		}
-		if !consider(node) {
-			return rows
+		if last < 0 {
+			break
+		}
+		rows = append(rows, p.nodes[p.others[last]].row)
+		positions = append(positions, p.others[last])
+		for k, class := range classes {
+			if heads[k] == last {
+				heads[k] = p.prevOtherFit(p.classes[class], last-1)
+			}
 		}
 	}
-	return rows
+	return rows, positions
+}
+
+// freeSum is the free amounts of the nodes at positions, summed over the pool's columns.
+func (p *pool) freeSum(positions []int) []resources.Amount {
+	sum := make([]resources.Amount, len(p.columns))
+	for _, position := range positions {
+		for column, amount := range p.nodes[position].free {
+			sum[column] += amount
+		}
+	}
+	return sum
+}
+
+// amountsOf is set as (column, amount) pairs of its positive amounts, giving new names
+// columns.
+func (p *pool) amountsOf(set resources.Set) []columnAmount {
+	p.vector(set)
+	var out []columnAmount
+	for _, name := range set.Names() {
+		if amount := set[name]; amount > 0 {
+			out = append(out, columnAmount{p.columns[name], amount})
+		}
+	}
+	return out
+}
+
+// covers: vector has every amount of need (columns past its end count as zero).
+func covers(vector []resources.Amount, need []columnAmount) bool {
+	for _, n := range need {
+		if n.column >= len(vector) || n.amount > vector[n.column] {
+			return false
+		}
+	}
+	return true
 }
 
 // update copies back the rows of the snapshot's nodes a plan used, and pins the running
@@ -159,12 +337,53 @@ func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan) {
 			continue
 		}
 		row, _ := snapshot.Node(placed.NodeID)
-		p.nodes[position].row = row
-		if p.nodes[position].kind == kindRunning {
+		node := &p.nodes[position]
+		node.row = row
+		node.free = p.vectorInto(node.free, row.Available)
+		if node.kind == kindRunning {
 			p.pinned[placed.NodeID] = true
 		}
 		if row.Available.IsZero() {
-			p.nodes[position].closed = true
+			node.closed = true
 		}
 	}
+}
+
+// sumOf is the demand's bundles summed, as (column, amount) pairs.
+func (p *pool) sumOf(d *demand) []columnAmount {
+	if d.sum == nil {
+		sum := make(resources.Set)
+		for _, bundle := range d.request.Bundles {
+			for name, amount := range bundle {
+				sum[name] += amount
+			}
+		}
+		d.sum = p.amountsOf(sum)
+		if d.sum == nil {
+			d.sum = []columnAmount{}
+		}
+	}
+	return d.sum
+}
+
+// couldHold is a necessary condition, by amounts, for placement to hold the gang on the
+// nodes at positions: their free amounts summed cover the bundles', one of them covers
+// them all for STRICT_PACK, and there are as many nodes as bundles for STRICT_SPREAD.
+// False: placement would refuse, so it need not be asked.
+func (p *pool) couldHold(d *demand, positions []int) bool {
+	sum := p.sumOf(d)
+	switch d.request.Strategy {
+	case placement.StrategyStrictSpread:
+		if len(positions) < len(d.request.Bundles) {
+			return false
+		}
+	case placement.StrategyStrictPack:
+		for _, position := range positions {
+			if covers(p.nodes[position].free, sum) {
+				return true
+			}
+		}
+		return false
+	}
+	return covers(p.freeSum(positions), sum)
 }

@@ -85,16 +85,25 @@ type planner struct {
 	// nextID numbers the planned nodes.
 	nextID int
 	cache  *typeCache
+	// typeVectors are the types' capacities over the pool's columns (typeVector).
+	typeVectors map[*NodeType][]resources.Amount
+	// idleRunning is the running nodes as if idle, for fitsExistingTotals; built on
+	// first use.
+	idleRunning *placement.Snapshot
+	// templates are a new node of each type (template).
+	templates map[*NodeType]placement.Node
 }
 
 func newPlanner(in Input) *planner {
 	p := &planner{
-		in:         in,
-		types:      make(map[string]*NodeType, len(in.Types)),
-		count:      make(map[string]int),
-		terminated: make(map[string]bool),
-		launches:   make(map[string]*Launch),
-		cache:      newTypeCache(),
+		in:          in,
+		types:       make(map[string]*NodeType, len(in.Types)),
+		count:       make(map[string]int),
+		terminated:  make(map[string]bool),
+		launches:    make(map[string]*Launch),
+		cache:       newTypeCache(),
+		typeVectors: make(map[*NodeType][]resources.Amount),
+		templates:   make(map[*NodeType]placement.Node),
 	}
 	for i := range in.Types {
 		t := &in.Types[i]
