@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
@@ -20,8 +21,12 @@ import (
 // type's price; the cheapest wins (then the higher priority, fewer nodes, the name).
 // Later demand is bin-packed onto the nodes planned for earlier demand.
 //
+// A gang that no one type holds (its bundles' selectors or shapes need several types)
+// gets a mix (planMixed): a node of the cheapest holding type per bundle, then as few of
+// them as placement allows.
+//
 // This greedy choice is optimal for one demand over one type at a time. It is not a
-// global optimum: it never mixes types inside one gang, and serving demand in another
+// global optimum: it mixes types inside one gang only when no one type holds it, and serving demand in another
 // order, or choosing a costlier type for one demand so that later demand packs onto its
 // leftovers, can be cheaper. Finding that optimum is bin packing with costs (NP-hard);
 // Ray's and Karpenter's planners are greedy in the same way.
@@ -397,7 +402,100 @@ func (p *planner) planGroup(d *demand) {
 		best.commit()
 		return
 	}
+	if !limits.feasible && p.planMixed(d, open) {
+		return
+	}
 	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
+}
+
+// planMixed plans a gang that no one node type holds (its bundles' label selectors or
+// shapes need several types: three bundles on hdd nodes and one on an ssd node): one new
+// node per bundle, of the cheapest type that holds that bundle alone, then, while
+// placement still takes the whole gang (with the open nodes) without it, each new node is
+// dropped in turn. STRICT_PACK is one node and never mixed. A greedy choice: cheap, not
+// always the cheapest mix.
+func (p *planner) planMixed(d *demand, open []placement.Node) bool {
+	if d.request.Strategy == placement.StrategyStrictPack {
+		return false
+	}
+	var added []*NodeType
+	perType := map[string]int{}
+	for b := range d.request.Bundles {
+		t := p.cheapestHolding(d, b)
+		if t == nil {
+			return false
+		}
+		added = append(added, t)
+		perType[t.Name]++
+	}
+	try := func(types []*NodeType) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
+		rows := slices.Clip(open)
+		ids := make([]placement.NodeID, len(types))
+		for i, t := range types {
+			ids[i] = placement.NodeID(fmt.Sprintf("planned-%s-%d", t.Name, p.nextID+1+i))
+			rows = append(rows, NewNode(ids[i], t))
+		}
+		snapshot, plan, err := scheduleOn(rows, d.request)
+		return snapshot, plan, ids, err
+	}
+	snapshot, plan, ids, err := try(added)
+	if err != nil {
+		return false
+	}
+	for i := len(added) - 1; i >= 0; i-- {
+		fewer := slices.Delete(slices.Clone(added), i, i+1)
+		if s, pl, id, err := try(fewer); err == nil {
+			added, snapshot, plan, ids = fewer, s, pl, id
+		}
+	}
+	counts := map[*NodeType]int{}
+	for _, t := range added {
+		counts[t]++
+	}
+	total := 0
+	for t, n := range counts {
+		if n > p.allowance(t) {
+			return false
+		}
+		total += n
+	}
+	if total > p.in.MaxWorkers-p.workers {
+		return false
+	}
+	p.pool.update(snapshot, plan)
+	for i, id := range ids {
+		row, _ := snapshot.Node(id)
+		p.pool.add(row, kindPlanned, added[i].Name)
+		p.launch(added[i], 1, d.name)
+	}
+	p.nextID += len(ids)
+	return true
+}
+
+// cheapestHolding is the cheapest available type whose new node holds bundle b of the
+// gang alone; nil when none does.
+func (p *planner) cheapestHolding(d *demand, b int) *NodeType {
+	var best *NodeType
+	for _, t := range p.sortedTypes {
+		if t.Unavailable || (best != nil && !cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1})) {
+			continue
+		}
+		if p.typeHoldsBundle(d, t, b) {
+			best = t
+		}
+	}
+	return best
+}
+
+// typeHoldsBundle reports whether a new node of type t holds bundle b of the gang, with
+// its label selector, by placement.
+func (p *planner) typeHoldsBundle(d *demand, t *NodeType, b int) bool {
+	request := placement.Request{Bundles: []resources.Set{d.request.Bundles[b]}, Strategy: placement.StrategyPack}
+	if len(d.request.BundleLabelSelectors) > 0 {
+		request.BundleLabelSelectors = []nodelabel.Selector{d.request.BundleLabelSelectors[b]}
+	}
+	_, _, err := scheduleOn([]placement.Node{p.template(t)}, request)
+	return err == nil
 }
 
 // unboundedNodes is newNodesBound's answer when no number of nodes of a type holds the

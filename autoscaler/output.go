@@ -1,5 +1,10 @@
 package autoscaler
 
+import (
+	"slices"
+	"strings"
+)
+
 // Launch is a number of nodes of one type to request from the provider.
 type Launch struct {
 	Type  string
@@ -7,6 +12,18 @@ type Launch struct {
 	// For names the demand the nodes are for: placement group ids, "shape:<resources>"
 	// for tasks and actors, "request_resources", "min_workers".
 	For []string
+}
+
+// GroupIDs returns the placement-group ids among a launch's For names (the others name
+// shapes, request_resources and min_workers): the gangs the launch is for.
+func GroupIDs(forNames []string) []string {
+	var out []string
+	for _, name := range forNames {
+		if name != ForRequestResources && name != ForMinWorkers && !strings.HasPrefix(name, shapePrefix) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // TerminationCause is why the plan terminates a node.

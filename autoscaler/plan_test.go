@@ -49,6 +49,18 @@ func TestDecide(t *testing.T) {
 		},
 		check: wantLaunches(map[string]int{"cpu8": 3}, "spread"),
 	}, {
+		name: "a gang no one type holds gets a node of each type it needs (three hdd bundles, one ssd)",
+		in: func() Input {
+			in := input(labelled(cpu8, map[string]string{"disk": "hdd"}), labelled(cpuType("cpu8-ssd", 8, 3), map[string]string{"disk": "ssd"}))
+			hdd := mustSelector(t, map[string]string{"disk": "hdd"})
+			ssd := mustSelector(t, map[string]string{"disk": "ssd"})
+			g := group("mixed", placement.StrategyStrictSpread, repeat(4, set("CPU", 4))...)
+			g.Request.BundleLabelSelectors = []nodelabel.Selector{hdd, hdd, hdd, ssd}
+			in.Groups = []GroupDemand{g}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu8": 3, "cpu8-ssd": 1}, "mixed"),
+	}, {
 		name: "STRICT_SPREAD launches only for the bundles no existing node can take",
 		in: func() Input {
 			in := input(cpu8)

@@ -83,6 +83,10 @@ type Instance struct {
 	NodeID string
 	// Detail says why the instance is in a failure or stop state.
 	Detail string
+	// Gangs are the placement groups the instance was launched for, until all the
+	// instances launched for a group run: if one of them fails, they all go (a gang
+	// gets all its new nodes or none).
+	Gangs []string
 }
 
 // live reports whether the instance still holds, or will hold, a machine.

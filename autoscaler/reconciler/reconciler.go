@@ -193,6 +193,7 @@ func (r *Reconciler) Tick(ctx context.Context) error {
 	nodes := nodesByInstance(obs)
 	r.adopt(cloudList, nodes, now)
 	r.applyTransitions(ctx, advance(r.instances, cloud, nodes, now, r.cfg.Timeouts), now)
+	r.releaseCompleteGangs()
 	r.forgetFinished(now)
 
 	plan := autoscaler.Decide(r.plannerInput(obs, now))
@@ -239,6 +240,12 @@ func (r *Reconciler) adopt(cloud []provider.Instance, nodes map[string]nodeView,
 }
 
 func (r *Reconciler) applyTransitions(ctx context.Context, changes []transition, now time.Time) {
+	failedGangs := map[string]string{}
+	defer func() {
+		for _, gang := range slices.Sorted(maps.Keys(failedGangs)) {
+			r.failGang(ctx, gang, failedGangs[gang], now)
+		}
+	}()
 	for _, ch := range changes {
 		inst := &r.instances[ch.Index]
 		from := inst.State
@@ -258,11 +265,16 @@ func (r *Reconciler) applyTransitions(ctx context.Context, changes []transition,
 				r.recordFailure(Failure{Time: now, NodeType: inst.NodeType, InstanceID: inst.ID, State: ch.To, Detail: ch.Detail})
 			}
 		}
+		if len(inst.Gangs) > 0 && (ch.To == RayInstallFailed || ch.To == AllocationTimeout || (ch.To == Terminated && from != RayRunning)) {
+			for _, gang := range inst.Gangs {
+				failedGangs[gang] = fmt.Sprintf("instance %s (%s) is %s: %s", inst.ID, inst.NodeType, ch.To, ch.Detail)
+			}
+		}
 		if ch.To == AllocationTimeout {
 			// The machine may still appear: terminate the id so nothing leaks, then
-			// ask again while retries last.
+			// ask again while retries last (not for a gang's: the gang is planned again).
 			_ = r.provider.Terminate(ctx, []string{inst.ID})
-			if inst.Attempts < r.cfg.Timeouts.RequestRetries {
+			if inst.Attempts < r.cfg.Timeouts.RequestRetries && len(inst.Gangs) == 0 {
 				inst.State, inst.ID = Queued, ""
 				continue
 			}
@@ -359,6 +371,7 @@ func (r *Reconciler) launch(ctx context.Context, launches []autoscaler.Launch, n
 	for _, nodeType := range slices.Sorted(maps.Keys(retries)) {
 		want[nodeType] += len(retries[nodeType])
 	}
+	failed := map[string]string{} // gang → why
 	for _, nodeType := range slices.Sorted(maps.Keys(want)) {
 		count := want[nodeType]
 		nt, ok := r.nodeType(nodeType)
@@ -379,8 +392,12 @@ func (r *Reconciler) launch(ctx context.Context, launches []autoscaler.Launch, n
 		}
 		// The retried queued rows are replaced by what this request created.
 		r.instances = slices.DeleteFunc(r.instances, func(i Instance) bool { return i.State == Queued && i.NodeType == nodeType })
+		gangs := autoscaler.GroupIDs(forWhat[nodeType])
 		if err != nil {
 			r.launchFailed(nodeType, count, attempts, err, now)
+			for _, gang := range gangs {
+				failed[gang] = fmt.Sprintf("the launch of %d %s node(s) failed", count, nodeType)
+			}
 			continue
 		}
 		delete(r.backoff, nodeType)
@@ -389,8 +406,62 @@ func (r *Reconciler) launch(ctx context.Context, launches []autoscaler.Launch, n
 			if c.State == provider.InstanceRunning {
 				state = Allocated
 			}
-			r.instances = append(r.instances, Instance{ID: c.ID, NodeType: nodeType, State: state, Since: now, Attempts: attempts})
+			r.instances = append(r.instances, Instance{ID: c.ID, NodeType: nodeType, State: state, Since: now, Attempts: attempts, Gangs: slices.Clone(gangs)})
 		}
+	}
+	// A gang whose launch failed in part gets none: the nodes launched for it go now.
+	for _, gang := range slices.Sorted(maps.Keys(failed)) {
+		r.failGang(ctx, gang, failed[gang], now)
+	}
+}
+
+// failGang terminates every node launched for the gang that has not been released from
+// it: launching ones at once, running ones once the GCS accepts their idle drain (a
+// node that took other work stays). The planner then plans the gang again.
+func (r *Reconciler) failGang(ctx context.Context, gang, cause string, now time.Time) {
+	terminated := 0
+	for i := range r.instances {
+		inst := &r.instances[i]
+		if !inst.live() || !slices.Contains(inst.Gangs, gang) {
+			continue
+		}
+		inst.Gangs = slices.DeleteFunc(inst.Gangs, func(g string) bool { return g == gang })
+		switch {
+		case inst.ID == "":
+			inst.State, inst.Since = AllocationFailed, now
+		case inst.launching():
+			inst.Detail = "gang " + gang + ": " + cause
+			r.terminateInstance(ctx, inst, now)
+			terminated++
+		case inst.State == RayRunning:
+			accepted, _, err := r.cluster.DrainNode(ctx, inst.NodeID, DrainIdle, "gang "+gang+" failed: "+cause, now.Add(r.cfg.Timeouts.Terminating))
+			if err == nil && accepted {
+				inst.State, inst.Since, inst.Detail = RayStopRequested, now, "gang "+gang+": "+cause
+				r.terminateInstance(ctx, inst, now)
+				terminated++
+			}
+		}
+	}
+	if terminated == 0 {
+		return // nothing else was launched for it: the member's own failure says it all
+	}
+	r.cfg.Log.Warn().Str("pg_id", gang).Str("cause", cause).Int("terminated", terminated).Msg("gang launch failed; its nodes go and it is planned again")
+	r.recordFailure(Failure{Time: now, State: AllocationFailed, Detail: fmt.Sprintf("placement group %s: %s; its %d other new node(s) terminated", gang, cause, terminated)})
+}
+
+// releaseCompleteGangs drops a gang from its instances once all of them run.
+func (r *Reconciler) releaseCompleteGangs() {
+	running := map[string]bool{}
+	for _, inst := range r.instances {
+		for _, gang := range inst.Gangs {
+			if _, seen := running[gang]; !seen {
+				running[gang] = true
+			}
+			running[gang] = running[gang] && inst.State == RayRunning
+		}
+	}
+	for i := range r.instances {
+		r.instances[i].Gangs = slices.DeleteFunc(r.instances[i].Gangs, func(g string) bool { return running[g] })
 	}
 }
 

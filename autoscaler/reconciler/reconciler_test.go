@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,5 +215,124 @@ func TestAdvanceTimesOutARequestedInstance(t *testing.T) {
 	got := advance(insts, map[string]provider.Instance{}, map[string]nodeView{}, now, DefaultTimeouts())
 	if len(got) != 1 || got[0].Index != 0 || got[0].To != AllocationTimeout {
 		t.Fatalf("transitions = %+v, want i1 ALLOCATION_TIMEOUT only", got)
+	}
+}
+
+func cpuType(name string, price float64, labels map[string]string) autoscaler.NodeType {
+	return autoscaler.NodeType{Name: name, Resources: resources.Set{"CPU": 4 * resources.AmountScale}, Labels: labels,
+		PricePerHour: price, MaxWorkers: 8, IdleTimeout: time.Minute}
+}
+
+// spreadGang is a STRICT_SPREAD of four 4-CPU bundles, three on hdd nodes and the last
+// on an ssd node: two node types, two launches.
+func spreadGang() autoscaler.GroupDemand {
+	four := resources.Set{"CPU": 4 * resources.AmountScale}
+	ssd, err := nodelabel.ParseSelector(map[string]string{"disk": "ssd"})
+	if err != nil {
+		panic(err)
+	}
+	hdd, err := nodelabel.ParseSelector(map[string]string{"disk": "hdd"})
+	if err != nil {
+		panic(err)
+	}
+	return autoscaler.GroupDemand{ID: "gang1", Reason: pending.NoResources, Request: placement.Request{
+		Bundles: []resources.Set{four, four, four, four}, Strategy: placement.StrategyStrictSpread,
+		BundleLabelSelectors: []nodelabel.Selector{hdd, hdd, hdd, ssd}}}
+}
+
+func newGangReconciler(t *testing.T) (*Reconciler, *FakeCluster, *provider.Memory, *clock) {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cluster := NewFakeCluster()
+	mem := provider.NewMemory(c.now)
+	types := []autoscaler.NodeType{cpuType("cpu4", 0.2, map[string]string{"disk": "hdd"}), cpuType("cpu4ssd", 0.3, map[string]string{"disk": "ssd"})}
+	return New(Config{Types: types, MaxWorkers: 10, Now: c.now}, cluster, mem), cluster, mem, c
+}
+
+// A gang gets all its new nodes or none (karpenter#3138 pays for 3 of 4): when the
+// launch of its 4th node fails, the 3 launched for it go in the same tick.
+func TestAGangWhoseLastLaunchFailsKeepsNoNode(t *testing.T) {
+	r, cluster, mem, _ := newGangReconciler(t)
+	mem.Fail("cpu4ssd", fmt.Errorf("InsufficientInstanceCapacity: %w", provider.ErrCapacity))
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{spreadGang()}})
+	tick(t, r)
+	if got := mem.Launches("cpu4"); got != 1 {
+		t.Fatalf("cpu4 launch calls = %d, want 1 (three nodes in one request)", got)
+	}
+	if left, _ := mem.Instances(context.Background()); len(left) != 0 {
+		t.Fatalf("%d instances left after the gang's last launch failed, want 0", len(left))
+	}
+	found := false
+	for _, f := range cluster.Last.Failures {
+		found = found || strings.Contains(f.Detail, "placement group gang1")
+	}
+	if !found {
+		t.Fatalf("failures %+v do not name the gang", cluster.Last.Failures)
+	}
+}
+
+// An instance of a gang that does not run within its timeout fails the gang: the other
+// nodes launched for it go, the running ones through an idle drain.
+func TestAGangMemberThatNeverRunsTakesTheOthersDown(t *testing.T) {
+	r, cluster, mem, c := newGangReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{spreadGang()}})
+	tick(t, r)
+	insts := r.Instances()
+	if len(insts) != 4 {
+		t.Fatalf("instances = %d, want 4", len(insts))
+	}
+	// Three register; the ssd node never does.
+	var nodes []autoscaler.Node
+	for i, inst := range insts {
+		if inst.NodeType == "cpu4" {
+			n := runningNode(fmt.Sprintf("n%d", i), inst.ID, "cpu4", 0)
+			n.Placement.GPUs, n.Placement.Total, n.Placement.Available = nil, cpuType("cpu4", 0, nil).Resources, cpuType("cpu4", 0, nil).Resources
+			nodes = append(nodes, n)
+		}
+	}
+	cluster.Set(Observation{Nodes: nodes, Groups: []autoscaler.GroupDemand{spreadGang()}})
+	tick(t, r)
+	c.advance(DefaultTimeouts().Allocated + time.Second)
+	tick(t, r)
+	left, _ := mem.Instances(context.Background())
+	for _, inst := range left {
+		for _, old := range insts {
+			if inst.ID == old.ID {
+				t.Fatalf("instance %s launched for the failed gang still exists: %v", inst.ID, states(r))
+			}
+		}
+	}
+	// The gang is planned again: a new launch for it.
+	if len(left) != 4 {
+		t.Fatalf("%d new instances, want the gang's 4 launched again", len(left))
+	}
+	if len(cluster.Drained) != 3 {
+		t.Fatalf("drained %v, want the 3 running nodes", cluster.Drained)
+	}
+}
+
+// Once every node launched for a gang runs, a later failure of one of them is not the
+// gang's: the others stay.
+func TestACompleteGangReleasesItsNodes(t *testing.T) {
+	r, cluster, mem, _ := newGangReconciler(t)
+	cluster.Set(Observation{Groups: []autoscaler.GroupDemand{spreadGang()}})
+	tick(t, r)
+	var nodes []autoscaler.Node
+	for i, inst := range r.Instances() {
+		n := runningNode(fmt.Sprintf("n%d", i), inst.ID, inst.NodeType, 0)
+		n.Placement.GPUs, n.Placement.Total, n.Placement.Available = nil, cpuType("x", 0, nil).Resources, resources.Set{}
+		nodes = append(nodes, n)
+	}
+	cluster.Set(Observation{Nodes: nodes})
+	tick(t, r)
+	for _, inst := range r.Instances() {
+		if len(inst.Gangs) != 0 || inst.State != RayRunning {
+			t.Fatalf("instance %+v, want RAY_RUNNING released from its gang", inst)
+		}
+	}
+	cluster.Set(Observation{Nodes: nodes[1:], DeadInstances: []string{r.Instances()[0].ID}})
+	tick(t, r)
+	if left, _ := mem.Instances(context.Background()); len(left) != 3 {
+		t.Fatalf("%d instances left, want 3 (only the dead one goes)", len(left))
 	}
 }
