@@ -54,6 +54,8 @@ type autoscalerNodes interface {
 type autoscalerGroups interface {
 	pendingGangs() []*pb.GangResourceRequest
 	heldOnNodes() map[string]*nodeHeld
+	// evacuate moves the bundles of a node preempted while it runs.
+	evacuate(nodeID string)
 }
 
 // autoscalerActors is what it reads of the actor table.
@@ -238,6 +240,9 @@ func (a *autoscalerState) DrainNode(ctx context.Context, req *pb.AutoscalerDrain
 	if rejected != "" {
 		a.log.Info().Str("node_id", req.NodeId).Str("why", rejected).Msg("idle-termination drain rejected")
 		return &pb.AutoscalerDrainNodeReply{RejectionReasonMessage: rejected}, nil
+	}
+	if req.Reason == pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION {
+		a.groups.evacuate(req.NodeId)
 	}
 	return &pb.AutoscalerDrainNodeReply{IsAccepted: true}, nil
 }

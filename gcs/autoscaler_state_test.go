@@ -78,6 +78,8 @@ type autoscalerFixture struct {
 	c       actorTestClients
 	state   pb.AutoscalerStateServiceClient
 	secrets map[string]string
+	// raylets hold the bundles the GCS reserves.
+	raylets reportless
 }
 
 func newAutoscalerFixture(t *testing.T, st store.Store) *autoscalerFixture {
@@ -85,6 +87,7 @@ func newAutoscalerFixture(t *testing.T, st store.Store) *autoscalerFixture {
 	f := &autoscalerFixture{t: t, clock: &fakeClock{now: time.Unix(1_800_000_000, 0)}, raylet: &drainRecorder{}, secrets: map[string]string{}}
 	f.address = serveFake(t, func(srv *grpc.Server) { pb.RegisterNodeManagerServiceServer(srv, f.raylet) })
 	raylets := reportless{reservertest.New()}
+	f.raylets = raylets
 	f.s = startGCS(t, st, func(c *Config) {
 		c.Now = f.clock.Now
 		c.NodeTimeout = 0 // the clock jumps; nodes here send no heartbeats of their own
@@ -511,5 +514,38 @@ func TestWaitingTasksAreDemandUntilTheirKeyStopsAsking(t *testing.T) {
 	f.clock.Advance(taskBacklogTTL + time.Second)
 	if got := f.read().PendingResourceRequests; len(got) != 0 {
 		t.Fatalf("pending requests %v after the keys stopped asking, want none", got)
+	}
+}
+
+// A spot interruption (a PREEMPTION drain of a running node) moves the node's bundles
+// now, as its death would: the group reschedules them on another node and the preempted
+// raylet releases them, while the node stays alive, draining, until its deadline.
+func TestAPreemptionDrainMovesTheNodesBundlesNow(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(&pb.NodeInfo{NodeId: "aaaa", ResourcesTotal: map[string]float64{"CPU": 4}})
+	id := f.createGroup("PACK", bundle(map[string]float64{"CPU": 2}, nil), bundle(map[string]float64{"CPU": 1}, nil))
+	f.waitGroup(id, pb.PlacementGroupState_CREATED, "")
+	f.register(&pb.NodeInfo{NodeId: "bbbb", ResourcesTotal: map[string]float64{"CPU": 4}})
+
+	deadline := f.clock.Now().Add(2 * time.Minute)
+	reply, err := f.state.DrainNode(context.Background(), &pb.AutoscalerDrainNodeRequest{NodeId: "aaaa",
+		Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION, ReasonMessage: "spot interruption: terminate", DeadlineTimestampMs: deadline.UnixMilli()})
+	if err != nil || !reply.IsAccepted {
+		t.Fatalf("preemption drain: %v, %v", reply, err)
+	}
+	row := f.waitGroup(id, pb.PlacementGroupState_CREATED, "")
+	for _, b := range row.Bundles {
+		if b.NodeId != "bbbb" {
+			t.Fatalf("bundle %d on %s after the preemption, want bbbb", b.BundleIndex, b.NodeId)
+		}
+	}
+	eventually(t, 10*time.Second, "aaaa's raylet released the bundles", func() error {
+		if held := f.raylets.Held("aaaa"); len(held) != 0 {
+			return fmt.Errorf("aaaa still holds %v", held)
+		}
+		return nil
+	})
+	if n := f.node("aaaa"); n.Status != pb.NodeStatus_NODE_STATUS_DRAINING {
+		t.Fatalf("the preempted node is %s, want DRAINING until its deadline", n.Status)
 	}
 }

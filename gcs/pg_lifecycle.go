@@ -10,6 +10,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -116,6 +117,43 @@ func (m *pgManager) onNodeDead(nodeID string) {
 	}
 	m.mu.Unlock()
 	m.nodesChanged()
+}
+
+// evacuate moves the bundles of a node that is going away while it still runs (a spot
+// interruption: an accepted PREEMPTION drain) as its death would, but now, before the
+// deadline: the groups reschedule those bundles elsewhere (only those move), the
+// autoscaler sees them as demand at once, and the raylet releases them, ending their
+// workers (actors restart per max_restarts, tasks retry). The node is draining already,
+// so nothing new lands there meanwhile.
+func (m *pgManager) evacuate(nodeID string) {
+	m.mu.Lock()
+	var keys []*pb.BundleKey
+	for id, e := range m.groups {
+		for _, b := range e.info.Bundles {
+			if b.NodeId == nodeID {
+				keys = append(keys, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
+			}
+		}
+	}
+	m.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	m.log.Warn().Str("node_id", nodeID).Int("bundles", len(keys)).Msg("node preempted: moving its bundles before its deadline")
+	m.onNodeDead(nodeID)
+	go func() {
+		backoff := rpcutil.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
+		for attempt := 0; attempt < 5; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
+			_, err := m.reserver.Cancel(ctx, nodeID, keys)
+			cancel()
+			if err == nil {
+				return
+			}
+			m.log.Warn().Err(err).Str("node_id", nodeID).Msg("could not release a preempted node's bundles; retrying")
+			time.Sleep(backoff.Next())
+		}
+	}()
 }
 
 // onNodeConnected reconciles a raylet that registered or reconnected to this GCS: it

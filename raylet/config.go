@@ -98,7 +98,14 @@ type Config struct {
 	// IdleWorkerTimeout is how long a returned worker waits in the idle pool for another
 	// lease before the raylet kills it. Default 60 s.
 	IdleWorkerTimeout time.Duration
-	Logger            zerolog.Logger
+	// SpotMetadataURL is the instance-metadata endpoint the raylet watches for a spot
+	// interruption notice (EC2: http://169.254.169.254); "" watches nothing. On a notice
+	// the node drains itself with reason PREEMPTION and the notice's deadline.
+	SpotMetadataURL string
+	// SpotPollInterval is how often the notice is looked for (default 5 s, as AWS
+	// advises).
+	SpotPollInterval time.Duration
+	Logger           zerolog.Logger
 }
 
 // DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at

@@ -153,6 +153,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if r.bundles.mig != nil {
 		go r.idleMIGLoop()
 	}
+	if cfg.SpotMetadataURL != "" {
+		go r.watchSpotInterruption(pb.NewAutoscalerStateServiceClient(r.gcsConn))
+	}
 	r.log.Info().Str("raylet_address", r.node.RayletAddress).Str("gossip_address", r.node.GossipAddress).
 		Str("gcs_address", cfg.GCSAddress).Interface("resources", r.node.ResourcesTotal).Msg("raylet started")
 	return r, nil

@@ -372,6 +372,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 		defer cfg.MIG.Close()
 		cfg.MIGIdleTimeout = rf.migIdle
 	}
+	cfg.SpotMetadataURL = rf.spotMetadataURL
 	ctx, cancel := signalContext()
 	defer cancel()
 	startCtx, startCancel := context.WithTimeout(ctx, 15*time.Second)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -114,11 +115,14 @@ type nodeResourceFlags struct {
 	gpuRack           string
 	mig               string
 	migIdle           time.Duration
+	// spotMetadataURL is the instance metadata watched for a spot interruption notice.
+	spotMetadataURL string
 }
 
 func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mig, "mig", "off", "MIG mode of this node's GPUs: on (every GPU), off, or per GPU: 0:on,1:on (the others off). A GPU in MIG mode offers MIG slices (nvidia.com/mig-<profile>) instead of a whole GPU")
 	fs.DurationVar(&f.migIdle, "mig-idle-timeout", 5*time.Minute, "an idle MIG instance (released, kept for reuse by the same profile) is destroyed after this long")
+	fs.StringVar(&f.spotMetadataURL, "spot-metadata-url", os.Getenv("RAYGO_SPOT_METADATA_URL"), "instance metadata to watch for a spot interruption notice (EC2: http://169.254.169.254); on one the node drains itself with reason PREEMPTION and the notice's deadline, its bundles move and the autoscaler launches a replacement (default: RAYGO_SPOT_METADATA_URL, else none)")
 	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpusim.SimulatedModels(), ", "))
 	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+nodelabel.Rack)
 	fs.StringVar(&f.resources, "resources", "", `extra resources as a JSON object, e.g. '{"TPU": 4, "accelerator_x": 1}' (amounts >= 0)`)
@@ -186,6 +190,11 @@ func (f *nodeResourceFlags) resolve() (map[string]float64, map[string]string, er
 	}
 	if _, err := parseMIGFlag(f.mig, 0); err != nil {
 		return nil, nil, err
+	}
+	if f.spotMetadataURL != "" {
+		if u, err := url.Parse(f.spotMetadataURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, badInput("--spot-metadata-url %q: must be an http:// or https:// URL", f.spotMetadataURL)
+		}
 	}
 	if f.migIdle <= 0 {
 		return nil, nil, badInput("--mig-idle-timeout %s: must be positive", f.migIdle)

@@ -246,6 +246,7 @@ func (s *supervisor) startRaylet(ctx context.Context) error {
 		"--object-store-memory", o.resources.objectStoreMemory, "--labels", o.resources.labels, "--node-name", o.nodeName,
 		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
 		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String(), "--worker-log-dir", s.logDir,
+		"--spot-metadata-url", o.resources.spotMetadataURL,
 		"--metrics-export-port", strconv.Itoa(o.metricsPort)}
 	if o.head {
 		args = append(args, "--head")

@@ -8,11 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -411,5 +414,78 @@ func TestRequestResourcesLaunchesForItsBundlesAndAClearLetsThemGo(t *testing.T) 
 	})
 	if gpu := a.launched(t)["gpu8"]; len(gpu) != 0 {
 		t.Fatalf("a GPU node was launched for CPU bundles")
+	}
+}
+
+// spotMetadata is a loopback stand-in for EC2's instance metadata: no interruption
+// notice until interrupt is called.
+type spotMetadata struct {
+	*httptest.Server
+	notice atomic.Value
+}
+
+func newSpotMetadata(t *testing.T) *spotMetadata {
+	t.Helper()
+	m := &spotMetadata{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := m.notice.Load().(string)
+		if r.URL.Path != "/latest/meta-data/spot/instance-action" || body == "" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+// interrupt publishes a notice whose deadline is in d.
+func (m *spotMetadata) interrupt(d time.Duration) time.Time {
+	deadline := time.Now().Add(d).UTC().Truncate(time.Second)
+	m.notice.Store(fmt.Sprintf(`{"action": "terminate", "time": %q}`, deadline.Format(time.RFC3339)))
+	return deadline
+}
+
+// TestASpotInterruptionMovesTheGroupToAReplacementBeforeTheDeadline: a spot node holding
+// a group gets an interruption notice two minutes ahead; it drains itself with reason
+// PREEMPTION, the GCS moves the group's bundle at once, and the autoscaler launches the
+// replacement it lands on, before the deadline, while the spot node still runs.
+func TestASpotInterruptionMovesTheGroupToAReplacementBeforeTheDeadline(t *testing.T) {
+	a := startAutoscaled(t, clusterYAML("spot", 6, 0, 600))
+	metadata := newSpotMetadata(t)
+	spot := a.AddNode("--num-cpus", "4", "--spot-metadata-url", metadata.URL, "--labels", "market=spot")
+	id := a.create(t, "PACK", map[string]float64{"CPU": 4})
+	if row := a.waitCreated(t, id); row.Bundles[0].NodeId != spot.NodeID {
+		t.Fatalf("the group went to %s, want the spot node %s", row.Bundles[0].NodeId, spot.NodeID)
+	}
+	deadline := metadata.interrupt(2 * time.Minute)
+	harness.Eventually(t, 90*time.Second, "the group on a replacement node", func() error {
+		row := a.group(t, id)
+		if row.State != pb.PlacementGroupState_CREATED || row.Bundles[0].NodeId == spot.NodeID {
+			return fmt.Errorf("state %s on %s", row.State, row.Bundles[0].NodeId)
+		}
+		return nil
+	})
+	if time.Now().After(deadline) {
+		t.Fatalf("the group moved after the deadline %s", deadline)
+	}
+	row := a.group(t, id)
+	var moved *pb.NodeInfo
+	for _, nodes := range a.launched(t) {
+		for _, n := range nodes {
+			if n.NodeId == row.Bundles[0].NodeId {
+				moved = n
+			}
+		}
+	}
+	if moved == nil {
+		t.Fatalf("the group's new node %s is not one the autoscaler launched", row.Bundles[0].NodeId)
+	}
+	nodes, err := a.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := harness.FindNode(nodes, spot.NodeID); n == nil || n.State != pb.NodeState_ALIVE || !n.IsDraining {
+		t.Fatalf("the spot node is %v, want ALIVE and draining until its deadline", n)
 	}
 }
