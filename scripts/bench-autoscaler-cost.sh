@@ -7,8 +7,9 @@
 #
 # SETS (default 1000) demand sets from SEED (default 1); the optimum on the first
 # OPT_SETS (default 200) with OPT_TIME_LIMIT seconds per set (default 10).
-# A few minutes on 2 cores: Ray's planners ~15 s, the MIP ~1 min, raygo and the checks
-# ~10 s. Extra arguments go to eval (-v: every set's costs and shortfall reasons).
+# About 3 minutes on 2 cores: Ray's planners ~15 s, the MIP ~2.5 min (most sets solve in
+# under a second, a few take seconds), raygo and the checks ~10 s. Extra arguments go to
+# eval (-v: every set's costs and shortfall reasons).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -172,8 +172,9 @@ def solve(demand_set, time_limit):
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
+    bound = info.mip_dual_bound
     entry = {"set": demand_set["id"], "status": status, "counts": None,
-             "objective": 0.0, "bound": info.mip_dual_bound}
+             "objective": 0.0, "bound": bound if math.isfinite(bound) else 0.0}
     if info.primal_solution_status == 2:  # a feasible incumbent exists
         values = h.getSolution().col_value
         counts = {}
