@@ -77,10 +77,13 @@ CHAOS_SEED ?= 1
 chaos: deps build
 	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) RAYGO_CHAOS_NETWORK=1 scripts/in-netns.sh --or-here $(GO) test -count=1 -timeout 80m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos (seed|recovery|faults|load)|LOST|not true|step [0-9]+:|raylet pid|"level":"(warn|error)"'
 
-## bench-ray: the placement-group rates of one Ray-API script (tests/compat/bench/) on Ray
-## (installed as make compat does) and on raygo, in a network namespace; BENCH lines with the
-## ratios. Not part of bench.
+## bench-ray: the autoscaler's plan cost against Ray's v1 and v2 planners (called in
+## process, no cluster) and the HiGHS MIP optimum on seeded demand sets
+## (scripts/bench-autoscaler-cost.sh); then the placement-group rates of one Ray-API
+## script (tests/compat/bench/) on Ray (installed as make compat does) and on raygo, in a
+## network namespace. BENCH lines with the ratios. Not part of bench.
 bench-ray: build venv
+	scripts/bench-autoscaler-cost.sh
 	scripts/compat.sh --bench
 
 ## compat: the scripts in tests/compat under Ray (from PyPI, in .venv-ray/, on a local
