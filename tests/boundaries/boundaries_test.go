@@ -77,7 +77,7 @@ var ioPackages = []string{"os", "os/exec", "os/signal", "io", "io/fs", "io/iouti
 var nondeterministicPackages = []string{"time", "math/rand", "math/rand/v2", "crypto/rand", "sync", "sync/atomic", "unsafe"}
 
 // decisionPackages are the decision code itself, held to nondeterministicPackages.
-var decisionPackages = []string{"placement", "admission", "admission/queues"}
+var decisionPackages = []string{"placement", "admission", "admission/queues", "admission/preemption"}
 
 // vocabulary is the leaf packages every part shares: what a resource, a MIG profile, a
 // label and a field error are.
