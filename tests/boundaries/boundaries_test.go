@@ -139,8 +139,10 @@ func TestDesignBoundaries(t *testing.T) {
 		// 3. placement makes decisions and only the GCS and the autoscaler ask it for them:
 		// the shared vocabulary (resources, MIG tables, labels) lives in leaf packages.
 		// internal/pbplacement, the one reading of a node's wire GPUs in placement's
-		// terms, serves those two alone.
-		if !inside(p, "placement", "gcs", "autoscaler", "tests", "internal/pbplacement") {
+		// terms, serves those two alone. admission/preemption asks placement too, on a
+		// copy of the caller's snapshot: whether a preemptor fits once victims are gone is
+		// placement's answer, not a second rule.
+		if !inside(p, "placement", "gcs", "autoscaler", "tests", "internal/pbplacement", "admission/preemption") {
 			for _, imported := range p.imports {
 				if under(imported, "placement") {
 					t.Errorf("%s imports %s: only gcs and the autoscaler call the scheduler; use the vocabulary in internal/resources, internal/mig, internal/nodelabel", p.path, imported)
