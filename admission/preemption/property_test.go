@@ -158,11 +158,11 @@ func runsOf(in Input, d Decision) []Running {
 	return out
 }
 
-// TestAgainstBruteForce: on seeded small cases the choice is a minimal fitting set,
+// TestAgainstBruteForceBench: on seeded small cases the choice is a minimal fitting set,
 // agrees with exhaustive search in at least 99% of cases, never ranks after Kueue's
 // remove-then-add-back, and evicts at most the GPUs needed plus its largest victim gang.
 // RAYGO_BENCH=1 runs 10,000 cases and prints the agreement.
-func TestAgainstBruteForce(t *testing.T) {
+func TestAgainstBruteForceBench(t *testing.T) {
 	cases := 1000
 	if os.Getenv("RAYGO_BENCH") == "1" {
 		cases = 10_000
