@@ -109,16 +109,46 @@ type QueueFairSharing struct {
 	Weight *float64 `yaml:"weight"`
 }
 
-// Preemption is Kueue's ClusterQueue.preemption.
+// Preemption policies, as Kueue's ClusterQueue.preemption. The empty string is Never,
+// Kueue's default for every policy.
+const (
+	// PreemptNever: the policy lets the queue evict nothing.
+	PreemptNever = "Never"
+	// PreemptLowerPriority: only work of a lower priority than the preemptor's.
+	PreemptLowerPriority = "LowerPriority"
+	// PreemptLowerOrNewerEqualPriority (withinClusterQueue): lower priority, or equal
+	// priority and created after the preemptor.
+	PreemptLowerOrNewerEqualPriority = "LowerOrNewerEqualPriority"
+	// PreemptAny (reclaimWithinCohort): any priority, from queues borrowing the quota.
+	PreemptAny = "Any"
+)
+
+// Preemption is Kueue's ClusterQueue.preemption, with raygo's timing knobs.
 type Preemption struct {
-	ReclaimWithinCohort string              `yaml:"reclaimWithinCohort"`
-	WithinClusterQueue  string              `yaml:"withinClusterQueue"`
-	BorrowWithinCohort  *BorrowWithinCohort `yaml:"borrowWithinCohort"`
+	// ReclaimWithinCohort: Never (default), LowerPriority or Any. Whether the queue's
+	// work may evict work of other queues of its cohort that borrow, to take back the
+	// quota they borrow.
+	ReclaimWithinCohort string `yaml:"reclaimWithinCohort"`
+	// WithinClusterQueue: Never (default), LowerPriority or LowerOrNewerEqualPriority.
+	// Whether the queue's work may evict the queue's own work.
+	WithinClusterQueue string              `yaml:"withinClusterQueue"`
+	BorrowWithinCohort *BorrowWithinCohort `yaml:"borrowWithinCohort"`
+	// PreemptionDelay (raygo's addition) is how long the queue's pending work waits
+	// before it may evict anything (default 0): capacity that frees up, or that the
+	// autoscaler launches within this delay, is taken instead.
+	PreemptionDelay Duration `yaml:"preemptionDelay"`
+	// MinRuntime (raygo's addition) is how long the queue's work runs before it may be
+	// evicted (default 0); a priority class's minRuntime also applies, the longer wins.
+	MinRuntime Duration `yaml:"minRuntime"`
 }
 
-// BorrowWithinCohort is Kueue's preemption.borrowWithinCohort.
+// BorrowWithinCohort is Kueue's preemption.borrowWithinCohort: whether work that
+// borrows may evict work of other queues of the cohort to do so.
 type BorrowWithinCohort struct {
-	Policy               string `yaml:"policy"`
+	// Policy: Never (default) or LowerPriority.
+	Policy string `yaml:"policy"`
+	// MaxPriorityThreshold: only work with at most this priority may be evicted; absent
+	// = any lower priority.
 	MaxPriorityThreshold *int64 `yaml:"maxPriorityThreshold"`
 }
 
@@ -129,7 +159,31 @@ type PriorityClass struct {
 	// Preemptible (raygo's extension) says whether work of this class may be evicted
 	// to make room for other work; absent = true.
 	Preemptible *bool `yaml:"preemptible"`
+	// MinRuntime (raygo's extension) is how long work of this class runs before it may
+	// be evicted; default 0.
+	MinRuntime Duration `yaml:"minRuntime"`
+	// GracePeriod (raygo's extension) is how long evicted work of this class has to
+	// checkpoint and exit before it is killed; absent = DefaultGracePeriod, at most
+	// MaxGracePeriod.
+	GracePeriod *Duration `yaml:"gracePeriod"`
 }
+
+// DefaultGracePeriod and MaxGracePeriod bound PriorityClass.GracePeriod.
+const (
+	DefaultGracePeriod = 30 * Second
+	MaxGracePeriod     = 10 * Minute
+)
+
+// Grace returns the class's grace period (DefaultGracePeriod when absent).
+func (pc PriorityClass) Grace() Duration {
+	if pc.GracePeriod == nil {
+		return DefaultGracePeriod
+	}
+	return *pc.GracePeriod
+}
+
+// IsPreemptible reports whether work of the class may be evicted (absent = true).
+func (pc PriorityClass) IsPreemptible() bool { return pc.Preemptible == nil || *pc.Preemptible }
 
 // DefaultPriorityClasses are shipped with raygo; a config's priorityClasses add to them
 // or replace one by name.
@@ -199,6 +253,15 @@ func checkKnownFields(node *yaml.Node, t reflect.Type, path string) error {
 	}
 	if node.Kind == yaml.AliasNode && node.Alias != nil {
 		node = node.Alias
+	}
+	if t == reflect.TypeFor[Duration]() {
+		if _, err := ParseDuration(node.Value); err != nil || node.Kind != yaml.ScalarNode {
+			if err == nil {
+				err = fmt.Errorf("must be a duration such as 30s, 10m or 1h30m")
+			}
+			return fielderr.New(ErrInvalidConfig, path, "%v", err)
+		}
+		return nil
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -312,6 +375,9 @@ func (c *Config) validate() error {
 		if pc.Preemptible == nil {
 			yes := true
 			pc.Preemptible = &yes
+		}
+		if pc.GracePeriod != nil && *pc.GracePeriod > MaxGracePeriod {
+			return invalid(field+".gracePeriod", "must be at most %s, got %s", MaxGracePeriod, *pc.GracePeriod)
 		}
 		c.priorityByID[pc.Name] = pc
 	}

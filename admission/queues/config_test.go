@@ -119,6 +119,11 @@ func TestBadConfigsNameTheField(t *testing.T) {
 		{"unknown MIG profile", "queues: [{name: a, resources: {nvidia.com/mig-9g.1gb: {nominalQuota: 1}}}]", `queues[0].resources["nvidia.com/mig-9g.1gb"]`, "MIG profile", resources.ErrUnknownMIGProfile},
 		{"fair sharing strategy", "fairSharing: {enable: true, preemptionStrategies: [Fast]}", "fairSharing.preemptionStrategies[0]", "LessThanInitialShare", ErrInvalidConfig},
 		{"empty name", "queues: [{cohort: c}]", "queues[0].name", "empty", ErrInvalidConfig},
+		{"bad duration", "queues: [{name: a, preemption: {preemptionDelay: 5 minutes}}]", "queues[0].preemption.preemptionDelay", "30s", ErrInvalidConfig},
+		{"unitless duration", "priorityClasses: [{name: x, value: 1, minRuntime: 30}]", "priorityClasses[0].minRuntime", "units", ErrInvalidConfig},
+		{"negative duration", "queues: [{name: a, preemption: {minRuntime: -1s}}]", "queues[0].preemption.minRuntime", "duration", ErrInvalidConfig},
+		{"grace period too long", "priorityClasses: [{name: x, value: 1, gracePeriod: 11m}]", "priorityClasses[0].gracePeriod", "at most 10m", ErrInvalidConfig},
+		{"borrow policy", "queues: [{name: a, preemption: {borrowWithinCohort: {policy: Any}}}]", "queues[0].preemption.borrowWithinCohort.policy", "LowerPriority", ErrInvalidConfig},
 		{"string quota", "queues: [{name: a, resources: {GPU: {nominalQuota: lots}}}]", "", "lots", ErrInvalidConfig},
 	}
 	for _, tc := range cases {
@@ -171,5 +176,43 @@ func TestReadmeExampleLoads(t *testing.T) {
 	}
 	if _, err := Load([]byte(block)); err != nil {
 		t.Fatalf("README example: %v", err)
+	}
+}
+
+func TestPreemptionKnobs(t *testing.T) {
+	c := loadExample(t)
+	prod, _ := c.Queue("prod")
+	if prod.Preemption.PreemptionDelay != 2*Minute || prod.Preemption.MinRuntime != 10*Minute {
+		t.Fatalf("prod preemption = %+v", prod.Preemption)
+	}
+	training, _ := c.PriorityClass("training")
+	if training.MinRuntime != 15*Minute || training.Grace() != 2*Minute || !training.IsPreemptible() {
+		t.Fatalf("training = %+v", training)
+	}
+	high, _ := c.PriorityClass("training-high")
+	if high.MinRuntime != 0 || high.Grace() != DefaultGracePeriod {
+		t.Fatalf("defaults: training-high = %+v, grace %s", high, high.Grace())
+	}
+	for _, pc := range DefaultPriorityClasses() {
+		if pc.Grace() != 30*Second || pc.MinRuntime != 0 {
+			t.Errorf("shipped class %s: grace %s minRuntime %s", pc.Name, pc.Grace(), pc.MinRuntime)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for text, want := range map[string]Duration{"0": 0, "30s": 30 * Second, "1h30m": 90 * Minute, "250ms": 250 * Millisecond, "1.5s": 1500 * Millisecond, "10m": 10 * Minute} {
+		got, err := ParseDuration(text)
+		if err != nil || got != want {
+			t.Errorf("%q = %v, %v; want %v", text, got, err, want)
+		}
+		if back, err := ParseDuration(want.String()); err != nil || back != want {
+			t.Errorf("%v does not round-trip through %q: %v, %v", want, want.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "5", "s", "-1s", "1d", "1e3s", "9999999h"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

@@ -77,7 +77,7 @@ var ioPackages = []string{"os", "os/exec", "os/signal", "io", "io/fs", "io/iouti
 var nondeterministicPackages = []string{"time", "math/rand", "math/rand/v2", "crypto/rand", "sync", "sync/atomic", "unsafe"}
 
 // decisionPackages are the decision code itself, held to nondeterministicPackages.
-var decisionPackages = []string{"placement", "admission", "admission/queues"}
+var decisionPackages = []string{"placement", "admission", "admission/queues", "admission/preemption"}
 
 // vocabulary is the leaf packages every part shares: what a resource, a MIG profile, a
 // label and a field error are.
@@ -139,8 +139,10 @@ func TestDesignBoundaries(t *testing.T) {
 		// 3. placement makes decisions and only the GCS and the autoscaler ask it for them:
 		// the shared vocabulary (resources, MIG tables, labels) lives in leaf packages.
 		// internal/pbplacement, the one reading of a node's wire GPUs in placement's
-		// terms, serves those two alone.
-		if !inside(p, "placement", "gcs", "autoscaler", "tests", "internal/pbplacement") {
+		// terms, serves those two alone. admission/preemption asks placement too, on a
+		// copy of the caller's snapshot: whether a preemptor fits once victims are gone is
+		// placement's answer, not a second rule.
+		if !inside(p, "placement", "gcs", "autoscaler", "tests", "internal/pbplacement", "admission/preemption") {
 			for _, imported := range p.imports {
 				if under(imported, "placement") {
 					t.Errorf("%s imports %s: only gcs and the autoscaler call the scheduler; use the vocabulary in internal/resources, internal/mig, internal/nodelabel", p.path, imported)

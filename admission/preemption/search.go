@@ -1,0 +1,521 @@
+package preemption
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/raygo-dev/raygo/admission"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// exactLimit is the most candidates (at or below the chosen priority level) the search
+// enumerates exhaustively; above it only the heuristic orders run. exactChecks bounds
+// the placement.Schedule calls the enumeration may make.
+const (
+	exactLimit  = 12
+	exactChecks = 4096
+	// focusNodes is how many nodes the search tries to clear first, one at a time.
+	focusNodes = 4
+)
+
+// search is one decision's victim search over a working copy of the snapshot and the
+// quota view; candidates are removed (their bundles released, their charge returned)
+// and added back as sets are tried.
+type search struct {
+	in     Input
+	base   *placement.Snapshot // the caller's, read only
+	work   *placement.Snapshot
+	quota  *admission.QuotaView
+	charge resources.Set
+	cands  []candidate
+	// allowBorrowing: the attempt lets the preemptor borrow (else it must stay within
+	// its nominal quota once the victims are gone).
+	allowBorrowing bool
+	free, freed    resources.Set // the cluster's free resources; what removed victims free
+	checks         int
+}
+
+func newSearch(in Input, work *placement.Snapshot, quota *admission.QuotaView, charge resources.Set) (*search, error) {
+	s := &search{in: in, base: in.Cluster, work: work, quota: quota, charge: charge, freed: resources.Set{}}
+	_, s.free = in.Cluster.ResourceSummary()
+	s.cands = collect(in, func(queue string) bool { return quota.Borrowing(queue, charge) })
+	return s, nil
+}
+
+// attempt is one of Kueue's tries: which candidates, and whether the preemptor may
+// borrow once they are gone.
+type attempt struct {
+	pool           []int
+	allowBorrowing bool
+	whileBorrowing bool // other queues' victims are InCohortReclaimWhileBorrowing when the preemptor borrows
+}
+
+// attempts follows Kueue's classic sequence: with borrowWithinCohort, one try over the
+// queue's own candidates and the other queues' (those under the threshold unless the
+// preemptor stays within its nominal quota); else reclaim without borrowing, when the
+// preemptor's charge fits its nominal quota; then the queue's own work, borrowing.
+func (s *search) attempts() []attempt {
+	policy := preemptionOf(s.in.Config, s.in.Preemptor.Queue)
+	underNominal := s.quota.WithinNominal(s.in.Preemptor.Queue, s.charge)
+	var own, reclaim, borrow []int
+	for i, c := range s.cands {
+		switch {
+		case !c.otherQueue:
+			own = append(own, i)
+			reclaim = append(reclaim, i)
+			borrow = append(borrow, i)
+		default:
+			if c.reclaim {
+				reclaim = append(reclaim, i)
+			}
+			if c.borrow || (underNominal && c.reclaim) {
+				borrow = append(borrow, i)
+			}
+		}
+	}
+	if b := policy.BorrowWithinCohort; b != nil && b.Policy == "LowerPriority" {
+		return []attempt{{pool: borrow, allowBorrowing: true, whileBorrowing: true}}
+	}
+	var out []attempt
+	if underNominal && len(reclaim) > len(own) {
+		out = append(out, attempt{pool: reclaim})
+	}
+	return append(out, attempt{pool: own, allowBorrowing: true})
+}
+
+// run tries the attempts in order and returns the first set found.
+func (s *search) run() ([]Victim, Cause) {
+	if len(s.cands) == 0 {
+		return nil, CauseNoCandidates
+	}
+	cause := CauseNotEnough
+	for _, a := range s.attempts() {
+		if len(a.pool) == 0 {
+			continue
+		}
+		s.allowBorrowing = a.allowBorrowing
+		var set []int
+		if s.in.Search == SearchKueue {
+			set = s.removeThenAddBack(a.pool)
+		} else {
+			set = s.best(a.pool)
+		}
+		if set == nil {
+			continue
+		}
+		if !s.withinBlastRadius(set) {
+			cause = CauseBlastRadius
+			continue
+		}
+		return s.victims(set, a), ""
+	}
+	return nil, cause
+}
+
+// withinBlastRadius: GPUs evicted <= GPUs needed + the largest victim gang's GPUs.
+func (s *search) withinBlastRadius(set []int) bool {
+	var evicted, largest resources.Amount
+	for _, i := range set {
+		evicted += s.cands[i].gpus
+		largest = max(largest, s.cands[i].gpus)
+	}
+	return evicted <= s.charge[resources.GPU]+largest
+}
+
+func (s *search) victims(set []int, a attempt) []Victim {
+	s.setTo(set)
+	borrows := !s.quota.WithinNominal(s.in.Preemptor.Queue, s.charge)
+	out := make([]Victim, 0, len(set))
+	for _, i := range set {
+		c := s.cands[i]
+		reason := InClusterQueue
+		if c.otherQueue {
+			reason = InCohortReclamation
+			if a.whileBorrowing && borrows {
+				reason = InCohortReclaimWhileBorrowing
+			}
+		}
+		out = append(out, Victim{ID: c.run.ID, Reason: reason, GPUs: c.gpus})
+	}
+	slices.SortFunc(out, func(a, b Victim) int {
+		ra, rb := s.runOf(a.ID), s.runOf(b.ID)
+		return cmp.Or(cmp.Compare(rb.AdmittedAt, ra.AdmittedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func (s *search) runOf(id string) *Running {
+	for _, c := range s.cands {
+		if c.run.ID == id {
+			return c.run
+		}
+	}
+	return nil
+}
+
+// best is the search of SearchMinimal over a pool in Kueue's order:
+//  1. the priority level: the lowest L such that evicting every candidate of priority
+//     <= L makes room (no set can have a lower highest victim priority);
+//  2. remove-then-add-back over several orders of those candidates (Kueue's; each of
+//     the focusNodes nodes whose clearing looks cheapest first; largest GPUs first;
+//     smallest first), and Kueue's over the whole pool, keeping the best set;
+//  3. with at most exactLimit candidates, every set better than that one, best first,
+//     until one fits.
+func (s *search) best(pool []int) []int {
+	levels := slices.Compact(slices.Sorted(func(yield func(int64) bool) {
+		for _, i := range pool {
+			if !yield(s.cands[i].run.Priority) {
+				return
+			}
+		}
+	}))
+	sub := pool
+	found := false
+	for _, level := range levels {
+		sub = slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
+		// Another queue stops lending victims once it no longer borrows, so the order
+		// matters: small victims first can use up what a large one alone would take.
+		for _, order := range [][]int{sub, s.largestFirst(sub)} {
+			s.setTo(s.removalSequence(order))
+			if s.fits() {
+				found = true
+				break
+			}
+		}
+		if found {
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	var bestSet []int
+	var bestKey setKey
+	consider := func(set []int) {
+		if set == nil {
+			return
+		}
+		if key := s.keyOf(set); bestSet == nil || key.less(bestKey) {
+			bestSet, bestKey = set, key
+		}
+	}
+	consider(s.removeThenAddBack(sub))
+	for _, order := range s.focusOrders(sub) {
+		consider(s.removeThenAddBack(order))
+	}
+	bigFirst := s.largestFirst(sub)
+	consider(s.removeThenAddBack(bigFirst))
+	slices.Reverse(bigFirst)
+	consider(s.removeThenAddBack(bigFirst))
+	if len(sub) != len(pool) {
+		consider(s.removeThenAddBack(pool)) // Kueue's own answer, so the best never loses to it
+	}
+	if len(sub) <= exactLimit && bestSet != nil && !s.in.heuristicOnly {
+		if set := s.exact(sub, bestKey); set != nil {
+			bestSet = set
+		}
+	}
+	return bestSet
+}
+
+// largestFirst orders candidates by GPUs, largest first, keeping the order of equals.
+func (s *search) largestFirst(list []int) []int {
+	out := slices.Clone(list)
+	slices.SortStableFunc(out, func(a, b int) int { return cmp.Compare(s.cands[b].gpus, s.cands[a].gpus) })
+	return out
+}
+
+// exact enumerates the subsets of sub that rank before bound, best first, and returns
+// the first that fits (it is minimal: dropping a victim ranks it earlier).
+func (s *search) exact(sub []int, bound setKey) []int {
+	var sets [][]int
+	var keys []setKey
+	for mask := 1; mask < 1<<len(sub); mask++ {
+		var set []int
+		for b, i := range sub {
+			if mask&(1<<b) != 0 {
+				set = append(set, i)
+			}
+		}
+		// Sets entirely below the level were ruled out by step 1.
+		if key := s.keyOf(set); key.maxPriority == bound.maxPriority && key.less(bound) {
+			sets, keys = append(sets, set), append(keys, key)
+		}
+	}
+	order := make([]int, len(sets))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return keys[a].compare(keys[b]) })
+	start := s.checks
+	for _, k := range order {
+		if s.checks-start >= exactChecks {
+			return nil
+		}
+		s.setTo(sets[k])
+		if s.fits() {
+			return sets[k]
+		}
+	}
+	return nil
+}
+
+// focusOrders returns, for the nodes whose clearing looks cheapest, the candidates on
+// that node first (lower priority, then larger, first), then the others in pool order:
+// remove-then-add-back then frees one node (one NVLink island) rather than scattered
+// GPUs.
+func (s *search) focusOrders(sub []int) [][]int {
+	type nodeScore struct {
+		id              placement.NodeID
+		feasible        bool
+		deficit, evicts resources.Amount
+	}
+	onNode := map[placement.NodeID][]int{}
+	for _, i := range sub {
+		for id := range s.cands[i].gpusByNode {
+			onNode[id] = append(onNode[id], i)
+		}
+	}
+	need := s.charge[resources.GPU]
+	var scores []nodeScore
+	for id, list := range onNode {
+		node, ok := s.base.Node(id)
+		if !ok {
+			continue
+		}
+		want := min(need, node.Total[resources.GPU])
+		var evictable resources.Amount
+		for _, i := range list {
+			evictable += s.cands[i].gpusByNode[id]
+		}
+		free := node.Available[resources.GPU]
+		scores = append(scores, nodeScore{id: id, feasible: free+evictable >= want, deficit: max(0, want-free), evicts: evictable})
+	}
+	slices.SortFunc(scores, func(a, b nodeScore) int {
+		if a.feasible != b.feasible {
+			if a.feasible {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.deficit, b.deficit), cmp.Compare(a.id, b.id))
+	})
+	var out [][]int
+	for _, sc := range scores[:min(len(scores), focusNodes)] {
+		first := slices.Clone(onNode[sc.id])
+		slices.SortStableFunc(first, func(a, b int) int {
+			return cmp.Or(cmp.Compare(s.cands[a].run.Priority, s.cands[b].run.Priority), cmp.Compare(s.cands[b].gpus, s.cands[a].gpus))
+		})
+		order := first
+		for _, i := range sub {
+			if !slices.Contains(first, i) {
+				order = append(order, i)
+			}
+		}
+		out = append(out, order)
+	}
+	return out
+}
+
+// removalSequence is the order in which candidates are removed: the given order,
+// skipping a candidate of another queue once that queue no longer borrows (Kueue takes
+// back only borrowed quota). It decides no fit.
+func (s *search) removalSequence(order []int) []int {
+	s.setTo(nil)
+	var seq []int
+	for _, i := range order {
+		c := &s.cands[i]
+		if c.otherQueue && !s.quota.Borrowing(c.run.Queue, s.charge) {
+			continue
+		}
+		s.remove(i)
+		seq = append(seq, i)
+	}
+	return seq
+}
+
+// removeThenAddBack is Kueue's heuristic: remove candidates in order until the
+// preemptor fits, then, from the second-to-last removed back to the first, add each
+// back when the preemptor still fits without it. The first fitting prefix is found by
+// binary search (prefixes only grow, so the answer is the linear scan's).
+func (s *search) removeThenAddBack(order []int) []int {
+	seq := s.removalSequence(order)
+	lo, hi := 1, len(seq)
+	s.setTo(seq)
+	if len(seq) == 0 || !s.fits() {
+		return nil
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		s.setTo(seq[:mid])
+		if s.fits() {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	targets := slices.Clone(seq[:lo])
+	s.setTo(targets)
+	for k := len(targets) - 2; k >= 0; k-- {
+		i := targets[k]
+		s.addBack(i)
+		if s.fits() {
+			targets = slices.Delete(targets, k, k+1)
+		} else {
+			s.remove(i)
+		}
+	}
+	return targets
+}
+
+// fits asks, cheapest first: the quota (admission's rules), the preemptor staying
+// within its nominal quota when the attempt requires it, the cohort rule that only
+// borrowed quota is taken back, that the cluster holds the resources in total at all,
+// then placement.Schedule on the snapshot with the removed victims' bundles released.
+func (s *search) fits() bool {
+	p := s.in.Preemptor
+	if s.quota.Reason(p.Queue, s.charge) != "" {
+		return false
+	}
+	if !s.allowBorrowing && !s.quota.WithinNominal(p.Queue, s.charge) {
+		return false
+	}
+	if !s.reclaimsOnlyBorrowed() {
+		return false
+	}
+	for name, need := range s.charge {
+		if name == resources.GPU || name == resources.CPU {
+			if s.free[name]+s.freed[name] < need {
+				return false
+			}
+		}
+	}
+	s.checks++
+	_, err := placement.Schedule(s.work, p.Request)
+	return err == nil
+}
+
+// reclaimsOnlyBorrowed: for every other queue with victims removed, the queue still
+// borrowed before the last of them went (some order of removal takes only borrowed
+// quota).
+func (s *search) reclaimsOnlyBorrowed() bool {
+	byQueue := map[string][]int{}
+	for i := range s.cands {
+		if s.cands[i].released && s.cands[i].otherQueue {
+			byQueue[s.cands[i].run.Queue] = append(byQueue[s.cands[i].run.Queue], i)
+		}
+	}
+	for _, queue := range slices.Sorted(maps.Keys(byQueue)) {
+		ok := false
+		for _, i := range byQueue[queue] {
+			s.quota.Charge(queue, s.cands[i].charge)
+			ok = s.quota.Borrowing(queue, s.charge)
+			s.quota.Release(queue, s.cands[i].charge)
+			if ok {
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// setTo makes exactly set removed.
+func (s *search) setTo(set []int) {
+	want := make(map[int]bool, len(set))
+	for _, i := range set {
+		want[i] = true
+	}
+	for i := range s.cands {
+		if s.cands[i].released && !want[i] {
+			s.addBack(i)
+		}
+	}
+	for _, i := range set {
+		if !s.cands[i].released {
+			s.remove(i)
+		}
+	}
+}
+
+func (s *search) remove(i int) {
+	c := &s.cands[i]
+	c.released = true
+	s.quota.Release(c.run.Queue, c.charge)
+	s.freed = s.freed.Add(c.charge)
+	if !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
+		c.unplaced = true // not in the snapshot (a dead node): only its quota counts
+	}
+}
+
+func (s *search) addBack(i int) {
+	c := &s.cands[i]
+	c.released = false
+	s.quota.Charge(c.run.Queue, c.charge)
+	if left, err := s.freed.Subtract(c.charge); err == nil {
+		s.freed = left
+	}
+	if !c.unplaced && s.work.Reserve(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
+		s.rebuild() // a MIG instance that cannot be taken back as planned: start again
+	}
+}
+
+// rebuild copies the caller's snapshot again and releases what is removed.
+func (s *search) rebuild() {
+	work, err := placement.NewSnapshot(s.base.Nodes())
+	if err != nil {
+		return
+	}
+	s.work = work
+	for i := range s.cands {
+		c := &s.cands[i]
+		if c.released && !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
+			c.unplaced = true
+		}
+	}
+}
+
+// setKey ranks victim sets: lower highest priority, then fewer GPUs, then fewer
+// victims, then the more recently admitted (admission times compared newest first),
+// then ids.
+type setKey struct {
+	maxPriority int64
+	gpus        resources.Amount
+	count       int
+	admitted    []int64 // descending
+	ids         []string
+}
+
+func (s *search) keyOf(set []int) setKey {
+	k := setKey{count: len(set)}
+	for n, i := range set {
+		c := s.cands[i]
+		if n == 0 || c.run.Priority > k.maxPriority {
+			k.maxPriority = c.run.Priority
+		}
+		k.gpus += c.gpus
+		k.admitted = append(k.admitted, c.run.AdmittedAt)
+		k.ids = append(k.ids, c.run.ID)
+	}
+	slices.SortFunc(k.admitted, func(a, b int64) int { return cmp.Compare(b, a) })
+	slices.Sort(k.ids)
+	return k
+}
+
+func (k setKey) compare(o setKey) int {
+	if c := cmp.Or(cmp.Compare(k.maxPriority, o.maxPriority), cmp.Compare(k.gpus, o.gpus), cmp.Compare(k.count, o.count)); c != 0 {
+		return c
+	}
+	for i := range k.admitted {
+		if c := cmp.Compare(o.admitted[i], k.admitted[i]); c != 0 {
+			return c // newer first
+		}
+	}
+	return slices.Compare(k.ids, o.ids)
+}
+
+func (k setKey) less(o setKey) bool { return k.compare(o) < 0 }
