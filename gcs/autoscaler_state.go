@@ -432,3 +432,13 @@ func shapeReason(request *pb.ResourceRequest, nodes []nodeWork) pending.Reason {
 }
 
 var _ pb.AutoscalerStateServiceServer = (*autoscalerState)(nil)
+
+// lastReport is a copy of the autoscaler's last report, nil before the first.
+func (a *autoscalerState) lastReport() *pb.AutoscalingState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reported == nil {
+		return nil
+	}
+	return proto.Clone(a.reported).(*pb.AutoscalingState)
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -475,6 +476,34 @@ func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 	}
 	if _, err := f.state.ReportAutoscalingState(ctx, &pb.ReportAutoscalingStateRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("an empty report: %v, want InvalidArgument", err)
+	}
+
+	// The head's /metrics shows the report.
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(newTableCollector(f.s))
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]float64{}
+	for _, family := range families {
+		for _, m := range family.Metric {
+			key := family.GetName()
+			for _, l := range m.Label {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			seen[key] = m.GetGauge().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{
+		"raygo_autoscaler_pending_instances,node_type=cpu,state=REQUESTED":  2,
+		"raygo_autoscaler_pending_instances,node_type=gpu8,state=ALLOCATED": 1,
+		"raygo_autoscaler_recent_failures,node_type=gpu8":                   1,
+		"raygo_autoscaler_infeasible_demands":                               0,
+	} {
+		if got, ok := seen[key]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+		}
 	}
 }
 

@@ -65,6 +65,7 @@ type tableCollector struct {
 
 	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, pendingAge, unschedulable, expected *prometheus.Desc
 	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
+	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -86,6 +87,10 @@ func newTableCollector(s *Server) *tableCollector {
 		queueBorrowed:      d("raygo_queue_borrowed", "A queue's usage above its nominal quota, per resource.", "queue", "resource"),
 		queuePending:       d("raygo_queue_pending_workloads", "Placement groups waiting for admission in a queue.", "queue"),
 		queueShare:         d("raygo_queue_dominant_share", "A queue's fair-sharing dominant share.", "queue"),
+		autoscalerInstances: d("raygo_autoscaler_pending_instances", "Instances the autoscaler is launching that have not joined yet, by node type and Ray instance state (QUEUED/REQUESTED, ALLOCATED, RAY_INSTALLING), from its last report.",
+			"node_type", "state"),
+		autoscalerFailures:   d("raygo_autoscaler_recent_failures", "Launches, installs and gangs that failed in the autoscaler's recent history (its last report), by node type (\"\" for a gang).", "node_type"),
+		autoscalerInfeasible: d("raygo_autoscaler_infeasible_demands", "Pending demand the autoscaler reported no node type could hold, or a limit holds back (its last report)."),
 	}
 }
 
@@ -153,6 +158,27 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
 		}
 		gauge(c.expected, expected)
+	}
+	// The autoscaler, from its last report (none without one).
+	if reported := c.s.autoscaler.lastReport(); reported != nil {
+		instances := map[[2]string]float64{}
+		for _, r := range reported.PendingInstanceRequests {
+			instances[[2]string{r.RayNodeTypeName, "REQUESTED"}] += float64(r.Count)
+		}
+		for _, p := range reported.PendingInstances {
+			instances[[2]string{p.RayNodeTypeName, p.Details}]++
+		}
+		for key, count := range instances {
+			gauge(c.autoscalerInstances, count, key[0], key[1])
+		}
+		failures := map[string]float64{}
+		for _, f := range reported.FailedInstanceRequests {
+			failures[f.RayNodeTypeName] += float64(max(f.Count, 1))
+		}
+		for nodeType, count := range failures {
+			gauge(c.autoscalerFailures, count, nodeType)
+		}
+		gauge(c.autoscalerInfeasible, float64(len(reported.InfeasibleReasons)))
 	}
 	// Queues, as `raygo queues list` shows them.
 	if queues, err := (queueService{m: c.s.pgs}).ListQueues(context.Background(), &pb.ListQueuesRequest{}); err == nil && queues.Enabled {
