@@ -153,7 +153,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if *temp != "" {
 		startArgs = append(startArgs, "--temp-dir", *temp)
 	}
-	nodeArgs, err := fakemultinode.NodeArgs(head.Resources.ToFloat(), head.GPUModel, head.Labels)
+	nodeArgs, err := provider.NodeArgs(head.Resources.ToFloat(), head.GPUModel, head.Labels)
 	if err != nil {
 		return err
 	}
