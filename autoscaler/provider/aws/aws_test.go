@@ -89,7 +89,7 @@ func h100NodeConfig(subnets ...string) map[string]any {
 		"InstanceType": "p5.48xlarge", "ImageId": "ami-0123456789abcdef0", "SubnetIds": ids,
 		"KeyName": "ray", "InstanceMarketOptions": map[string]any{"MarketType": "spot"},
 		"BlockDeviceMappings": []any{map[string]any{"DeviceName": "/dev/sda1", "Ebs": map[string]any{"VolumeSize": 500}}},
-		"TagSpecifications": []any{map[string]any{"ResourceType": "instance", "Tags": []any{map[string]any{"Key": "team", "Value": "ml"}}}},
+		"TagSpecifications":   []any{map[string]any{"ResourceType": "instance", "Tags": []any{map[string]any{"Key": "team", "Value": "ml"}}}},
 	}
 }
 
