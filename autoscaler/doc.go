@@ -3,8 +3,8 @@
 // loop around it, and the cloud providers (local processes, AWS EC2). It talks to the GCS
 // only over protos/ (the GCS's AutoscalerStateService). Its configuration, Ray's cluster
 // YAML, is read by clusterconfig; the loop is reconciler; the providers are provider
-// (the interface and an in-memory one) and provider/fakemultinode (local raylet
-// processes).
+// (the interface and an in-memory one), provider/fakemultinode (local raylet
+// processes) and provider/aws (EC2 instances).
 //
 // The planner (plan.go, choose.go, constraint.go, scaledown.go) is Decide(Input) Plan:
 // pure and deterministic (no I/O, clock or goroutines; the same input gives the same

@@ -77,4 +77,6 @@ const (
 	// FakeMultinode is Ray's name for its local fake provider: every node is a real
 	// `raygo start` raylet process on this machine.
 	FakeMultinode = "fake_multinode"
+	// AWS launches EC2 instances (autoscaler/provider/aws).
+	AWS = "aws"
 )

@@ -105,7 +105,8 @@ type Config struct {
 	Timeouts Timeouts
 	// LaunchBackoff is the first wait after a failed launch of a type (default 5 s),
 	// doubling per failure up to MaxLaunchBackoff (default 5 min); the type is planned
-	// as unavailable meanwhile.
+	// as unavailable meanwhile. A launch that failed for capacity (provider.ErrCapacity)
+	// backs the type off for CapacityBackoff instead.
 	LaunchBackoff, MaxLaunchBackoff time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -465,15 +466,21 @@ func (r *Reconciler) releaseCompleteGangs() {
 	}
 }
 
+// CapacityBackoff is how long a type the provider had no capacity for is planned as
+// unavailable: Karpenter's 3 minutes for an unavailable offering, long enough for the
+// planner to choose another type (an on-demand twin) rather than retry the same one.
+const CapacityBackoff = 3 * time.Minute
+
 func (r *Reconciler) launchFailed(nodeType string, count, attempts int, err error, now time.Time) {
 	b := r.backoff[nodeType]
 	b.wait = min(max(2*b.wait, r.cfg.LaunchBackoff), r.cfg.MaxLaunchBackoff)
-	b.until = now.Add(b.wait)
-	r.backoff[nodeType] = b
 	cause := "launch failed"
 	if errors.Is(err, provider.ErrCapacity) {
+		b.wait = CapacityBackoff
 		cause = "no capacity"
 	}
+	b.until = now.Add(b.wait)
+	r.backoff[nodeType] = b
 	detail := fmt.Sprintf("%s: %v (next try in %s)", cause, err, b.wait)
 	r.cfg.Log.Warn().Str("node_type", nodeType).Int("count", count).Err(err).Dur("backoff", b.wait).Msg("launch failed")
 	r.recordFailure(Failure{Time: now, NodeType: nodeType, State: AllocationFailed, Detail: detail})

@@ -110,6 +110,11 @@ func TestAFailedLaunchIsShownAndTheTypeBacksOff(t *testing.T) {
 	mem.Fail("gpu8", nil)
 	c.advance(6 * time.Second)
 	tick(t, r)
+	if got := mem.Launches("gpu8"); got != 1 {
+		t.Fatalf("launch calls 6 s after a capacity error = %d, want 1 (backed off for %s)", got, CapacityBackoff)
+	}
+	c.advance(CapacityBackoff)
+	tick(t, r)
 	if got := mem.Launches("gpu8"); got != 2 {
 		t.Fatalf("launch calls after the backoff = %d, want 2", got)
 	}

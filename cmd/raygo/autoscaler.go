@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/raygo-dev/raygo/autoscaler/clusterconfig"
 	"github.com/raygo-dev/raygo/autoscaler/provider"
+	"github.com/raygo-dev/raygo/autoscaler/provider/aws"
 	"github.com/raygo-dev/raygo/autoscaler/provider/fakemultinode"
 	"github.com/raygo-dev/raygo/autoscaler/reconciler"
 	"github.com/raygo-dev/raygo/gcs"
@@ -40,10 +42,32 @@ func loadClusterConfig(what, path string) (*clusterconfig.Config, error) {
 		}
 		return nil, badInput("%s %s: %v", what, path, err)
 	}
-	if cfg.Provider.Type != provider.FakeMultinode {
-		return nil, badInput("%s: provider.type: %q: this raygo launches nodes only with %q (local raylet processes)", path, cfg.Provider.Type, provider.FakeMultinode)
+	switch cfg.Provider.Type {
+	case provider.FakeMultinode, provider.AWS:
+	default:
+		return nil, badInput("%s: provider.type: %q: this raygo launches nodes with %q (local raylet processes) or %q (EC2)", path, cfg.Provider.Type, provider.FakeMultinode, provider.AWS)
 	}
 	return cfg, nil
+}
+
+// newProvider builds the cluster's provider: new nodes join gcsAddress; fake_multinode
+// keeps its state under temp.
+func newProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, temp string) (provider.Provider, error) {
+	if cfg.Provider.Type == provider.AWS {
+		return newAWSProvider(ctx, cfg, gcsAddress)
+	}
+	return fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(temp)})
+}
+
+func newAWSProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress string) (*aws.Provider, error) {
+	nodeConfigs := map[string]map[string]any{}
+	for _, t := range cfg.WorkerTypes() {
+		nodeConfigs[t.Name] = cfg.NodeTypes[t.Name].NodeConfig
+	}
+	return aws.New(ctx, aws.Config{
+		ClusterName: cfg.ClusterName, Region: cfg.Provider.Region, GCSAddress: gcsAddress, NodeConfigs: nodeConfigs,
+		Commands: func(nodeType string) ([]string, []string) { return cfg.NodeCommands(nodeType, false) },
+	})
 }
 
 // clusterStateDir is where the autoscaler of the cluster named name keeps its provider's
@@ -55,7 +79,8 @@ func clusterStateDir(temp, name string) string {
 const autoscalerDescription = `Run the autoscaler in the foreground until SIGTERM: every --tick it reads the
 cluster's nodes and pending demand from the GCS, plans what to launch and terminate
 for the node types of the cluster YAML, and does it through the YAML's provider
-(fake_multinode: each node is a 'raygo start' raylet process on this machine).
+(fake_multinode: each node is a 'raygo start' raylet process on this machine; aws:
+each node is an EC2 instance whose user data runs 'raygo start' joining this GCS).
 'raygo start --head --autoscaling-config FILE' and 'raygo up FILE' run it for you.`
 
 func runAutoscaler(args []string, stdout, stderr io.Writer) error {
@@ -91,7 +116,16 @@ func runAutoscaler(args []string, stdout, stderr io.Writer) error {
 	for _, key := range cfg.Ignored {
 		log.Warn().Str("field", key).Msg("set in the cluster YAML but not used by raygo; ignored")
 	}
-	p, err := fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(*temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(*temp)})
+	if cfg.Provider.Type == provider.AWS {
+		for _, t := range cfg.WorkerTypes() {
+			for _, key := range aws.IgnoredKeys(cfg.NodeTypes[t.Name].NodeConfig) {
+				log.Warn().Str("field", "available_node_types."+t.Name+".node_config."+key).Msg("not a RunInstances parameter raygo passes; ignored")
+			}
+		}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	p, err := newProvider(ctx, cfg, gcsAddress, *temp)
 	if err != nil {
 		return err
 	}
@@ -108,8 +142,6 @@ func runAutoscaler(args []string, stdout, stderr io.Writer) error {
 		Types: cfg.WorkerTypes(), NodeConfigs: nodeConfigs, MaxWorkers: cfg.MaxWorkers, UpscalingSpeed: cfg.UpscalingSpeed,
 		MaxUnavailable: cfg.Provider.Raygo.MaxUnavailable.Resolve, Tick: *tick, Log: log,
 	}, reconciler.NewGCS(conn), p)
-	ctx, cancel := signalContext()
-	defer cancel()
 	log.Info().Str("cluster", cfg.ClusterName).Str("gcs", gcsAddress).Dur("tick", *tick).Msg("autoscaler running")
 	return r.Run(ctx)
 }
@@ -125,6 +157,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("up", upDescription, "  raygo up examples/autoscaler/local.yaml --yes\n", stdout)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	port := fs.Int("port", gcs.DefaultPort, "GCS port of the head")
+	nodeIP := fs.String("node-ip-address", "127.0.0.1", "address the head binds to and advertises: the GCS address new nodes join")
 	wait := fs.Duration("timeout", 10*time.Minute, "how long to wait for min_workers (0: do not wait)")
 	temp := fs.String("temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	files, err := parseFlagsAnywhere(fs, args)
@@ -149,11 +182,11 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return badInput("up: not confirmed (pass --yes to skip the question)")
 	}
 	head := cfg.HeadType()
-	startArgs := []string{"--head", "--port", strconv.Itoa(*port), "--autoscaling-config", path}
+	startArgs := []string{"--head", "--port", strconv.Itoa(*port), "--node-ip-address", *nodeIP, "--autoscaling-config", path}
 	if *temp != "" {
 		startArgs = append(startArgs, "--temp-dir", *temp)
 	}
-	nodeArgs, err := fakemultinode.NodeArgs(head.Resources.ToFloat(), head.GPUModel, head.Labels)
+	nodeArgs, err := provider.NodeArgs(head.Resources.ToFloat(), head.GPUModel, head.Labels)
 	if err != nil {
 		return err
 	}
@@ -163,7 +196,7 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if *wait == 0 {
 		return nil
 	}
-	return waitForMinWorkers(cfg, "127.0.0.1:"+strconv.Itoa(*port), *wait, stdout)
+	return waitForMinWorkers(cfg, net.JoinHostPort(*nodeIP, strconv.Itoa(*port)), *wait, stdout)
 }
 
 // confirm asks question on out and reads y or yes from in.
@@ -229,13 +262,15 @@ func waitForMinWorkers(cfg *clusterconfig.Config, gcsAddress string, timeout tim
 }
 
 const downDescription = `Stop a cluster 'raygo up' started: the head node (and so its autoscaler) first,
-then every node the cluster's autoscaler launched, waiting until each is gone.`
+then every node the cluster's autoscaler launched, waiting until each is gone (aws:
+every EC2 instance tagged with the cluster's name, until EC2 reports it terminated).`
 
 func runDown(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("down", downDescription, "  raygo down examples/autoscaler/local.yaml --yes\n", stdout)
 	yes := fs.Bool("yes", false, "do not ask for confirmation")
 	port := fs.Int("port", gcs.DefaultPort, "GCS port of the head")
-	grace := fs.Duration("grace", 15*time.Second, "how long each node has to stop before SIGKILL")
+	nodeIP := fs.String("node-ip-address", "127.0.0.1", "the head's address, as given to 'raygo up'")
+	grace := fs.Duration("grace", 15*time.Second, "how long each node has to stop before SIGKILL (aws: how long to wait for EC2 to terminate the instances, plus 5 min)")
 	temp := fs.String("temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")
 	files, err := parseFlagsAnywhere(fs, args)
 	if err != nil {
@@ -256,14 +291,19 @@ func runDown(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	headAddress := "127.0.0.1:" + strconv.Itoa(*port)
+	headAddress := net.JoinHostPort(*nodeIP, strconv.Itoa(*port))
 	for _, rec := range records {
 		if rec.IsHead && rec.GCSAddress == headAddress {
 			stopSupervisor(rec, syscall.SIGTERM, *grace, stderr)
 			fmt.Fprintf(stdout, "Stopped the head node %s (pid %d)\n", shortID(rec.NodeID), rec.SupervisorPID)
 		}
 	}
-	n, err := terminateClusterInstances(clusterStateDir(*temp, cfg.ClusterName), *grace)
+	var n int
+	if cfg.Provider.Type == provider.AWS {
+		n, err = terminateAWSInstances(cfg, headAddress, *grace+5*time.Minute)
+	} else {
+		n, err = terminateClusterInstances(clusterStateDir(*temp, cfg.ClusterName), *grace)
+	}
 	if err != nil {
 		return err
 	}
@@ -316,6 +356,32 @@ func terminateClusterInstances(dir string, grace time.Duration) (int, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// terminateAWSInstances terminates every pending or running instance tagged with the
+// cluster's name and waits until EC2 reports each terminated, for at most timeout.
+func terminateAWSInstances(cfg *clusterconfig.Config, headAddress string, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	p, err := newAWSProvider(ctx, cfg, headAddress)
+	if err != nil {
+		return 0, err
+	}
+	instances, err := p.Instances(ctx)
+	if err != nil || len(instances) == 0 {
+		return 0, err
+	}
+	ids := make([]string, len(instances))
+	for i, inst := range instances {
+		ids[i] = inst.ID
+	}
+	if err := p.Terminate(ctx, ids); err != nil {
+		return 0, err
+	}
+	if err := p.WaitTerminated(ctx, ids, timeout); err != nil {
+		return 0, err
+	}
+	return len(ids), nil
 }
 
 // stopSupervisor stops a node's supervisor: signal (SIGTERM, or SIGKILL at once), then

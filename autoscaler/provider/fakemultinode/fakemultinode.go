@@ -25,7 +25,6 @@ import (
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/privdir"
-	"github.com/raygo-dev/raygo/internal/resources"
 )
 
 // Config says where the provider keeps its state and how it starts nodes.
@@ -177,44 +176,6 @@ func (r record) instance() provider.Instance {
 	return provider.Instance{ID: r.ID, NodeType: r.NodeType, State: provider.InstanceRunning, LaunchedAt: r.LaunchedAt, RequestID: r.RequestID}
 }
 
-// NodeArgs are the `raygo start` flags that give a node these resources (Ray's wire
-// form), simulated GPUs of gpuModel ("" for none) and labels.
-func NodeArgs(amounts map[string]float64, gpuModel string, labels map[string]string) ([]string, error) {
-	var args []string
-	extra := map[string]float64{}
-	for _, name := range slices.Sorted(maps.Keys(amounts)) {
-		amount := strconv.FormatFloat(amounts[name], 'f', -1, 64)
-		switch name {
-		case resources.CPU:
-			args = append(args, "--num-cpus", amount)
-		case resources.GPU:
-			args = append(args, "--num-gpus", amount)
-		case resources.ObjectStoreMemory:
-			args = append(args, "--object-store-memory", amount)
-		default:
-			extra[name] = amounts[name]
-		}
-	}
-	if len(extra) > 0 {
-		raw, err := json.Marshal(extra)
-		if err != nil {
-			return nil, err
-		}
-		args = append(args, "--resources", string(raw))
-	}
-	if gpuModel != "" {
-		args = append(args, "--gpu-sim", gpuModel)
-	}
-	if len(labels) > 0 {
-		pairs := make([]string, 0, len(labels))
-		for _, key := range slices.Sorted(maps.Keys(labels)) {
-			pairs = append(pairs, key+"="+labels[key])
-		}
-		args = append(args, "--labels", strings.Join(pairs, ","))
-	}
-	return args, nil
-}
-
 // startArgs are the `raygo` arguments that start instance id of req: a blocking
 // `raygo start` joining the GCS with the type's resources and labels, and the instance's.
 func (p *Provider) startArgs(id string, req provider.LaunchRequest) ([]string, error) {
@@ -224,7 +185,7 @@ func (p *Provider) startArgs(id string, req provider.LaunchRequest) ([]string, e
 	}
 	labels[nodelabel.InstanceID] = id
 	labels[nodelabel.NodeType] = req.NodeType
-	node, err := NodeArgs(req.Resources, req.GPUModel, labels)
+	node, err := provider.NodeArgs(req.Resources, req.GPUModel, labels)
 	if err != nil {
 		return nil, err
 	}
