@@ -13,11 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/internal/mig"
-	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -85,7 +82,7 @@ func shortID(id string) string {
 }
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("status", "Print a summary of the cluster, in the layout of 'ray status': nodes active, idle,\npending (launching), recently failed, draining and dead; resources used / total over\nthe alive nodes, the request_resources constraint and the pending demands (actor\nshapes and placement groups, infeasible ones named); then the placement groups and\nactors that wait, with the reason.",
+	fs := newFlagSet("status", "Print a summary of the cluster: first 'ray status''s text, as Ray 2.60 prints it\n(nodes active and idle by type, pending launches, recent failures; resources used /\ntotal, the request_resources constraint, the pending demands); then raygo's own: the\nstore, every node with its drain or death reason, MIG slot maps, the demand the\nautoscaler reports infeasible and why, and the placement groups and actors that wait,\nwith the reason.",
 		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
 	address := addressFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -114,30 +111,31 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// A GCS without the autoscaler service (an older one) still gets the rest.
 	autoscaling, err := c.autoscaler.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
-	if err != nil && status.Code(err) != codes.Unimplemented {
+	if err != nil {
 		return err
 	}
-	printStatus(stdout, c.address, info, reply.Nodes, autoscaling)
+	printStatus(stdout, c.address, info, reply.Nodes, autoscaling, time.Now())
 	printPlacementGroupStatus(stdout, groups.PlacementGroups)
 	printActorStatus(stdout, actors.Actors)
 	return nil
 }
 
-// printStatus prints the header, "Node status" and "Resources"; autoscaling (nil from a
-// GCS without the autoscaler service) adds Ray's autoscaler lines to both.
-func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo, autoscaling *pb.GetClusterStatusReply) {
+// printStatus prints Ray's `ray status` text for the cluster (formatRayStatus, at
+// now), then raygo's own: the store, every node by state with its name and its drain or
+// death reason, the MIG slot maps, and the demand the autoscaler reported infeasible,
+// with why.
+func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo, autoscaling *pb.GetClusterStatusReply, now time.Time) {
+	fmt.Fprintln(w, formatRayStatus(autoscaling, now))
 	rule := strings.Repeat("-", 64)
-	fmt.Fprintf(w, "======== Cluster status: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
+	fmt.Fprintf(w, "\n======== raygo: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
 	if info.Store == "memory" && info.StartTimeMs > 0 {
 		// The memory store starts empty with every GCS start: say since when it holds what it holds.
 		fmt.Fprintf(w, "The memory store is volatile: emptied when this GCS started, %s; groups, actors and jobs from before are gone.\n",
 			time.UnixMilli(info.StartTimeMs).UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(w, "Node status\n%s\n", rule)
-	var active, draining, dead []string
-	totals, available := map[string]float64{}, map[string]float64{}
+	fmt.Fprintf(w, "Nodes\n%s\n", rule)
+	var alive, draining, dead []string
 	for _, n := range nodes {
 		line := fmt.Sprintf(" node_%s  %s", shortID(n.NodeId), n.NodeIp)
 		if n.NodeName != "" && n.NodeName != n.NodeIp {
@@ -149,20 +147,13 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 		switch {
 		case n.State == pb.NodeState_DEAD:
 			dead = append(dead, line+"  -- "+n.DeathReason)
-			continue
 		case n.IsDraining:
 			draining = append(draining, line+drainText(n))
 		default:
 			if n.StateMessage != "" {
 				line += "  -- " + n.StateMessage
 			}
-			active = append(active, line)
-		}
-		for k, v := range n.ResourcesTotal {
-			totals[k] += v
-		}
-		for k, v := range n.ResourcesAvailable {
-			available[k] += v
+			alive = append(alive, line)
 		}
 	}
 	printGroup := func(title string, lines []string) {
@@ -171,36 +162,15 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 			fmt.Fprintln(w, l)
 		}
 	}
-	printGroup("Active", active)
-	if autoscaling != nil {
-		printIdleNodes(w, autoscaling.ClusterResourceState)
-		printPendingNodes(w, autoscaling.AutoscalingState, autoscaling.ClusterResourceState)
-	}
+	printGroup("Alive", alive)
 	printGroup("Draining", draining)
 	printGroup("Dead", dead)
-	fmt.Fprintf(w, "\nResources\n%s\nUsage:\n", rule)
-	names := make([]string, 0, len(totals))
-	for k := range totals {
-		names = append(names, k)
-	}
-	sort.Slice(names, func(i, j int) bool { return resourceOrder(names[i]) < resourceOrder(names[j]) })
-	for _, name := range names {
-		if mig.IsResource(name) {
-			continue // shown below, from the slot maps
-		}
-		if strings.HasPrefix(name, resources.NodeIPPrefix) {
-			continue // node:<ip> and node:__internal_head__ pin work to a node; ray status hides them too
-		}
-		used := totals[name] - available[name]
-		if name == "memory" || strings.HasSuffix(name, "memory") {
-			fmt.Fprintf(w, " %s/%s %s\n", formatBytes(used), formatBytes(totals[name]), name)
-			continue
-		}
-		fmt.Fprintf(w, " %s/%s %s\n", formatAmount(used), formatAmount(totals[name]), name)
-	}
 	printMIGStatus(w, nodes)
-	if autoscaling != nil {
-		printDemands(w, autoscaling.ClusterResourceState, autoscaling.AutoscalingState)
+	if lines := infeasibleLines(autoscaling.GetAutoscalingState()); len(lines) > 0 {
+		fmt.Fprintln(w, "Infeasible (autoscaler):")
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
 	}
 }
 
@@ -242,18 +212,6 @@ func drainText(n *pb.NodeInfo) string {
 }
 
 // resourceOrder lists CPU, GPU and memory first, as 'ray status' does, then by name.
-func resourceOrder(name string) string {
-	switch name {
-	case "CPU":
-		return "0"
-	case "GPU":
-		return "1"
-	case "memory":
-		return "2"
-	}
-	return "3" + name
-}
-
 func formatAmount(v float64) string {
 	return fmt.Sprintf("%.1f", math.Round(v*10000)/10000)
 }

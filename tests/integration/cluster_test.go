@@ -78,7 +78,7 @@ func TestHeadAndThreeRayletsRegisterWithResourcesAndLabels(t *testing.T) {
 		seen[addr] = true
 	}
 	status, stderr, code := c.Run("status")
-	if code != 0 || !strings.Contains(status, "Active: 4") || !strings.Contains(status, "0.0/10.0 CPU") {
+	if code != 0 || !strings.Contains(status, "Alive: 4") || !strings.Contains(status, "0.0/10.0 CPU") {
 		t.Fatalf("status (exit %d, %s):\n%s", code, stderr, status)
 	}
 }
@@ -292,7 +292,7 @@ func TestBackgroundStartThenStop(t *testing.T) {
 		t.Fatalf("start (join): exit %d: %s", code, stderr)
 	}
 	status, _, code := harness.Run(t, bin, []string{"status"}, env...)
-	if code != 0 || !strings.Contains(status, "Active: 2") {
+	if code != 0 || !strings.Contains(status, "Alive: 2") {
 		t.Fatalf("status after background start:\n%s", status)
 	}
 	stdout, stderr, code = harness.Run(t, bin, []string{"stop"}, env...)
