@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/raygo-dev/raygo/internal/mig"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
