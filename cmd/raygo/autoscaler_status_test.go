@@ -45,10 +45,10 @@ func TestStatusPrintsRaysTextThenRaygos(t *testing.T) {
 	now := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
 	nodes = append(nodes, &pb.NodeInfo{NodeId: "cccccccccccccccc", NodeIp: "10.0.0.3", State: pb.NodeState_ALIVE, IsDraining: true, DrainReason: "spot"},
 		&pb.NodeInfo{NodeId: "dddddddddddddddd", NodeIp: "10.0.0.4", State: pb.NodeState_DEAD, DeathReason: "heartbeats stopped"})
-	printStatus(&out, "127.0.0.1:6380", &pb.GetClusterInfoReply{GcsEpoch: 1, Store: "redis"}, nodes, reply, now)
+	printStatus(&out, "127.0.0.1:6380", &pb.GetClusterInfoReply{GcsEpoch: 1, Store: "redis"}, nodes, reply, now, false)
 	text := out.String()
 	// Ray's text first, then raygo's own sections.
-	if !strings.HasPrefix(text, formatRayStatus(reply, now)+"\n") {
+	if !strings.HasPrefix(text, formatRayStatus(reply, now, false)+"\n") {
 		t.Fatalf("status does not start with Ray's text:\n%s", text)
 	}
 	want := []string{
@@ -56,6 +56,7 @@ func TestStatusPrintsRaysTextThenRaygos(t *testing.T) {
 		"Alive: 2\n node_aaaaaaaaaaaa  10.0.0.1  (head)\n node_bbbbbbbbbbbb  10.0.0.2\n",
 		"Draining: 1\n node_cccccccccccc  10.0.0.3",
 		"Dead: 1\n node_dddddddddddd  10.0.0.4  -- heartbeats stopped\n",
+		"Recent failures (why):\n gpu8: InsufficientInstanceCapacity (",
 		"Infeasible (autoscaler):\n Infeasible: {'CPU': 64.0}: no node type has 64 CPUs\n",
 	}
 	at := 0

@@ -82,8 +82,9 @@ func shortID(id string) string {
 
 func runStatus(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("status", "Print a summary of the cluster: first 'ray status''s text, as Ray 2.60 prints it\n(nodes active and idle by type, pending launches, recent failures; resources used /\ntotal, the request_resources constraint, the pending demands); then raygo's own: the\nstore, every node with its drain or death reason, MIG slot maps, the demand the\nautoscaler reports infeasible and why, and the placement groups and actors that wait,\nwith the reason.",
-		"  raygo status\n  raygo status --address 10.0.0.1:6380\n", stdout)
+		"  raygo status\n  raygo status -v\n  raygo status --address 10.0.0.1:6380\n", stdout)
 	address := addressFlag(fs)
+	verbose := fs.Bool("v", false, "verbose, as ray status -v: each node's usage and activity, and accelerator types")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printStatus(stdout, c.address, info, reply.Nodes, autoscaling, time.Now())
+	printStatus(stdout, c.address, info, reply.Nodes, autoscaling, time.Now(), *verbose)
 	printPlacementGroupStatus(stdout, groups.PlacementGroups)
 	printActorStatus(stdout, actors.Actors)
 	return nil
@@ -122,10 +123,10 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 
 // printStatus prints Ray's `ray status` text for the cluster (formatRayStatus, at
 // now), then raygo's own: the store, every node by state with its name and its drain or
-// death reason, the MIG slot maps, and the demand the autoscaler reported infeasible,
-// with why.
-func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo, autoscaling *pb.GetClusterStatusReply, now time.Time) {
-	fmt.Fprintln(w, formatRayStatus(autoscaling, now))
+// death reason, the MIG slot maps, the autoscaler's recent failures and the demand it
+// reported infeasible, each with why.
+func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, nodes []*pb.NodeInfo, autoscaling *pb.GetClusterStatusReply, now time.Time, verbose bool) {
+	fmt.Fprintln(w, formatRayStatus(autoscaling, now, verbose))
 	rule := strings.Repeat("-", 64)
 	fmt.Fprintf(w, "\n======== raygo: %s (GCS epoch %d, %s store) ========\n", address, info.GcsEpoch, info.Store)
 	if info.Store == "memory" && info.StartTimeMs > 0 {
@@ -165,6 +166,17 @@ func printStatus(w io.Writer, address string, info *pb.GetClusterInfoReply, node
 	printGroup("Draining", draining)
 	printGroup("Dead", dead)
 	printMIGStatus(w, nodes)
+	if failures := autoscaling.GetAutoscalingState().GetFailedInstanceRequests(); len(failures) > 0 {
+		// Ray's lines above name the type only (with -v, why): here each says why.
+		fmt.Fprintln(w, "Recent failures (why):")
+		for _, f := range failures {
+			name := f.RayNodeTypeName
+			if name == "" {
+				name = "(gang)"
+			}
+			fmt.Fprintf(w, " %s: %s (%s)\n", name, f.Reason, time.Unix(f.FailedTs, 0).UTC().Format("15:04:05 UTC"))
+		}
+	}
 	if lines := infeasibleLines(autoscaling.GetAutoscalingState()); len(lines) > 0 {
 		fmt.Fprintln(w, "Infeasible (autoscaler):")
 		for _, l := range lines {

@@ -22,7 +22,7 @@ import (
 //
 // Where Ray's output depends on Python's hash order (the keys of a bundle with several
 // resources in a placement group's demand), raygo sorts them.
-func formatRayStatus(reply *pb.GetClusterStatusReply, now time.Time) string {
+func formatRayStatus(reply *pb.GetClusterStatusReply, now time.Time, verbose bool) string {
 	state := reply.GetClusterResourceState()
 	reported := reply.GetAutoscalingState()
 	header := strings.Repeat("=", 8) + " Autoscaler status: " + pythonDatetime(now) + " " + strings.Repeat("=", 8)
@@ -43,13 +43,16 @@ func formatRayStatus(reply *pb.GetClusterStatusReply, now time.Time) string {
 		"Active:", countByType(active, " (no active nodes)"),
 		"Idle:", countByType(idle, " (no idle nodes)"),
 		"Pending:", pendingNodeReport(reported),
-		failureReport(reported, dead),
+		failureReport(reported, dead, verbose),
 		"",
 		"Resources", separator,
-		"Total Usage:", clusterUsageReport(state),
+		"Total Usage:", clusterUsageReport(state, verbose),
 		"From request_resources:", constraintReport(state),
 		"Pending Demands:", demandReport(state),
 		"",
+	}
+	if verbose {
+		lines[len(lines)-1] = nodeUsageReport(append(active, idle...))
 	}
 	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
@@ -108,15 +111,19 @@ func pendingNodeReport(reported *pb.AutoscalingState) string {
 	return strings.Join(lines, "\n")
 }
 
-// failureReport is Ray's "Recent failures:": failed launches newest first, then dead
-// nodes, at most maxFailuresShown.
-func failureReport(reported *pb.AutoscalingState, dead []*pb.AutoscalerNodeState) string {
+// failureReport is Ray's "Recent failures:": failed launches newest first (with why when
+// verbose), then dead nodes, at most maxFailuresShown.
+func failureReport(reported *pb.AutoscalingState, dead []*pb.AutoscalerNodeState, verbose bool) string {
 	launches := append([]*pb.FailedInstanceRequest(nil), reported.GetFailedInstanceRequests()...)
 	sort.SliceStable(launches, func(i, j int) bool { return launches[i].StartTs > launches[j].StartTs })
 	var lines []string
 	for _, f := range launches {
 		at := time.Unix(f.StartTs, 0)
-		lines = append(lines, fmt.Sprintf(" %s: LaunchFailed (latest_attempt: %02d:%02d:%02d)", f.RayNodeTypeName, at.Hour(), at.Minute(), at.Second()))
+		line := fmt.Sprintf(" %s: LaunchFailed (latest_attempt: %02d:%02d:%02d)", f.RayNodeTypeName, at.Hour(), at.Minute(), at.Second())
+		if verbose {
+			line += " - " + f.Reason
+		}
+		lines = append(lines, line)
 	}
 	for _, n := range dead {
 		lines = append(lines, fmt.Sprintf(" %s: NodeTerminated (instance_id: %s)", rayNodeType(n), n.InstanceId))
@@ -134,23 +141,33 @@ func failureReport(reported *pb.AutoscalingState, dead []*pb.AutoscalerNodeState
 // (CPU_group_<id>, CPU_group_0_<id>), left out of the usage as Ray does.
 var placementGroupResource = regexp.MustCompile(`^.+_group_([0-9a-zA-Z]+|[0-9]+_[0-9a-zA-Z]+)$`)
 
-// clusterUsageReport is Ray's "Total Usage:" lines over the nodes not dead: used is total
-// less available, resources sorted by name, node:<ip> and placement-group resources and
-// accelerator types left out, memory in binary units; then a blank line.
-func clusterUsageReport(state *pb.ClusterResourceState) string {
+// clusterUsageReport is Ray's "Total Usage:" lines over the nodes not dead, then a blank
+// line.
+func clusterUsageReport(state *pb.ClusterResourceState, verbose bool) string {
 	used, total := map[string]float64{}, map[string]float64{}
 	for _, n := range state.GetNodeStates() {
-		if n.Status == pb.NodeStatus_NODE_STATUS_DEAD {
-			continue
-		}
-		for name, amount := range n.TotalResources {
-			total[name] += amount
-			used[name] += amount
-		}
-		for name, amount := range n.AvailableResources {
-			used[name] -= amount
+		if n.Status != pb.NodeStatus_NODE_STATUS_DEAD {
+			addUsage(n, used, total)
 		}
 	}
+	return strings.Join(append(usageLines(used, total, verbose, " "), ""), "\n")
+}
+
+// addUsage adds a node's use (total less available) and total per resource.
+func addUsage(n *pb.AutoscalerNodeState, used, total map[string]float64) {
+	for name, amount := range n.TotalResources {
+		total[name] += amount
+		used[name] += amount
+	}
+	for name, amount := range n.AvailableResources {
+		used[name] -= amount
+	}
+}
+
+// usageLines is Ray's parse_usage: "used/total name" per resource sorted by name,
+// node:<ip> and placement-group resources left out, accelerator types too unless
+// verbose, memory in binary units; each line after indent.
+func usageLines(used, total map[string]float64, verbose bool, indent string) []string {
 	names := make([]string, 0, len(used))
 	for name := range used {
 		names = append(names, name)
@@ -159,15 +176,39 @@ func clusterUsageReport(state *pb.ClusterResourceState) string {
 	var lines []string
 	for _, name := range names {
 		switch {
-		case strings.Contains(name, "node:"), placementGroupResource.MatchString(name), strings.HasPrefix(name, "accelerator_type:"):
+		case strings.Contains(name, "node:"), placementGroupResource.MatchString(name), strings.HasPrefix(name, "accelerator_type:") && !verbose:
 			continue
 		case name == "memory" || name == "object_store_memory":
-			lines = append(lines, fmt.Sprintf(" %s/%s %s", pythonMemory(used[name]), pythonMemory(total[name]), name))
+			lines = append(lines, fmt.Sprintf("%s%s/%s %s", indent, pythonMemory(used[name]), pythonMemory(total[name]), name))
 		default:
-			lines = append(lines, fmt.Sprintf(" %s/%s %s", pythonFloat(used[name]), pythonFloat(total[name]), name))
+			lines = append(lines, fmt.Sprintf("%s%s/%s %s", indent, pythonFloat(used[name]), pythonFloat(total[name]), name))
 		}
 	}
-	return strings.Join(append(lines, ""), "\n")
+	return lines
+}
+
+// nodeUsageReport is Ray's per-node report of `ray status -v`: each active then idle node
+// with its instance and type, id, idle time, usage and activity.
+func nodeUsageReport(nodes []*pb.AutoscalerNodeState) string {
+	var lines []string
+	for _, n := range nodes {
+		lines = append(lines, "", fmt.Sprintf("Node: %s (%s)", n.InstanceId, rayNodeType(n)), " Id: "+n.NodeId)
+		if n.Status == pb.NodeStatus_NODE_STATUS_IDLE && n.IdleDurationMs > 0 {
+			lines = append(lines, fmt.Sprintf(" Idle: %d ms", n.IdleDurationMs))
+		}
+		used, total := map[string]float64{}, map[string]float64{}
+		addUsage(n, used, total)
+		lines = append(lines, " Usage:")
+		lines = append(lines, usageLines(used, total, true, "  ")...)
+		lines = append(lines, " Activity:")
+		if len(n.NodeActivity) == 0 {
+			lines = append(lines, "  (no activity)")
+		}
+		for _, a := range n.NodeActivity {
+			lines = append(lines, "  "+a)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // constraintReport is Ray's "From request_resources:" lines.

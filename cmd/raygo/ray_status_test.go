@@ -17,7 +17,7 @@ import (
 // TestRayStatusMatchesRaysFormatter: for each scenario in testdata/status (an idle
 // cluster, a busy one, pending demand, failures), raygo's text is the one Ray 2.60's own
 // formatter printed for the same state (the .golden beside it, written by
-// tests/compat/status_golden.py in UTC).
+// tests/compat/status_golden.py in UTC), and with -v the .verbose.golden.
 func TestRayStatusMatchesRaysFormatter(t *testing.T) {
 	utc := time.Local
 	time.Local = time.UTC
@@ -44,14 +44,20 @@ func TestRayStatusMatchesRaysFormatter(t *testing.T) {
 			if err := protojson.Unmarshal(scenario.Reply, &reply); err != nil {
 				t.Fatal(err)
 			}
-			want, err := os.ReadFile(strings.TrimSuffix(path, ".json") + ".golden")
-			if err != nil {
-				t.Fatal(err)
-			}
 			sec, frac := math.Modf(scenario.Now)
 			now := time.Unix(int64(sec), int64(math.Round(frac*1e6))*1000)
-			if got := formatRayStatus(&reply, now) + "\n"; got != string(want) {
-				t.Fatalf("raygo's text differs from Ray's:\n--- raygo\n%s--- Ray\n%s", got, want)
+			for _, verbose := range []bool{false, true} {
+				golden := strings.TrimSuffix(path, ".json") + ".golden"
+				if verbose {
+					golden = strings.TrimSuffix(path, ".json") + ".verbose.golden"
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := formatRayStatus(&reply, now, verbose) + "\n"; got != string(want) {
+					t.Fatalf("verbose %v: raygo's text differs from Ray's:\n--- raygo\n%s--- Ray\n%s", verbose, got, want)
+				}
 			}
 		})
 	}

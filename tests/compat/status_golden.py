@@ -4,7 +4,7 @@ For each scenario in cmd/raygo/testdata/status/*.json (a raygo GetClusterStatus 
 protobuf JSON, and the time of the request), it builds Ray 2.60's own
 GetClusterStatusReply from the same fields, and formats it with Ray's own
 ClusterStatusParser and ClusterStatusFormatter (the code of `ray status`), into
-<scenario>.golden beside it. Run it with Ray installed (`make compat` installs it in
+<scenario>.golden beside it (and `ray status -v`'s into <scenario>.verbose.golden). Run it with Ray installed (`make compat` installs it in
 .venv-ray/) and TZ=UTC, as the Go test reads the goldens in UTC:
 
     TZ=UTC .venv-ray/bin/python tests/compat/status_golden.py
@@ -85,9 +85,10 @@ def main():
     for path in scenarios:
         scenario = json.loads(path.read_text())
         status = ClusterStatusParser.from_get_cluster_status_reply(reply(scenario["reply"]), Stats(request_ts_s=scenario["now"]))
-        text = ClusterStatusFormatter.format(status, verbose=False)
-        path.with_suffix(".golden").write_text(text + "\n")
-        print(f"wrote {path.with_suffix('.golden').relative_to(ROOT)}")
+        for verbose, suffix in ((False, ".golden"), (True, ".verbose.golden")):
+            out = path.with_suffix(suffix)
+            out.write_text(ClusterStatusFormatter.format(status, verbose=verbose) + "\n")
+            print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
