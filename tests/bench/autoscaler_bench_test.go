@@ -37,6 +37,20 @@ available_node_types:
     idle_timeout_s: 600
 `
 
+// instancesLaunched counts the instances in a fake_multinode provider's state file
+// (0 while it is missing or being replaced).
+func instancesLaunched(state string) int {
+	raw, err := os.ReadFile(state)
+	if err != nil {
+		return 0
+	}
+	var rows []json.RawMessage
+	if json.Unmarshal(raw, &rows) != nil {
+		return 0
+	}
+	return len(rows)
+}
+
 // TestBenchAutoscalerReaction measures autoscaler_reaction_ms: from a placement group's
 // creation to the launch of the node it needs (the fake_multinode provider's instance
 // row written once the node's process runs), with the autoscaler's default 1 s tick.
@@ -52,17 +66,7 @@ func TestBenchAutoscalerReaction(t *testing.T) {
 	c := harness.StartHead(t, "--num-cpus", "1", "--autoscaling-config", path)
 	t.Cleanup(func() { c.Run("stop", "--temp-dir", c.TempDir, "--grace", "5s") })
 	state := filepath.Join(c.TempDir, "clusters", "reaction", "instances.json")
-	launched := func() int {
-		raw, err := os.ReadFile(state)
-		if err != nil {
-			return 0
-		}
-		var rows []json.RawMessage
-		if json.Unmarshal(raw, &rows) != nil {
-			return 0
-		}
-		return len(rows)
-	}
+	launched := func() int { return instancesLaunched(state) }
 	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
 	var samples []float64
 	for i := range trials {
@@ -115,17 +119,7 @@ func TestBenchSpotInterruptionToReplacement(t *testing.T) {
 	c := harness.StartHead(t, "--num-cpus", "1", "--autoscaling-config", path)
 	t.Cleanup(func() { c.Run("stop", "--temp-dir", c.TempDir, "--grace", "5s") })
 	state := filepath.Join(c.TempDir, "clusters", "spot", "instances.json")
-	launched := func() int {
-		raw, err := os.ReadFile(state)
-		if err != nil {
-			return 0
-		}
-		var rows []json.RawMessage
-		if json.Unmarshal(raw, &rows) != nil {
-			return 0
-		}
-		return len(rows)
-	}
+	launched := func() int { return instancesLaunched(state) }
 	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
 	var samples []float64
 	for i := range trials {
