@@ -345,6 +345,7 @@ func (p *planner) limitReason(t *NodeType) string {
 // nodes, then of launching and planned nodes, then on new nodes of the cheapest type.
 func (p *planner) planGroup(d *demand) {
 	if p.placeOnPool(d) {
+		p.served[d.name] = 1
 		return
 	}
 	open, positions := p.pool.open(d, kindPlanned)
@@ -400,9 +401,11 @@ func (p *planner) planGroup(d *demand) {
 	}
 	if best != nil {
 		best.commit()
+		p.served[d.name] = 1
 		return
 	}
 	if !limits.feasible && p.planMixed(d, open) {
+		p.served[d.name] = 1
 		return
 	}
 	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
@@ -462,7 +465,7 @@ func (p *planner) planMixed(d *demand, open []placement.Node) bool {
 	if total > p.in.MaxWorkers-p.workers {
 		return false
 	}
-	p.pool.update(snapshot, plan)
+	p.pool.update(snapshot, plan, d)
 	for i, id := range ids {
 		row, _ := snapshot.Node(id)
 		p.pool.add(row, kindPlanned, added[i].Name)
@@ -560,7 +563,7 @@ func (p *planner) placeOnPool(d *demand) bool {
 		}
 		snapshot, plan, err := scheduleOn(rows, d.request)
 		if err == nil {
-			p.pool.update(snapshot, plan)
+			p.pool.update(snapshot, plan, d)
 			return true
 		}
 	}
@@ -608,7 +611,7 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 		if err == nil {
 			used := usedNew(plan, ids)
 			return option{t: t, nodes: len(used), commit: func() {
-				p.pool.update(snapshot, plan)
+				p.pool.update(snapshot, plan, d)
 				for _, id := range used {
 					row, _ := snapshot.Node(id)
 					p.pool.add(row, kindPlanned, t.Name)
@@ -650,6 +653,7 @@ func usedNew(plan placement.Plan, ids []placement.NodeID) []placement.NodeID {
 // upscaling budget for tasks and actors.
 func (p *planner) planShape(d *demand) {
 	remaining := d.count
+	defer func() { p.served[d.name] = d.count - remaining }()
 	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
 		if remaining == 0 {
 			return
@@ -718,7 +722,7 @@ func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
 		placed.Placements = append(placed.Placements, plan.Placements...)
 		count++
 	}
-	p.pool.update(snapshot, placed)
+	p.pool.update(snapshot, placed, d)
 	return count
 }
 

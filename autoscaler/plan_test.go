@@ -192,10 +192,19 @@ func TestDecide(t *testing.T) {
 		name: "per-type max_workers: a type at its max is passed over for the next cheapest",
 		in: func() Input {
 			in := input(withMin(cpu8, 0, 1), cpuBig)
+			in.Nodes = []Node{busy("a", withMin(cpu8, 0, 1))}
 			in.Groups = []GroupDemand{group("spread", placement.StrategyStrictSpread, repeat(2, set("CPU", 8))...)}
 			return in
 		},
 		check: wantLaunches(map[string]int{"cpu64": 2}, "spread"),
+	}, {
+		name: "per-type max_workers: a gang takes what its type's max allows and the next cheapest type for the rest",
+		in: func() Input {
+			in := input(withMin(cpu8, 0, 1), cpuBig)
+			in.Groups = []GroupDemand{group("spread", placement.StrategyStrictSpread, repeat(2, set("CPU", 8))...)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu8": 1, "cpu64": 1}, "spread"),
 	}, {
 		name: "min_workers are launched without demand",
 		in: func() Input {
