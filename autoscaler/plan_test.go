@@ -353,6 +353,26 @@ func TestDecide(t *testing.T) {
 		},
 		check: wantLaunches(map[string]int{"dgx8": 1}, "six"),
 	}, {
+		name: "a CPU-only STRICT_PACK rides the spare CPUs of the GPU node a GPU task launches",
+		in: func() Input {
+			in := input(cpuType("cpu64", 64, 5.12), gpuType("gpu4", 6.59, 1, 1, 1, 1))
+			in.Shapes = []ShapeDemand{shape(set("CPU", 8, "GPU", 4), 1)}
+			in.Groups = []GroupDemand{group("cpu-pack", placement.StrategyStrictPack,
+				set("CPU", 1, "memory", 6), set("CPU", 1), set("CPU", 3), set("CPU", 1, "memory", 3), set("CPU", 6, "memory", 25))}
+			return in
+		},
+		check: wantLaunches(map[string]int{"gpu4": 1}, "shape:{CPU: 8, GPU: 4}"),
+	}, {
+		name: "a dearer node for a gang wins when later tasks fit its leftovers",
+		in: func() Input {
+			in := input(gpuType("island4", 9.66, 4), gpuType("single4", 7.26, 1, 1, 1, 1), gpuType("twin4", 13.35, 4, 4))
+			in.Groups = []GroupDemand{group("pack3", placement.StrategyStrictPack,
+				set("CPU", 4, "GPU", 1), set("CPU", 4, "GPU", 1), set("CPU", 4, "GPU", 1), set("CPU", 2))}
+			in.Shapes = []ShapeDemand{shape(set("CPU", 16, "GPU", 2), 2)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"twin4": 1}, "pack3"),
+	}, {
 		name: "price ties go to the higher priority",
 		in: func() Input {
 			a, b := cpuType("a", 8, 2), cpuType("b", 8, 2)
