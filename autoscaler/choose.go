@@ -22,7 +22,7 @@ import (
 // Later demand is bin-packed onto the nodes planned for earlier demand.
 //
 // A gang that no one type holds (its bundles' selectors or shapes need several types)
-// gets a mix (planMixed): a node of the cheapest holding type per bundle, then as few of
+// gets a mix (mixedOption): a node of the cheapest holding type per bundle, then as few of
 // them as placement allows.
 //
 // This greedy choice is optimal for one demand over one type at a time. It is not a
@@ -399,37 +399,55 @@ func (p *planner) planGroup(d *demand) {
 			best = &opt
 		}
 	}
-	if best != nil {
-		best.commit()
+	// A mix of types (a GPU node per GPU bundle, a CPU node per CPU-only one) can cost
+	// less than the best single type; it is priced for small gangs of unlike bundles
+	// (a bound on work: each price takes a placement call per bundle), and for any gang
+	// no single type holds.
+	var mixed *mixedOption
+	if best == nil && !limits.feasible || best != nil && len(d.request.Bundles) <= maxMixedBundles && len(d.distinct) > 1 {
+		mixed = p.mixedOption(d, open)
+	}
+	if mixed != nil && (best == nil || mixed.cost < optionCost(*best)) {
+		mixed.commit()
 		p.served[d.name] = 1
 		return
 	}
-	if !limits.feasible && p.planMixed(d, open) {
+	if best != nil {
+		best.commit()
 		p.served[d.name] = 1
 		return
 	}
 	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
 }
 
-// planMixed plans a gang that no one node type holds (its bundles' label selectors or
-// shapes need several types: three bundles on hdd nodes and one on an ssd node): one new
-// node per bundle, of the cheapest type that holds that bundle alone, then, while
-// placement still takes the whole gang (with the open nodes) without it, each new node is
-// dropped in turn. STRICT_PACK is one node and never mixed. A greedy choice: cheap, not
-// always the cheapest mix.
-func (p *planner) planMixed(d *demand, open []placement.Node) bool {
+// maxMixedBundles is the most bundles of a gang some single type holds for which a mix
+// of types is priced too.
+const maxMixedBundles = 8
+
+// mixedOption is a gang on new nodes of several types.
+type mixedOption struct {
+	cost   float64
+	commit func()
+}
+
+// mixedOption prices a gang on a mix of new node types (its bundles' label selectors or
+// shapes may need several types: three bundles on hdd nodes and one on an ssd node; or
+// a mix is cheaper: the GPU bundles on GPU nodes, a CPU-only bundle on a CPU node): one
+// new node per bundle, of the cheapest type that holds that bundle alone, then, while
+// placement still takes the whole gang (with the open nodes) without it, each new node
+// is dropped in turn. STRICT_PACK is one node and never mixed. A greedy choice: cheap,
+// not always the cheapest mix. nil when no mix holds the gang within the limits.
+func (p *planner) mixedOption(d *demand, open []placement.Node) *mixedOption {
 	if d.request.Strategy == placement.StrategyStrictPack {
-		return false
+		return nil
 	}
 	var added []*NodeType
-	perType := map[string]int{}
 	for b := range d.request.Bundles {
 		t := p.cheapestHolding(d, b)
 		if t == nil {
-			return false
+			return nil
 		}
 		added = append(added, t)
-		perType[t.Name]++
 	}
 	try := func(types []*NodeType) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
 		rows := slices.Clip(open)
@@ -443,7 +461,7 @@ func (p *planner) planMixed(d *demand, open []placement.Node) bool {
 	}
 	snapshot, plan, ids, err := try(added)
 	if err != nil {
-		return false
+		return nil
 	}
 	for i := len(added) - 1; i >= 0; i-- {
 		fewer := slices.Delete(slices.Clone(added), i, i+1)
@@ -452,39 +470,51 @@ func (p *planner) planMixed(d *demand, open []placement.Node) bool {
 		}
 	}
 	counts := map[*NodeType]int{}
+	cost := 0.0
 	for _, t := range added {
 		counts[t]++
+		cost += price(t)
 	}
 	total := 0
 	for t, n := range counts {
 		if n > p.allowance(t) {
-			return false
+			return nil
 		}
 		total += n
 	}
 	if total > p.in.MaxWorkers-p.workers {
-		return false
+		return nil
 	}
-	p.pool.update(snapshot, plan, d)
-	for i, id := range ids {
-		row, _ := snapshot.Node(id)
-		p.pool.add(row, kindPlanned, added[i].Name)
-		p.launch(added[i], 1, d.name)
-	}
-	p.nextID += len(ids)
-	return true
+	return &mixedOption{cost: cost, commit: func() {
+		p.pool.update(snapshot, plan, d)
+		for i, id := range ids {
+			row, _ := snapshot.Node(id)
+			p.pool.add(row, kindPlanned, added[i].Name)
+			p.launch(added[i], 1, d.name)
+		}
+		p.nextID += len(ids)
+	}}
 }
 
 // cheapestHolding is the cheapest available type whose new node holds bundle b of the
 // gang alone; nil when none does.
+// A CPU-only bundle gets a type without GPUs when one holds it.
 func (p *planner) cheapestHolding(d *demand, b int) *NodeType {
+	bundle := d.original.Bundles[b]
+	cpuOnly := bundle[resources.GPU] == 0 && countedMIG(bundle).Equal(bundle)
 	var best *NodeType
-	for _, t := range p.sortedTypes {
-		if t.Unavailable || (best != nil && !cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1})) {
-			continue
+	for _, gpuTypes := range []bool{false, true} {
+		for _, t := range p.sortedTypes {
+			if t.Unavailable || cpuOnly && isGPUType(t) != gpuTypes ||
+				(best != nil && !cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1})) {
+				continue
+			}
+			if p.typeHoldsBundle(d, t, b) {
+				best = t
+			}
 		}
-		if p.typeHoldsBundle(d, t, b) {
-			best = t
+		if best != nil || !cpuOnly {
+			return best
 		}
 	}
 	return best

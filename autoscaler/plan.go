@@ -258,6 +258,14 @@ func isGPUType(t *NodeType) bool {
 	return !countedMIG(t.Resources).Equal(t.Resources)
 }
 
+// optionCost is an option's nodes times its type's price.
+func optionCost(o option) float64 {
+	if o.nodes == 0 {
+		return 0
+	}
+	return float64(o.nodes) * price(o.t)
+}
+
 // cheaper orders two candidate launches: lower cost (nodes × price), then the higher
 // priority, then fewer nodes, then the type name.
 func cheaper(a, b option) bool {

@@ -373,6 +373,14 @@ func TestDecide(t *testing.T) {
 		},
 		check: wantLaunches(map[string]int{"twin4": 1}, "pack3"),
 	}, {
+		name: "a gang of GPU and CPU-only bundles gets a GPU node and a CPU node when cheaper than two GPU nodes",
+		in: func() Input {
+			in := input(gpuType("gpu1", 3, 1), cpuType("cpu8", 8, 0.5))
+			in.Groups = []GroupDemand{group("mixed", placement.StrategyStrictSpread, set("CPU", 8, "GPU", 1), set("CPU", 8))}
+			return in
+		},
+		check: wantLaunches(map[string]int{"gpu1": 1, "cpu8": 1}, "mixed"),
+	}, {
 		name: "price ties go to the higher priority",
 		in: func() Input {
 			a, b := cpuType("a", 8, 2), cpuType("b", 8, 2)
