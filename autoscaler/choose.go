@@ -692,40 +692,82 @@ func (p *planner) planShape(d *demand) {
 	}
 	fits := func(t *NodeType) bool { return len(p.cache.shape(d, t).fills) > 0 }
 	for remaining > 0 && p.shapeBudget > 0 {
-		var best *option
+		var usable []*NodeType
 		var limits limitTracker
 		for _, t := range p.candidateTypes(d, fits) {
-			fresh := p.cache.shape(d, t)
-			perNode := len(fresh.fills)
-			if perNode == 0 {
+			if len(p.cache.shape(d, t).fills) == 0 {
 				continue
 			}
-			allowed := min(p.allowance(t), p.shapeBudget)
 			if t.Unavailable || p.allowance(t) == 0 {
 				limits.note(p.limitReason(t))
 				continue
 			}
-			need := (remaining + perNode - 1) / perNode
-			launch := min(need, allowed)
-			opt := option{t: t, nodes: need, commit: func() {
-				for i := range launch {
-					held := min(perNode, remaining-i*perNode)
-					p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
-				}
-				remaining -= min(remaining, launch*perNode)
-				p.shapeBudget -= launch
-				p.launch(t, launch, d.name)
-			}}
-			if best == nil || cheaper(opt, *best) {
-				best = &opt
-			}
+			usable = append(usable, t)
 		}
-		if best == nil {
+		if len(usable) == 0 {
 			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shapeErr(d, t) })
 			return
 		}
-		best.commit()
+		// The remaining instances may be cheapest on several types (five on a big node
+		// and one on a small one rather than two big ones): cover[r] is the least cost
+		// of r instances on new nodes of the usable types, limits aside. The type
+		// launched first is the one that starts the cheapest cover, and as many of its
+		// nodes as that cover takes; the rest is chosen again.
+		cover := p.shapeCover(d, usable, remaining)
+		perNodeOf := func(t *NodeType) int { return len(p.cache.shape(d, t).fills) }
+		startCost := func(t *NodeType, r int) float64 { return price(t) + cover[max(0, r-perNodeOf(t))] }
+		first := func(r int) *NodeType {
+			var best *NodeType
+			for _, t := range usable {
+				if best == nil || startCost(t, r) < startCost(best, r) ||
+					startCost(t, r) == startCost(best, r) && cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1}) {
+					best = t
+				}
+			}
+			return best
+		}
+		t := first(remaining)
+		perNode := perNodeOf(t)
+		need := (remaining + perNode - 1) / perNode
+		if !math.IsInf(cover[remaining], 1) {
+			need = 1
+			for r := remaining - perNode; r > 0 && first(r) == t; r -= perNode {
+				need++
+			}
+		} else { // unpriced types: the cheapest type for all of them, as cheaper orders
+			best := option{t: t, nodes: need}
+			for _, other := range usable {
+				per := perNodeOf(other)
+				if opt := (option{t: other, nodes: (remaining + per - 1) / per}); cheaper(opt, best) {
+					best = opt
+				}
+			}
+			t, perNode, need = best.t, perNodeOf(best.t), best.nodes
+		}
+		fresh := p.cache.shape(d, t)
+		launch := min(need, p.allowance(t), p.shapeBudget)
+		for i := range launch {
+			held := min(perNode, remaining-i*perNode)
+			p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
+		}
+		remaining -= min(remaining, launch*perNode)
+		p.shapeBudget -= launch
+		p.launch(t, launch, d.name)
 	}
+}
+
+// shapeCover is, for r up to n, the least cost of r instances of the shape on new nodes
+// of the types (unbounded knapsack cover: each node of a type holds as many instances
+// as c.shape says). +Inf when only unpriced types hold them.
+func (p *planner) shapeCover(d *demand, types []*NodeType, n int) []float64 {
+	cover := make([]float64, n+1)
+	for r := 1; r <= n; r++ {
+		cover[r] = math.Inf(1)
+		for _, t := range types {
+			cover[r] = min(cover[r], price(t)+cover[max(0, r-len(p.cache.shape(d, t).fills))])
+		}
+	}
+	return cover
 }
 
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most

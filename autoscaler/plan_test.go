@@ -381,6 +381,14 @@ func TestDecide(t *testing.T) {
 		},
 		check: wantLaunches(map[string]int{"gpu1": 1, "cpu8": 1}, "mixed"),
 	}, {
+		name: "a shape's remainder goes on a smaller type: five tasks on a big node and one on a small one",
+		in: func() Input {
+			in := input(cpuType("cpu64", 64, 2.57), cpuType("cpu16", 16, 0.87), cpuType("cpu48", 48, 1.77))
+			in.Shapes = []ShapeDemand{shape(set("CPU", 12), 6)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu64": 1, "cpu16": 1}, "shape:{CPU: 12}"),
+	}, {
 		name: "price ties go to the higher priority",
 		in: func() Input {
 			a, b := cpuType("a", 8, 2), cpuType("b", 8, 2)
