@@ -22,7 +22,7 @@ import (
 // Later demand is bin-packed onto the nodes planned for earlier demand.
 //
 // A gang that no one type holds (its bundles' selectors or shapes need several types)
-// gets a mix (planMixed): a node of the cheapest holding type per bundle, then as few of
+// gets a mix (mixedOption): a node of the cheapest holding type per bundle, then as few of
 // them as placement allows.
 //
 // This greedy choice is optimal for one demand over one type at a time. It is not a
@@ -345,6 +345,7 @@ func (p *planner) limitReason(t *NodeType) string {
 // nodes, then of launching and planned nodes, then on new nodes of the cheapest type.
 func (p *planner) planGroup(d *demand) {
 	if p.placeOnPool(d) {
+		p.served[d.name] = 1
 		return
 	}
 	open, positions := p.pool.open(d, kindPlanned)
@@ -398,35 +399,55 @@ func (p *planner) planGroup(d *demand) {
 			best = &opt
 		}
 	}
-	if best != nil {
-		best.commit()
+	// A mix of types (a GPU node per GPU bundle, a CPU node per CPU-only one) can cost
+	// less than the best single type; it is priced for small gangs of unlike bundles
+	// (a bound on work: each price takes a placement call per bundle), and for any gang
+	// no single type holds.
+	var mixed *mixedOption
+	if best == nil && !limits.feasible || best != nil && len(d.request.Bundles) <= maxMixedBundles && len(d.distinct) > 1 {
+		mixed = p.mixedOption(d, open)
+	}
+	if mixed != nil && (best == nil || mixed.cost < optionCost(*best)) {
+		mixed.commit()
+		p.served[d.name] = 1
 		return
 	}
-	if !limits.feasible && p.planMixed(d, open) {
+	if best != nil {
+		best.commit()
+		p.served[d.name] = 1
 		return
 	}
 	p.reportUnheld(d, limits, func(t *NodeType) error { return p.groupErr(d, t) })
 }
 
-// planMixed plans a gang that no one node type holds (its bundles' label selectors or
-// shapes need several types: three bundles on hdd nodes and one on an ssd node): one new
-// node per bundle, of the cheapest type that holds that bundle alone, then, while
-// placement still takes the whole gang (with the open nodes) without it, each new node is
-// dropped in turn. STRICT_PACK is one node and never mixed. A greedy choice: cheap, not
-// always the cheapest mix.
-func (p *planner) planMixed(d *demand, open []placement.Node) bool {
+// maxMixedBundles is the most bundles of a gang some single type holds for which a mix
+// of types is priced too.
+const maxMixedBundles = 8
+
+// mixedOption is a gang on new nodes of several types.
+type mixedOption struct {
+	cost   float64
+	commit func()
+}
+
+// mixedOption prices a gang on a mix of new node types (its bundles' label selectors or
+// shapes may need several types: three bundles on hdd nodes and one on an ssd node; or
+// a mix is cheaper: the GPU bundles on GPU nodes, a CPU-only bundle on a CPU node): one
+// new node per bundle, of the cheapest type that holds that bundle alone, then, while
+// placement still takes the whole gang (with the open nodes) without it, each new node
+// is dropped in turn. STRICT_PACK is one node and never mixed. A greedy choice: cheap,
+// not always the cheapest mix. nil when no mix holds the gang within the limits.
+func (p *planner) mixedOption(d *demand, open []placement.Node) *mixedOption {
 	if d.request.Strategy == placement.StrategyStrictPack {
-		return false
+		return nil
 	}
 	var added []*NodeType
-	perType := map[string]int{}
 	for b := range d.request.Bundles {
 		t := p.cheapestHolding(d, b)
 		if t == nil {
-			return false
+			return nil
 		}
 		added = append(added, t)
-		perType[t.Name]++
 	}
 	try := func(types []*NodeType) (*placement.Snapshot, placement.Plan, []placement.NodeID, error) {
 		rows := slices.Clip(open)
@@ -440,7 +461,7 @@ func (p *planner) planMixed(d *demand, open []placement.Node) bool {
 	}
 	snapshot, plan, ids, err := try(added)
 	if err != nil {
-		return false
+		return nil
 	}
 	for i := len(added) - 1; i >= 0; i-- {
 		fewer := slices.Delete(slices.Clone(added), i, i+1)
@@ -449,39 +470,51 @@ func (p *planner) planMixed(d *demand, open []placement.Node) bool {
 		}
 	}
 	counts := map[*NodeType]int{}
+	cost := 0.0
 	for _, t := range added {
 		counts[t]++
+		cost += price(t)
 	}
 	total := 0
 	for t, n := range counts {
 		if n > p.allowance(t) {
-			return false
+			return nil
 		}
 		total += n
 	}
 	if total > p.in.MaxWorkers-p.workers {
-		return false
+		return nil
 	}
-	p.pool.update(snapshot, plan)
-	for i, id := range ids {
-		row, _ := snapshot.Node(id)
-		p.pool.add(row, kindPlanned, added[i].Name)
-		p.launch(added[i], 1, d.name)
-	}
-	p.nextID += len(ids)
-	return true
+	return &mixedOption{cost: cost, commit: func() {
+		p.pool.update(snapshot, plan, d)
+		for i, id := range ids {
+			row, _ := snapshot.Node(id)
+			p.pool.add(row, kindPlanned, added[i].Name)
+			p.launch(added[i], 1, d.name)
+		}
+		p.nextID += len(ids)
+	}}
 }
 
 // cheapestHolding is the cheapest available type whose new node holds bundle b of the
 // gang alone; nil when none does.
+// A CPU-only bundle gets a type without GPUs when one holds it.
 func (p *planner) cheapestHolding(d *demand, b int) *NodeType {
+	bundle := d.original.Bundles[b]
+	cpuOnly := bundle[resources.GPU] == 0 && countedMIG(bundle).Equal(bundle)
 	var best *NodeType
-	for _, t := range p.sortedTypes {
-		if t.Unavailable || (best != nil && !cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1})) {
-			continue
+	for _, gpuTypes := range []bool{false, true} {
+		for _, t := range p.sortedTypes {
+			if t.Unavailable || cpuOnly && isGPUType(t) != gpuTypes ||
+				(best != nil && !cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1})) {
+				continue
+			}
+			if p.typeHoldsBundle(d, t, b) {
+				best = t
+			}
 		}
-		if p.typeHoldsBundle(d, t, b) {
-			best = t
+		if best != nil || !cpuOnly {
+			return best
 		}
 	}
 	return best
@@ -560,7 +593,7 @@ func (p *planner) placeOnPool(d *demand) bool {
 		}
 		snapshot, plan, err := scheduleOn(rows, d.request)
 		if err == nil {
-			p.pool.update(snapshot, plan)
+			p.pool.update(snapshot, plan, d)
 			return true
 		}
 	}
@@ -608,7 +641,7 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 		if err == nil {
 			used := usedNew(plan, ids)
 			return option{t: t, nodes: len(used), commit: func() {
-				p.pool.update(snapshot, plan)
+				p.pool.update(snapshot, plan, d)
 				for _, id := range used {
 					row, _ := snapshot.Node(id)
 					p.pool.add(row, kindPlanned, t.Name)
@@ -650,6 +683,7 @@ func usedNew(plan placement.Plan, ids []placement.NodeID) []placement.NodeID {
 // upscaling budget for tasks and actors.
 func (p *planner) planShape(d *demand) {
 	remaining := d.count
+	defer func() { p.served[d.name] = d.count - remaining }()
 	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
 		if remaining == 0 {
 			return
@@ -658,40 +692,82 @@ func (p *planner) planShape(d *demand) {
 	}
 	fits := func(t *NodeType) bool { return len(p.cache.shape(d, t).fills) > 0 }
 	for remaining > 0 && p.shapeBudget > 0 {
-		var best *option
+		var usable []*NodeType
 		var limits limitTracker
 		for _, t := range p.candidateTypes(d, fits) {
-			fresh := p.cache.shape(d, t)
-			perNode := len(fresh.fills)
-			if perNode == 0 {
+			if len(p.cache.shape(d, t).fills) == 0 {
 				continue
 			}
-			allowed := min(p.allowance(t), p.shapeBudget)
 			if t.Unavailable || p.allowance(t) == 0 {
 				limits.note(p.limitReason(t))
 				continue
 			}
-			need := (remaining + perNode - 1) / perNode
-			launch := min(need, allowed)
-			opt := option{t: t, nodes: need, commit: func() {
-				for i := range launch {
-					held := min(perNode, remaining-i*perNode)
-					p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
-				}
-				remaining -= min(remaining, launch*perNode)
-				p.shapeBudget -= launch
-				p.launch(t, launch, d.name)
-			}}
-			if best == nil || cheaper(opt, *best) {
-				best = &opt
-			}
+			usable = append(usable, t)
 		}
-		if best == nil {
+		if len(usable) == 0 {
 			p.reportUnheld(d, limits, func(t *NodeType) error { return p.cache.shapeErr(d, t) })
 			return
 		}
-		best.commit()
+		// The remaining instances may be cheapest on several types (five on a big node
+		// and one on a small one rather than two big ones): cover[r] is the least cost
+		// of r instances on new nodes of the usable types, limits aside. The type
+		// launched first is the one that starts the cheapest cover, and as many of its
+		// nodes as that cover takes; the rest is chosen again.
+		cover := p.shapeCover(d, usable, remaining)
+		perNodeOf := func(t *NodeType) int { return len(p.cache.shape(d, t).fills) }
+		startCost := func(t *NodeType, r int) float64 { return price(t) + cover[max(0, r-perNodeOf(t))] }
+		first := func(r int) *NodeType {
+			var best *NodeType
+			for _, t := range usable {
+				if best == nil || startCost(t, r) < startCost(best, r) ||
+					startCost(t, r) == startCost(best, r) && cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1}) {
+					best = t
+				}
+			}
+			return best
+		}
+		t := first(remaining)
+		perNode := perNodeOf(t)
+		need := (remaining + perNode - 1) / perNode
+		if !math.IsInf(cover[remaining], 1) {
+			need = 1
+			for r := remaining - perNode; r > 0 && first(r) == t; r -= perNode {
+				need++
+			}
+		} else { // unpriced types: the cheapest type for all of them, as cheaper orders
+			best := option{t: t, nodes: need}
+			for _, other := range usable {
+				per := perNodeOf(other)
+				if opt := (option{t: other, nodes: (remaining + per - 1) / per}); cheaper(opt, best) {
+					best = opt
+				}
+			}
+			t, perNode, need = best.t, perNodeOf(best.t), best.nodes
+		}
+		fresh := p.cache.shape(d, t)
+		launch := min(need, p.allowance(t), p.shapeBudget)
+		for i := range launch {
+			held := min(perNode, remaining-i*perNode)
+			p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
+		}
+		remaining -= min(remaining, launch*perNode)
+		p.shapeBudget -= launch
+		p.launch(t, launch, d.name)
 	}
+}
+
+// shapeCover is, for r up to n, the least cost of r instances of the shape on new nodes
+// of the types (unbounded knapsack cover: each node of a type holds as many instances
+// as c.shape says). +Inf when only unpriced types hold them.
+func (p *planner) shapeCover(d *demand, types []*NodeType, n int) []float64 {
+	cover := make([]float64, n+1)
+	for r := 1; r <= n; r++ {
+		cover[r] = math.Inf(1)
+		for _, t := range types {
+			cover[r] = min(cover[r], price(t)+cover[max(0, r-len(p.cache.shape(d, t).fills))])
+		}
+	}
+	return cover
 }
 
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most
@@ -718,7 +794,7 @@ func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
 		placed.Placements = append(placed.Placements, plan.Placements...)
 		count++
 	}
-	p.pool.update(snapshot, placed)
+	p.pool.update(snapshot, placed, d)
 	return count
 }
 

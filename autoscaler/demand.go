@@ -139,6 +139,27 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 	return groups, shapes, bad
 }
 
+// servingOrder merges the groups and shapes, each in collectDemand's order, into the
+// order the planner serves them: the most GPUs first (a group by its whole ask, a shape
+// by one instance), then the most CPUs, a group before a shape on a tie. GPU nodes are
+// the dearest and are launched for GPU demand; CPU-only work served after it packs onto
+// their spare CPUs instead of launching CPU nodes of its own (a CPU-only STRICT_PACK
+// served first would get a CPU node, and the GPU task after it a GPU node that could
+// have held both). Groups keep their relative order, so a gang still goes before a
+// smaller one.
+func servingOrder(groups, shapes []*demand) []*demand {
+	out := make([]*demand, 0, len(groups)+len(shapes))
+	for len(groups) > 0 || len(shapes) > 0 {
+		if len(shapes) == 0 || len(groups) > 0 &&
+			cmp.Or(cmp.Compare(shapes[0].gpus, groups[0].gpus), cmp.Compare(shapes[0].cpus, groups[0].cpus)) <= 0 {
+			out, groups = append(out, groups[0]), groups[1:]
+			continue
+		}
+		out, shapes = append(out, shapes[0]), shapes[1:]
+	}
+	return out
+}
+
 // unplacedPart is the part of a group still to place: a group being rescheduled after a
 // node loss already holds some bundles (PlacedBundles), and only the others are demand.
 // They are planned as a group of their own, with the group's strategy.

@@ -109,11 +109,14 @@ type pool struct {
 	// with what it knows of the nodes they do not fit; classByText finds them.
 	classes     []*fitClass
 	classByText map[string]int
+	// holders are, per node, the demand placed on it through update, in placement
+	// order: the improvement search attributes the nodes it seeds by them.
+	holders map[placement.NodeID][]*demand
 }
 
 func newPool() *pool {
 	return &pool{index: make(map[placement.NodeID]int), pinned: make(map[placement.NodeID]bool),
-		columns: make(map[string]int), classByText: make(map[string]int)}
+		columns: make(map[string]int), classByText: make(map[string]int), holders: make(map[placement.NodeID][]*demand)}
 }
 
 // vector is set over the pool's columns (names it has not seen get one).
@@ -328,13 +331,16 @@ func covers(vector []resources.Amount, need []columnAmount) bool {
 	return true
 }
 
-// update copies back the rows of the snapshot's nodes a plan used, and pins the running
-// ones.
-func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan) {
+// update copies back the rows of the snapshot's nodes a plan of demand d used, pins the
+// running ones and records d among the nodes' holders.
+func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan, d *demand) {
 	for _, placed := range plan.Placements {
 		position, ok := p.index[placed.NodeID]
 		if !ok {
 			continue
+		}
+		if holders := p.holders[placed.NodeID]; !slices.Contains(holders, d) {
+			p.holders[placed.NodeID] = append(holders, d)
 		}
 		row, _ := snapshot.Node(placed.NodeID)
 		node := &p.nodes[position]

@@ -26,11 +26,11 @@ const minLaunchBurst = 5
 //  2. min_workers: every type is brought up to its min_workers;
 //  3. request_resources: the constraint's bundles are scheduled against node totals
 //     (running work counts toward them); nodes are launched for what totals lack;
-//  4. placement groups, whole or not at all: on running nodes' free capacity, then on
-//     launching and planned nodes, then on the cheapest new nodes (not throttled);
-//  5. tasks and actors by shape, the same way, at most max(5, upscaling_speed × running
-//     nodes) launches;
-//  6. scale-down: nodes of a type no longer configured, and nodes idle past their type's
+//  4. placement groups, whole or not at all, and tasks and actors by shape, GPU demand
+//     first (servingOrder): on running nodes' free capacity, then on launching and
+//     planned nodes, then on the cheapest new nodes; groups are not throttled, tasks and
+//     actors launch at most max(5, upscaling_speed × running nodes) nodes;
+//  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.
 //
@@ -44,21 +44,41 @@ func Decide(in Input) Plan {
 // decide is Decide, with the planner's final state for tests (the nodes demand was
 // placed on).
 func decide(in Input) (Plan, *planner) {
+	cache := newTypeCache()
+	p := greedy(in, cache, nil)
+	p = improve(in, cache, p)
+	return p.plan(), p
+}
+
+// greedy runs the stages once: each demand served in turn, on nodes the plan has, then
+// on the cheapest new ones. seeds are nodes to plan before any demand is served (the
+// improvement search's moves, improve.go); those no demand lands on are not launched.
+// nil when the seeds break a rule (settleSeeds).
+func greedy(in Input, cache *typeCache, seeds []*NodeType) *planner {
 	p := newPlanner(in)
+	p.cache = cache
 	p.enforceMaxWorkers()
 	p.pool = p.buildPool()
 	p.launchMinWorkers()
 	p.planConstraint()
+	if !p.seed(seeds) {
+		return nil
+	}
 	groups, shapes, bad := collectDemand(in)
 	p.infeasible = append(p.infeasible, bad...)
-	for _, group := range groups {
-		p.planGroup(group)
+	p.demands = len(groups) + len(shapes)
+	for _, d := range servingOrder(groups, shapes) {
+		if d.shape {
+			p.planShape(d)
+		} else {
+			p.planGroup(d)
+		}
 	}
-	for _, shape := range shapes {
-		p.planShape(shape)
+	if !p.settleSeeds() {
+		return nil
 	}
 	p.scaleDown()
-	return p.plan(), p
+	return p
 }
 
 // planner holds one decision's working state; Decide builds it and throws it away.
@@ -92,6 +112,15 @@ type planner struct {
 	idleRunning *placement.Snapshot
 	// templates are a new node of each type (template).
 	templates map[*NodeType]placement.Node
+	// served is, per demand name, how many of its instances the plan holds (a group: 0
+	// or 1).
+	served map[string]int
+	// demands is how many groups and shapes are served; demandLaunches the nodes
+	// launched for them by type (min_workers and request_resources not counted).
+	demands        int
+	demandLaunches map[string]int
+	// seeded are the nodes the improvement search planned before demand (seed).
+	seeded []seededNode
 }
 
 func newPlanner(in Input) *planner {
@@ -104,6 +133,9 @@ func newPlanner(in Input) *planner {
 		cache:       newTypeCache(),
 		typeVectors: make(map[*NodeType][]resources.Amount),
 		templates:   make(map[*NodeType]placement.Node),
+		served:      make(map[string]int),
+
+		demandLaunches: make(map[string]int),
 	}
 	for i := range in.Types {
 		t := &in.Types[i]
@@ -173,6 +205,9 @@ func (p *planner) launch(t *NodeType, n int, forName string) {
 	if !slices.Contains(entry.For, forName) {
 		entry.For = append(entry.For, forName)
 	}
+	if forName != ForMinWorkers && forName != ForRequestResources {
+		p.demandLaunches[t.Name] += n
+	}
 }
 
 // newID names the next planned node.
@@ -221,6 +256,14 @@ func isGPUType(t *NodeType) bool {
 		return true
 	}
 	return !countedMIG(t.Resources).Equal(t.Resources)
+}
+
+// optionCost is an option's nodes times its type's price.
+func optionCost(o option) float64 {
+	if o.nodes == 0 {
+		return 0
+	}
+	return float64(o.nodes) * price(o.t)
 }
 
 // cheaper orders two candidate launches: lower cost (nodes × price), then the higher

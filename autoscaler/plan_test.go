@@ -192,10 +192,19 @@ func TestDecide(t *testing.T) {
 		name: "per-type max_workers: a type at its max is passed over for the next cheapest",
 		in: func() Input {
 			in := input(withMin(cpu8, 0, 1), cpuBig)
+			in.Nodes = []Node{busy("a", withMin(cpu8, 0, 1))}
 			in.Groups = []GroupDemand{group("spread", placement.StrategyStrictSpread, repeat(2, set("CPU", 8))...)}
 			return in
 		},
 		check: wantLaunches(map[string]int{"cpu64": 2}, "spread"),
+	}, {
+		name: "per-type max_workers: a gang takes what its type's max allows and the next cheapest type for the rest",
+		in: func() Input {
+			in := input(withMin(cpu8, 0, 1), cpuBig)
+			in.Groups = []GroupDemand{group("spread", placement.StrategyStrictSpread, repeat(2, set("CPU", 8))...)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu8": 1, "cpu64": 1}, "spread"),
 	}, {
 		name: "min_workers are launched without demand",
 		in: func() Input {
@@ -343,6 +352,42 @@ func TestDecide(t *testing.T) {
 			return in
 		},
 		check: wantLaunches(map[string]int{"dgx8": 1}, "six"),
+	}, {
+		name: "a CPU-only STRICT_PACK rides the spare CPUs of the GPU node a GPU task launches",
+		in: func() Input {
+			in := input(cpuType("cpu64", 64, 5.12), gpuType("gpu4", 6.59, 1, 1, 1, 1))
+			in.Shapes = []ShapeDemand{shape(set("CPU", 8, "GPU", 4), 1)}
+			in.Groups = []GroupDemand{group("cpu-pack", placement.StrategyStrictPack,
+				set("CPU", 1, "memory", 6), set("CPU", 1), set("CPU", 3), set("CPU", 1, "memory", 3), set("CPU", 6, "memory", 25))}
+			return in
+		},
+		check: wantLaunches(map[string]int{"gpu4": 1}, "shape:{CPU: 8, GPU: 4}"),
+	}, {
+		name: "a dearer node for a gang wins when later tasks fit its leftovers",
+		in: func() Input {
+			in := input(gpuType("island4", 9.66, 4), gpuType("single4", 7.26, 1, 1, 1, 1), gpuType("twin4", 13.35, 4, 4))
+			in.Groups = []GroupDemand{group("pack3", placement.StrategyStrictPack,
+				set("CPU", 4, "GPU", 1), set("CPU", 4, "GPU", 1), set("CPU", 4, "GPU", 1), set("CPU", 2))}
+			in.Shapes = []ShapeDemand{shape(set("CPU", 16, "GPU", 2), 2)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"twin4": 1}, "pack3"),
+	}, {
+		name: "a gang of GPU and CPU-only bundles gets a GPU node and a CPU node when cheaper than two GPU nodes",
+		in: func() Input {
+			in := input(gpuType("gpu1", 3, 1), cpuType("cpu8", 8, 0.5))
+			in.Groups = []GroupDemand{group("mixed", placement.StrategyStrictSpread, set("CPU", 8, "GPU", 1), set("CPU", 8))}
+			return in
+		},
+		check: wantLaunches(map[string]int{"gpu1": 1, "cpu8": 1}, "mixed"),
+	}, {
+		name: "a shape's remainder goes on a smaller type: five tasks on a big node and one on a small one",
+		in: func() Input {
+			in := input(cpuType("cpu64", 64, 2.57), cpuType("cpu16", 16, 0.87), cpuType("cpu48", 48, 1.77))
+			in.Shapes = []ShapeDemand{shape(set("CPU", 12), 6)}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu64": 1, "cpu16": 1}, "shape:{CPU: 12}"),
 	}, {
 		name: "price ties go to the higher priority",
 		in: func() Input {

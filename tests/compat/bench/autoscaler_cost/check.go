@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -83,13 +84,16 @@ func launchCounts(plan autoscaler.Plan) map[string]int {
 // are placed whole (placement.Schedule, then Snapshot.Reserve before the next), tasks
 // one by one. Placement is greedy and online, so whether demand fits can depend on the
 // order it arrives in; the plan fits when any of these orders places everything:
-//  1. groups (STRICT_PACK, STRICT_SPREAD, PACK, SPREAD), then tasks: raygo's planner's
-//     own order;
+//  1. groups (STRICT_PACK, STRICT_SPREAD, PACK, SPREAD), then tasks;
 //  2. tasks, then groups: the tasks' owners were first;
 //  3. the strict groups, then tasks, then PACK and SPREAD groups: the bundles with
 //     the least freedom first;
 //  4. groups and tasks together, by GPUs then CPUs asked (a group by its total),
-//     most first: first fit decreasing, as placement's scoring is best fit;
+//     most first: first fit decreasing, as placement's scoring is best fit (raygo's
+//     planner serves demand in about this order);
+//  5. the strict groups, then the rest first fit decreasing;
+//  6. first fit decreasing by CPUs, then GPUs;
+//  7. shuffledOrders shuffles of 4, seeded by the set's id;
 //
 // each on the nodes in type order and in reverse. Within tasks, GPU tasks and larger shapes go first. The error is the first order's.
 func checkPlan(set DemandSet, counts map[string]int) error {
@@ -132,6 +136,16 @@ func checkPlan(set DemandSet, counts map[string]int) error {
 		{{tasks: tasks}, {groups: groups}},
 		{{groups: strict}, {tasks: tasks}, {groups: loose}},
 		decreasing(groups, tasks),
+		append([]step{{groups: strict}}, decreasing(loose, tasks)...),
+		decreasingBy(groups, tasks, true),
+	}
+	// Then shuffles of the first-fit-decreasing order, seeded by the set: orders no rule
+	// above names still find packings the greedy passes miss.
+	rng := rand.New(rand.NewPCG(uint64(set.ID), 0xc4ec))
+	for range shuffledOrders {
+		order := decreasing(groups, tasks)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		orders = append(orders, order)
 	}
 	var first error
 	for _, nodes := range [][]placement.Node{forward, reverse} {
@@ -147,6 +161,9 @@ func checkPlan(set DemandSet, counts map[string]int) error {
 	}
 	return first
 }
+
+// shuffledOrders is how many shuffled orders checkPlan tries after the named ones.
+const shuffledOrders = 24
 
 // step is some of the set's demand, placed in slice order.
 type step struct {
@@ -195,6 +212,11 @@ func place(snapshot *placement.Snapshot, request placement.Request) error {
 // decreasing is the order of all the set's groups and tasks by GPUs, then CPUs asked
 // (a group by its bundles' total), most first.
 func decreasing(groups []GroupSpec, tasks []TaskSpec) []step {
+	return decreasingBy(groups, tasks, false)
+}
+
+// decreasingBy is decreasing, by CPUs first when cpusFirst.
+func decreasingBy(groups []GroupSpec, tasks []TaskSpec, cpusFirst bool) []step {
 	type unit struct {
 		gpus, cpus float64
 		step       step
@@ -212,6 +234,9 @@ func decreasing(groups []GroupSpec, tasks []TaskSpec) []step {
 		units = append(units, unit{gpus: task.Shape["GPU"], cpus: task.Shape["CPU"], step: step{tasks: []TaskSpec{task}}})
 	}
 	slices.SortStableFunc(units, func(a, b unit) int {
+		if cpusFirst {
+			return cmp.Or(cmp.Compare(b.cpus, a.cpus), cmp.Compare(b.gpus, a.gpus))
+		}
 		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus))
 	})
 	order := make([]step, len(units))
