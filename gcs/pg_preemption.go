@@ -94,8 +94,10 @@ func (m *pgManager) waitingOnVictimsLocked(e *pgEntry) bool {
 }
 
 // runningLocked lists the admitted, CREATED groups that may be victims: not already
-// being evicted, nothing in flight. Groups with MIG bundles are left out: their slices
-// are the raylet's to give back, which a decision's copy of the view cannot model.
+// being evicted, nothing in flight, every bundle held in the loop's view. Groups with
+// MIG bundles are left out: their slices are the raylet's to give back, which a
+// decision's copy of the view cannot model. Called from the loop goroutine (it reads
+// the view).
 func (m *pgManager) runningLocked() []preemption.Running {
 	var out []preemption.Running
 	for id, e := range m.groups {
@@ -107,16 +109,22 @@ func (m *pgManager) runningLocked() []preemption.Running {
 		if e.admittedAt.IsZero() {
 			r.AdmittedAt = msToNs(e.info.RunningSinceMs)
 		}
-		mig := false
-		for i, b := range e.info.Bundles {
-			mig = mig || hasMIGResource(e.request.Bundles[i])
-			gpus := make([]int, len(b.GpuIds))
-			for j, g := range b.GpuIds {
-				gpus[j] = int(g)
+		usable := true
+		for i := range e.info.Bundles {
+			// Where the view holds the bundle; GPU indices only on nodes whose GPUs the
+			// view lists (a node without GPU details is counted by amount).
+			h, held := m.view.held[bundleRef{id, i}]
+			if !held || h.mig {
+				usable = false
+				break
 			}
-			r.Placements = append(r.Placements, placement.BundlePlacement{BundleIndex: i, NodeID: placement.NodeID(b.NodeId), GPUIndices: gpus})
+			gpus := h.gpus
+			if node, ok := m.view.snapshot.Node(h.node); !ok || len(node.GPUs) == 0 {
+				gpus = nil
+			}
+			r.Placements = append(r.Placements, placement.BundlePlacement{BundleIndex: i, NodeID: h.node, GPUIndices: gpus})
 		}
-		if !mig {
+		if usable {
 			out = append(out, r)
 		}
 	}
@@ -208,6 +216,10 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		return // placed or removed meanwhile: its victims are not needed
 	}
 	retryAt := now.Add(preemptionRetry)
+	if d.Outcome != preemption.Preempt {
+		m.log.Debug().Str("pg_id", e.id).Str("outcome", d.Outcome.String()).Str("cause", string(d.Cause)).Err(d.Err).
+			Msg("preemption: nothing evicted")
+	}
 	switch d.Outcome {
 	case preemption.Fits:
 		m.admission.dirty = true

@@ -226,3 +226,87 @@ func TestNonPreemptibleAndEqualPriorityGroupsAreNeverEvicted(t *testing.T) {
 		t.Fatal("a pending group got a notice")
 	}
 }
+
+// cohortQueues is the issue's cohort: research borrows prod's idle quota, prod takes it
+// back (reclaimWithinCohort: Any).
+const cohortQueues = `
+cohorts:
+  - name: ml
+queues:
+  - name: research
+    cohort: ml
+    namespaces: ["research"]
+    resources:
+      GPU: {nominalQuota: 8, borrowingLimit: 8}
+  - name: prod
+    cohort: ml
+    namespaces: ["prod"]
+    resources:
+      GPU: {nominalQuota: 16, borrowingLimit: 0}
+    preemption:
+      reclaimWithinCohort: Any
+`
+
+// The issue's reclaim on 3 nodes × 8 GPUs: research runs three 4-GPU groups (4 GPUs
+// borrowed); prod's first 8-GPU group is admitted at once, its second reclaims exactly
+// research's last-admitted group.
+func TestAQueueReclaimsWhatItLentFromTheLastAdmittedBorrower(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b", "c")
+	f.nodes.total = map[string]float64{"CPU": 64, "GPU": 8}
+	cfg, err := queues.Load([]byte(cohortQueues))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queues = cfg
+	f.m = f.newManager()
+	var research []string
+	for range 3 {
+		id, err := f.createIn("research", "PACK", "training", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.settle()
+		f.checkCreatedIsWhole(id)
+		research = append(research, id)
+		f.clock.Advance(time.Second) // admitted one after the other
+	}
+	first, err := f.createIn("prod", "PACK", "training-high", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitCreated(first)
+	second, err := f.createIn("prod", "PACK", "training-high", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	for i, id := range research {
+		info := f.m.info(id)
+		want := int32(0)
+		if i == 2 {
+			want = 1
+		}
+		if info.Preemptions != want {
+			t.Fatalf("research[%d]: %d notices (%v), want %d; preemptor %v %q", i, info.Preemptions, info.LastPreemption, want,
+				f.m.info(second).State, f.m.info(second).PendingReason)
+		}
+	}
+	if n := f.m.info(research[2]).LastPreemption; n.Reason != "InCohortReclamation" || n.PreemptorId != second {
+		t.Fatalf("notice %v", n)
+	}
+	if _, err := f.m.AckPreemptionNotice(context.Background(), &pb.AckPreemptionNoticeRequest{PlacementGroupId: research[2]}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitPending(research[2], pending.Preempted)
+	f.waitCreated(second)
+	checkLedgerMatchesTable(t, f.m, 0)
+	for _, id := range []string{first, second} {
+		if err := f.m.remove(id, removedByOwner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.settle()
+	f.waitCreated(research[2])
+	checkLedgerMatchesTable(t, f.m, 1)
+}
