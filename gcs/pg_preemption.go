@@ -82,14 +82,14 @@ func gracePeriod(cfg *queues.Config, info *pb.PlacementGroupInfo) time.Duration 
 	return min(time.Duration(grace), time.Duration(queues.MaxGracePeriod))
 }
 
-// waitingOnVictimsLocked reports whether a preemptor still waits for victims it chose.
+// waitingOnVictimsLocked reports whether a preemptor still waits for victims it chose
+// (also those noticed by a GCS before a restart).
 func (m *pgManager) waitingOnVictimsLocked(e *pgEntry) bool {
-	for _, id := range e.victims {
-		if v := m.groups[id]; v != nil && v.eviction != nil {
+	for _, v := range m.evicting {
+		if v.eviction.notice.PreemptorId == e.id {
 			return true
 		}
 	}
-	e.victims = nil
 	return false
 }
 
@@ -226,16 +226,16 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		m.kick()
 		return
 	case preemption.Preempt:
-		e.victims = e.victims[:0]
+		noticed := 0
 		for _, v := range d.Victims {
 			victim := m.groups[v.ID]
 			if victim == nil || victim.eviction != nil || victim.info.State != pb.PlacementGroupState_CREATED {
 				continue
 			}
 			m.noticeLocked(victim, v.Reason, e.id, gracePeriod(cfg, victim.info), now)
-			e.victims = append(e.victims, v.ID)
+			noticed++
 		}
-		m.log.Info().Str("pg_id", e.id).Int("victims", len(e.victims)).Int64("gpus_evicted", int64(d.GPUsEvicted/resources.AmountScale)).
+		m.log.Info().Str("pg_id", e.id).Int("victims", noticed).Int64("gpus_evicted", int64(d.GPUsEvicted/resources.AmountScale)).
 			Msg("preempting running groups to make room")
 		m.recordWaitingLocked(e, pending.PreemptionDelay, now)
 		return

@@ -310,3 +310,49 @@ func TestAQueueReclaimsWhatItLentFromTheLastAdmittedBorrower(t *testing.T) {
 	f.waitCreated(research[2])
 	checkLedgerMatchesTable(t, f.m, 1)
 }
+
+// A notice outlives a GCS restart: the restarted GCS releases the victim at the
+// deadline the first one set.
+func TestANoticeRunsOnAcrossAGCSRestart(t *testing.T) {
+	f := newPreemptionFixture(t)
+	low := f.running("development", 4)
+	f.running("training", 4)
+	high, err := f.createIn("team", "PACK", "training-high", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	if f.m.info(low).LastPreemption == nil {
+		t.Fatal("no notice")
+	}
+	restarted := f.newManager()
+	prepared, err := restarted.load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = restarted
+	restarted.recoverPrepared(prepared)
+	f.settle()
+	if info := f.m.info(low); info.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("released before the deadline: %v", info.State)
+	}
+	f.clock.Advance(15 * time.Second)
+	f.settle()
+	f.settle()
+	f.m.mu.Lock()
+	var noticed []string
+	for id, e := range f.m.groups {
+		if id != low && e.info.Preemptions != 0 {
+			noticed = append(noticed, id[:8])
+		}
+	}
+	f.m.mu.Unlock()
+	if len(noticed) > 0 {
+		t.Fatalf("the restarted GCS noticed %v too: the preemptor waits for its victim", noticed)
+	}
+	f.clock.Advance(16 * time.Second)
+	f.waitPending(low, pending.Preempted)
+	f.waitCreated(high)
+	checkLedgerMatchesTable(t, f.m, 0)
+}

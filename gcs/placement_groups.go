@@ -61,10 +61,8 @@ type pgEntry struct {
 	// cancelling: the group was removed and its raylets have not all confirmed the
 	// cancel yet; the scheduler's view still counts its bundles.
 	cancelling bool
-	// eviction is set while the group is being preempted (pg_preemption.go); victims
-	// are the groups a pending group chose to preempt, while they are being evicted.
+	// eviction is set while the group is being preempted (pg_preemption.go).
 	eviction *evictionState
-	victims  []string
 	// queuedSince is when the group last started waiting (its preemption delay counts
 	// from then); admittedAt when it last became CREATED (its minRuntime counts from
 	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).
