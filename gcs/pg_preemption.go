@@ -18,9 +18,10 @@ import (
 
 // Preemption carries out admission/preemption's decisions: checkpoint, then evict.
 //
-// After an admission round, a group that admission holds back (quota or capacity) in a
-// queue whose preemption policies allow evicting anything asks preemption.Decide once
-// for victims among the running groups. Each victim gets a notice (Kueue's reason, the
+// After an admission round, a group that admission holds back (quota or capacity; not a
+// backfill reservation, which ends by itself) in a queue whose preemption policies allow
+// evicting anything asks preemption.Decide once for victims among the running groups.
+// Each victim gets a notice (Kueue's reason, the
 // preemptor, a deadline: now + its priority class's gracePeriod) on its row and through
 // the WaitPreemptionNotice long poll, where its owner's hook checkpoints. When the hook
 // acknowledges (AckPreemptionNotice), or at the deadline, the victim's bundles are
@@ -154,7 +155,8 @@ func (m *pgManager) preemptRound(now time.Time, waiting map[string]pending.Reaso
 	for id, reason := range waiting {
 		e := m.groups[id]
 		if e == nil || e.queued == nil || e.inFlight != nil || m.chargedLocked(id) ||
-			reason == pending.Infeasible || reason == pending.Internal || !preemptionAllowed(cfg, e.info.Queue) || m.waitingOnVictimsLocked(e) {
+			reason == pending.Infeasible || reason == pending.Internal || reason == pending.BlockedByReservation ||
+			!preemptionAllowed(cfg, e.info.Queue) || m.waitingOnVictimsLocked(e) {
 			continue
 		}
 		if e.queuedSince.IsZero() { // waiting since before this GCS started: from now
@@ -222,9 +224,8 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 	}
 	switch d.Outcome {
 	case preemption.Fits:
-		m.admission.dirty = true
-		m.kick()
-		return
+		// Admission held it back all the same (its order, fair sharing): nothing to
+		// evict; ask again later like any wait.
 	case preemption.Preempt:
 		noticed := 0
 		for _, v := range d.Victims {
