@@ -207,13 +207,13 @@ func (c *viewCapacity) Release(w admission.Workload) {
 }
 
 // admitRound runs one admission decision over every queued group that holds no charge,
-// places what it admits and records why the others wait. It runs in the loop goroutine
+// places what it admits and records why the others wait, which it returns. It runs in the loop goroutine
 // (it reads and changes the view) and returns how many placement decisions it made.
-func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistribution) int {
+func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistribution) (int, map[string]pending.Reason) {
 	m.mu.Lock()
 	if m.admission == nil || !m.admission.dirty {
 		m.mu.Unlock()
-		return 0
+		return 0, nil
 	}
 	m.admission.dirty = false
 	cfg := m.admission.config
@@ -247,7 +247,7 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 	}
 	m.mu.Unlock()
 	if len(work) == 0 {
-		return 0
+		return 0, nil
 	}
 
 	decision := admission.Decide(admission.Input{Config: cfg, Usage: usage, Pending: work, Capacity: capacity})
@@ -283,11 +283,16 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 		}
 		m.recordWaitingLocked(e, reason, now)
 	}
-	return capacity.decisions
+	return capacity.decisions, decision.Waiting
 }
 
-// recordWaitingLocked records why admission holds a group back.
+// recordWaitingLocked records why admission holds a group back. A preempted group keeps
+// saying Preempted until it runs again, unless it can never run or preempts in turn.
 func (m *pgManager) recordWaitingLocked(e *pgEntry, reason pending.Reason, now time.Time) {
+	if e.info.PendingReasonCode == string(pending.Preempted) &&
+		reason != pending.Infeasible && reason != pending.PreemptionDelay && reason != pending.WaitingForNewNode {
+		return
+	}
 	state := pb.SchedulingState_QUEUED
 	switch {
 	case reason == pending.Infeasible:

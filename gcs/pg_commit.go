@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
@@ -158,6 +159,7 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) bool {
 		}
 	}
 	if e.info.State == pb.PlacementGroupState_CREATED {
+		e.admittedAt, e.queuedSince = time.UnixMilli(now), time.Time{}
 		if e.info.RunningSinceMs == 0 {
 			e.info.RunningSinceMs = now
 			m.expireLater(e)

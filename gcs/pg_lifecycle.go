@@ -70,6 +70,12 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 				}
 			}
 		}
+		// A notice given by the previous GCS still runs: released on acknowledgement or
+		// at its deadline, as before the restart.
+		if n := e.info.LastPreemption; n != nil && !n.Acknowledged && e.info.State == pb.PlacementGroupState_CREATED {
+			e.eviction = &evictionState{notice: n, deadline: time.UnixMilli(n.DeadlineMs)}
+			m.evicting[id] = e
+		}
 		switch e.info.State {
 		case pb.PlacementGroupState_PREPARED:
 			prepared = append(prepared, e)

@@ -158,6 +158,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		}
 	}
 	wait := m.queue.due(now, time.Second)
+	wait = m.evictionsDueLocked(now, wait)
 	type work struct {
 		shape   *shape
 		entries []*pgEntry
@@ -210,7 +211,8 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 	m.mu.Unlock()
 	attempts := 0
 	if admitting {
-		attempts += m.admitRound(now, workload)
+		decisions, waiting := m.admitRound(now, workload)
+		attempts += decisions + m.preemptRound(now, waiting)
 	}
 	if len(todo) == 0 {
 		return wait, attempts

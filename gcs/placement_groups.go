@@ -61,6 +61,12 @@ type pgEntry struct {
 	// cancelling: the group was removed and its raylets have not all confirmed the
 	// cancel yet; the scheduler's view still counts its bundles.
 	cancelling bool
+	// eviction is set while the group is being preempted (pg_preemption.go).
+	eviction *evictionState
+	// queuedSince is when the group last started waiting (its preemption delay counts
+	// from then); admittedAt when it last became CREATED (its minRuntime counts from
+	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).
+	queuedSince, admittedAt time.Time
 }
 
 func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
@@ -117,7 +123,11 @@ type pgManager struct {
 	// releases are bundles the loop's view still counts as held that were released
 	// since its last round (pg_scheduler.go).
 	releases []bundleRef
-	wake     chan struct{}
+	// evicting are the groups noticed of their preemption and not yet released, by id;
+	// preemptRetryAt is when held-back groups ask for victims again (zero: no need).
+	evicting       map[string]*pgEntry
+	preemptRetryAt time.Time
+	wake           chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
 	lastPrune time.Time
 	// lastFlush is when every parked shape was last woken.
@@ -149,7 +159,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+		evicting: map[string]*pgEntry{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
 	}
@@ -256,6 +266,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 		return nil, err
 	}
 	e := newPGEntry(info, request)
+	e.queuedSince = time.UnixMilli(now)
 
 	m.mu.Lock()
 	if req.Name != "" {
@@ -422,6 +433,10 @@ func (m *pgManager) remove(id, reason string) error {
 	}
 	m.queue.drop(e)
 	m.returnChargeLocked(id)
+	if e.eviction != nil && !e.eviction.releasing {
+		delete(m.evicting, id)
+		e.eviction = nil
+	}
 	delete(m.groups, id)
 	m.removed[id] = e
 	e.cancelling = true

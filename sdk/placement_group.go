@@ -138,6 +138,10 @@ type PlacementGroupInfo struct {
 	Queue         string
 	PriorityClass string
 	Priority      int64
+	// Preemptions counts the times the group was told it is being preempted;
+	// LastPreemption is the last notice (nil before the first).
+	Preemptions    int
+	LastPreemption *PreemptionNotice
 }
 
 func infoFromProto(p *pb.PlacementGroupInfo) *PlacementGroupInfo {
@@ -145,6 +149,7 @@ func infoFromProto(p *pb.PlacementGroupInfo) *PlacementGroupInfo {
 		ID: p.PlacementGroupId, Name: p.Name, Namespace: p.Namespace, Strategy: Strategy(p.Strategy.String()),
 		State: p.State.String(), IsDetached: p.IsDetached, CreatorJobID: p.CreatorJobId, PendingReason: p.PendingReason,
 		PendingReasonCode: p.PendingReasonCode, Queue: p.Queue, PriorityClass: p.PriorityClass, Priority: p.Priority,
+		Preemptions: int(p.Preemptions), LastPreemption: noticeFromProto(p.LastPreemption),
 	}
 	if s := p.Stats; s != nil {
 		info.SchedulingState = SchedulingStateName(s.SchedulingState)

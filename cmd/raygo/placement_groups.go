@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	pendingreason "github.com/raygo-dev/raygo/internal/pending"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -42,6 +43,28 @@ type placementGroupState struct {
 	// the nodes counted per reason.
 	PendingReasonCode string             `json:"pending_reason_code,omitempty"`
 	Rejections        []rejectionSummary `json:"rejection_summaries,omitempty"`
+	// Preemptions counts the preemption notices the group got; LastPreemption is the last.
+	Preemptions    int32            `json:"preemptions,omitempty"`
+	LastPreemption *preemptionState `json:"last_preemption,omitempty"`
+}
+
+// preemptionState is a group's last preemption notice.
+type preemptionState struct {
+	Reason       string `json:"reason"`
+	PreemptorID  string `json:"preemptor_id"`
+	TimeMs       int64  `json:"time_ms"`
+	DeadlineMs   int64  `json:"deadline_ms"`
+	Acknowledged bool   `json:"acknowledged"`
+}
+
+// preemptionText is the last notice in a line: "InClusterQueue by pg_1a2b3c4d, releasing
+// at 15:04:05" while it runs, "InClusterQueue by pg_1a2b3c4d" once released.
+func preemptionText(n *pb.PreemptionNotice) string {
+	text := fmt.Sprintf("%s by pg_%s", n.Reason, shortID(n.PreemptorId))
+	if !n.Acknowledged {
+		text += ", releasing at " + time.UnixMilli(n.DeadlineMs).Format(time.TimeOnly)
+	}
+	return text
 }
 
 type rejectionSummary struct {
@@ -63,7 +86,10 @@ func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
 	s := placementGroupState{
 		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
 		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
-		Bundles: []bundleState{}, PendingReasonCode: g.PendingReasonCode,
+		Bundles: []bundleState{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions,
+	}
+	if n := g.LastPreemption; n != nil {
+		s.LastPreemption = &preemptionState{Reason: n.Reason, PreemptorID: n.PreemptorId, TimeMs: n.TimeMs, DeadlineMs: n.DeadlineMs, Acknowledged: n.Acknowledged}
 	}
 	for _, r := range g.RejectionSummaries {
 		s.Rejections = append(s.Rejections, rejectionSummary{Code: r.Code, Example: r.Example, Nodes: r.Nodes, ExampleNodeIDs: r.ExampleNodeIds})
@@ -108,7 +134,7 @@ var placementGroupsListing = listing[placementGroupState]{
 		}
 		return states, nil
 	},
-	header: "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE",
+	header: "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE\tPREEMPTED",
 	row: func(s placementGroupState) string {
 		nodes := map[string]bool{}
 		var gpus []string
@@ -124,7 +150,13 @@ var placementGroupsListing = listing[placementGroupState]{
 		if gpuText == "" {
 			gpuText = "-"
 		}
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), gpuText, s.Stats.SchedulingState)
+		preempted := "-"
+		if n := s.LastPreemption; n != nil {
+			preempted = fmt.Sprintf("%dx %s", s.Preemptions, preemptionText(&pb.PreemptionNotice{Reason: n.Reason, PreemptorId: n.PreemptorID,
+				DeadlineMs: n.DeadlineMs, Acknowledged: n.Acknowledged}))
+		}
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s", s.PlacementGroupID, s.Name, s.State, s.Strategy, len(s.Bundles), len(nodes), gpuText,
+			s.Stats.SchedulingState, preempted)
 	},
 }
 
@@ -133,9 +165,12 @@ var placementGroupsListing = listing[placementGroupState]{
 func printPlacementGroupStatus(w io.Writer, groups []*pb.PlacementGroupInfo) {
 	fmt.Fprintf(w, "\nPlacement groups\n%s\n", strings.Repeat("-", 64))
 	counts := map[string]int{}
-	var pending []*pb.PlacementGroupInfo
+	var pending, preempting []*pb.PlacementGroupInfo
 	for _, g := range groups {
 		counts[g.State.String()]++
+		if n := g.LastPreemption; n != nil && !n.Acknowledged && g.State != pb.PlacementGroupState_REMOVED {
+			preempting = append(preempting, g)
+		}
 		if g.State == pb.PlacementGroupState_PENDING || g.State == pb.PlacementGroupState_RESCHEDULING {
 			pending = append(pending, g)
 		}
@@ -151,6 +186,12 @@ func printPlacementGroupStatus(w io.Writer, groups []*pb.PlacementGroupInfo) {
 		return
 	}
 	fmt.Fprintf(w, " %s\n", strings.Join(parts, ", "))
+	if len(preempting) > 0 {
+		fmt.Fprintln(w, "Being preempted:")
+		for _, g := range preempting {
+			fmt.Fprintf(w, " pg_%s (%d bundles): %s\n", shortID(g.PlacementGroupId), len(g.Bundles), preemptionText(g.LastPreemption))
+		}
+	}
 	if len(pending) == 0 {
 		return
 	}

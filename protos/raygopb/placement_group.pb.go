@@ -510,8 +510,12 @@ type PlacementGroupInfo struct {
 	// Why a REMOVED group was removed: "removed by its owner", "its job finished",
 	// "ran for max_runtime_s=N".
 	RemovalReason string `protobuf:"bytes,21,opt,name=removal_reason,json=removalReason,proto3" json:"removal_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// How many times the group was told it is being preempted (evicted to make room for
+	// other work), and the last such notice (unset before the first).
+	Preemptions    int32             `protobuf:"varint,22,opt,name=preemptions,proto3" json:"preemptions,omitempty"`
+	LastPreemption *PreemptionNotice `protobuf:"bytes,23,opt,name=last_preemption,json=lastPreemption,proto3" json:"last_preemption,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PlacementGroupInfo) Reset() {
@@ -684,6 +688,105 @@ func (x *PlacementGroupInfo) GetRemovalReason() string {
 	return ""
 }
 
+func (x *PlacementGroupInfo) GetPreemptions() int32 {
+	if x != nil {
+		return x.Preemptions
+	}
+	return 0
+}
+
+func (x *PlacementGroupInfo) GetLastPreemption() *PreemptionNotice {
+	if x != nil {
+		return x.LastPreemption
+	}
+	return nil
+}
+
+// PreemptionNotice tells a running group it is being evicted: its owner's hook may
+// checkpoint until deadline_ms, then (or when the hook acknowledges) its bundles are
+// released and it waits in its queue again (pending_reason_code "Preempted").
+type PreemptionNotice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kueue's eviction reason: "InClusterQueue", "InCohortReclamation",
+	// "InCohortReclaimWhileBorrowing".
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The pending group that the eviction makes room for.
+	PreemptorId string `protobuf:"bytes,2,opt,name=preemptor_id,json=preemptorId,proto3" json:"preemptor_id,omitempty"`
+	// Unix milliseconds: when the notice was given, and when the bundles are released
+	// without an acknowledgement (now + the priority class's gracePeriod).
+	TimeMs     int64 `protobuf:"varint,3,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	DeadlineMs int64 `protobuf:"varint,4,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
+	// Set once the owner acknowledged it (its hook returned) or the deadline passed.
+	Acknowledged  bool `protobuf:"varint,5,opt,name=acknowledged,proto3" json:"acknowledged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PreemptionNotice) Reset() {
+	*x = PreemptionNotice{}
+	mi := &file_placement_group_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PreemptionNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PreemptionNotice) ProtoMessage() {}
+
+func (x *PreemptionNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PreemptionNotice.ProtoReflect.Descriptor instead.
+func (*PreemptionNotice) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PreemptionNotice) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PreemptionNotice) GetPreemptorId() string {
+	if x != nil {
+		return x.PreemptorId
+	}
+	return ""
+}
+
+func (x *PreemptionNotice) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *PreemptionNotice) GetDeadlineMs() int64 {
+	if x != nil {
+		return x.DeadlineMs
+	}
+	return 0
+}
+
+func (x *PreemptionNotice) GetAcknowledged() bool {
+	if x != nil {
+		return x.Acknowledged
+	}
+	return false
+}
+
 type CreatePlacementGroupRequest struct {
 	state   protoimpl.MessageState                    `protogen:"open.v1"`
 	Bundles []*CreatePlacementGroupRequest_BundleSpec `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
@@ -715,7 +818,7 @@ type CreatePlacementGroupRequest struct {
 
 func (x *CreatePlacementGroupRequest) Reset() {
 	*x = CreatePlacementGroupRequest{}
-	mi := &file_placement_group_proto_msgTypes[4]
+	mi := &file_placement_group_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +830,7 @@ func (x *CreatePlacementGroupRequest) String() string {
 func (*CreatePlacementGroupRequest) ProtoMessage() {}
 
 func (x *CreatePlacementGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[4]
+	mi := &file_placement_group_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +843,7 @@ func (x *CreatePlacementGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePlacementGroupRequest.ProtoReflect.Descriptor instead.
 func (*CreatePlacementGroupRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{4}
+	return file_placement_group_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreatePlacementGroupRequest) GetBundles() []*CreatePlacementGroupRequest_BundleSpec {
@@ -829,7 +932,7 @@ type CreatePlacementGroupReply struct {
 
 func (x *CreatePlacementGroupReply) Reset() {
 	*x = CreatePlacementGroupReply{}
-	mi := &file_placement_group_proto_msgTypes[5]
+	mi := &file_placement_group_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +944,7 @@ func (x *CreatePlacementGroupReply) String() string {
 func (*CreatePlacementGroupReply) ProtoMessage() {}
 
 func (x *CreatePlacementGroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[5]
+	mi := &file_placement_group_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +957,7 @@ func (x *CreatePlacementGroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePlacementGroupReply.ProtoReflect.Descriptor instead.
 func (*CreatePlacementGroupReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{5}
+	return file_placement_group_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreatePlacementGroupReply) GetPlacementGroup() *PlacementGroupInfo {
@@ -873,7 +976,7 @@ type RemovePlacementGroupRequest struct {
 
 func (x *RemovePlacementGroupRequest) Reset() {
 	*x = RemovePlacementGroupRequest{}
-	mi := &file_placement_group_proto_msgTypes[6]
+	mi := &file_placement_group_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +988,7 @@ func (x *RemovePlacementGroupRequest) String() string {
 func (*RemovePlacementGroupRequest) ProtoMessage() {}
 
 func (x *RemovePlacementGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[6]
+	mi := &file_placement_group_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1001,7 @@ func (x *RemovePlacementGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePlacementGroupRequest.ProtoReflect.Descriptor instead.
 func (*RemovePlacementGroupRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{6}
+	return file_placement_group_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RemovePlacementGroupRequest) GetPlacementGroupId() string {
@@ -916,7 +1019,7 @@ type RemovePlacementGroupReply struct {
 
 func (x *RemovePlacementGroupReply) Reset() {
 	*x = RemovePlacementGroupReply{}
-	mi := &file_placement_group_proto_msgTypes[7]
+	mi := &file_placement_group_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1031,7 @@ func (x *RemovePlacementGroupReply) String() string {
 func (*RemovePlacementGroupReply) ProtoMessage() {}
 
 func (x *RemovePlacementGroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[7]
+	mi := &file_placement_group_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1044,7 @@ func (x *RemovePlacementGroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemovePlacementGroupReply.ProtoReflect.Descriptor instead.
 func (*RemovePlacementGroupReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{7}
+	return file_placement_group_proto_rawDescGZIP(), []int{8}
 }
 
 type GetPlacementGroupRequest struct {
@@ -953,7 +1056,7 @@ type GetPlacementGroupRequest struct {
 
 func (x *GetPlacementGroupRequest) Reset() {
 	*x = GetPlacementGroupRequest{}
-	mi := &file_placement_group_proto_msgTypes[8]
+	mi := &file_placement_group_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1068,7 @@ func (x *GetPlacementGroupRequest) String() string {
 func (*GetPlacementGroupRequest) ProtoMessage() {}
 
 func (x *GetPlacementGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[8]
+	mi := &file_placement_group_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1081,7 @@ func (x *GetPlacementGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlacementGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetPlacementGroupRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{8}
+	return file_placement_group_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetPlacementGroupRequest) GetPlacementGroupId() string {
@@ -998,7 +1101,7 @@ type GetPlacementGroupReply struct {
 
 func (x *GetPlacementGroupReply) Reset() {
 	*x = GetPlacementGroupReply{}
-	mi := &file_placement_group_proto_msgTypes[9]
+	mi := &file_placement_group_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1113,7 @@ func (x *GetPlacementGroupReply) String() string {
 func (*GetPlacementGroupReply) ProtoMessage() {}
 
 func (x *GetPlacementGroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[9]
+	mi := &file_placement_group_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1126,7 @@ func (x *GetPlacementGroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlacementGroupReply.ProtoReflect.Descriptor instead.
 func (*GetPlacementGroupReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{9}
+	return file_placement_group_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetPlacementGroupReply) GetPlacementGroup() *PlacementGroupInfo {
@@ -1043,7 +1146,7 @@ type GetNamedPlacementGroupRequest struct {
 
 func (x *GetNamedPlacementGroupRequest) Reset() {
 	*x = GetNamedPlacementGroupRequest{}
-	mi := &file_placement_group_proto_msgTypes[10]
+	mi := &file_placement_group_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1158,7 @@ func (x *GetNamedPlacementGroupRequest) String() string {
 func (*GetNamedPlacementGroupRequest) ProtoMessage() {}
 
 func (x *GetNamedPlacementGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[10]
+	mi := &file_placement_group_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1171,7 @@ func (x *GetNamedPlacementGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamedPlacementGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetNamedPlacementGroupRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{10}
+	return file_placement_group_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetNamedPlacementGroupRequest) GetName() string {
@@ -1095,7 +1198,7 @@ type GetNamedPlacementGroupReply struct {
 
 func (x *GetNamedPlacementGroupReply) Reset() {
 	*x = GetNamedPlacementGroupReply{}
-	mi := &file_placement_group_proto_msgTypes[11]
+	mi := &file_placement_group_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1210,7 @@ func (x *GetNamedPlacementGroupReply) String() string {
 func (*GetNamedPlacementGroupReply) ProtoMessage() {}
 
 func (x *GetNamedPlacementGroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[11]
+	mi := &file_placement_group_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1223,7 @@ func (x *GetNamedPlacementGroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamedPlacementGroupReply.ProtoReflect.Descriptor instead.
 func (*GetNamedPlacementGroupReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{11}
+	return file_placement_group_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetNamedPlacementGroupReply) GetPlacementGroup() *PlacementGroupInfo {
@@ -1138,7 +1241,7 @@ type GetAllPlacementGroupRequest struct {
 
 func (x *GetAllPlacementGroupRequest) Reset() {
 	*x = GetAllPlacementGroupRequest{}
-	mi := &file_placement_group_proto_msgTypes[12]
+	mi := &file_placement_group_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1253,7 @@ func (x *GetAllPlacementGroupRequest) String() string {
 func (*GetAllPlacementGroupRequest) ProtoMessage() {}
 
 func (x *GetAllPlacementGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[12]
+	mi := &file_placement_group_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1266,7 @@ func (x *GetAllPlacementGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllPlacementGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetAllPlacementGroupRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{12}
+	return file_placement_group_proto_rawDescGZIP(), []int{13}
 }
 
 type GetAllPlacementGroupReply struct {
@@ -1175,7 +1278,7 @@ type GetAllPlacementGroupReply struct {
 
 func (x *GetAllPlacementGroupReply) Reset() {
 	*x = GetAllPlacementGroupReply{}
-	mi := &file_placement_group_proto_msgTypes[13]
+	mi := &file_placement_group_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1290,7 @@ func (x *GetAllPlacementGroupReply) String() string {
 func (*GetAllPlacementGroupReply) ProtoMessage() {}
 
 func (x *GetAllPlacementGroupReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[13]
+	mi := &file_placement_group_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1303,7 @@ func (x *GetAllPlacementGroupReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAllPlacementGroupReply.ProtoReflect.Descriptor instead.
 func (*GetAllPlacementGroupReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{13}
+	return file_placement_group_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetAllPlacementGroupReply) GetPlacementGroups() []*PlacementGroupInfo {
@@ -1219,7 +1322,7 @@ type WaitPlacementGroupUntilReadyRequest struct {
 
 func (x *WaitPlacementGroupUntilReadyRequest) Reset() {
 	*x = WaitPlacementGroupUntilReadyRequest{}
-	mi := &file_placement_group_proto_msgTypes[14]
+	mi := &file_placement_group_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1334,7 @@ func (x *WaitPlacementGroupUntilReadyRequest) String() string {
 func (*WaitPlacementGroupUntilReadyRequest) ProtoMessage() {}
 
 func (x *WaitPlacementGroupUntilReadyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[14]
+	mi := &file_placement_group_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1347,7 @@ func (x *WaitPlacementGroupUntilReadyRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use WaitPlacementGroupUntilReadyRequest.ProtoReflect.Descriptor instead.
 func (*WaitPlacementGroupUntilReadyRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{14}
+	return file_placement_group_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WaitPlacementGroupUntilReadyRequest) GetPlacementGroupId() string {
@@ -1263,7 +1366,7 @@ type WaitPlacementGroupUntilReadyReply struct {
 
 func (x *WaitPlacementGroupUntilReadyReply) Reset() {
 	*x = WaitPlacementGroupUntilReadyReply{}
-	mi := &file_placement_group_proto_msgTypes[15]
+	mi := &file_placement_group_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1378,7 @@ func (x *WaitPlacementGroupUntilReadyReply) String() string {
 func (*WaitPlacementGroupUntilReadyReply) ProtoMessage() {}
 
 func (x *WaitPlacementGroupUntilReadyReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[15]
+	mi := &file_placement_group_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1391,7 @@ func (x *WaitPlacementGroupUntilReadyReply) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use WaitPlacementGroupUntilReadyReply.ProtoReflect.Descriptor instead.
 func (*WaitPlacementGroupUntilReadyReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{15}
+	return file_placement_group_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WaitPlacementGroupUntilReadyReply) GetPlacementGroup() *PlacementGroupInfo {
@@ -1296,6 +1399,192 @@ func (x *WaitPlacementGroupUntilReadyReply) GetPlacementGroup() *PlacementGroupI
 		return x.PlacementGroup
 	}
 	return nil
+}
+
+type WaitPreemptionNoticeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	WaitMs           int64                  `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WaitPreemptionNoticeRequest) Reset() {
+	*x = WaitPreemptionNoticeRequest{}
+	mi := &file_placement_group_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitPreemptionNoticeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitPreemptionNoticeRequest) ProtoMessage() {}
+
+func (x *WaitPreemptionNoticeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitPreemptionNoticeRequest.ProtoReflect.Descriptor instead.
+func (*WaitPreemptionNoticeRequest) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *WaitPreemptionNoticeRequest) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *WaitPreemptionNoticeRequest) GetWaitMs() int64 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+type WaitPreemptionNoticeReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset when nothing came within the wait.
+	Notice        *PreemptionNotice `protobuf:"bytes,1,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaitPreemptionNoticeReply) Reset() {
+	*x = WaitPreemptionNoticeReply{}
+	mi := &file_placement_group_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaitPreemptionNoticeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaitPreemptionNoticeReply) ProtoMessage() {}
+
+func (x *WaitPreemptionNoticeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaitPreemptionNoticeReply.ProtoReflect.Descriptor instead.
+func (*WaitPreemptionNoticeReply) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WaitPreemptionNoticeReply) GetNotice() *PreemptionNotice {
+	if x != nil {
+		return x.Notice
+	}
+	return nil
+}
+
+type AckPreemptionNoticeRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	// The acknowledged notice's time_ms (0: whatever notice is current).
+	TimeMs        int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckPreemptionNoticeRequest) Reset() {
+	*x = AckPreemptionNoticeRequest{}
+	mi := &file_placement_group_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckPreemptionNoticeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckPreemptionNoticeRequest) ProtoMessage() {}
+
+func (x *AckPreemptionNoticeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckPreemptionNoticeRequest.ProtoReflect.Descriptor instead.
+func (*AckPreemptionNoticeRequest) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AckPreemptionNoticeRequest) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *AckPreemptionNoticeRequest) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+type AckPreemptionNoticeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckPreemptionNoticeReply) Reset() {
+	*x = AckPreemptionNoticeReply{}
+	mi := &file_placement_group_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckPreemptionNoticeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckPreemptionNoticeReply) ProtoMessage() {}
+
+func (x *AckPreemptionNoticeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_placement_group_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckPreemptionNoticeReply.ProtoReflect.Descriptor instead.
+func (*AckPreemptionNoticeReply) Descriptor() ([]byte, []int) {
+	return file_placement_group_proto_rawDescGZIP(), []int{20}
 }
 
 type ApplyQueuesRequest struct {
@@ -1308,7 +1597,7 @@ type ApplyQueuesRequest struct {
 
 func (x *ApplyQueuesRequest) Reset() {
 	*x = ApplyQueuesRequest{}
-	mi := &file_placement_group_proto_msgTypes[16]
+	mi := &file_placement_group_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1609,7 @@ func (x *ApplyQueuesRequest) String() string {
 func (*ApplyQueuesRequest) ProtoMessage() {}
 
 func (x *ApplyQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[16]
+	mi := &file_placement_group_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1622,7 @@ func (x *ApplyQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ApplyQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{16}
+	return file_placement_group_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyQueuesRequest) GetConfigYaml() []byte {
@@ -1351,7 +1640,7 @@ type ApplyQueuesReply struct {
 
 func (x *ApplyQueuesReply) Reset() {
 	*x = ApplyQueuesReply{}
-	mi := &file_placement_group_proto_msgTypes[17]
+	mi := &file_placement_group_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1652,7 @@ func (x *ApplyQueuesReply) String() string {
 func (*ApplyQueuesReply) ProtoMessage() {}
 
 func (x *ApplyQueuesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[17]
+	mi := &file_placement_group_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1665,7 @@ func (x *ApplyQueuesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyQueuesReply.ProtoReflect.Descriptor instead.
 func (*ApplyQueuesReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{17}
+	return file_placement_group_proto_rawDescGZIP(), []int{22}
 }
 
 type ListQueuesRequest struct {
@@ -1387,7 +1676,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_placement_group_proto_msgTypes[18]
+	mi := &file_placement_group_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1688,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[18]
+	mi := &file_placement_group_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1701,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{18}
+	return file_placement_group_proto_rawDescGZIP(), []int{23}
 }
 
 type QueueResourceStatus struct {
@@ -1433,7 +1722,7 @@ type QueueResourceStatus struct {
 
 func (x *QueueResourceStatus) Reset() {
 	*x = QueueResourceStatus{}
-	mi := &file_placement_group_proto_msgTypes[19]
+	mi := &file_placement_group_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1734,7 @@ func (x *QueueResourceStatus) String() string {
 func (*QueueResourceStatus) ProtoMessage() {}
 
 func (x *QueueResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[19]
+	mi := &file_placement_group_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1747,7 @@ func (x *QueueResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResourceStatus.ProtoReflect.Descriptor instead.
 func (*QueueResourceStatus) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{19}
+	return file_placement_group_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueueResourceStatus) GetResource() string {
@@ -1525,7 +1814,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_placement_group_proto_msgTypes[20]
+	mi := &file_placement_group_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1826,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[20]
+	mi := &file_placement_group_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1839,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{20}
+	return file_placement_group_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueueStatus) GetQueue() string {
@@ -1599,7 +1888,7 @@ type ListQueuesReply struct {
 
 func (x *ListQueuesReply) Reset() {
 	*x = ListQueuesReply{}
-	mi := &file_placement_group_proto_msgTypes[21]
+	mi := &file_placement_group_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1900,7 @@ func (x *ListQueuesReply) String() string {
 func (*ListQueuesReply) ProtoMessage() {}
 
 func (x *ListQueuesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[21]
+	mi := &file_placement_group_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1913,7 @@ func (x *ListQueuesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesReply.ProtoReflect.Descriptor instead.
 func (*ListQueuesReply) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{21}
+	return file_placement_group_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListQueuesReply) GetEnabled() bool {
@@ -1651,7 +1940,7 @@ type CreatePlacementGroupRequest_BundleSpec struct {
 
 func (x *CreatePlacementGroupRequest_BundleSpec) Reset() {
 	*x = CreatePlacementGroupRequest_BundleSpec{}
-	mi := &file_placement_group_proto_msgTypes[24]
+	mi := &file_placement_group_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1952,7 @@ func (x *CreatePlacementGroupRequest_BundleSpec) String() string {
 func (*CreatePlacementGroupRequest_BundleSpec) ProtoMessage() {}
 
 func (x *CreatePlacementGroupRequest_BundleSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_placement_group_proto_msgTypes[24]
+	mi := &file_placement_group_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1965,7 @@ func (x *CreatePlacementGroupRequest_BundleSpec) ProtoReflect() protoreflect.Mes
 
 // Deprecated: Use CreatePlacementGroupRequest_BundleSpec.ProtoReflect.Descriptor instead.
 func (*CreatePlacementGroupRequest_BundleSpec) Descriptor() ([]byte, []int) {
-	return file_placement_group_proto_rawDescGZIP(), []int{4, 0}
+	return file_placement_group_proto_rawDescGZIP(), []int{5, 0}
 }
 
 func (x *CreatePlacementGroupRequest_BundleSpec) GetResources() map[string]float64 {
@@ -1728,7 +2017,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\aexample\x18\x02 \x01(\tR\aexample\x12\x14\n" +
 	"\x05nodes\x18\x03 \x01(\x05R\x05nodes\x12(\n" +
-	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xc6\x06\n" +
+	"\x10example_node_ids\x18\x04 \x03(\tR\x0eexampleNodeIds\"\xad\a\n" +
 	"\x12PlacementGroupInfo\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -1751,7 +2040,16 @@ const file_placement_group_proto_rawDesc = "" +
 	"\bpriority\x18\x12 \x01(\x03R\bpriority\x12\"\n" +
 	"\rmax_runtime_s\x18\x13 \x01(\x03R\vmaxRuntimeS\x12(\n" +
 	"\x10running_since_ms\x18\x14 \x01(\x03R\x0erunningSinceMs\x12%\n" +
-	"\x0eremoval_reason\x18\x15 \x01(\tR\rremovalReasonJ\x04\b\v\x10\f\"\xf8\x05\n" +
+	"\x0eremoval_reason\x18\x15 \x01(\tR\rremovalReason\x12 \n" +
+	"\vpreemptions\x18\x16 \x01(\x05R\vpreemptions\x12C\n" +
+	"\x0flast_preemption\x18\x17 \x01(\v2\x1a.raygo.v1.PreemptionNoticeR\x0elastPreemptionJ\x04\b\v\x10\f\"\xab\x01\n" +
+	"\x10PreemptionNotice\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12!\n" +
+	"\fpreemptor_id\x18\x02 \x01(\tR\vpreemptorId\x12\x17\n" +
+	"\atime_ms\x18\x03 \x01(\x03R\x06timeMs\x12\x1f\n" +
+	"\vdeadline_ms\x18\x04 \x01(\x03R\n" +
+	"deadlineMs\x12\"\n" +
+	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xf8\x05\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -1795,7 +2093,16 @@ const file_placement_group_proto_rawDesc = "" +
 	"#WaitPlacementGroupUntilReadyRequest\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\"j\n" +
 	"!WaitPlacementGroupUntilReadyReply\x12E\n" +
-	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup\"5\n" +
+	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup\"d\n" +
+	"\x1bWaitPreemptionNoticeRequest\x12,\n" +
+	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x17\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"O\n" +
+	"\x19WaitPreemptionNoticeReply\x122\n" +
+	"\x06notice\x18\x01 \x01(\v2\x1a.raygo.v1.PreemptionNoticeR\x06notice\"c\n" +
+	"\x1aAckPreemptionNoticeRequest\x12,\n" +
+	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x17\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\"\x1a\n" +
+	"\x18AckPreemptionNoticeReply\"5\n" +
 	"\x12ApplyQueuesRequest\x12\x1f\n" +
 	"\vconfig_yaml\x18\x01 \x01(\fR\n" +
 	"configYaml\"\x12\n" +
@@ -1839,14 +2146,16 @@ const file_placement_group_proto_rawDesc = "" +
 	"\n" +
 	"INFEASIBLE\x10\x04\x12\x1e\n" +
 	"\x1aFAILED_TO_COMMIT_RESOURCES\x10\x05\x12\f\n" +
-	"\bFINISHED\x10\x062\x84\x05\n" +
+	"\bFINISHED\x10\x062\xc9\x06\n" +
 	"\x15PlacementGroupService\x12b\n" +
 	"\x14CreatePlacementGroup\x12%.raygo.v1.CreatePlacementGroupRequest\x1a#.raygo.v1.CreatePlacementGroupReply\x12b\n" +
 	"\x14RemovePlacementGroup\x12%.raygo.v1.RemovePlacementGroupRequest\x1a#.raygo.v1.RemovePlacementGroupReply\x12Y\n" +
 	"\x11GetPlacementGroup\x12\".raygo.v1.GetPlacementGroupRequest\x1a .raygo.v1.GetPlacementGroupReply\x12h\n" +
 	"\x16GetNamedPlacementGroup\x12'.raygo.v1.GetNamedPlacementGroupRequest\x1a%.raygo.v1.GetNamedPlacementGroupReply\x12b\n" +
 	"\x14GetAllPlacementGroup\x12%.raygo.v1.GetAllPlacementGroupRequest\x1a#.raygo.v1.GetAllPlacementGroupReply\x12z\n" +
-	"\x1cWaitPlacementGroupUntilReady\x12-.raygo.v1.WaitPlacementGroupUntilReadyRequest\x1a+.raygo.v1.WaitPlacementGroupUntilReadyReply2\x9d\x01\n" +
+	"\x1cWaitPlacementGroupUntilReady\x12-.raygo.v1.WaitPlacementGroupUntilReadyRequest\x1a+.raygo.v1.WaitPlacementGroupUntilReadyReply\x12b\n" +
+	"\x14WaitPreemptionNotice\x12%.raygo.v1.WaitPreemptionNoticeRequest\x1a#.raygo.v1.WaitPreemptionNoticeReply\x12_\n" +
+	"\x13AckPreemptionNotice\x12$.raygo.v1.AckPreemptionNoticeRequest\x1a\".raygo.v1.AckPreemptionNoticeReply2\x9d\x01\n" +
 	"\fQueueService\x12G\n" +
 	"\vApplyQueues\x12\x1c.raygo.v1.ApplyQueuesRequest\x1a\x1a.raygo.v1.ApplyQueuesReply\x12D\n" +
 	"\n" +
@@ -1865,7 +2174,7 @@ func file_placement_group_proto_rawDescGZIP() []byte {
 }
 
 var file_placement_group_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_placement_group_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_placement_group_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_placement_group_proto_goTypes = []any{
 	(PlacementStrategy)(0),                         // 0: raygo.v1.PlacementStrategy
 	(PlacementGroupState)(0),                       // 1: raygo.v1.PlacementGroupState
@@ -1874,70 +2183,81 @@ var file_placement_group_proto_goTypes = []any{
 	(*PlacementGroupStats)(nil),                    // 4: raygo.v1.PlacementGroupStats
 	(*RejectionSummary)(nil),                       // 5: raygo.v1.RejectionSummary
 	(*PlacementGroupInfo)(nil),                     // 6: raygo.v1.PlacementGroupInfo
-	(*CreatePlacementGroupRequest)(nil),            // 7: raygo.v1.CreatePlacementGroupRequest
-	(*CreatePlacementGroupReply)(nil),              // 8: raygo.v1.CreatePlacementGroupReply
-	(*RemovePlacementGroupRequest)(nil),            // 9: raygo.v1.RemovePlacementGroupRequest
-	(*RemovePlacementGroupReply)(nil),              // 10: raygo.v1.RemovePlacementGroupReply
-	(*GetPlacementGroupRequest)(nil),               // 11: raygo.v1.GetPlacementGroupRequest
-	(*GetPlacementGroupReply)(nil),                 // 12: raygo.v1.GetPlacementGroupReply
-	(*GetNamedPlacementGroupRequest)(nil),          // 13: raygo.v1.GetNamedPlacementGroupRequest
-	(*GetNamedPlacementGroupReply)(nil),            // 14: raygo.v1.GetNamedPlacementGroupReply
-	(*GetAllPlacementGroupRequest)(nil),            // 15: raygo.v1.GetAllPlacementGroupRequest
-	(*GetAllPlacementGroupReply)(nil),              // 16: raygo.v1.GetAllPlacementGroupReply
-	(*WaitPlacementGroupUntilReadyRequest)(nil),    // 17: raygo.v1.WaitPlacementGroupUntilReadyRequest
-	(*WaitPlacementGroupUntilReadyReply)(nil),      // 18: raygo.v1.WaitPlacementGroupUntilReadyReply
-	(*ApplyQueuesRequest)(nil),                     // 19: raygo.v1.ApplyQueuesRequest
-	(*ApplyQueuesReply)(nil),                       // 20: raygo.v1.ApplyQueuesReply
-	(*ListQueuesRequest)(nil),                      // 21: raygo.v1.ListQueuesRequest
-	(*QueueResourceStatus)(nil),                    // 22: raygo.v1.QueueResourceStatus
-	(*QueueStatus)(nil),                            // 23: raygo.v1.QueueStatus
-	(*ListQueuesReply)(nil),                        // 24: raygo.v1.ListQueuesReply
-	nil,                                            // 25: raygo.v1.Bundle.UnitResourcesEntry
-	nil,                                            // 26: raygo.v1.Bundle.LabelSelectorEntry
-	(*CreatePlacementGroupRequest_BundleSpec)(nil), // 27: raygo.v1.CreatePlacementGroupRequest.BundleSpec
-	nil, // 28: raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
-	nil, // 29: raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
+	(*PreemptionNotice)(nil),                       // 7: raygo.v1.PreemptionNotice
+	(*CreatePlacementGroupRequest)(nil),            // 8: raygo.v1.CreatePlacementGroupRequest
+	(*CreatePlacementGroupReply)(nil),              // 9: raygo.v1.CreatePlacementGroupReply
+	(*RemovePlacementGroupRequest)(nil),            // 10: raygo.v1.RemovePlacementGroupRequest
+	(*RemovePlacementGroupReply)(nil),              // 11: raygo.v1.RemovePlacementGroupReply
+	(*GetPlacementGroupRequest)(nil),               // 12: raygo.v1.GetPlacementGroupRequest
+	(*GetPlacementGroupReply)(nil),                 // 13: raygo.v1.GetPlacementGroupReply
+	(*GetNamedPlacementGroupRequest)(nil),          // 14: raygo.v1.GetNamedPlacementGroupRequest
+	(*GetNamedPlacementGroupReply)(nil),            // 15: raygo.v1.GetNamedPlacementGroupReply
+	(*GetAllPlacementGroupRequest)(nil),            // 16: raygo.v1.GetAllPlacementGroupRequest
+	(*GetAllPlacementGroupReply)(nil),              // 17: raygo.v1.GetAllPlacementGroupReply
+	(*WaitPlacementGroupUntilReadyRequest)(nil),    // 18: raygo.v1.WaitPlacementGroupUntilReadyRequest
+	(*WaitPlacementGroupUntilReadyReply)(nil),      // 19: raygo.v1.WaitPlacementGroupUntilReadyReply
+	(*WaitPreemptionNoticeRequest)(nil),            // 20: raygo.v1.WaitPreemptionNoticeRequest
+	(*WaitPreemptionNoticeReply)(nil),              // 21: raygo.v1.WaitPreemptionNoticeReply
+	(*AckPreemptionNoticeRequest)(nil),             // 22: raygo.v1.AckPreemptionNoticeRequest
+	(*AckPreemptionNoticeReply)(nil),               // 23: raygo.v1.AckPreemptionNoticeReply
+	(*ApplyQueuesRequest)(nil),                     // 24: raygo.v1.ApplyQueuesRequest
+	(*ApplyQueuesReply)(nil),                       // 25: raygo.v1.ApplyQueuesReply
+	(*ListQueuesRequest)(nil),                      // 26: raygo.v1.ListQueuesRequest
+	(*QueueResourceStatus)(nil),                    // 27: raygo.v1.QueueResourceStatus
+	(*QueueStatus)(nil),                            // 28: raygo.v1.QueueStatus
+	(*ListQueuesReply)(nil),                        // 29: raygo.v1.ListQueuesReply
+	nil,                                            // 30: raygo.v1.Bundle.UnitResourcesEntry
+	nil,                                            // 31: raygo.v1.Bundle.LabelSelectorEntry
+	(*CreatePlacementGroupRequest_BundleSpec)(nil), // 32: raygo.v1.CreatePlacementGroupRequest.BundleSpec
+	nil, // 33: raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
+	nil, // 34: raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
 }
 var file_placement_group_proto_depIdxs = []int32{
-	25, // 0: raygo.v1.Bundle.unit_resources:type_name -> raygo.v1.Bundle.UnitResourcesEntry
-	26, // 1: raygo.v1.Bundle.label_selector:type_name -> raygo.v1.Bundle.LabelSelectorEntry
+	30, // 0: raygo.v1.Bundle.unit_resources:type_name -> raygo.v1.Bundle.UnitResourcesEntry
+	31, // 1: raygo.v1.Bundle.label_selector:type_name -> raygo.v1.Bundle.LabelSelectorEntry
 	2,  // 2: raygo.v1.PlacementGroupStats.scheduling_state:type_name -> raygo.v1.SchedulingState
 	0,  // 3: raygo.v1.PlacementGroupInfo.strategy:type_name -> raygo.v1.PlacementStrategy
 	1,  // 4: raygo.v1.PlacementGroupInfo.state:type_name -> raygo.v1.PlacementGroupState
 	3,  // 5: raygo.v1.PlacementGroupInfo.bundles:type_name -> raygo.v1.Bundle
 	4,  // 6: raygo.v1.PlacementGroupInfo.stats:type_name -> raygo.v1.PlacementGroupStats
 	5,  // 7: raygo.v1.PlacementGroupInfo.rejection_summaries:type_name -> raygo.v1.RejectionSummary
-	27, // 8: raygo.v1.CreatePlacementGroupRequest.bundles:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec
-	6,  // 9: raygo.v1.CreatePlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
-	6,  // 10: raygo.v1.GetPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
-	6,  // 11: raygo.v1.GetNamedPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
-	6,  // 12: raygo.v1.GetAllPlacementGroupReply.placement_groups:type_name -> raygo.v1.PlacementGroupInfo
-	6,  // 13: raygo.v1.WaitPlacementGroupUntilReadyReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
-	22, // 14: raygo.v1.QueueStatus.resources:type_name -> raygo.v1.QueueResourceStatus
-	23, // 15: raygo.v1.ListQueuesReply.queues:type_name -> raygo.v1.QueueStatus
-	28, // 16: raygo.v1.CreatePlacementGroupRequest.BundleSpec.resources:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
-	29, // 17: raygo.v1.CreatePlacementGroupRequest.BundleSpec.label_selector:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
-	7,  // 18: raygo.v1.PlacementGroupService.CreatePlacementGroup:input_type -> raygo.v1.CreatePlacementGroupRequest
-	9,  // 19: raygo.v1.PlacementGroupService.RemovePlacementGroup:input_type -> raygo.v1.RemovePlacementGroupRequest
-	11, // 20: raygo.v1.PlacementGroupService.GetPlacementGroup:input_type -> raygo.v1.GetPlacementGroupRequest
-	13, // 21: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:input_type -> raygo.v1.GetNamedPlacementGroupRequest
-	15, // 22: raygo.v1.PlacementGroupService.GetAllPlacementGroup:input_type -> raygo.v1.GetAllPlacementGroupRequest
-	17, // 23: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:input_type -> raygo.v1.WaitPlacementGroupUntilReadyRequest
-	19, // 24: raygo.v1.QueueService.ApplyQueues:input_type -> raygo.v1.ApplyQueuesRequest
-	21, // 25: raygo.v1.QueueService.ListQueues:input_type -> raygo.v1.ListQueuesRequest
-	8,  // 26: raygo.v1.PlacementGroupService.CreatePlacementGroup:output_type -> raygo.v1.CreatePlacementGroupReply
-	10, // 27: raygo.v1.PlacementGroupService.RemovePlacementGroup:output_type -> raygo.v1.RemovePlacementGroupReply
-	12, // 28: raygo.v1.PlacementGroupService.GetPlacementGroup:output_type -> raygo.v1.GetPlacementGroupReply
-	14, // 29: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:output_type -> raygo.v1.GetNamedPlacementGroupReply
-	16, // 30: raygo.v1.PlacementGroupService.GetAllPlacementGroup:output_type -> raygo.v1.GetAllPlacementGroupReply
-	18, // 31: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:output_type -> raygo.v1.WaitPlacementGroupUntilReadyReply
-	20, // 32: raygo.v1.QueueService.ApplyQueues:output_type -> raygo.v1.ApplyQueuesReply
-	24, // 33: raygo.v1.QueueService.ListQueues:output_type -> raygo.v1.ListQueuesReply
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	7,  // 8: raygo.v1.PlacementGroupInfo.last_preemption:type_name -> raygo.v1.PreemptionNotice
+	32, // 9: raygo.v1.CreatePlacementGroupRequest.bundles:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec
+	6,  // 10: raygo.v1.CreatePlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
+	6,  // 11: raygo.v1.GetPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
+	6,  // 12: raygo.v1.GetNamedPlacementGroupReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
+	6,  // 13: raygo.v1.GetAllPlacementGroupReply.placement_groups:type_name -> raygo.v1.PlacementGroupInfo
+	6,  // 14: raygo.v1.WaitPlacementGroupUntilReadyReply.placement_group:type_name -> raygo.v1.PlacementGroupInfo
+	7,  // 15: raygo.v1.WaitPreemptionNoticeReply.notice:type_name -> raygo.v1.PreemptionNotice
+	27, // 16: raygo.v1.QueueStatus.resources:type_name -> raygo.v1.QueueResourceStatus
+	28, // 17: raygo.v1.ListQueuesReply.queues:type_name -> raygo.v1.QueueStatus
+	33, // 18: raygo.v1.CreatePlacementGroupRequest.BundleSpec.resources:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntry
+	34, // 19: raygo.v1.CreatePlacementGroupRequest.BundleSpec.label_selector:type_name -> raygo.v1.CreatePlacementGroupRequest.BundleSpec.LabelSelectorEntry
+	8,  // 20: raygo.v1.PlacementGroupService.CreatePlacementGroup:input_type -> raygo.v1.CreatePlacementGroupRequest
+	10, // 21: raygo.v1.PlacementGroupService.RemovePlacementGroup:input_type -> raygo.v1.RemovePlacementGroupRequest
+	12, // 22: raygo.v1.PlacementGroupService.GetPlacementGroup:input_type -> raygo.v1.GetPlacementGroupRequest
+	14, // 23: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:input_type -> raygo.v1.GetNamedPlacementGroupRequest
+	16, // 24: raygo.v1.PlacementGroupService.GetAllPlacementGroup:input_type -> raygo.v1.GetAllPlacementGroupRequest
+	18, // 25: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:input_type -> raygo.v1.WaitPlacementGroupUntilReadyRequest
+	20, // 26: raygo.v1.PlacementGroupService.WaitPreemptionNotice:input_type -> raygo.v1.WaitPreemptionNoticeRequest
+	22, // 27: raygo.v1.PlacementGroupService.AckPreemptionNotice:input_type -> raygo.v1.AckPreemptionNoticeRequest
+	24, // 28: raygo.v1.QueueService.ApplyQueues:input_type -> raygo.v1.ApplyQueuesRequest
+	26, // 29: raygo.v1.QueueService.ListQueues:input_type -> raygo.v1.ListQueuesRequest
+	9,  // 30: raygo.v1.PlacementGroupService.CreatePlacementGroup:output_type -> raygo.v1.CreatePlacementGroupReply
+	11, // 31: raygo.v1.PlacementGroupService.RemovePlacementGroup:output_type -> raygo.v1.RemovePlacementGroupReply
+	13, // 32: raygo.v1.PlacementGroupService.GetPlacementGroup:output_type -> raygo.v1.GetPlacementGroupReply
+	15, // 33: raygo.v1.PlacementGroupService.GetNamedPlacementGroup:output_type -> raygo.v1.GetNamedPlacementGroupReply
+	17, // 34: raygo.v1.PlacementGroupService.GetAllPlacementGroup:output_type -> raygo.v1.GetAllPlacementGroupReply
+	19, // 35: raygo.v1.PlacementGroupService.WaitPlacementGroupUntilReady:output_type -> raygo.v1.WaitPlacementGroupUntilReadyReply
+	21, // 36: raygo.v1.PlacementGroupService.WaitPreemptionNotice:output_type -> raygo.v1.WaitPreemptionNoticeReply
+	23, // 37: raygo.v1.PlacementGroupService.AckPreemptionNotice:output_type -> raygo.v1.AckPreemptionNoticeReply
+	25, // 38: raygo.v1.QueueService.ApplyQueues:output_type -> raygo.v1.ApplyQueuesReply
+	29, // 39: raygo.v1.QueueService.ListQueues:output_type -> raygo.v1.ListQueuesReply
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_placement_group_proto_init() }
@@ -1951,7 +2271,7 @@ func file_placement_group_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_placement_group_proto_rawDesc), len(file_placement_group_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   27,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

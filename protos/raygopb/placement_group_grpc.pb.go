@@ -25,6 +25,8 @@ const (
 	PlacementGroupService_GetNamedPlacementGroup_FullMethodName       = "/raygo.v1.PlacementGroupService/GetNamedPlacementGroup"
 	PlacementGroupService_GetAllPlacementGroup_FullMethodName         = "/raygo.v1.PlacementGroupService/GetAllPlacementGroup"
 	PlacementGroupService_WaitPlacementGroupUntilReady_FullMethodName = "/raygo.v1.PlacementGroupService/WaitPlacementGroupUntilReady"
+	PlacementGroupService_WaitPreemptionNotice_FullMethodName         = "/raygo.v1.PlacementGroupService/WaitPreemptionNotice"
+	PlacementGroupService_AckPreemptionNotice_FullMethodName          = "/raygo.v1.PlacementGroupService/AckPreemptionNotice"
 )
 
 // PlacementGroupServiceClient is the client API for PlacementGroupService service.
@@ -46,6 +48,15 @@ type PlacementGroupServiceClient interface {
 	// when the call's deadline passes first, NotFound for an unknown group and
 	// FailedPrecondition for a removed one.
 	WaitPlacementGroupUntilReady(ctx context.Context, in *WaitPlacementGroupUntilReadyRequest, opts ...grpc.CallOption) (*WaitPlacementGroupUntilReadyReply, error)
+	// WaitPreemptionNotice is the owner's long poll: it returns the group's notice once
+	// the group is being preempted and the notice is not acknowledged yet, or an empty
+	// reply when wait_ms (default and at most 60 s) or the call's deadline passes first;
+	// NotFound for an unknown group, FailedPrecondition for a removed one.
+	WaitPreemptionNotice(ctx context.Context, in *WaitPreemptionNoticeRequest, opts ...grpc.CallOption) (*WaitPreemptionNoticeReply, error)
+	// AckPreemptionNotice says the owner's hook returned: the group's bundles are released
+	// now rather than at the deadline. Acknowledging a notice that is no longer current
+	// (time_ms differs) or a group not being preempted is a no-op.
+	AckPreemptionNotice(ctx context.Context, in *AckPreemptionNoticeRequest, opts ...grpc.CallOption) (*AckPreemptionNoticeReply, error)
 }
 
 type placementGroupServiceClient struct {
@@ -116,6 +127,26 @@ func (c *placementGroupServiceClient) WaitPlacementGroupUntilReady(ctx context.C
 	return out, nil
 }
 
+func (c *placementGroupServiceClient) WaitPreemptionNotice(ctx context.Context, in *WaitPreemptionNoticeRequest, opts ...grpc.CallOption) (*WaitPreemptionNoticeReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WaitPreemptionNoticeReply)
+	err := c.cc.Invoke(ctx, PlacementGroupService_WaitPreemptionNotice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *placementGroupServiceClient) AckPreemptionNotice(ctx context.Context, in *AckPreemptionNoticeRequest, opts ...grpc.CallOption) (*AckPreemptionNoticeReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckPreemptionNoticeReply)
+	err := c.cc.Invoke(ctx, PlacementGroupService_AckPreemptionNotice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PlacementGroupServiceServer is the server API for PlacementGroupService service.
 // All implementations must embed UnimplementedPlacementGroupServiceServer
 // for forward compatibility.
@@ -135,6 +166,15 @@ type PlacementGroupServiceServer interface {
 	// when the call's deadline passes first, NotFound for an unknown group and
 	// FailedPrecondition for a removed one.
 	WaitPlacementGroupUntilReady(context.Context, *WaitPlacementGroupUntilReadyRequest) (*WaitPlacementGroupUntilReadyReply, error)
+	// WaitPreemptionNotice is the owner's long poll: it returns the group's notice once
+	// the group is being preempted and the notice is not acknowledged yet, or an empty
+	// reply when wait_ms (default and at most 60 s) or the call's deadline passes first;
+	// NotFound for an unknown group, FailedPrecondition for a removed one.
+	WaitPreemptionNotice(context.Context, *WaitPreemptionNoticeRequest) (*WaitPreemptionNoticeReply, error)
+	// AckPreemptionNotice says the owner's hook returned: the group's bundles are released
+	// now rather than at the deadline. Acknowledging a notice that is no longer current
+	// (time_ms differs) or a group not being preempted is a no-op.
+	AckPreemptionNotice(context.Context, *AckPreemptionNoticeRequest) (*AckPreemptionNoticeReply, error)
 	mustEmbedUnimplementedPlacementGroupServiceServer()
 }
 
@@ -162,6 +202,12 @@ func (UnimplementedPlacementGroupServiceServer) GetAllPlacementGroup(context.Con
 }
 func (UnimplementedPlacementGroupServiceServer) WaitPlacementGroupUntilReady(context.Context, *WaitPlacementGroupUntilReadyRequest) (*WaitPlacementGroupUntilReadyReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method WaitPlacementGroupUntilReady not implemented")
+}
+func (UnimplementedPlacementGroupServiceServer) WaitPreemptionNotice(context.Context, *WaitPreemptionNoticeRequest) (*WaitPreemptionNoticeReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method WaitPreemptionNotice not implemented")
+}
+func (UnimplementedPlacementGroupServiceServer) AckPreemptionNotice(context.Context, *AckPreemptionNoticeRequest) (*AckPreemptionNoticeReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method AckPreemptionNotice not implemented")
 }
 func (UnimplementedPlacementGroupServiceServer) mustEmbedUnimplementedPlacementGroupServiceServer() {}
 func (UnimplementedPlacementGroupServiceServer) testEmbeddedByValue()                               {}
@@ -292,6 +338,42 @@ func _PlacementGroupService_WaitPlacementGroupUntilReady_Handler(srv interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PlacementGroupService_WaitPreemptionNotice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WaitPreemptionNoticeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlacementGroupServiceServer).WaitPreemptionNotice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlacementGroupService_WaitPreemptionNotice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlacementGroupServiceServer).WaitPreemptionNotice(ctx, req.(*WaitPreemptionNoticeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlacementGroupService_AckPreemptionNotice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckPreemptionNoticeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlacementGroupServiceServer).AckPreemptionNotice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlacementGroupService_AckPreemptionNotice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlacementGroupServiceServer).AckPreemptionNotice(ctx, req.(*AckPreemptionNoticeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PlacementGroupService_ServiceDesc is the grpc.ServiceDesc for PlacementGroupService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -322,6 +404,14 @@ var PlacementGroupService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WaitPlacementGroupUntilReady",
 			Handler:    _PlacementGroupService_WaitPlacementGroupUntilReady_Handler,
+		},
+		{
+			MethodName: "WaitPreemptionNotice",
+			Handler:    _PlacementGroupService_WaitPreemptionNotice_Handler,
+		},
+		{
+			MethodName: "AckPreemptionNotice",
+			Handler:    _PlacementGroupService_AckPreemptionNotice_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -366,6 +366,34 @@ class GcsClient:
             raise self.translate(err, f"wait for placement group {pg_id}") from None
         return "created", reply.placement_group
 
+    def wait_preemption_notice(self, pg_id: str, wait_s: float) -> Tuple[str, Optional[Any]]:
+        """Long-polls up to wait_s for the group's preemption notice.
+
+        Returns ("notice", notice), ("none", None) when none came, ("gone", None) when the
+        group is removed or unknown (nothing more will come).
+        """
+        try:
+            reply = self._pgs.WaitPreemptionNotice(
+                placement_group_pb2.WaitPreemptionNoticeRequest(placement_group_id=pg_id, wait_ms=int(wait_s * 1000)),
+                timeout=wait_s + 10,
+                wait_for_ready=True,
+            )
+        except grpc.RpcError as err:
+            code, details = rpc_status(err)
+            if code == grpc.StatusCode.NOT_FOUND or (
+                code == grpc.StatusCode.FAILED_PRECONDITION and not details.startswith("protocol")
+            ):
+                return "gone", None
+            raise self.translate(err, f"wait for a preemption notice of placement group {pg_id}") from None
+        return ("notice", reply.notice) if reply.HasField("notice") else ("none", None)
+
+    def ack_preemption_notice(self, pg_id: str, time_ms: int) -> None:
+        self.call(
+            f"acknowledge the preemption notice of placement group {pg_id}",
+            self._pgs.AckPreemptionNotice,
+            placement_group_pb2.AckPreemptionNoticeRequest(placement_group_id=pg_id, time_ms=time_ms),
+        )
+
     def ready_future(self, pg_id: str, value: Any) -> "concurrent.futures.Future[Any]":
         """A future that resolves to value once the group is CREATED.
 

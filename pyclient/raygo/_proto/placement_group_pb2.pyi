@@ -115,7 +115,7 @@ class RejectionSummary(_message.Message):
     def __init__(self, code: _Optional[str] = ..., example: _Optional[str] = ..., nodes: _Optional[int] = ..., example_node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PlacementGroupInfo(_message.Message):
-    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code", "queue", "priority_class", "priority", "max_runtime_s", "running_since_ms", "removal_reason")
+    __slots__ = ("placement_group_id", "name", "namespace", "strategy", "state", "bundles", "creator_job_id", "is_detached", "stats", "pending_reason", "removed_time_ms", "topology", "rejection_summaries", "pending_reason_code", "queue", "priority_class", "priority", "max_runtime_s", "running_since_ms", "removal_reason", "preemptions", "last_preemption")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,8 @@ class PlacementGroupInfo(_message.Message):
     MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
     RUNNING_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
     REMOVAL_REASON_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_PREEMPTION_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     name: str
     namespace: str
@@ -156,7 +158,23 @@ class PlacementGroupInfo(_message.Message):
     max_runtime_s: int
     running_since_ms: int
     removal_reason: str
-    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., priority_class: _Optional[str] = ..., priority: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., running_since_ms: _Optional[int] = ..., removal_reason: _Optional[str] = ...) -> None: ...
+    preemptions: int
+    last_preemption: PreemptionNotice
+    def __init__(self, placement_group_id: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., strategy: _Optional[_Union[PlacementStrategy, str]] = ..., state: _Optional[_Union[PlacementGroupState, str]] = ..., bundles: _Optional[_Iterable[_Union[Bundle, _Mapping]]] = ..., creator_job_id: _Optional[str] = ..., is_detached: _Optional[bool] = ..., stats: _Optional[_Union[PlacementGroupStats, _Mapping]] = ..., pending_reason: _Optional[str] = ..., removed_time_ms: _Optional[int] = ..., topology: _Optional[str] = ..., rejection_summaries: _Optional[_Iterable[_Union[RejectionSummary, _Mapping]]] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., priority_class: _Optional[str] = ..., priority: _Optional[int] = ..., max_runtime_s: _Optional[int] = ..., running_since_ms: _Optional[int] = ..., removal_reason: _Optional[str] = ..., preemptions: _Optional[int] = ..., last_preemption: _Optional[_Union[PreemptionNotice, _Mapping]] = ...) -> None: ...
+
+class PreemptionNotice(_message.Message):
+    __slots__ = ("reason", "preemptor_id", "time_ms", "deadline_ms", "acknowledged")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    preemptor_id: str
+    time_ms: int
+    deadline_ms: int
+    acknowledged: bool
+    def __init__(self, reason: _Optional[str] = ..., preemptor_id: _Optional[str] = ..., time_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., acknowledged: _Optional[bool] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
     __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority", "max_runtime_s")
@@ -268,6 +286,32 @@ class WaitPlacementGroupUntilReadyReply(_message.Message):
     PLACEMENT_GROUP_FIELD_NUMBER: _ClassVar[int]
     placement_group: PlacementGroupInfo
     def __init__(self, placement_group: _Optional[_Union[PlacementGroupInfo, _Mapping]] = ...) -> None: ...
+
+class WaitPreemptionNoticeRequest(_message.Message):
+    __slots__ = ("placement_group_id", "wait_ms")
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    placement_group_id: str
+    wait_ms: int
+    def __init__(self, placement_group_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class WaitPreemptionNoticeReply(_message.Message):
+    __slots__ = ("notice",)
+    NOTICE_FIELD_NUMBER: _ClassVar[int]
+    notice: PreemptionNotice
+    def __init__(self, notice: _Optional[_Union[PreemptionNotice, _Mapping]] = ...) -> None: ...
+
+class AckPreemptionNoticeRequest(_message.Message):
+    __slots__ = ("placement_group_id", "time_ms")
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    placement_group_id: str
+    time_ms: int
+    def __init__(self, placement_group_id: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
+class AckPreemptionNoticeReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ApplyQueuesRequest(_message.Message):
     __slots__ = ("config_yaml",)

@@ -65,6 +65,16 @@ class PlacementGroupServiceStub:
                 request_serializer=placement__group__pb2.WaitPlacementGroupUntilReadyRequest.SerializeToString,
                 response_deserializer=placement__group__pb2.WaitPlacementGroupUntilReadyReply.FromString,
                 _registered_method=True)
+        self.WaitPreemptionNotice = channel.unary_unary(
+                '/raygo.v1.PlacementGroupService/WaitPreemptionNotice',
+                request_serializer=placement__group__pb2.WaitPreemptionNoticeRequest.SerializeToString,
+                response_deserializer=placement__group__pb2.WaitPreemptionNoticeReply.FromString,
+                _registered_method=True)
+        self.AckPreemptionNotice = channel.unary_unary(
+                '/raygo.v1.PlacementGroupService/AckPreemptionNotice',
+                request_serializer=placement__group__pb2.AckPreemptionNoticeRequest.SerializeToString,
+                response_deserializer=placement__group__pb2.AckPreemptionNoticeReply.FromString,
+                _registered_method=True)
 
 
 class PlacementGroupServiceServicer:
@@ -114,6 +124,25 @@ class PlacementGroupServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WaitPreemptionNotice(self, request, context):
+        """WaitPreemptionNotice is the owner's long poll: it returns the group's notice once
+        the group is being preempted and the notice is not acknowledged yet, or an empty
+        reply when wait_ms (default and at most 60 s) or the call's deadline passes first;
+        NotFound for an unknown group, FailedPrecondition for a removed one.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AckPreemptionNotice(self, request, context):
+        """AckPreemptionNotice says the owner's hook returned: the group's bundles are released
+        now rather than at the deadline. Acknowledging a notice that is no longer current
+        (time_ms differs) or a group not being preempted is a no-op.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementGroupServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +175,16 @@ def add_PlacementGroupServiceServicer_to_server(servicer, server):
                     servicer.WaitPlacementGroupUntilReady,
                     request_deserializer=placement__group__pb2.WaitPlacementGroupUntilReadyRequest.FromString,
                     response_serializer=placement__group__pb2.WaitPlacementGroupUntilReadyReply.SerializeToString,
+            ),
+            'WaitPreemptionNotice': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitPreemptionNotice,
+                    request_deserializer=placement__group__pb2.WaitPreemptionNoticeRequest.FromString,
+                    response_serializer=placement__group__pb2.WaitPreemptionNoticeReply.SerializeToString,
+            ),
+            'AckPreemptionNotice': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckPreemptionNotice,
+                    request_deserializer=placement__group__pb2.AckPreemptionNoticeRequest.FromString,
+                    response_serializer=placement__group__pb2.AckPreemptionNoticeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,6 +350,60 @@ class PlacementGroupService:
             '/raygo.v1.PlacementGroupService/WaitPlacementGroupUntilReady',
             placement__group__pb2.WaitPlacementGroupUntilReadyRequest.SerializeToString,
             placement__group__pb2.WaitPlacementGroupUntilReadyReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitPreemptionNotice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.PlacementGroupService/WaitPreemptionNotice',
+            placement__group__pb2.WaitPreemptionNoticeRequest.SerializeToString,
+            placement__group__pb2.WaitPreemptionNoticeReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckPreemptionNotice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.PlacementGroupService/AckPreemptionNotice',
+            placement__group__pb2.AckPreemptionNoticeRequest.SerializeToString,
+            placement__group__pb2.AckPreemptionNoticeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,7 +12,10 @@ device UUIDs) and ``bundles_to_cuda_visible_devices`` (the exact ``CUDA_VISIBLE_
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from raygo import _resources, _worker
 from raygo._ids import NodeID, PlacementGroupID
@@ -41,6 +44,36 @@ MAX_RESOURCE_NAME_BYTES = _resources.MAX_RESOURCE_NAME_BYTES
 VALID_TOPOLOGIES = {None, "", "node"}
 
 Bundle = Dict[str, float]
+
+
+logger = logging.getLogger(__name__)
+
+# How long one long poll for a preemption notice waits at the GCS.
+_NOTICE_POLL_S = 30.0
+
+
+@dataclass(frozen=True)
+class PreemptionNotice:
+    """A running group is being preempted (evicted to make room for other work).
+
+    ``reason`` is Kueue's eviction reason (``InClusterQueue``, ``InCohortReclamation``,
+    ``InCohortReclaimWhileBorrowing``), ``preemptor_id`` the pending group it makes room
+    for, ``time`` and ``deadline`` Unix seconds: the group's bundles are released when the
+    hook returns, or at ``deadline`` at the latest.
+    """
+
+    reason: str
+    preemptor_id: str
+    time: float
+    deadline: float
+    acknowledged: bool = False
+
+    @staticmethod
+    def _from_proto(notice: Any) -> "PreemptionNotice":
+        return PreemptionNotice(
+            reason=notice.reason, preemptor_id=notice.preemptor_id, time=notice.time_ms / 1000.0,
+            deadline=notice.deadline_ms / 1000.0, acknowledged=notice.acknowledged,
+        )
 
 
 class PlacementGroup:
@@ -97,6 +130,47 @@ class PlacementGroup:
             if emptied:
                 raise RaySystemError(emptied)
         return outcome == "created"
+
+    def on_preemption(self, fn: Callable[[PreemptionNotice], Any]) -> threading.Event:
+        """raygo only: calls ``fn(notice)`` each time the group is told it is being
+        preempted, then tells the GCS, which releases the group's bundles at once (else at
+        ``notice.deadline``). Checkpoint in ``fn``; an exception it raises is logged and
+        changes nothing. The group then waits in its queue (``pending_reason`` Preempted)
+        and runs again once admitted.
+
+        A daemon thread long-polls the GCS until the group is removed, the driver shuts
+        down, or the returned event is set.
+        """
+        stop = threading.Event()
+        client = _worker.global_client()
+        pg_id = self.id.hex()
+
+        def watch() -> None:
+            while not stop.is_set() and not client.closed:
+                try:
+                    outcome, notice = client.wait_preemption_notice(pg_id, _NOTICE_POLL_S)
+                except Exception as err:  # the GCS restarts or is unreachable: ask again
+                    if client.closed:
+                        return
+                    logger.debug("raygo: preemption long poll of %s: %s", pg_id, err)
+                    stop.wait(1.0)
+                    continue
+                if outcome == "gone":
+                    return
+                if notice is None:
+                    continue
+                self._created = False
+                try:
+                    fn(PreemptionNotice._from_proto(notice))
+                except Exception:
+                    logger.exception("raygo: the preemption hook of placement group %s raised", pg_id)
+                try:
+                    client.ack_preemption_notice(pg_id, notice.time_ms)
+                except Exception as err:
+                    logger.warning("raygo: could not acknowledge the preemption of %s: %s", pg_id, err)
+
+        threading.Thread(target=watch, name=f"raygo-preemption-{pg_id[:8]}", daemon=True).start()
+        return stop
 
     @property
     def bundle_specs(self) -> List[Bundle]:
@@ -441,6 +515,11 @@ def _table_row(info: Any) -> Dict[str, Any]:
         "pending_reason": info.pending_reason,
         "max_runtime_s": info.max_runtime_s,
         "removal_reason": info.removal_reason,
+        "pending_reason_code": info.pending_reason_code,
+        "preemptions": info.preemptions,
+        "last_preemption": (
+            PreemptionNotice._from_proto(info.last_preemption) if info.HasField("last_preemption") else None
+        ),
     }
 
 
@@ -456,7 +535,9 @@ def placement_group_table(placement_group: Optional[PlacementGroup] = None) -> D
     ``bundles_to_node_address``, ``bundles_to_gpu_ids``, ``bundles_to_device_uuids`` and
     ``bundles_to_cuda_visible_devices`` (empty for CPU-only bundles and unplaced ones), and
     ``namespace``, ``is_detached``, ``pending_reason`` (why a PENDING group waits),
-    ``max_runtime_s`` (0: none) and ``removal_reason`` (why a REMOVED group was removed).
+    ``max_runtime_s`` (0: none), ``removal_reason`` (why a REMOVED group was removed),
+    ``pending_reason_code``, ``preemptions`` (how many times it was preempted) and
+    ``last_preemption`` (the last ``PreemptionNotice``, or None).
     """
     client = _worker.global_client()
     if placement_group is not None:

@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
+	"github.com/raygo-dev/raygo/sdk"
+	"github.com/raygo-dev/raygo/tests/harness"
+)
+
+// cohortReclaimQueues: research borrows prod's idle GPUs; prod takes them back.
+const cohortReclaimQueues = `cohorts:
+  - name: ml
+queues:
+  - name: research
+    cohort: ml
+    namespaces: ["research"]
+    resources:
+      GPU: {nominalQuota: 8, borrowingLimit: 8}
+  - name: prod
+    cohort: ml
+    namespaces: ["prod"]
+    resources:
+      GPU: {nominalQuota: 16, borrowingLimit: 0}
+    preemption:
+      reclaimWithinCohort: Any
+`
+
+// The issue's reclaim on real processes with a Go hook: 3 simulated DGX H100 nodes;
+// research runs three 4-GPU groups (4 GPUs borrowed); prod's first 8-GPU group at
+// training-high is admitted at once, its second reclaims research's last-admitted group
+// (InCohortReclamation), whose OnPreemption hook runs while its bundles are held; the
+// group waits (Preempted) and runs again once prod's groups are removed.
+func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "queues.yaml")
+	if err := os.WriteFile(file, []byte(cohortReclaimQueues), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := harness.StartHead(t, "--num-cpus", "4", "--queues", file)
+	for range 3 {
+		c.AddNode("--gpu-sim", "dgx-h100")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress, Namespace: "research"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, "24 GPUs", func() error {
+		nodes, err := c.Nodes()
+		if err != nil {
+			return err
+		}
+		gpus := 0.0
+		for _, n := range nodes {
+			gpus += n.ResourcesTotal["GPU"]
+		}
+		if gpus != 24 {
+			return fmt.Errorf("%g GPUs", gpus)
+		}
+		return nil
+	})
+	gpus := func(n int) []sdk.Bundle {
+		out := make([]sdk.Bundle, n)
+		for i := range out {
+			out[i] = sdk.Bundle{"GPU": 1}
+		}
+		return out
+	}
+	var research []*sdk.PlacementGroup
+	for range 3 {
+		pg, err := client.CreatePlacementGroup(ctx, gpus(4), sdk.Pack, sdk.WithPriority("training"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		research = append(research, pg)
+	}
+	victim := research[2]
+	type hooked struct {
+		notice sdk.PreemptionNotice
+		row    *sdk.PlacementGroupInfo
+	}
+	calls := make(chan hooked, 4)
+	for _, pg := range research {
+		stop := pg.OnPreemption(func(ctx context.Context, notice sdk.PreemptionNotice) error {
+			row, err := pg.Table(ctx)
+			if err != nil {
+				return err
+			}
+			calls <- hooked{notice, row}
+			return nil
+		})
+		defer stop()
+	}
+	prod := func() *sdk.PlacementGroup {
+		pg, err := client.CreatePlacementGroup(ctx, gpus(8), sdk.Pack, sdk.WithQueue("prod"), sdk.WithPriority("training-high"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pg
+	}
+	first := prod()
+	if _, err := first.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := prod()
+	var call hooked
+	select {
+	case call = <-calls:
+	case <-time.After(30 * time.Second):
+		row, _ := second.Table(ctx)
+		t.Fatalf("no hook ran; the preemptor: %+v", row)
+	}
+	if call.row.ID != victim.ID || call.notice.Reason != "InCohortReclamation" || call.notice.PreemptorID != second.ID {
+		t.Fatalf("hook of %s with %+v; want %s's, InCohortReclamation by %s", call.row.ID, call.notice, victim.ID, second.ID)
+	}
+	if call.row.State != "CREATED" || call.row.Bundles[0].NodeID == "" || call.row.Preemptions != 1 {
+		t.Fatalf("during the hook the victim's row is %s (bundle 0 on %q, %d preemptions): want CREATED, still placed", call.row.State,
+			call.row.Bundles[0].NodeID, call.row.Preemptions)
+	}
+	if _, err := second.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	row, err := victim.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != "PENDING" || row.PendingReasonCode != "Preempted" || !row.LastPreemption.Acknowledged {
+		t.Fatalf("victim after the preemptor runs: %s %q %+v", row.State, row.PendingReasonCode, row.LastPreemption)
+	}
+	select {
+	case other := <-calls:
+		t.Fatalf("another group was preempted: %+v", other.row.ID)
+	default:
+	}
+	for _, pg := range []*sdk.PlacementGroup{first, second} {
+		if err := pg.Remove(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := victim.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
