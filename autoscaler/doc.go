@@ -6,7 +6,7 @@
 // (the interface and an in-memory one), provider/fakemultinode (local raylet
 // processes) and provider/aws (EC2 instances).
 //
-// The planner (plan.go, choose.go, constraint.go, scaledown.go) is Decide(Input) Plan:
+// The planner (plan.go, choose.go, improve.go, constraint.go, scaledown.go) is Decide(Input) Plan:
 // pure and deterministic (no I/O, clock or goroutines; the same input gives the same
 // plan). Demand is the work admission let through that lacks capacity: pending
 // placement groups (whole, with their strategy, NVLink-island rule and label selectors),
@@ -14,10 +14,12 @@
 // totals so running work counts toward it; work held by admission is not demand. Every
 // fit is decided by the placement core (placement.Schedule on snapshots of running nodes'
 // free capacity, launching nodes, and hypothetical nodes built from node types with
-// NewNode), never by a rule of the planner's own. A gang goes on running nodes first,
-// then launching and already planned nodes, then on new nodes of the type that holds it
-// for the least cost (price, then priority, then fewer nodes, then name); CPU-only work
-// never gets a GPU type while a CPU type could hold it. MIG profiles are counted: a type
+// NewNode), never by a rule of the planner's own. Demand is served most GPUs first. A
+// gang goes on running nodes first, then launching and already planned nodes, then on
+// new nodes of the type (or, when cheaper or needed, the mix of types) that holds it for
+// the least cost (price, then priority, then fewer nodes, then name); CPU-only work never
+// gets a GPU type launched for it while a CPU type could hold it. On small inputs a
+// bounded local search then tries plans near the greedy one (improve.go). MIG profiles are counted: a type
 // holds the profiles its Resources list. min_workers, per-type and cluster max_workers,
 // unavailable types and upscaling_speed (tasks and actors only) bound the launches;
 // demand a limit stops is reported Limited, demand no type could ever hold is reported
