@@ -54,8 +54,9 @@ type autoscalerNodes interface {
 type autoscalerGroups interface {
 	pendingGangs() []*pb.GangResourceRequest
 	heldOnNodes() map[string]*nodeHeld
-	// evacuate moves the bundles of a node preempted while it runs.
-	evacuate(nodeID string)
+	// evacuate moves the bundles of a node preempted while it runs, before deadline
+	// (zero: unknown).
+	evacuate(nodeID string, deadline time.Time)
 }
 
 // autoscalerActors is what it reads of the actor table.
@@ -242,7 +243,11 @@ func (a *autoscalerState) DrainNode(ctx context.Context, req *pb.AutoscalerDrain
 		return &pb.AutoscalerDrainNodeReply{RejectionReasonMessage: rejected}, nil
 	}
 	if req.Reason == pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION {
-		a.groups.evacuate(req.NodeId)
+		var deadline time.Time
+		if req.DeadlineTimestampMs > 0 {
+			deadline = time.UnixMilli(req.DeadlineTimestampMs)
+		}
+		a.groups.evacuate(req.NodeId, deadline)
 	}
 	return &pb.AutoscalerDrainNodeReply{IsAccepted: true}, nil
 }

@@ -578,3 +578,65 @@ func TestAPreemptionDrainMovesTheNodesBundlesNow(t *testing.T) {
 		t.Fatalf("the preempted node is %s, want DRAINING until its deadline", n.Status)
 	}
 }
+
+// On a spot interruption a group whose owner has a preemption hook is noticed first
+// (reason SpotInterruption, deadline before the node's) and moves when the hook
+// acknowledges; a group without one moves at once.
+func TestASpotInterruptionNoticesHookedGroupsBeforeMovingThem(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	ctx := context.Background()
+	f.register(&pb.NodeInfo{NodeId: "aaaa", ResourcesTotal: map[string]float64{"CPU": 4}})
+	hooked := f.createGroup("PACK", bundle(map[string]float64{"CPU": 2}, nil))
+	plain := f.createGroup("PACK", bundle(map[string]float64{"CPU": 2}, nil))
+	f.waitGroup(hooked, pb.PlacementGroupState_CREATED, "")
+	f.waitGroup(plain, pb.PlacementGroupState_CREATED, "")
+	f.register(&pb.NodeInfo{NodeId: "bbbb", ResourcesTotal: map[string]float64{"CPU": 4}})
+
+	notices := make(chan *pb.PreemptionNotice, 1)
+	polling := make(chan struct{})
+	go func() {
+		close(polling)
+		reply, err := f.c.pgs.WaitPreemptionNotice(ctx, &pb.WaitPreemptionNoticeRequest{PlacementGroupId: hooked, WaitMs: 20_000})
+		if err != nil {
+			t.Error(err)
+		}
+		notices <- reply.GetNotice()
+	}()
+	<-polling
+	eventually(t, 5*time.Second, "the hook's poll is seen", func() error {
+		f.s.pgs.mu.Lock()
+		defer f.s.pgs.mu.Unlock()
+		if f.s.pgs.groups[hooked].lastNoticePoll.IsZero() {
+			return fmt.Errorf("no poll yet")
+		}
+		return nil
+	})
+	deadline := f.clock.Now().Add(2 * time.Minute)
+	if reply, err := f.state.DrainNode(ctx, &pb.AutoscalerDrainNodeRequest{NodeId: "aaaa", Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION,
+		DeadlineTimestampMs: deadline.UnixMilli()}); err != nil || !reply.IsAccepted {
+		t.Fatalf("preemption drain: %v, %v", reply, err)
+	}
+	notice := <-notices
+	if notice == nil || notice.Reason != string(reasonSpotInterruption) || notice.DeadlineMs > deadline.Add(-spotNoticeMargin).UnixMilli() {
+		t.Fatalf("notice %v, want SpotInterruption ending %s before the node's deadline", notice, spotNoticeMargin)
+	}
+	if row := f.waitGroup(plain, pb.PlacementGroupState_CREATED, ""); row.Bundles[0].NodeId != "bbbb" {
+		t.Fatalf("the group without a hook is on %s, want moved to bbbb at once", row.Bundles[0].NodeId)
+	}
+	reply, err := f.c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: hooked})
+	if err != nil || reply.PlacementGroup.Bundles[0].NodeId != "aaaa" {
+		t.Fatalf("the hooked group moved before its hook answered: %v, %v", reply, err)
+	}
+	if _, err := f.c.pgs.AckPreemptionNotice(ctx, &pb.AckPreemptionNoticeRequest{PlacementGroupId: hooked, TimeMs: notice.TimeMs}); err != nil {
+		t.Fatal(err)
+	}
+	if row := f.waitGroup(hooked, pb.PlacementGroupState_CREATED, ""); row.Bundles[0].NodeId != "bbbb" {
+		t.Fatalf("after the ack the hooked group is on %s, want bbbb", row.Bundles[0].NodeId)
+	}
+	eventually(t, 10*time.Second, "aaaa's raylet released both groups", func() error {
+		if held := f.raylets.Held("aaaa"); len(held) != 0 {
+			return fmt.Errorf("aaaa still holds %v", held)
+		}
+		return nil
+	})
+}

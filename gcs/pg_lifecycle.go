@@ -3,11 +3,13 @@ package gcs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 
+	"github.com/raygo-dev/raygo/admission/preemption"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
@@ -98,55 +100,94 @@ func (m *pgManager) load(ctx context.Context) (prepared []*pgEntry, err error) {
 func (m *pgManager) onNodeDead(nodeID string) {
 	m.mu.Lock()
 	for _, e := range m.groups {
-		lost := 0
-		for _, b := range e.info.Bundles {
-			if b.NodeId == nodeID {
-				unplace(b)
-				lost++
-			}
-		}
-		if lost == 0 || e.info.State != pb.PlacementGroupState_CREATED {
-			// A PREPARED group's running commit fails on the dead node and re-queues it.
-			if lost > 0 {
-				m.logPersistError(m.persistLocked(e))
-			}
-			continue
-		}
-		e.info.State = pb.PlacementGroupState_RESCHEDULING
-		e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
-		e.retry.reset()
-		m.queue.drop(e)
-		m.queue.add(e)
-		m.logPersistError(m.persistLocked(e))
-		e.notify()
-		m.log.Warn().Str("pg_id", e.info.PlacementGroupId).Str("node_id", nodeID).Int("lost_bundles", lost).Msg("placement group RESCHEDULING")
+		m.loseBundlesLocked(e, nodeID)
 	}
 	m.mu.Unlock()
 	m.nodesChanged()
 }
 
-// evacuate moves the bundles of a node that is going away while it still runs (a spot
-// interruption: an accepted PREEMPTION drain) as its death would, but now, before the
-// deadline: the groups reschedule those bundles elsewhere (only those move), the
-// autoscaler sees them as demand at once, and the raylet releases them, ending their
-// workers (actors restart per max_restarts, tasks retry). The node is draining already,
-// so nothing new lands there meanwhile.
-func (m *pgManager) evacuate(nodeID string) {
-	m.mu.Lock()
-	var keys []*pb.BundleKey
-	for id, e := range m.groups {
-		for _, b := range e.info.Bundles {
-			if b.NodeId == nodeID {
-				keys = append(keys, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
-			}
+// loseBundlesLocked takes a group's bundles on nodeID out of the GCS view, as the node's
+// death does: a CREATED group becomes RESCHEDULING for just those bundles; a group whose
+// two-phase commit runs has it fail on the node and re-queue. It returns the keys the
+// node held them under.
+func (m *pgManager) loseBundlesLocked(e *pgEntry, nodeID string) []*pb.BundleKey {
+	var lost []*pb.BundleKey
+	for _, b := range e.info.Bundles {
+		if b.NodeId == nodeID {
+			lost = append(lost, &pb.BundleKey{PlacementGroupId: e.id, BundleIndex: b.BundleIndex, Generation: b.Generation})
+			unplace(b)
 		}
 	}
+	if len(lost) == 0 {
+		return nil
+	}
+	if e.info.State != pb.PlacementGroupState_CREATED {
+		// A PREPARED group's running commit fails on the node and re-queues it.
+		m.logPersistError(m.persistLocked(e))
+		return lost
+	}
+	e.info.State = pb.PlacementGroupState_RESCHEDULING
+	e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
+	e.retry.reset()
+	m.queue.drop(e)
+	m.queue.add(e)
+	m.logPersistError(m.persistLocked(e))
+	e.notify()
+	m.log.Warn().Str("pg_id", e.id).Str("node_id", nodeID).Int("lost_bundles", len(lost)).Msg("placement group RESCHEDULING")
+	return lost
+}
+
+// spotNoticeMargin is how long before a preempted node's deadline its groups' hooks
+// must have acknowledged: the bundles then move with time to spare for the new node.
+const spotNoticeMargin = 30 * time.Second
+
+// evacuate moves the bundles of a node that is going away while it still runs (a spot
+// interruption: an accepted PREEMPTION drain, deadline its end) as its death would, but
+// before the deadline: only those bundles move, the autoscaler sees them as demand at
+// once, and the raylet releases them (ending their workers: actors restart per
+// max_restarts, tasks retry). A group whose owner has a preemption hook (a
+// WaitPreemptionNotice poll seen within the last minute) first gets a notice (reason
+// SpotInterruption) and its bundles move when the hook acknowledges or at the notice's
+// deadline (its priority class's grace period, ended spotNoticeMargin before the
+// node's); the others move at once. The node is draining already, so nothing new lands
+// there meanwhile.
+func (m *pgManager) evacuate(nodeID string, deadline time.Time) {
+	m.mu.Lock()
+	now := m.now()
+	var lost []*pb.BundleKey
+	noticed := 0
+	for _, e := range m.groups {
+		if !slices.ContainsFunc(e.info.Bundles, func(b *pb.Bundle) bool { return b.NodeId == nodeID }) || e.eviction != nil {
+			continue // an eviction under way releases every bundle of the group
+		}
+		grace := m.gracePeriodLocked(e.info)
+		if !deadline.IsZero() {
+			grace = min(grace, deadline.Add(-spotNoticeMargin).Sub(now))
+		}
+		hooked := !e.lastNoticePoll.IsZero() && now.Sub(e.lastNoticePoll) <= maxNoticeWait+5*time.Second
+		if e.info.State == pb.PlacementGroupState_CREATED && hooked && grace > 0 {
+			m.noticeLocked(e, reasonSpotInterruption, "", grace, now)
+			e.eviction.node = nodeID
+			noticed++
+			continue
+		}
+		lost = append(lost, m.loseBundlesLocked(e, nodeID)...)
+	}
 	m.mu.Unlock()
+	m.log.Warn().Str("node_id", nodeID).Int("moved_now", len(lost)).Int("groups_noticed", noticed).Msg("node preempted: moving its bundles before its deadline")
+	m.nodesChanged()
+	m.cancelLost(nodeID, lost)
+}
+
+// reasonSpotInterruption is the notice's reason when a group's node is interrupted.
+const reasonSpotInterruption = preemption.Reason("SpotInterruption")
+
+// cancelLost has the node's raylet release bundles the GCS moved off it (in the
+// background, retried a few times: the node is going away anyway).
+func (m *pgManager) cancelLost(nodeID string, keys []*pb.BundleKey) {
 	if len(keys) == 0 {
 		return
 	}
-	m.log.Warn().Str("node_id", nodeID).Int("bundles", len(keys)).Msg("node preempted: moving its bundles before its deadline")
-	m.onNodeDead(nodeID)
 	go func() {
 		backoff := rpcutil.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
 		for attempt := 0; attempt < 5; attempt++ {

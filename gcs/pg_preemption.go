@@ -53,6 +53,10 @@ type evictionState struct {
 	// releasing: acknowledged or past its deadline; the raylets are cancelling its
 	// bundles.
 	releasing bool
+	// node, for a spot interruption's notice: the node going away. The release moves
+	// only the group's bundles there (the group reschedules them) instead of queueing
+	// the whole group again.
+	node string
 }
 
 // preemptionAllowed reports whether a queue's policies let its work evict anything.
@@ -81,6 +85,15 @@ func gracePeriod(cfg *queues.Config, info *pb.PlacementGroupInfo) time.Duration 
 		grace = pc.Grace()
 	}
 	return min(time.Duration(grace), time.Duration(queues.MaxGracePeriod))
+}
+
+// gracePeriodLocked is gracePeriod under the queue configuration in force; without
+// queues, the default.
+func (m *pgManager) gracePeriodLocked(info *pb.PlacementGroupInfo) time.Duration {
+	if m.admission == nil || m.admission.config == nil {
+		return time.Duration(queues.DefaultGracePeriod)
+	}
+	return gracePeriod(m.admission.config, info)
 }
 
 // waitingOnVictimsLocked reports whether a preemptor still waits for victims it chose
@@ -307,6 +320,15 @@ func (m *pgManager) evictionsDueLocked(now time.Time, max time.Duration) time.Du
 // workers), then, once confirmed, the view gives them back, its quota is returned and it
 // waits in its queue again, PENDING with reason Preempted.
 func (m *pgManager) evictLocked(e *pgEntry) {
+	if node := e.eviction.node; node != "" {
+		e.eviction.notice.Acknowledged = true
+		delete(m.evicting, e.id)
+		e.eviction = nil
+		lost := m.loseBundlesLocked(e, node)
+		m.nodesChanged()
+		m.cancelLost(node, lost)
+		return
+	}
 	e.eviction.releasing = true
 	e.eviction.notice.Acknowledged = true
 	m.logPersistError(m.persistLocked(e))
@@ -366,6 +388,7 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 			m.mu.Unlock()
 			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
 		}
+		e.lastNoticePoll = m.now() // a hook listens: a spot interruption notices it first
 		if e.eviction != nil && !e.eviction.releasing {
 			reply := &pb.WaitPreemptionNoticeReply{Notice: proto.Clone(e.eviction.notice).(*pb.PreemptionNotice)}
 			m.mu.Unlock()

@@ -63,6 +63,9 @@ type pgEntry struct {
 	cancelling bool
 	// eviction is set while the group is being preempted (pg_preemption.go).
 	eviction *evictionState
+	// lastNoticePoll is when the group's owner last polled WaitPreemptionNotice (its
+	// preemption hook listens).
+	lastNoticePoll time.Time
 	// queuedSince is when the group last started waiting (its preemption delay counts
 	// from then); admittedAt when it last became CREATED (its minRuntime counts from
 	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).
