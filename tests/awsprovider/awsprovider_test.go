@@ -356,3 +356,62 @@ func TestLaunchErrorsAreOneStatusLineAndLeakNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAGangWhoseLastLaunchFailsLeavesNoInstance: a STRICT_SPREAD gang needs two cpu4
+// nodes and one h100_ondemand node; the h100 launch fails (no capacity), so the two cpu4
+// instances launched for the gang in the same tick are terminated at once: nothing of
+// the gang stays running (Karpenter pays for 3 of 4 nodes, karpenter#3138).
+func TestAGangWhoseLastLaunchFailsLeavesNoInstance(t *testing.T) {
+	const name = "awsgang"
+	c := newCloud(t, name)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte(c.yaml(name, 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := harness.StartHeadWithEnv(t, c.env, "--num-cpus", "1", "--autoscaling-config", path)
+	gcs := dialGCS(t, head.GCSAddress)
+	c.proxy.Inject(ec2proxy.Fault{InstanceType: "p5.48xlarge", Market: "on-demand", Code: "InsufficientInstanceCapacity", Message: "no on-demand p5.48xlarge"})
+	onType := func(nodeType string) map[string]string { return map[string]string{nodelabel.NodeType: nodeType} }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reply, err := gcs.pgs.CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{Strategy: "STRICT_SPREAD", Lifetime: "detached",
+		Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{
+			{Resources: map[string]float64{"CPU": 4}, LabelSelector: onType("cpu4")},
+			{Resources: map[string]float64{"CPU": 4}, LabelSelector: onType("cpu4")},
+			{Resources: map[string]float64{"CPU": 16}, LabelSelector: onType("h100_ondemand")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gang's cpu4 instances were launched, then terminated with the failed launch.
+	harness.Eventually(t, 60*time.Second, "the gang's cpu4 instances launched and terminated", func() error {
+		out, err := c.moto.DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{Filters: []types.Filter{
+			{Name: awssdk.String("tag:" + aws.TagClusterName), Values: []string{name}},
+			{Name: awssdk.String("instance-type"), Values: []string{"c5.xlarge"}}}})
+		if err != nil {
+			return err
+		}
+		terminated, live := 0, 0
+		for _, r := range out.Reservations {
+			for _, inst := range r.Instances {
+				switch inst.State.Name {
+				case types.InstanceStateNameTerminated, types.InstanceStateNameShuttingDown:
+					terminated++
+				default:
+					live++
+				}
+			}
+		}
+		if terminated < 2 || live != 0 {
+			return fmt.Errorf("cpu4 instances: %d terminated, %d live", terminated, live)
+		}
+		return nil
+	})
+	if left := c.live(t, name); len(left) != 0 {
+		t.Fatalf("%d instances of the gang left running", len(left))
+	}
+	got, err := gcs.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: reply.PlacementGroup.PlacementGroupId})
+	if err != nil || got.PlacementGroup.State != pb.PlacementGroupState_PENDING {
+		t.Fatalf("the gang: %v, %v; want PENDING", got, err)
+	}
+}
