@@ -117,9 +117,9 @@ func TestActivitySamplerReadsMIGInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeActivity(t, control, map[string]gpusim.SimActivity{
-		small.DeviceUUID: {SMActive: 0.4, GrEngineActive: 0.5, FBUsedBytes: 2 << 30},
+		small.DeviceUUID:                {SMActive: 0.4, GrEngineActive: 0.5, FBUsedBytes: 2 << 30},
 		"0/" + strconv.Itoa(large.GIID): {SMActive: 0.7, FBUsedBytes: 3 << 30},
-		"*":                     {SMActive: 0.9},
+		"*":                             {SMActive: 0.9},
 	})
 	sampler := NewActivitySampler(lib)
 	defer sampler.Close()
