@@ -121,4 +121,14 @@ func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The raylets' shipped alert rules name only metrics a raylet exports (an H100
+	// exports both the GPM series and the utilization-rate fallback).
+	families, err := scrape(t, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alerts := checkAlertRules(t, "raygo-raylets", families); alerts != 1 {
+		t.Fatalf("%d alert rules on the raylets' metrics, want the 1 shipped", alerts)
+	}
 }
