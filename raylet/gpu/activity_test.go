@@ -172,3 +172,15 @@ func TestActivitySamplerWithoutNVML(t *testing.T) {
 		t.Fatalf("NVML calls after a failed Init: %v", calls)
 	}
 }
+
+// The real library: on a machine without the NVIDIA driver the sampler reports
+// ErrNVMLUnavailable, twice, without crashing; with one it samples.
+func TestActivitySamplerOnTheRealLibrary(t *testing.T) {
+	sampler := NewActivitySampler(nvml.New())
+	defer sampler.Close()
+	for range 2 {
+		if _, err := sampler.Sample(); err != nil && !errors.Is(err, ErrNVMLUnavailable) {
+			t.Fatalf("Sample on the real library: %v", err)
+		}
+	}
+}
