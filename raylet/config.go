@@ -79,6 +79,14 @@ type Config struct {
 	// MIGRepartitionLimit caps the destroy and carve operations per MIG GPU per minute;
 	// a prepare that needs more fails. Default 60.
 	MIGRepartitionLimit int
+	// GPUActivity reads the GPUs' activity and memory use for /metrics (DCGM's metrics
+	// and raygo_gpus_allocated_idle); nil: not read. The raylet samples it in its own
+	// goroutine, only when it serves /metrics (MetricsAddress), and closes it when it
+	// stops.
+	GPUActivity *gpu.ActivitySampler
+	// GPUActivityInterval is how often GPUActivity is sampled; 0 turns sampling off.
+	// Default 5 s.
+	GPUActivityInterval time.Duration
 	// ExecutableCacheDir is where worker executables downloaded from the GCS are kept,
 	// one file per SHA-256. Raylets on one machine may share it (files appear by atomic
 	// rename). Default: <os.TempDir()>/raygo-executables-<uid>.
@@ -120,6 +128,7 @@ func DefaultConfig() Config {
 		Membership:          membership.DefaultConfig(),
 		MIGIdleTimeout:      5 * time.Minute,
 		MIGRepartitionLimit: 60,
+		GPUActivityInterval: 5 * time.Second,
 		ExecutableCacheDir:  filepath.Join(os.TempDir(), "raygo-executables-"+strconv.Itoa(os.Getuid())),
 		ExecutableCacheTTL:  time.Hour,
 		WorkerStartTimeout:  60 * time.Second,
@@ -162,6 +171,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReconnectBackoffMax <= 0 {
 		return errors.New("raylet config: ReconnectBackoffMax must be positive")
+	}
+	if c.GPUActivityInterval < 0 {
+		return fmt.Errorf("raylet config: GPUActivityInterval %s must not be negative (0 turns sampling off)", c.GPUActivityInterval)
 	}
 	if err := c.validateWorkers(); err != nil {
 		return err

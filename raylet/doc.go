@@ -13,6 +13,10 @@
 // hash and cached on disk until unused for ExecutableCacheTTL (executables.go,
 // executables_gcs.go), and each worker is watched until it exits (worker_exits.go).
 //
+// Its /metrics (metrics.go) shows its resources, bundles and GPU allocation, and the
+// GPUs' activity sampled in the background with DCGM's names, with the GPUs bundles hold
+// that stay idle (gpu_activity.go).
+//
 // Errors: the bundle ledger, the leases, the worker pool and the executable cache return
 // plain Go errors wrapping the sentinels of errors.go; the NodeManagerService handlers
 // (service.go) turn them into gRPC status codes in one function, nodeManagerStatus.

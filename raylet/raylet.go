@@ -51,6 +51,8 @@ type Raylet struct {
 	gcsGossip string // the GCS memberlist address we last joined
 	// metrics serves /metrics (Config.MetricsAddress); nil when not served.
 	metrics *metricsserver.Server
+	// activity is the GPUs' last activity sample (gpu_activity.go).
+	activity gpuActivity
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -142,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		return nil, err
 	}
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(newRayletCollector(r))
+	registry.MustRegister(newRayletCollector(r), newGPUActivityCollector(cfg.NodeID, &r.activity))
 	r.metrics = metricsserver.Serve(cfg.MetricsAddress, registry, cfg.AuthToken, r.log)
 	go r.heartbeatLoop()
 	go r.watchGCSConn()
@@ -152,6 +154,9 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	}
 	if r.bundles.mig != nil {
 		go r.idleMIGLoop()
+	}
+	if cfg.GPUActivity != nil && cfg.GPUActivityInterval > 0 && cfg.MetricsAddress != "" {
+		go r.gpuActivityLoop()
 	}
 	if cfg.SpotMetadataURL != "" {
 		go r.watchSpotInterruption(pb.NewAutoscalerStateServiceClient(r.gcsConn))

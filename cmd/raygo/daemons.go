@@ -372,6 +372,9 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 		defer cfg.MIG.Close()
 		cfg.MIGIdleTimeout = rf.migIdle
 	}
+	if len(cfg.GPUs) > 0 {
+		cfg.GPUActivity, cfg.GPUActivityInterval = gpu.NewActivitySampler(lib), rf.gpuActivityInterval
+	}
 	cfg.SpotMetadataURL = rf.spotMetadataURL
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -390,7 +393,8 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 }
 
 // discoverGPUs sets the node's GPUs and NVLink domain in cfg: from the simulated machine
-// of --gpu-sim (whose MIG state is kept in <simDir>/mig-<node id>.json), else through the
+// of --gpu-sim (whose MIG state is kept in <simDir>/mig-<node id>.json, and whose activity
+// is read from <simDir>/gpu-activity.json), else through the
 // real NVML library and /sys. Without the driver it logs once and reports none. It
 // returns the NVML library, for MIG.
 func discoverGPUs(cfg *raylet.Config, rf nodeResourceFlags, simDir string, log zerolog.Logger) (nvml.Interface, error) {
@@ -398,7 +402,7 @@ func discoverGPUs(cfg *raylet.Config, rf nodeResourceFlags, simDir string, log z
 	if rf.gpuSim != "" {
 		var err error
 		lib, sysfs, err = gpusim.Simulate(rf.gpuSim, gpusim.SimOptions{Seed: cfg.NodeID, Rack: rf.gpuRack, SysfsDir: simDir,
-			MIGStateFile: filepath.Join(simDir, "mig-"+cfg.NodeID+".json")})
+			MIGStateFile: filepath.Join(simDir, "mig-"+cfg.NodeID+".json"), ActivityFile: filepath.Join(simDir, gpusim.ActivityFileName)})
 		if err != nil {
 			return nil, badInput("--gpu-sim: %v", err)
 		}

@@ -245,7 +245,8 @@ func (s *supervisor) startRaylet(ctx context.Context) error {
 		"--resources", o.resources.resources, "--num-cpus", o.resources.numCPUs, "--num-gpus", o.resources.numGPUs,
 		"--object-store-memory", o.resources.objectStoreMemory, "--labels", o.resources.labels, "--node-name", o.nodeName,
 		"--gpu-sim", o.resources.gpuSim, "--gpu-sim-rack", o.resources.gpuRack, "--gpu-sim-dir", s.sessionDir,
-		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String(), "--worker-log-dir", s.logDir,
+		"--mig", o.resources.mig, "--mig-idle-timeout", o.resources.migIdle.String(),
+		"--gpu-activity-interval", o.resources.gpuActivityInterval.String(), "--worker-log-dir", s.logDir,
 		"--spot-metadata-url", o.resources.spotMetadataURL,
 		"--metrics-export-port", strconv.Itoa(o.metricsPort)}
 	if o.head {

@@ -30,7 +30,14 @@
 // is asked by profile enum and answers the id, and the manager learns that mapping from
 // NVML; the simulation's side of it is gpusim's table of profile enums.
 //
+// Activity (activity.go): ActivitySampler reads each GPU's activity and memory used, per
+// MIG instance for a GPU in MIG mode: SM and graphics activity through GPU performance
+// monitoring (GPM, Hopper and later, between consecutive samples), the utilization rate
+// otherwise, as DCGM's fields. Without NVML it returns ErrNVMLUnavailable and calls
+// nothing more; the GPM functions are called only when the library exports them.
+//
 // Concurrency: DiscoverTopology and Discover may run concurrently with each other (NVML
 // Init/Shutdown are reference-counted); a MIGManager is safe for concurrent use and
-// serializes its calls.
+// serializes its calls; an ActivitySampler is used by one goroutine at a time, alongside
+// a MIGManager on the same library.
 package gpu

@@ -146,13 +146,28 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		return nil
 	})
 
-	// The shipped alert rules parse and name only metrics the head exports.
+	// The head's shipped alert rules parse and name only metrics the head exports.
+	families, err := scrape(t, dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alerts := checkAlertRules(t, "raygo", families); alerts != 3 {
+		t.Fatalf("%d alert rules on the head's metrics, want the 3 shipped", alerts)
+	}
+}
+
+// checkAlertRules checks that the rules of the named group in the shipped alert file
+// name only metrics (raygo's and DCGM's) present in families, and returns how many rules
+// the group has.
+func checkAlertRules(t *testing.T, groupName string, families map[string]*dto.MetricFamily) int {
+	t.Helper()
 	raw, err := os.ReadFile("../../deploy/prometheus/raygo-alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rules struct {
 		Groups []struct {
+			Name  string `yaml:"name"`
 			Rules []struct {
 				Alert string `yaml:"alert"`
 				Expr  string `yaml:"expr"`
@@ -162,25 +177,25 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &rules); err != nil {
 		t.Fatal(err)
 	}
-	families, err := scrape(t, dashboard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	alerts := 0
 	for _, group := range rules.Groups {
+		if group.Name != groupName {
+			continue
+		}
 		for _, rule := range group.Rules {
 			alerts++
-			for _, name := range regexp.MustCompile(`raygo_[a-z_]+`).FindAllString(rule.Expr, -1) {
+			if strings.Count(rule.Expr, "(") != strings.Count(rule.Expr, ")") {
+				t.Errorf("alert %s: unbalanced parentheses in %s", rule.Alert, rule.Expr)
+			}
+			for _, name := range regexp.MustCompile(`(raygo|DCGM)_[A-Za-z_]+`).FindAllString(rule.Expr, -1) {
 				base := strings.TrimSuffix(strings.TrimSuffix(name, "_count"), "_bucket")
 				if families[base] == nil && families[name] == nil {
-					t.Errorf("alert %s uses %s, which the head does not export", rule.Alert, name)
+					t.Errorf("alert %s uses %s, which is not exported there", rule.Alert, name)
 				}
 			}
 		}
 	}
-	if alerts != 3 {
-		t.Fatalf("%d alert rules, want the 3 shipped", alerts)
-	}
+	return alerts
 }
 
 // A raylet started with --metrics-export-port serves its own /metrics: its resources,

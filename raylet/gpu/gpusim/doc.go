@@ -14,6 +14,22 @@
 // ReadSimulatedMIGState on SimOptions.MIGStateFile from another process, shows what the
 // simulated driver holds (mig_sim_state.go).
 //
+// Activity (activity_sim.go) is read at every query from the control file
+// SimOptions.ActivityFile (`raygo start --gpu-sim`: <session dir>/gpu-activity.json), which
+// tests write with WriteSimActivity:
+//
+//	{"gpus": {"*": {"sm_active": 0.05}, "3": {"sm_active": 0.9, "gr_engine_active": 0.95,
+//	  "fb_used_bytes": 42949672960}, "GPU-…": {…}, "0/7": {…}, "MIG-…": {…}}}
+//
+// A whole GPU takes the entry of its UUID, else of its index, else "*"; a MIG instance the
+// entry of its MIG device UUID, else "<GPU index>/<GPU instance id>"; a device without one
+// is idle with no memory used. sm_active and gr_engine_active are ratios 0 to 1;
+// fb_used_bytes is GetMemoryInfo's Used. As hardware: GPM (GpmQueryDeviceSupport,
+// GpmSampleGet, GpmMigSampleGet, GpmMetricsGet's SM and graphics utilization, in percent)
+// on Hopper and later only, ERROR_NOT_SUPPORTED on A100; GetUtilizationRates on whole GPUs
+// (gr_engine_active in percent), not on MIG devices. GPM metrics between two samples are
+// the activity the second sample read.
+//
 // The package is the simulated hardware only: discovery and MIG carving are package gpu,
 // which runs unchanged on a simulated machine and on a real one. Test helpers for code
 // running on simulated GPUs are in gpusimtest.

@@ -70,6 +70,8 @@ type simMIG struct {
 	// stateFile, when set, holds the state between runs and for other processes
 	// (SimOptions.MIGStateFile); rewritten after every change.
 	stateFile string
+	// activity is the node's control file (activity_sim.go), for the MIG devices' memory.
+	activity *simActivity
 }
 
 // simMIGGPU is one simulated GPU's MIG state. Fields below node are guarded by node.mu.

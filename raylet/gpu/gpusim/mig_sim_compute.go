@@ -274,7 +274,8 @@ func newSimMIGDevice(ci *simComputeInstance, uuid string) *simMIGDevice {
 			return nvml.Memory{}, nvml.ERROR_INVALID_ARGUMENT
 		}
 		total := gi.gpu.memoryMiB * mib * uint64(gi.profile.MemorySlices) / mig.MemorySlices
-		return nvml.Memory{Total: total, Free: total}, nvml.SUCCESS
+		used := node.activity.lookup(uuid, fmt.Sprintf("%d/%d", gi.gpu.index, gi.id)).FBUsedBytes
+		return memoryUsed(total, used), nvml.SUCCESS
 	}
 	FillUnsetWithNotSupported(&d.Device)
 	return d

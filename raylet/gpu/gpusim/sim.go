@@ -31,6 +31,10 @@ type SimOptions struct {
 	// restarting on real hardware does. Empty keeps the state in memory only
 	// (SimulatedMIGState reads it).
 	MIGStateFile string
+	// ActivityFile, when set, is the control file (SimActivityFile, JSON) the simulated
+	// GPUs read their activity and memory use from at every query; tests write it with
+	// WriteSimActivity. Empty, or a file that does not exist: every GPU idle.
+	ActivityFile string
 }
 
 // simMachine describes a simulated server: what NVML reports and its PCI layout.
@@ -205,6 +209,13 @@ func (m simMachine) simulate(model string, opts SimOptions) (nvml.Interface, str
 	if err != nil {
 		return nil, "", fmt.Errorf("simulated MIG for %s: %w", model, err)
 	}
+	activity := &simActivity{path: opts.ActivityFile}
+	if mig != nil {
+		mig.activity = activity
+	}
+	for _, d := range devices {
+		installActivity(d, m.arch, activity, mig)
+	}
 	lib := newSimServer(devices, mig)
 	sysfsRoot := ""
 	if opts.SysfsDir != "" {
@@ -261,6 +272,7 @@ func newSimServer(devices []*dgxa100.Device, mig *simMIG) *simServer {
 		}
 		return nil, nvml.ERROR_NOT_FOUND
 	}
+	installGPM(s)
 	delegateToHandleMethods(&s.Interface)
 	FillUnsetWithNotSupported(&s.Interface)
 	FillUnsetWithNotSupported(&s.ExtendedInterface)
