@@ -640,3 +640,31 @@ func TestASpotInterruptionNoticesHookedGroupsBeforeMovingThem(t *testing.T) {
 		return nil
 	})
 }
+
+// The raylets' count of allocated GPUs idle for 10 minutes, by group, is the head's
+// raygo_gpus_allocated_idle by the groups' queue.
+func TestAllocatedIdleGPUsAreCountedByQueue(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(twoGPUNode("aaaa"))
+	id := f.createGroup("PACK", bundle(map[string]float64{"GPU": 2}, nil))
+	f.waitGroup(id, pb.PlacementGroupState_CREATED, "")
+	if _, err := f.c.nodes.ReportHeartbeat(context.Background(), &pb.ReportHeartbeatRequest{NodeId: "aaaa", Unchanged: true,
+		NodeSecret: f.secrets["aaaa"], IdleGpus: map[string]int32{id: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(newTableCollector(f.s))
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, family := range families {
+		if family.GetName() == "raygo_gpus_allocated_idle" {
+			if m := family.Metric; len(m) != 1 || m[0].GetGauge().GetValue() != 2 || m[0].Label[0].GetValue() != "" {
+				t.Fatalf("raygo_gpus_allocated_idle = %v, want 2 for queue \"\"", m)
+			}
+			return
+		}
+	}
+	t.Fatal("no raygo_gpus_allocated_idle")
+}

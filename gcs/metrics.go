@@ -66,6 +66,7 @@ type tableCollector struct {
 	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, pendingAge, unschedulable, expected *prometheus.Desc
 	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
 	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
+	allocatedIdle                                                                                         *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -90,6 +91,7 @@ func newTableCollector(s *Server) *tableCollector {
 		autoscalerInstances: d("raygo_autoscaler_pending_instances", "Instances the autoscaler is launching that have not joined yet, by node type and Ray instance state (QUEUED/REQUESTED, ALLOCATED, RAY_INSTALLING), from its last report.",
 			"node_type", "state"),
 		autoscalerFailures:   d("raygo_autoscaler_recent_failures", "Launches, installs and gangs that failed in the autoscaler's recent history (its last report), by node type (\"\" for a gang).", "node_type"),
+		allocatedIdle:        d("raygo_gpus_allocated_idle", "Whole GPUs placement groups hold whose SM activity stayed under 10 % for 10 minutes (the raylets' measure), by the groups' queue (\"\" without queues).", "queue"),
 		autoscalerInfeasible: d("raygo_autoscaler_infeasible_demands", "Pending demand the autoscaler reported no node type could hold, or a limit holds back (its last report)."),
 	}
 }
@@ -158,6 +160,14 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
 		}
 		gauge(c.expected, expected)
+	}
+	// Allocated GPUs that stay idle, by the queue of the group holding them.
+	byQueue := map[string]float64{}
+	for group, count := range c.s.nodes.idleGPUsByGroup() {
+		byQueue[c.s.pgs.queueOf(group)] += float64(count)
+	}
+	for queue, count := range byQueue {
+		gauge(c.allocatedIdle, count, queue)
 	}
 	// The autoscaler, from its last report (none without one).
 	if reported := c.s.autoscaler.lastReport(); reported != nil {

@@ -58,6 +58,9 @@ type nodeManager struct {
 	// lastReport is when each node last registered or reported to this GCS; one silent
 	// for nodeTimeout is DEAD (nodes reloaded after a restart have the reconnect grace).
 	lastReport map[string]time.Time
+	// idleGPUs is, per node, its raylet's last count of allocated GPUs idle for 10
+	// minutes, by placement group (ReportHeartbeatRequest.idle_gpus).
+	idleGPUs map[string]map[string]int32
 	// lastWork is, per node, the last moment the GCS saw work on it (a bundle, a lease,
 	// an actor), or its registration: an idle node has been idle since then. Only work
 	// moves it, never a heartbeat that changes nothing (autoscaler_state.go).
@@ -106,6 +109,7 @@ func newNodeManager(deps nodeDeps) *nodeManager {
 		failed:            map[string]bool{},
 		secrets:           map[string][sha256.Size]byte{},
 		lastReport:        map[string]time.Time{},
+		idleGPUs:          map[string]map[string]int32{},
 		lastWork:          map[string]time.Time{},
 		reportBusy:        map[string]bool{},
 		done:              make(chan struct{}),
@@ -497,6 +501,11 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 		return nil, err
 	}
 	m.lastReport[req.NodeId] = m.now()
+	if len(req.IdleGpus) > 0 {
+		m.idleGPUs[req.NodeId] = req.IdleGpus
+	} else {
+		delete(m.idleGPUs, req.NodeId)
+	}
 	// A keep-alive changes nothing, unless this GCS does not have the version it names
 	// (a restarted GCS, a lost report): the raylet is asked for a full report.
 	newer, hasMIG, sendFull := false, false, false
@@ -833,3 +842,19 @@ func (m *nodeManager) applyResourceReport(nodeID string, report *pb.ResourceRepo
 }
 
 var _ nodeDirectory = (*nodeManager)(nil)
+
+// idleGPUsByGroup sums the alive nodes' allocated idle GPUs by placement group.
+func (m *nodeManager) idleGPUsByGroup() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for nodeID, byGroup := range m.idleGPUs {
+		if n := m.nodes[nodeID]; n == nil || n.State != pb.NodeState_ALIVE {
+			continue
+		}
+		for group, count := range byGroup {
+			out[group] += int(count)
+		}
+	}
+	return out
+}

@@ -421,3 +421,13 @@ func (m *pgManager) AckPreemptionNotice(ctx context.Context, req *pb.AckPreempti
 	m.evictLocked(e)
 	return &pb.AckPreemptionNoticeReply{}, nil
 }
+
+// queueOf is a group's queue ("" for an unknown group or without queues).
+func (m *pgManager) queueOf(id string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.groups[id]; e != nil {
+		return e.info.Queue
+	}
+	return ""
+}

@@ -99,6 +99,22 @@ func (g *gpuActivity) record(now time.Time, sample []gpu.Activity, held map[stri
 	g.last, g.sampledAt, g.held = sample, now, held
 }
 
+// idleGPUs is the groups with GPUs idle for gpuIdleFor at the last sample, for the
+// heartbeat (nil when there are none).
+func (g *gpuActivity) idleGPUs() map[string]int32 {
+	_, byGroup := g.snapshot()
+	var out map[string]int32
+	for group, n := range byGroup {
+		if n > 0 {
+			if out == nil {
+				out = map[string]int32{}
+			}
+			out[group] = int32(n)
+		}
+	}
+	return out
+}
+
 // snapshot is the last sample and the idle GPUs by group then.
 func (g *gpuActivity) snapshot() ([]gpu.Activity, map[string]int) {
 	g.mu.Lock()

@@ -343,6 +343,7 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 	}
 	request.NodeSecret = r.nodeSecret
 	r.mu.Unlock()
+	request.IdleGpus = r.activity.idleGPUs()
 	reply, err := r.nodes.ReportHeartbeat(ctx, request)
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.

@@ -275,7 +275,11 @@ type ReportHeartbeatRequest struct {
 	// and the GCS keeps what it has.
 	Unchanged bool `protobuf:"varint,6,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	// The node's secret (RegisterNodeReply.node_secret).
-	NodeSecret    string `protobuf:"bytes,7,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	NodeSecret string `protobuf:"bytes,7,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	// Whole GPUs bundles hold on the node whose SM activity stayed under 10 % for 10
+	// minutes, by placement group id (raygo_gpus_allocated_idle); sent with every report,
+	// keep-alives too. Empty when the raylet does not sample GPU activity.
+	IdleGpus      map[string]int32 `protobuf:"bytes,8,rep,name=idle_gpus,json=idleGpus,proto3" json:"idle_gpus,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +361,13 @@ func (x *ReportHeartbeatRequest) GetNodeSecret() string {
 		return x.NodeSecret
 	}
 	return ""
+}
+
+func (x *ReportHeartbeatRequest) GetIdleGpus() map[string]int32 {
+	if x != nil {
+		return x.IdleGpus
+	}
+	return nil
 }
 
 type ReportHeartbeatReply struct {
@@ -1838,7 +1849,7 @@ const file_gcs_proto_rawDesc = "" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
 	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\x12\x1f\n" +
 	"\vnode_secret\x18\x03 \x01(\tR\n" +
-	"nodeSecret\"\xa7\x03\n" +
+	"nodeSecret\"\xb1\x04\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
@@ -1847,10 +1858,14 @@ const file_gcs_proto_rawDesc = "" +
 	"\bmig_gpus\x18\x05 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x12\x1c\n" +
 	"\tunchanged\x18\x06 \x01(\bR\tunchanged\x12\x1f\n" +
 	"\vnode_secret\x18\a \x01(\tR\n" +
-	"nodeSecret\x1aE\n" +
+	"nodeSecret\x12K\n" +
+	"\tidle_gpus\x18\b \x03(\v2..raygo.v1.ReportHeartbeatRequest.IdleGpusEntryR\bidleGpus\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x8b\x01\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a;\n" +
+	"\rIdleGpusEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\x8b\x01\n" +
 	"\x14ReportHeartbeatReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12,\n" +
 	"\x12gcs_gossip_address\x18\x02 \x01(\tR\x10gcsGossipAddress\x12(\n" +
@@ -1971,7 +1986,7 @@ func file_gcs_proto_rawDescGZIP() []byte {
 	return file_gcs_proto_rawDescData
 }
 
-var file_gcs_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_gcs_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_gcs_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),     // 0: raygo.v1.GetClusterInfoRequest
 	(*GetClusterInfoReply)(nil),       // 1: raygo.v1.GetClusterInfoReply
@@ -2009,59 +2024,61 @@ var file_gcs_proto_goTypes = []any{
 	(*UploadExecutableReply)(nil),     // 33: raygo.v1.UploadExecutableReply
 	(*DownloadExecutableRequest)(nil), // 34: raygo.v1.DownloadExecutableRequest
 	nil,                               // 35: raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
-	(*NodeInfo)(nil),                  // 36: raygo.v1.NodeInfo
-	(*MIGGPUInfo)(nil),                // 37: raygo.v1.MIGGPUInfo
-	(*JobInfo)(nil),                   // 38: raygo.v1.JobInfo
+	nil,                               // 36: raygo.v1.ReportHeartbeatRequest.IdleGpusEntry
+	(*NodeInfo)(nil),                  // 37: raygo.v1.NodeInfo
+	(*MIGGPUInfo)(nil),                // 38: raygo.v1.MIGGPUInfo
+	(*JobInfo)(nil),                   // 39: raygo.v1.JobInfo
 }
 var file_gcs_proto_depIdxs = []int32{
-	36, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
+	37, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
 	35, // 1: raygo.v1.ReportHeartbeatRequest.resources_available:type_name -> raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
-	37, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
-	36, // 3: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
-	36, // 4: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
-	38, // 5: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
-	38, // 6: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
-	0,  // 7: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
-	2,  // 8: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
-	4,  // 9: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
-	6,  // 10: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
-	8,  // 11: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
-	10, // 12: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
-	12, // 13: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
-	14, // 14: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
-	16, // 15: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
-	18, // 16: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
-	20, // 17: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
-	22, // 18: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
-	24, // 19: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
-	26, // 20: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
-	28, // 21: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
-	30, // 22: raygo.v1.ExecutableService.HasExecutable:input_type -> raygo.v1.HasExecutableRequest
-	32, // 23: raygo.v1.ExecutableService.UploadExecutable:input_type -> raygo.v1.ExecutableChunk
-	34, // 24: raygo.v1.ExecutableService.DownloadExecutable:input_type -> raygo.v1.DownloadExecutableRequest
-	1,  // 25: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
-	3,  // 26: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
-	5,  // 27: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
-	7,  // 28: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
-	9,  // 29: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
-	11, // 30: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
-	13, // 31: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
-	15, // 32: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
-	17, // 33: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
-	19, // 34: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
-	21, // 35: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
-	23, // 36: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
-	25, // 37: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
-	27, // 38: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
-	29, // 39: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
-	31, // 40: raygo.v1.ExecutableService.HasExecutable:output_type -> raygo.v1.HasExecutableReply
-	33, // 41: raygo.v1.ExecutableService.UploadExecutable:output_type -> raygo.v1.UploadExecutableReply
-	32, // 42: raygo.v1.ExecutableService.DownloadExecutable:output_type -> raygo.v1.ExecutableChunk
-	25, // [25:43] is the sub-list for method output_type
-	7,  // [7:25] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	38, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	36, // 3: raygo.v1.ReportHeartbeatRequest.idle_gpus:type_name -> raygo.v1.ReportHeartbeatRequest.IdleGpusEntry
+	37, // 4: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
+	37, // 5: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
+	39, // 6: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
+	39, // 7: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
+	0,  // 8: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
+	2,  // 9: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
+	4,  // 10: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
+	6,  // 11: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
+	8,  // 12: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
+	10, // 13: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
+	12, // 14: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
+	14, // 15: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
+	16, // 16: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
+	18, // 17: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
+	20, // 18: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
+	22, // 19: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
+	24, // 20: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
+	26, // 21: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
+	28, // 22: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
+	30, // 23: raygo.v1.ExecutableService.HasExecutable:input_type -> raygo.v1.HasExecutableRequest
+	32, // 24: raygo.v1.ExecutableService.UploadExecutable:input_type -> raygo.v1.ExecutableChunk
+	34, // 25: raygo.v1.ExecutableService.DownloadExecutable:input_type -> raygo.v1.DownloadExecutableRequest
+	1,  // 26: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
+	3,  // 27: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
+	5,  // 28: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
+	7,  // 29: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
+	9,  // 30: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
+	11, // 31: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
+	13, // 32: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
+	15, // 33: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
+	17, // 34: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
+	19, // 35: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
+	21, // 36: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
+	23, // 37: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
+	25, // 38: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
+	27, // 39: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
+	29, // 40: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
+	31, // 41: raygo.v1.ExecutableService.HasExecutable:output_type -> raygo.v1.HasExecutableReply
+	33, // 42: raygo.v1.ExecutableService.UploadExecutable:output_type -> raygo.v1.UploadExecutableReply
+	32, // 43: raygo.v1.ExecutableService.DownloadExecutable:output_type -> raygo.v1.ExecutableChunk
+	26, // [26:44] is the sub-list for method output_type
+	8,  // [8:26] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_gcs_proto_init() }
@@ -2076,7 +2093,7 @@ func file_gcs_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gcs_proto_rawDesc), len(file_gcs_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
