@@ -80,7 +80,7 @@ type Config struct {
 	// a prepare that needs more fails. Default 60.
 	MIGRepartitionLimit int
 	// GPUActivity reads the GPUs' activity and memory use for /metrics (DCGM's metrics
-	// and raygo_gpus_allocated_idle); nil: not read. The raylet samples it in its own
+	// and raygo_raylet_gpus_allocated_idle); nil: not read. The raylet samples it in its own
 	// goroutine, only when it serves /metrics (MetricsAddress), and closes it when it
 	// stops.
 	GPUActivity *gpu.ActivitySampler

@@ -21,7 +21,7 @@ const (
 	// gpuIdleBelow is the SM activity (0 to 1) under which a GPU counts as idle.
 	gpuIdleBelow = 0.10
 	// gpuIdleFor is how long a GPU a bundle holds must stay idle to be counted in
-	// raygo_gpus_allocated_idle.
+	// raygo_raylet_gpus_allocated_idle.
 	gpuIdleFor = 10 * time.Minute
 )
 
@@ -180,7 +180,7 @@ func (r *Raylet) gpuActivityLoop() {
 }
 
 // gpuActivityCollector exports the last sample under DCGM's names and labels, so boards
-// and rules written for dcgm-exporter read raygo's nodes, and raygo_gpus_allocated_idle.
+// and rules written for dcgm-exporter read raygo's nodes, and raygo_raylet_gpus_allocated_idle.
 type gpuActivityCollector struct {
 	activity                               *gpuActivity
 	hostname                               string
@@ -199,7 +199,7 @@ func newGPUActivityCollector(nodeID string, activity *gpuActivity) *gpuActivityC
 		grEngineActive: prometheus.NewDesc("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine was active over the last sampling interval (NVML GPM graphics utilization), 0 to 1.", dcgmLabels, nil),
 		util:           prometheus.NewDesc("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (NVML utilization rates), in %.", dcgmLabels, nil),
 		fbUsed:         prometheus.NewDesc("DCGM_FI_DEV_FB_USED", "Frame buffer memory used, in MiB.", dcgmLabels, nil),
-		allocatedIdle: prometheus.NewDesc("raygo_gpus_allocated_idle",
+		allocatedIdle: prometheus.NewDesc("raygo_raylet_gpus_allocated_idle",
 			"Whole GPUs a placement group's bundles hold whose SM activity stayed under 10 % for 10 minutes.",
 			[]string{"placement_group_id"}, prometheus.Labels{"node_id": nodeID}),
 	}

@@ -162,7 +162,7 @@ func TestGPUActivityMetricsFollowTheSimulatedGPUs(t *testing.T) {
 	}
 	idle := map[string]float64{}
 	for _, f := range must(registry.Gather()) {
-		if f.GetName() == "raygo_gpus_allocated_idle" {
+		if f.GetName() == "raygo_raylet_gpus_allocated_idle" {
 			for _, m := range f.Metric {
 				for _, l := range m.Label {
 					if l.GetName() == "placement_group_id" {
@@ -173,7 +173,7 @@ func TestGPUActivityMetricsFollowTheSimulatedGPUs(t *testing.T) {
 		}
 	}
 	if idle["pg-idle"] != 1 || idle["pg-busy"] != 0 || len(idle) != 2 {
-		t.Fatalf("raygo_gpus_allocated_idle = %v, want pg-idle 1 and pg-busy 0", idle)
+		t.Fatalf("raygo_raylet_gpus_allocated_idle = %v, want pg-idle 1 and pg-busy 0", idle)
 	}
 }
 

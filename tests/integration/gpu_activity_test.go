@@ -53,7 +53,7 @@ func labelsOf(m *dto.Metric) map[string]string {
 
 // A raylet on a simulated DGX H100 exports each GPU's activity under DCGM's names and
 // labels, read through GPM from the simulator's control file; a change of the file shows
-// at the next sample, and the group holding GPUs has its raygo_gpus_allocated_idle series.
+// at the next sample, and the group holding GPUs has its raygo_raylet_gpus_allocated_idle series.
 func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 	t.Parallel()
 	c := harness.StartHead(t, "--num-cpus", "1")
@@ -116,8 +116,8 @@ func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 			return fmt.Errorf("SM activity of GPU 4 = %v, want 0", got)
 		}
 		// Held for seconds, not 10 minutes: listed, none idle yet.
-		if got, ok := value(families, "raygo_gpus_allocated_idle", "placement_group_id", group); !ok || got != 0 {
-			return fmt.Errorf("raygo_gpus_allocated_idle{placement_group_id=%s} = %v (present %v), want 0", group, got, ok)
+		if got, ok := value(families, "raygo_raylet_gpus_allocated_idle", "placement_group_id", group); !ok || got != 0 {
+			return fmt.Errorf("raygo_raylet_gpus_allocated_idle{placement_group_id=%s} = %v (present %v), want 0", group, got, ok)
 		}
 		return nil
 	})
