@@ -19,9 +19,11 @@ type candidate struct {
 	otherQueue, reclaim, borrow bool
 	// gpusByNode is the GPUs its bundles hold on each node.
 	gpusByNode map[placement.NodeID]resources.Amount
-	// released: its bundles are released in the working snapshot; unplaced: its
+	// released: the set being tried evicts it (its charge is returned to the quota
+	// view at once); applied: its bundles are released in the working snapshot, which
+	// follows released only when a fit check needs it (search.sync); unplaced: its
 	// placements name nothing the snapshot holds, so only its quota counts.
-	released, unplaced bool
+	released, applied, unplaced bool
 }
 
 // collect returns the running workloads that some attempt may evict, in Kueue's order:
@@ -59,8 +61,8 @@ func collect(in Input, borrowing func(queue string) bool) []candidate {
 				continue
 			}
 		}
-		charge, err := resources.SumOf(r.Bundles)
-		if err != nil {
+		charge, ok := chargeOf(r.Bundles)
+		if !ok {
 			continue // an overflowing charge was never admitted
 		}
 		c.charge, c.gpus = charge, charge[resources.GPU]
@@ -111,4 +113,21 @@ func withinQueueAllows(policy string, r Running, p Preemptor) bool {
 		return r.Priority < p.Priority || (r.Priority == p.Priority && r.Arrival > p.Arrival)
 	}
 	return false
+}
+
+// chargeOf is resources.SumOf without its error message: collect sums a thousand
+// charges per decision and only needs to know that one overflows.
+func chargeOf(bundles []resources.Set) (resources.Set, bool) {
+	sum := resources.Set{}
+	for _, bundle := range bundles {
+		for name, amount := range bundle {
+			if amount > resources.MaxAmount-sum[name] {
+				return nil, false
+			}
+			if amount != 0 {
+				sum[name] += amount
+			}
+		}
+	}
+	return sum, true
 }

@@ -185,13 +185,11 @@ func Decide(in Input) Decision {
 		return Decision{Outcome: Cannot, Cause: CauseInfeasible, Pending: pending.Infeasible, Err: err}
 	}
 	d := Decision{GPUsNeeded: charge[resources.GPU]}
-	work, err := placement.NewSnapshot(in.Cluster.Nodes())
-	if err != nil {
-		return invalidInput(d, err)
-	}
 	quota := admission.NewQuotaView(in.Config, in.Usage)
 	quotaReason := quota.Reason(p.Queue, charge)
-	_, placeErr := placement.Schedule(work, p.Request)
+	// Schedule only reads the snapshot: the caller's serves until victims are tried on a
+	// copy (search.sync).
+	_, placeErr := placement.Schedule(in.Cluster, p.Request)
 	d.Checks++
 	var unschedulable *placement.UnschedulableError
 	switch {
@@ -219,10 +217,7 @@ func Decide(in Input) Decision {
 		d.Outcome, d.Cause, d.Pending = Wait, CauseWithinDelay, current
 		return d
 	}
-	s, err := newSearch(in, work, quota, charge)
-	if err != nil {
-		return invalidInput(d, err)
-	}
+	s := newSearch(in, quota, charge)
 	victims, cause := s.run()
 	d.Checks += s.checks
 	if cause != "" {

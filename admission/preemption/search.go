@@ -21,27 +21,43 @@ const (
 )
 
 // search is one decision's victim search over a working copy of the snapshot and the
-// quota view; candidates are removed (their bundles released, their charge returned)
-// and added back as sets are tried.
+// quota view; candidates are removed (their charge returned at once, their bundles
+// released in the copy when a fit check next needs it) and added back as sets are tried.
 type search struct {
 	in     Input
 	base   *placement.Snapshot // the caller's, read only
-	work   *placement.Snapshot
+	work   *placement.Snapshot // nil until the first fit check that needs it
 	quota  *admission.QuotaView
 	charge resources.Set
 	cands  []candidate
+	// anyOtherQueue: some candidate is in another queue, so removal orders and the
+	// cohort rule depend on the quota view.
+	anyOtherQueue bool
 	// allowBorrowing: the attempt lets the preemptor borrow (else it must stay within
 	// its nominal quota once the victims are gone).
 	allowBorrowing bool
-	free, freed    resources.Set // the cluster's free resources; what removed victims free
-	checks         int
+	// freeGPU, freeCPU: the cluster's free GPUs and CPUs; freedGPU, freedCPU: what the
+	// removed victims free. A set short of them in total needs no placement call.
+	freeGPU, freeCPU, freedGPU, freedCPU resources.Amount
+	// pending lists the candidates whose released flag changed since the working copy
+	// last followed it (sync); mark and stamp make setTo's membership test allocation
+	// free.
+	pending []int
+	mark    []uint32
+	stamp   uint32
+	checks  int
 }
 
-func newSearch(in Input, work *placement.Snapshot, quota *admission.QuotaView, charge resources.Set) (*search, error) {
-	s := &search{in: in, base: in.Cluster, work: work, quota: quota, charge: charge, freed: resources.Set{}}
-	_, s.free = in.Cluster.ResourceSummary()
+func newSearch(in Input, quota *admission.QuotaView, charge resources.Set) *search {
+	s := &search{in: in, base: in.Cluster, quota: quota, charge: charge}
+	_, free := in.Cluster.ResourceSummary()
+	s.freeGPU, s.freeCPU = free[resources.GPU], free[resources.CPU]
 	s.cands = collect(in, func(queue string) bool { return quota.Borrowing(queue, charge) })
-	return s, nil
+	s.mark = make([]uint32, len(s.cands))
+	for i := range s.cands {
+		s.anyOtherQueue = s.anyOtherQueue || s.cands[i].otherQueue
+	}
+	return s
 }
 
 // attempt is one of Kueue's tries: which candidates, and whether the preemptor may
@@ -177,7 +193,12 @@ func (s *search) best(pool []int) []int {
 		sub = slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
 		// Another queue stops lending victims once it no longer borrows, so the order
 		// matters: small victims first can use up what a large one alone would take.
-		for _, order := range [][]int{sub, s.largestFirst(sub)} {
+		// Without other queues' candidates every order removes all of sub.
+		orders := [][]int{sub}
+		if s.anyOtherQueue {
+			orders = append(orders, s.largestFirst(sub))
+		}
+		for _, order := range orders {
 			s.setTo(s.removalSequence(order))
 			if s.fits() {
 				found = true
@@ -209,8 +230,12 @@ func (s *search) best(pool []int) []int {
 	consider(s.removeThenAddBack(bigFirst))
 	slices.Reverse(bigFirst)
 	consider(s.removeThenAddBack(bigFirst))
-	if len(sub) != len(pool) {
-		consider(s.removeThenAddBack(pool)) // Kueue's own answer, so the best never loses to it
+	// Kueue's own answer, so the best never loses to it. When sub is a prefix of pool
+	// (no candidate above the level comes before one at or below it, as without other
+	// queues' candidates), Kueue's order over pool finds its first fitting prefix inside
+	// sub, and its answer is the one over sub, already considered.
+	if len(sub) != len(pool) && !slices.Equal(pool[:len(sub)], sub) {
+		consider(s.removeThenAddBack(pool))
 	}
 	if len(sub) <= exactLimit && bestSet != nil && !s.in.heuristicOnly {
 		if set := s.exact(sub, bestKey); set != nil {
@@ -339,13 +364,25 @@ func (s *search) removalSequence(order []int) []int {
 // removeThenAddBack is Kueue's heuristic: remove candidates in order until the
 // preemptor fits, then, from the second-to-last removed back to the first, add each
 // back when the preemptor still fits without it. The first fitting prefix is found by
-// binary search (prefixes only grow, so the answer is the linear scan's).
+// galloping then binary search (prefixes only grow, so the answer is the linear
+// scan's); galloping keeps the bundles released and reserved again near the prefix's
+// length rather than the whole order's.
 func (s *search) removeThenAddBack(order []int) []int {
 	seq := s.removalSequence(order)
-	lo, hi := 1, len(seq)
-	s.setTo(seq)
-	if len(seq) == 0 || !s.fits() {
+	if len(seq) == 0 {
 		return nil
+	}
+	lo, hi := 1, 0 // the first fitting prefix length is in [lo, hi]
+	for n := 1; ; n = min(2*n, len(seq)) {
+		s.setTo(seq[:n])
+		if s.fits() {
+			hi = n
+			break
+		}
+		if n == len(seq) {
+			return nil
+		}
+		lo = n + 1
 	}
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -385,12 +422,11 @@ func (s *search) fits() bool {
 	if !s.reclaimsOnlyBorrowed() {
 		return false
 	}
-	for name, need := range s.charge {
-		if name == resources.GPU || name == resources.CPU {
-			if s.free[name]+s.freed[name] < need {
-				return false
-			}
-		}
+	if s.freeGPU+s.freedGPU < s.charge[resources.GPU] || s.freeCPU+s.freedCPU < s.charge[resources.CPU] {
+		return false
+	}
+	if !s.sync() {
+		return false
 	}
 	s.checks++
 	_, err := placement.Schedule(s.work, p.Request)
@@ -401,6 +437,9 @@ func (s *search) fits() bool {
 // borrowed before the last of them went (some order of removal takes only borrowed
 // quota).
 func (s *search) reclaimsOnlyBorrowed() bool {
+	if !s.anyOtherQueue {
+		return true
+	}
 	byQueue := map[string][]int{}
 	for i := range s.cands {
 		if s.cands[i].released && s.cands[i].otherQueue {
@@ -426,12 +465,12 @@ func (s *search) reclaimsOnlyBorrowed() bool {
 
 // setTo makes exactly set removed.
 func (s *search) setTo(set []int) {
-	want := make(map[int]bool, len(set))
+	s.stamp++
 	for _, i := range set {
-		want[i] = true
+		s.mark[i] = s.stamp
 	}
 	for i := range s.cands {
-		if s.cands[i].released && !want[i] {
+		if s.cands[i].released && s.mark[i] != s.stamp {
 			s.addBack(i)
 		}
 	}
@@ -442,41 +481,78 @@ func (s *search) setTo(set []int) {
 	}
 }
 
+// remove evicts candidate i from the set being tried: its charge goes back to the quota
+// view now, its bundles at the next sync.
 func (s *search) remove(i int) {
 	c := &s.cands[i]
 	c.released = true
 	s.quota.Release(c.run.Queue, c.charge)
-	s.freed = s.freed.Add(c.charge)
-	if !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-		c.unplaced = true // not in the snapshot (a dead node): only its quota counts
-	}
+	s.freedGPU += c.charge[resources.GPU]
+	s.freedCPU += c.charge[resources.CPU]
+	s.pending = append(s.pending, i)
 }
 
 func (s *search) addBack(i int) {
 	c := &s.cands[i]
 	c.released = false
 	s.quota.Charge(c.run.Queue, c.charge)
-	if left, err := s.freed.Subtract(c.charge); err == nil {
-		s.freed = left
+	s.freedGPU -= c.charge[resources.GPU]
+	s.freedCPU -= c.charge[resources.CPU]
+	s.pending = append(s.pending, i)
+}
+
+// sync makes the working copy of the snapshot follow the set being tried: the bundles of
+// candidates added back since the last sync are reserved again, those of candidates
+// removed released. Reservations go first so a victim's GPUs are never taken twice.
+// False when the copy cannot be made (the caller's snapshot is not consistent).
+func (s *search) sync() bool {
+	if s.work == nil {
+		return s.rebuild()
 	}
-	if !c.unplaced && s.work.Reserve(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-		s.rebuild() // a MIG instance that cannot be taken back as planned: start again
+	for _, i := range s.pending {
+		c := &s.cands[i]
+		if c.applied && !c.released {
+			c.applied = false
+			if !c.unplaced && s.work.Reserve(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
+				return s.rebuild() // a MIG instance that cannot be taken back as planned: start again
+			}
+		}
+	}
+	for _, i := range s.pending {
+		c := &s.cands[i]
+		if !c.applied && c.released {
+			s.release(c)
+		}
+	}
+	s.pending = s.pending[:0]
+	return true
+}
+
+// release frees candidate c's bundles in the working copy.
+func (s *search) release(c *candidate) {
+	c.applied = true
+	if !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
+		c.unplaced = true // not in the snapshot (a dead node): only its quota counts
 	}
 }
 
 // rebuild copies the caller's snapshot again and releases what is removed.
-func (s *search) rebuild() {
+func (s *search) rebuild() bool {
 	work, err := placement.NewSnapshot(s.base.Nodes())
 	if err != nil {
-		return
+		s.work = nil
+		return false
 	}
 	s.work = work
 	for i := range s.cands {
 		c := &s.cands[i]
-		if c.released && !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-			c.unplaced = true
+		c.applied = false
+		if c.released {
+			s.release(c)
 		}
 	}
+	s.pending = s.pending[:0]
+	return true
 }
 
 // setKey ranks victim sets: lower highest priority, then fewer GPUs, then fewer
