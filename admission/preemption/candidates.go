@@ -24,6 +24,8 @@ type candidate struct {
 	// follows released only when a fit check needs it (search.sync); unplaced: its
 	// placements name nothing the snapshot holds, so only its quota counts.
 	released, applied, unplaced bool
+	// covered: every node its bundles are on is in the working copy (or in no snapshot).
+	covered bool
 }
 
 // collect returns the running workloads that some attempt may evict, in Kueue's order:

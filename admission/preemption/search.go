@@ -46,6 +46,17 @@ type search struct {
 	mark    []uint32
 	stamp   uint32
 	checks  int
+
+	// The working copy's rows (workcopy.go): scope is the candidates the coming fit
+	// checks may remove; nodes caches the caller's nodes read so far; rows is the node
+	// set of the copy, freeRows the nodes that could take a bundle without evictions
+	// (computed once, rowsAll when every node must be kept).
+	scope    []int
+	nodes    map[placement.NodeID]placement.Node
+	rows     map[placement.NodeID]bool
+	freeRows []placement.NodeID
+	freeDone bool
+	rowsAll  bool
 }
 
 func newSearch(in Input, quota *admission.QuotaView, charge resources.Set) *search {
@@ -54,6 +65,7 @@ func newSearch(in Input, quota *admission.QuotaView, charge resources.Set) *sear
 	s.freeGPU, s.freeCPU = free[resources.GPU], free[resources.CPU]
 	s.cands = collect(in, func(queue string) bool { return quota.Borrowing(queue, charge) })
 	s.mark = make([]uint32, len(s.cands))
+	s.nodes = map[placement.NodeID]placement.Node{}
 	for i := range s.cands {
 		s.anyOtherQueue = s.anyOtherQueue || s.cands[i].otherQueue
 	}
@@ -114,6 +126,7 @@ func (s *search) run() ([]Victim, Cause) {
 		s.allowBorrowing = a.allowBorrowing
 		var set []int
 		if s.in.Search == SearchKueue {
+			s.useScope(a.pool)
 			set = s.removeThenAddBack(a.pool)
 		} else {
 			set = s.best(a.pool)
@@ -188,9 +201,12 @@ func (s *search) best(pool []int) []int {
 		}
 	}))
 	sub := pool
-	found := false
+	found, subIsPrefix := false, false
 	for _, level := range levels {
 		sub = slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
+		subIsPrefix = slices.Equal(pool[:len(sub)], sub)
+		sub = s.prune(sub)
+		s.useScope(sub)
 		// Another queue stops lending victims once it no longer borrows, so the order
 		// matters: small victims first can use up what a large one alone would take.
 		// Without other queues' candidates every order removes all of sub.
@@ -234,10 +250,12 @@ func (s *search) best(pool []int) []int {
 	// (no candidate above the level comes before one at or below it, as without other
 	// queues' candidates), Kueue's order over pool finds its first fitting prefix inside
 	// sub, and its answer is the one over sub, already considered.
-	if len(sub) != len(pool) && !slices.Equal(pool[:len(sub)], sub) {
+	if !subIsPrefix {
+		s.useScope(pool)
 		consider(s.removeThenAddBack(pool))
 	}
 	if len(sub) <= exactLimit && bestSet != nil && !s.in.heuristicOnly {
+		s.useScope(sub)
 		if set := s.exact(sub, bestKey); set != nil {
 			bestSet = set
 		}
@@ -306,7 +324,7 @@ func (s *search) focusOrders(sub []int) [][]int {
 	need := s.charge[resources.GPU]
 	var scores []nodeScore
 	for id, list := range onNode {
-		node, ok := s.base.Node(id)
+		node, ok := s.nodeOf(id)
 		if !ok {
 			continue
 		}
@@ -499,60 +517,6 @@ func (s *search) addBack(i int) {
 	s.freedGPU -= c.charge[resources.GPU]
 	s.freedCPU -= c.charge[resources.CPU]
 	s.pending = append(s.pending, i)
-}
-
-// sync makes the working copy of the snapshot follow the set being tried: the bundles of
-// candidates added back since the last sync are reserved again, those of candidates
-// removed released. Reservations go first so a victim's GPUs are never taken twice.
-// False when the copy cannot be made (the caller's snapshot is not consistent).
-func (s *search) sync() bool {
-	if s.work == nil {
-		return s.rebuild()
-	}
-	for _, i := range s.pending {
-		c := &s.cands[i]
-		if c.applied && !c.released {
-			c.applied = false
-			if !c.unplaced && s.work.Reserve(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-				return s.rebuild() // a MIG instance that cannot be taken back as planned: start again
-			}
-		}
-	}
-	for _, i := range s.pending {
-		c := &s.cands[i]
-		if !c.applied && c.released {
-			s.release(c)
-		}
-	}
-	s.pending = s.pending[:0]
-	return true
-}
-
-// release frees candidate c's bundles in the working copy.
-func (s *search) release(c *candidate) {
-	c.applied = true
-	if !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-		c.unplaced = true // not in the snapshot (a dead node): only its quota counts
-	}
-}
-
-// rebuild copies the caller's snapshot again and releases what is removed.
-func (s *search) rebuild() bool {
-	work, err := placement.NewSnapshot(s.base.Nodes())
-	if err != nil {
-		s.work = nil
-		return false
-	}
-	s.work = work
-	for i := range s.cands {
-		c := &s.cands[i]
-		c.applied = false
-		if c.released {
-			s.release(c)
-		}
-	}
-	s.pending = s.pending[:0]
-	return true
 }
 
 // setKey ranks victim sets: lower highest priority, then fewer GPUs, then fewer
