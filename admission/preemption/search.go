@@ -125,17 +125,20 @@ func (s *search) run() ([]Victim, Cause) {
 		}
 		s.allowBorrowing = a.allowBorrowing
 		var set []int
+		blastRadius := false
 		if s.in.Search == SearchKueue {
 			s.useScope(a.pool)
 			set = s.removeThenAddBack(a.pool)
+			if set != nil && !s.withinBlastRadius(set) {
+				set, blastRadius = nil, true
+			}
 		} else {
-			set = s.best(a.pool)
+			set, blastRadius = s.best(a.pool)
+		}
+		if blastRadius {
+			cause = CauseBlastRadius
 		}
 		if set == nil {
-			continue
-		}
-		if !s.withinBlastRadius(set) {
-			cause = CauseBlastRadius
 			continue
 		}
 		return s.victims(set, a), ""
@@ -191,8 +194,14 @@ func (s *search) runOf(id string) *Running {
 //     the focusNodes nodes whose clearing looks cheapest first; largest GPUs first;
 //     smallest first), and Kueue's over the whole pool, keeping the best set;
 //  3. with at most exactLimit candidates, every set better than that one, best first,
-//     until one fits.
-func (s *search) best(pool []int) []int {
+//     until one fits;
+//  4. when that set evicts more than the blast radius allows (withinBlastRadius), the
+//     next best within it: with at most exactLimit candidates every set within it,
+//     best first, until one fits; else the best of those step 2 found within it; else
+//     steps 2 to 4 again at the next priority level.
+//
+// blastRadius reports that sets were found but none within the blast radius.
+func (s *search) best(pool []int) (set []int, blastRadius bool) {
 	levels := slices.Compact(slices.Sorted(func(yield func(int64) bool) {
 		for _, i := range pool {
 			if !yield(s.cands[i].run.Priority) {
@@ -200,11 +209,10 @@ func (s *search) best(pool []int) []int {
 			}
 		}
 	}))
-	sub := pool
-	found, subIsPrefix := false, false
+	fitting := false
 	for _, level := range levels {
-		sub = slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
-		subIsPrefix = slices.Equal(pool[:len(sub)], sub)
+		sub := slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
+		subIsPrefix := slices.Equal(pool[:len(sub)], sub)
 		sub = s.prune(sub)
 		s.useScope(sub)
 		// Another queue stops lending victims once it no longer borrows, so the order
@@ -214,28 +222,30 @@ func (s *search) best(pool []int) []int {
 		if s.anyOtherQueue {
 			orders = append(orders, s.largestFirst(sub))
 		}
-		for _, order := range orders {
+		if !slices.ContainsFunc(orders, func(order []int) bool {
 			s.setTo(s.removalSequence(order))
-			if s.fits() {
-				found = true
-				break
-			}
+			return s.fits()
+		}) {
+			continue
 		}
-		if found {
-			break
+		set, found := s.bestAt(pool, sub, subIsPrefix, !fitting)
+		if set != nil {
+			return set, false
 		}
+		fitting = true
+		blastRadius = blastRadius || found
 	}
-	if !found {
-		return nil
-	}
-	var bestSet []int
-	var bestKey setKey
+	return nil, blastRadius
+}
+
+// bestAt is steps 2 to 4 of best at one level, sub its candidates: the set, or nil and
+// whether any set was found at all. first: no lower level makes room.
+func (s *search) bestAt(pool, sub []int, subIsPrefix, first bool) (set []int, found bool) {
+	var sets [][]int
+	var keys []setKey
 	consider := func(set []int) {
-		if set == nil {
-			return
-		}
-		if key := s.keyOf(set); bestSet == nil || key.less(bestKey) {
-			bestSet, bestKey = set, key
+		if set != nil {
+			sets, keys = append(sets, set), append(keys, s.keyOf(set))
 		}
 	}
 	consider(s.removeThenAddBack(sub))
@@ -254,13 +264,41 @@ func (s *search) best(pool []int) []int {
 		s.useScope(pool)
 		consider(s.removeThenAddBack(pool))
 	}
-	if len(sub) <= exactLimit && bestSet != nil && !s.in.heuristicOnly {
+	if len(sets) == 0 {
+		return nil, false
+	}
+	ranked := make([]int, len(sets))
+	for i := range ranked {
+		ranked[i] = i
+	}
+	slices.SortStableFunc(ranked, func(a, b int) int { return keys[a].compare(keys[b]) })
+	if len(sub) <= exactLimit && !s.in.heuristicOnly {
 		s.useScope(sub)
-		if set := s.exact(sub, bestKey); set != nil {
-			bestSet = set
+		level := keys[ranked[0]].maxPriority
+		if first {
+			// Sets entirely below the level were ruled out by step 1.
+			bound := keys[ranked[0]]
+			best := s.exact(sub, func(k setKey) bool { return k.maxPriority == level && k.less(bound) }, nil)
+			if best == nil {
+				best = sets[ranked[0]]
+			}
+			if s.withinBlastRadius(best) {
+				return best, true
+			}
+		}
+		// A set within the blast radius stays within it without any of its victims
+		// (dropping the largest lowers what is evicted by at least what it lowers the
+		// bound), so the first such set that fits is minimal too.
+		if set := s.exact(sub, func(k setKey) bool { return !first || k.maxPriority == level }, s.withinBlastRadius); set != nil {
+			return set, true
 		}
 	}
-	return bestSet
+	for _, k := range ranked {
+		if s.withinBlastRadius(sets[k]) {
+			return sets[k], true
+		}
+	}
+	return nil, true
 }
 
 // largestFirst orders candidates by GPUs, largest first, keeping the order of equals.
@@ -270,9 +308,10 @@ func (s *search) largestFirst(list []int) []int {
 	return out
 }
 
-// exact enumerates the subsets of sub that rank before bound, best first, and returns
-// the first that fits (it is minimal: dropping a victim ranks it earlier).
-func (s *search) exact(sub []int, bound setKey) []int {
+// exact enumerates the subsets of sub whose keys take and that keep allows (nil: all),
+// best first, and returns the first that fits (it is minimal when dropping a victim
+// ranks a set earlier and keeps it taken and kept).
+func (s *search) exact(sub []int, take func(setKey) bool, keep func([]int) bool) []int {
 	var sets [][]int
 	var keys []setKey
 	for mask := 1; mask < 1<<len(sub); mask++ {
@@ -283,7 +322,7 @@ func (s *search) exact(sub []int, bound setKey) []int {
 			}
 		}
 		// Sets entirely below the level were ruled out by step 1.
-		if key := s.keyOf(set); key.maxPriority == bound.maxPriority && key.less(bound) {
+		if key := s.keyOf(set); take(key) && (keep == nil || keep(set)) {
 			sets, keys = append(sets, set), append(keys, key)
 		}
 	}
