@@ -17,5 +17,7 @@
 // found by (highest victim priority, GPUs evicted, number of victims, most recently
 // admitted first): search.go. Fit checks run on a copy of the rows that can matter
 // (workcopy.go). KueueHeuristic is Kueue's own remove-then-add-back
-// search, kept as the baseline the benchmarks and tests compare against.
+// search, kept as the baseline the benchmarks and tests compare against. With fair
+// sharing on, victims in the cohort are chosen by Kueue's fair-sharing preemption over
+// admission's weighted dominant-resource shares (fairsharing.go).
 package preemption

@@ -22,8 +22,9 @@ const (
 	// InCohortReclaimWhileBorrowing: the victim's queue borrows, and so will the
 	// preemptor's (borrowWithinCohort).
 	InCohortReclaimWhileBorrowing Reason = "InCohortReclaimWhileBorrowing"
-	// InCohortFairSharing: fair-sharing preemption (Kueue's preemptionStrategies). Not
-	// chosen yet: with fair sharing on, Decide applies the classic rules.
+	// InCohortFairSharing: the victim's queue has a higher share than the preemptor's
+	// would have, by fair sharing's preemption strategies (fairsharing.go); chosen with
+	// fair sharing on and the preemptor's queue in a cohort.
 	InCohortFairSharing Reason = "InCohortFairSharing"
 )
 
@@ -175,9 +176,11 @@ type Decision struct {
 // (Infeasible)? (2) Would the autoscaler's new nodes come within the queue's
 // preemptionDelay (Wait, WaitingForNewNode)? Has the preemptor waited that delay (else
 // Wait)? (3) Candidates: running work the queue's policies allow evicting, preemptible
-// and past its minRuntime, in Kueue's order. (4) The search, in Kueue's sequence of
-// attempts: borrowing within the cohort when borrowWithinCohort allows it; else reclaim
-// from borrowers without borrowing; else the queue's own work, borrowing allowed.
+// and past its minRuntime, in Kueue's order. (4) The search: with fair sharing on and
+// the queue in a cohort, Kueue's fair-sharing preemption (fairsharing.go); else Kueue's
+// sequence of attempts: borrowing within the cohort when borrowWithinCohort allows it;
+// else reclaim from borrowers without borrowing; else the queue's own work, borrowing
+// allowed.
 func Decide(in Input) Decision {
 	p := in.Preemptor
 	charge, err := resources.SumOf(p.Request.Bundles)

@@ -36,6 +36,9 @@ type search struct {
 	// allowBorrowing: the attempt lets the preemptor borrow (else it must stay within
 	// its nominal quota once the victims are gone).
 	allowBorrowing bool
+	// fairSharing: the fair-sharing search runs (fairsharing.go); the share rules, not
+	// "only borrowed quota is taken back", say which other queues' work may go.
+	fairSharing bool
 	// freeGPU, freeCPU: the cluster's free GPUs and CPUs; freedGPU, freedCPU: what the
 	// removed victims free. A set short of them in total needs no placement call.
 	freeGPU, freeCPU, freedGPU, freedCPU resources.Amount
@@ -78,6 +81,7 @@ type attempt struct {
 	pool           []int
 	allowBorrowing bool
 	whileBorrowing bool // other queues' victims are InCohortReclaimWhileBorrowing when the preemptor borrows
+	fairSharing    bool // other queues' victims are InCohortFairSharing
 }
 
 // attempts follows Kueue's classic sequence: with borrowWithinCohort, one try over the
@@ -117,6 +121,9 @@ func (s *search) attempts() []attempt {
 func (s *search) run() ([]Victim, Cause) {
 	if len(s.cands) == 0 {
 		return nil, CauseNoCandidates
+	}
+	if s.useFairSharing() {
+		return s.runFairSharing()
 	}
 	cause := CauseNotEnough
 	for _, a := range s.attempts() {
@@ -163,11 +170,13 @@ func (s *search) victims(set []int, a attempt) []Victim {
 	for _, i := range set {
 		c := s.cands[i]
 		reason := InClusterQueue
-		if c.otherQueue {
+		switch {
+		case c.otherQueue && a.fairSharing:
+			reason = InCohortFairSharing
+		case c.otherQueue && a.whileBorrowing && borrows:
+			reason = InCohortReclaimWhileBorrowing
+		case c.otherQueue:
 			reason = InCohortReclamation
-			if a.whileBorrowing && borrows {
-				reason = InCohortReclaimWhileBorrowing
-			}
 		}
 		out = append(out, Victim{ID: c.run.ID, Reason: reason, GPUs: c.gpus})
 	}
@@ -476,7 +485,7 @@ func (s *search) fits() bool {
 	if !s.allowBorrowing && !s.quota.WithinNominal(p.Queue, s.charge) {
 		return false
 	}
-	if !s.reclaimsOnlyBorrowed() {
+	if !s.fairSharing && !s.reclaimsOnlyBorrowed() {
 		return false
 	}
 	if s.freeGPU+s.freedGPU < s.charge[resources.GPU] || s.freeCPU+s.freedCPU < s.charge[resources.CPU] {
