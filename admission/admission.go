@@ -410,5 +410,10 @@ func (s *queueState) charge(charge resources.Set) {
 			s.cohort.used[name] += poolUse(s.usage[name]+amount, quota) - poolUse(s.usage[name], quota)
 		}
 	}
-	s.usage = s.usage.Add(charge)
+	// In place: preemption's search charges and releases thousands of times a decision.
+	for name, amount := range charge {
+		if amount != 0 {
+			s.usage[name] += amount
+		}
+	}
 }

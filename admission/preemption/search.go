@@ -134,8 +134,10 @@ func (s *search) run() ([]Victim, Cause) {
 		var set []int
 		blastRadius := false
 		if s.in.Search == SearchKueue {
-			s.useScope(a.pool)
-			set = s.removeThenAddBack(a.pool)
+			// Victims prune drops change no step of remove-then-add-back (prunable).
+			order := s.prune(a.pool)
+			s.useScope(order)
+			set = s.removeThenAddBack(order)
 			if set != nil && !s.withinBlastRadius(set) {
 				set, blastRadius = nil, true
 			}
