@@ -89,3 +89,18 @@ func TestFairSharingTakesFromTheHighestShare(t *testing.T) {
 		}
 	}
 }
+
+// The preemptor's own queue has the highest share (a borrows 2 of 16, b 1): its own
+// lower-priority work goes first, with InClusterQueue.
+func TestFairSharingOwnQueueFirst(t *testing.T) {
+	c := newCluster(t, dgx("n1"), dgx("n2"))
+	c.on(Running{ID: "a1", Queue: "a", Priority: 100, AdmittedAt: 1}, "n1", 0, 1, 2, 3)
+	c.on(Running{ID: "b1", Queue: "b", Priority: 100, AdmittedAt: 9}, "n1", 4, 5, 6, 7)
+	c.on(Running{ID: "b2", Queue: "b", Priority: 100, AdmittedAt: 9}, "n2", 0)
+	c.on(Running{ID: "c1", Queue: "c", Priority: 100, AdmittedAt: 1}, "n2", 1, 2, 3, 4, 5, 6, 7)
+	p := Preemptor{ID: "p", Queue: "a", Priority: 1000, Request: placement.Request{Strategy: placement.StrategyPack, Bundles: gpuBundles(4, 1)}}
+	d := Decide(c.input(mustLoad(t, sprintf(fairCohort, true, "", 2, 4, 10)), p, 10))
+	if d.Outcome != Preempt || !slices.Equal(victimIDs(d), []string{"a1"}) || d.Victims[0].Reason != InClusterQueue {
+		t.Fatalf("%v %q %v", d.Outcome, d.Cause, d.Victims)
+	}
+}

@@ -57,6 +57,7 @@ type search struct {
 	scope    []int
 	nodes    map[placement.NodeID]placement.Node
 	rows     map[placement.NodeID]bool
+	unknown  map[placement.NodeID]bool // named by a placement, not in the snapshot
 	freeRows []placement.NodeID
 	freeDone bool
 	rowsAll  bool
@@ -69,6 +70,7 @@ func newSearch(in Input, quota *admission.QuotaView, charge resources.Set) *sear
 	s.cands = collect(in, func(queue string) bool { return quota.Borrowing(queue, charge) })
 	s.mark = make([]uint32, len(s.cands))
 	s.nodes = map[placement.NodeID]placement.Node{}
+	s.unknown = map[placement.NodeID]bool{}
 	for i := range s.cands {
 		s.anyOtherQueue = s.anyOtherQueue || s.cands[i].otherQueue
 	}

@@ -141,16 +141,9 @@ func (s *search) rebuild() bool {
 	for i := range s.cands {
 		c := &s.cands[i]
 		c.applied = false
-		c.covered = s.rowsAll
-		if !c.covered {
-			c.covered = true
-			for _, pl := range c.run.Placements {
-				if _, known := s.nodeOf(pl.NodeID); known && !s.rows[pl.NodeID] {
-					c.covered = false
-					break
-				}
-			}
-		}
+		c.covered = s.rowsAll || !slices.ContainsFunc(c.run.Placements, func(pl placement.BundlePlacement) bool {
+			return !s.rows[pl.NodeID] && !s.unknown[pl.NodeID]
+		})
 		if c.released {
 			s.release(c)
 		}
@@ -172,6 +165,8 @@ func (s *search) copyRows() (*placement.Snapshot, error) {
 		if node, ok := s.nodeOf(id); ok {
 			s.rows[id] = true
 			rows = append(rows, node)
+		} else {
+			s.unknown[id] = true // its bundles release nothing: the candidate is unplaced
 		}
 	}
 	for _, id := range s.freeRows {
