@@ -118,18 +118,33 @@ func withinQueueAllows(policy string, r Running, p Preemptor) bool {
 }
 
 // chargeOf is resources.SumOf without its error message: collect sums a thousand
-// charges per decision and only needs to know that one overflows.
+// charges per decision and only needs to know that one overflows. Bundles name few
+// resources, so the sum is kept in a short list until the set is made.
 func chargeOf(bundles []resources.Set) (resources.Set, bool) {
-	sum := resources.Set{}
+	type entry struct {
+		name   string
+		amount resources.Amount
+	}
+	var buf [4]entry
+	sum := buf[:0]
 	for _, bundle := range bundles {
 		for name, amount := range bundle {
-			if amount > resources.MaxAmount-sum[name] {
+			if amount == 0 {
+				continue
+			}
+			k := slices.IndexFunc(sum, func(e entry) bool { return e.name == name })
+			if k < 0 {
+				sum, k = append(sum, entry{name: name}), len(sum)
+			}
+			if amount > resources.MaxAmount-sum[k].amount {
 				return nil, false
 			}
-			if amount != 0 {
-				sum[name] += amount
-			}
+			sum[k].amount += amount
 		}
 	}
-	return sum, true
+	out := make(resources.Set, len(sum))
+	for _, e := range sum {
+		out[e.name] = e.amount
+	}
+	return out, true
 }

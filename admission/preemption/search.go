@@ -228,20 +228,22 @@ func (s *search) best(pool []int) (set []int, blastRadius bool) {
 		subIsPrefix := slices.Equal(pool[:len(sub)], sub)
 		sub = s.prune(sub)
 		s.useScope(sub)
-		// Another queue stops lending victims once it no longer borrows, so the order
-		// matters: small victims first can use up what a large one alone would take.
-		// Without other queues' candidates every order removes all of sub.
-		orders := [][]int{sub}
-		if s.anyOtherQueue {
-			orders = append(orders, s.largestFirst(sub))
+		// Kueue's order over sub finds a set exactly when removing all it removes makes
+		// room, and gallops there from short prefixes, so the level is found without
+		// releasing all of sub. Another queue stops lending victims once it no longer
+		// borrows, so the order matters: small victims first can use up what a large
+		// one alone would take; without other queues' candidates every order removes
+		// all of sub.
+		first := s.removeThenAddBack(sub)
+		if first == nil {
+			if !s.anyOtherQueue {
+				continue
+			}
+			if s.setTo(s.removalSequence(s.largestFirst(sub))); !s.fits() {
+				continue
+			}
 		}
-		if !slices.ContainsFunc(orders, func(order []int) bool {
-			s.setTo(s.removalSequence(order))
-			return s.fits()
-		}) {
-			continue
-		}
-		set, found := s.bestAt(pool, sub, subIsPrefix, !fitting)
+		set, found := s.bestAt(pool, sub, first, subIsPrefix, !fitting)
 		if set != nil {
 			return set, false
 		}
@@ -251,9 +253,10 @@ func (s *search) best(pool []int) (set []int, blastRadius bool) {
 	return nil, blastRadius
 }
 
-// bestAt is steps 2 to 4 of best at one level, sub its candidates: the set, or nil and
-// whether any set was found at all. first: no lower level makes room.
-func (s *search) bestAt(pool, sub []int, subIsPrefix, first bool) (set []int, found bool) {
+// bestAt is steps 2 to 4 of best at one level, sub its candidates, kueueSet what
+// remove-then-add-back found over sub: the set, or nil and whether any set was found at
+// all. first: no lower level makes room.
+func (s *search) bestAt(pool, sub, kueueSet []int, subIsPrefix, first bool) (set []int, found bool) {
 	var sets [][]int
 	var keys []setKey
 	consider := func(set []int) {
@@ -261,7 +264,7 @@ func (s *search) bestAt(pool, sub []int, subIsPrefix, first bool) (set []int, fo
 			sets, keys = append(sets, set), append(keys, s.keyOf(set))
 		}
 	}
-	consider(s.removeThenAddBack(sub))
+	consider(kueueSet)
 	for _, order := range s.focusOrders(sub) {
 		consider(s.removeThenAddBack(order))
 	}
