@@ -12,10 +12,11 @@ import (
 // bundles of the set being tried released. It holds only the rows that can matter:
 // the nodes of the candidates in scope and the nodes that could take one of the
 // preemptor's bundles as they are. That is exact for "does the preemptor fit": a node
-// left out holds no candidate of the scope, so no set tried changes it, and it has none
-// free of any resource the preemptor asks for, so Schedule's filters reject it for
-// every bundle in every state of the search (no plan puts anything there); its free
-// GPUs, the only thing island and rail preferences count, are none. What would make a
+// left out holds no candidate of the scope, so no set tried changes it, and it takes no
+// bundle (dead or draining) or has none free of any resource the preemptor asks for, so
+// Schedule's filters reject it for every bundle in every state of the search (no plan
+// puts anything there); its free GPUs, the only thing island and rail preferences
+// count, are none. What would make a
 // left-out node matter keeps every row: a bundle asking for nothing, a MIG profile
 // (slots are not resources of the table), bundles already placed (STRICT_PACK's group
 // node, PACK's and SPREAD's preferences), a multi-node NVLink domain (an island
