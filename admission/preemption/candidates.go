@@ -119,7 +119,8 @@ func withinQueueAllows(policy string, r Running, p Preemptor) bool {
 
 // chargeOf is resources.SumOf without its error message: collect sums a thousand
 // charges per decision and only needs to know that one overflows. Bundles name few
-// resources, so the sum is kept in a short list until the set is made.
+// resources, so the sum is kept in a short list until the set is made, and GPUs and
+// CPUs are looked up rather than found by walking the bundle.
 func chargeOf(bundles []resources.Set) (resources.Set, bool) {
 	type entry struct {
 		name   string
@@ -127,19 +128,37 @@ func chargeOf(bundles []resources.Set) (resources.Set, bool) {
 	}
 	var buf [4]entry
 	sum := buf[:0]
+	add := func(name string, amount resources.Amount) bool {
+		if amount == 0 {
+			return true
+		}
+		k := slices.IndexFunc(sum, func(e entry) bool { return e.name == name })
+		if k < 0 {
+			sum, k = append(sum, entry{name: name}), len(sum)
+		}
+		if amount > resources.MaxAmount-sum[k].amount {
+			return false
+		}
+		sum[k].amount += amount
+		return true
+	}
 	for _, bundle := range bundles {
+		known := 0
+		for _, name := range [...]string{resources.GPU, resources.CPU} {
+			if amount, ok := bundle[name]; ok {
+				known++
+				if !add(name, amount) {
+					return nil, false
+				}
+			}
+		}
+		if known == len(bundle) {
+			continue
+		}
 		for name, amount := range bundle {
-			if amount == 0 {
-				continue
-			}
-			k := slices.IndexFunc(sum, func(e entry) bool { return e.name == name })
-			if k < 0 {
-				sum, k = append(sum, entry{name: name}), len(sum)
-			}
-			if amount > resources.MaxAmount-sum[k].amount {
+			if name != resources.GPU && name != resources.CPU && !add(name, amount) {
 				return nil, false
 			}
-			sum[k].amount += amount
 		}
 	}
 	out := make(resources.Set, len(sum))
