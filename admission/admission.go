@@ -345,9 +345,15 @@ func (s *queueState) rank(w Workload, charge resources.Set, fair bool) rankKey {
 		if !fair {
 			continue
 		}
-		key.share = max(key.share, weightedShare(above, s.cohortCapacity(name), s.weight))
+		key.share = max(key.share, s.resourceShare(name, amount))
 	}
 	return key
+}
+
+// resourceShare is the queue's weighted share of one resource with extra added to its
+// usage: its usage above nominal over what its cohort lends, divided by its weight.
+func (s *queueState) resourceShare(name string, extra resources.Amount) float64 {
+	return weightedShare(s.usage[name]+extra-s.quotas[name].Nominal, s.cohortCapacity(name), s.weight)
 }
 
 // weightedShare is a queue's share of one resource for fair sharing (Kueue's dominant
@@ -404,5 +410,10 @@ func (s *queueState) charge(charge resources.Set) {
 			s.cohort.used[name] += poolUse(s.usage[name]+amount, quota) - poolUse(s.usage[name], quota)
 		}
 	}
-	s.usage = s.usage.Add(charge)
+	// In place: preemption's search charges and releases thousands of times a decision.
+	for name, amount := range charge {
+		if amount != 0 {
+			s.usage[name] += amount
+		}
+	}
 }

@@ -91,3 +91,20 @@ func (v *QuotaView) Release(queue string, charge resources.Set) {
 		}
 	}
 }
+
+// Share is queue's weighted dominant-resource share with extra added to its usage (nil:
+// as it is), the value fair sharing orders queues by (Kueue's DominantResourceShare):
+// the largest, over the resources the queue limits, of its usage above nominal over
+// what its cohort lends, divided by its weight. 0 when it borrows nothing or the config
+// lacks it; +Inf when it borrows with weight 0 or from a cohort that lends none.
+func (v *QuotaView) Share(queue string, extra resources.Set) float64 {
+	s := v.states[queue]
+	if s == nil {
+		return 0
+	}
+	share := 0.0
+	for name := range s.quotas {
+		share = max(share, s.resourceShare(name, extra[name]))
+	}
+	return share
+}

@@ -19,9 +19,13 @@ type candidate struct {
 	otherQueue, reclaim, borrow bool
 	// gpusByNode is the GPUs its bundles hold on each node.
 	gpusByNode map[placement.NodeID]resources.Amount
-	// released: its bundles are released in the working snapshot; unplaced: its
+	// released: the set being tried evicts it (its charge is returned to the quota
+	// view at once); applied: its bundles are released in the working snapshot, which
+	// follows released only when a fit check needs it (search.sync); unplaced: its
 	// placements name nothing the snapshot holds, so only its quota counts.
-	released, unplaced bool
+	released, applied, unplaced bool
+	// covered: every node its bundles are on is in the working copy (or in no snapshot).
+	covered bool
 }
 
 // collect returns the running workloads that some attempt may evict, in Kueue's order:
@@ -59,8 +63,8 @@ func collect(in Input, borrowing func(queue string) bool) []candidate {
 				continue
 			}
 		}
-		charge, err := resources.SumOf(r.Bundles)
-		if err != nil {
+		charge, ok := chargeOf(r.Bundles)
+		if !ok {
 			continue // an overflowing charge was never admitted
 		}
 		c.charge, c.gpus = charge, charge[resources.GPU]
@@ -111,4 +115,55 @@ func withinQueueAllows(policy string, r Running, p Preemptor) bool {
 		return r.Priority < p.Priority || (r.Priority == p.Priority && r.Arrival > p.Arrival)
 	}
 	return false
+}
+
+// chargeOf is resources.SumOf without its error message: collect sums a thousand
+// charges per decision and only needs to know that one overflows. Bundles name few
+// resources, so the sum is kept in a short list until the set is made, and GPUs and
+// CPUs are looked up rather than found by walking the bundle.
+func chargeOf(bundles []resources.Set) (resources.Set, bool) {
+	type entry struct {
+		name   string
+		amount resources.Amount
+	}
+	var buf [4]entry
+	sum := buf[:0]
+	add := func(name string, amount resources.Amount) bool {
+		if amount == 0 {
+			return true
+		}
+		k := slices.IndexFunc(sum, func(e entry) bool { return e.name == name })
+		if k < 0 {
+			sum, k = append(sum, entry{name: name}), len(sum)
+		}
+		if amount > resources.MaxAmount-sum[k].amount {
+			return false
+		}
+		sum[k].amount += amount
+		return true
+	}
+	for _, bundle := range bundles {
+		known := 0
+		for _, name := range [...]string{resources.GPU, resources.CPU} {
+			if amount, ok := bundle[name]; ok {
+				known++
+				if !add(name, amount) {
+					return nil, false
+				}
+			}
+		}
+		if known == len(bundle) {
+			continue
+		}
+		for name, amount := range bundle {
+			if name != resources.GPU && name != resources.CPU && !add(name, amount) {
+				return nil, false
+			}
+		}
+	}
+	out := make(resources.Set, len(sum))
+	for _, e := range sum {
+		out[e.name] = e.amount
+	}
+	return out, true
 }

@@ -12,8 +12,12 @@
 // has no fit rule of its own. It does no I/O, reads no clock and starts no goroutines:
 // the GCS owns the clock and carries the decision out (notices, checkpoints, eviction).
 //
-// The victim set is minimal (no victim can be dropped) and, among minimal sets, the
-// best found by (highest victim priority, GPUs evicted, number of victims, most recently
-// admitted first): search.go. KueueHeuristic is Kueue's own remove-then-add-back
-// search, kept as the baseline the benchmarks and tests compare against.
+// The victim set is minimal (no victim can be dropped) and, among minimal sets within
+// the blast radius (GPUs evicted <= GPUs needed + the largest victim gang), the best
+// found by (highest victim priority, GPUs evicted, number of victims, most recently
+// admitted first): search.go. Fit checks run on a copy of the rows that can matter
+// (workcopy.go). KueueHeuristic is Kueue's own remove-then-add-back
+// search, kept as the baseline the benchmarks and tests compare against. With fair
+// sharing on, victims in the cohort are chosen by Kueue's fair-sharing preemption over
+// admission's weighted dominant-resource shares (fairsharing.go).
 package preemption

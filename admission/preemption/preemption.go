@@ -22,8 +22,9 @@ const (
 	// InCohortReclaimWhileBorrowing: the victim's queue borrows, and so will the
 	// preemptor's (borrowWithinCohort).
 	InCohortReclaimWhileBorrowing Reason = "InCohortReclaimWhileBorrowing"
-	// InCohortFairSharing: fair-sharing preemption (Kueue's preemptionStrategies). Not
-	// chosen yet: with fair sharing on, Decide applies the classic rules.
+	// InCohortFairSharing: the victim's queue has a higher share than the preemptor's
+	// would have, by fair sharing's preemption strategies (fairsharing.go); chosen with
+	// fair sharing on and the preemptor's queue in a cohort.
 	InCohortFairSharing Reason = "InCohortFairSharing"
 )
 
@@ -175,9 +176,11 @@ type Decision struct {
 // (Infeasible)? (2) Would the autoscaler's new nodes come within the queue's
 // preemptionDelay (Wait, WaitingForNewNode)? Has the preemptor waited that delay (else
 // Wait)? (3) Candidates: running work the queue's policies allow evicting, preemptible
-// and past its minRuntime, in Kueue's order. (4) The search, in Kueue's sequence of
-// attempts: borrowing within the cohort when borrowWithinCohort allows it; else reclaim
-// from borrowers without borrowing; else the queue's own work, borrowing allowed.
+// and past its minRuntime, in Kueue's order. (4) The search: with fair sharing on and
+// the queue in a cohort, Kueue's fair-sharing preemption (fairsharing.go); else Kueue's
+// sequence of attempts: borrowing within the cohort when borrowWithinCohort allows it;
+// else reclaim from borrowers without borrowing; else the queue's own work, borrowing
+// allowed.
 func Decide(in Input) Decision {
 	p := in.Preemptor
 	charge, err := resources.SumOf(p.Request.Bundles)
@@ -185,13 +188,11 @@ func Decide(in Input) Decision {
 		return Decision{Outcome: Cannot, Cause: CauseInfeasible, Pending: pending.Infeasible, Err: err}
 	}
 	d := Decision{GPUsNeeded: charge[resources.GPU]}
-	work, err := placement.NewSnapshot(in.Cluster.Nodes())
-	if err != nil {
-		return invalidInput(d, err)
-	}
 	quota := admission.NewQuotaView(in.Config, in.Usage)
 	quotaReason := quota.Reason(p.Queue, charge)
-	_, placeErr := placement.Schedule(work, p.Request)
+	// Schedule only reads the snapshot: the caller's serves until victims are tried on a
+	// copy (search.sync).
+	_, placeErr := placement.Schedule(in.Cluster, p.Request)
 	d.Checks++
 	var unschedulable *placement.UnschedulableError
 	switch {
@@ -219,10 +220,7 @@ func Decide(in Input) Decision {
 		d.Outcome, d.Cause, d.Pending = Wait, CauseWithinDelay, current
 		return d
 	}
-	s, err := newSearch(in, work, quota, charge)
-	if err != nil {
-		return invalidInput(d, err)
-	}
+	s := newSearch(in, quota, charge)
 	victims, cause := s.run()
 	d.Checks += s.checks
 	if cause != "" {

@@ -193,3 +193,32 @@ func TestWaitOrPreempt(t *testing.T) {
 }
 
 var sprintf = fmt.Sprintf
+
+// The queue is 2 GPUs over its quota of 8 and the preemptor needs 2 more, so 4 GPUs of
+// the queue's work must go. The best set, four 1-GPU gangs of the lowest priority,
+// evicts 4 GPUs for 2 needed, past the blast radius (2 + its largest gang, 1); the next
+// best, one 4-GPU gang of a higher priority, is within it (2 + 4). Kueue's search stops
+// at the first.
+func TestBlastRadiusFallsBackToNextBest(t *testing.T) {
+	c := newCluster(t, dgx("n1"), dgx("n2"))
+	for i, id := range []string{"s1", "s2", "s3", "s4"} {
+		c.on(Running{ID: id, Queue: "q", Priority: 100, AdmittedAt: int64(10 + i)}, "n1", i)
+	}
+	c.on(Running{ID: "big", Queue: "q", Priority: 500, AdmittedAt: 1}, "n1", 4, 5, 6, 7)
+	c.on(Running{ID: "vip", Queue: "q", Priority: 2000, AdmittedAt: 1}, "n2", 0, 1)
+	config := mustLoad(t, "queues: [{name: q, resources: {GPU: {nominalQuota: 8}}, preemption: {withinClusterQueue: LowerPriority}}]")
+	p := Preemptor{ID: "p", Queue: "q", Priority: 1000, Request: strictPack(2)}
+	d := Decide(c.input(config, p, 100))
+	if d.Outcome != Preempt || !slices.Equal(victimIDs(d), []string{"big"}) || d.GPUsEvicted != 4*gpu {
+		t.Fatalf("decision %v %q %v", d.Outcome, d.Cause, victimIDs(d))
+	}
+	in := c.input(config, p, 100)
+	in.Search = SearchKueue
+	if k := Decide(in); k.Outcome != Cannot || k.Cause != CauseBlastRadius {
+		t.Fatalf("kueue %v %q %v", k.Outcome, k.Cause, victimIDs(k))
+	}
+	in.Search, in.heuristicOnly = SearchMinimal, true
+	if h := Decide(in); h.Outcome != Preempt || !slices.Equal(victimIDs(h), []string{"big"}) {
+		t.Fatalf("heuristics alone %v %q %v", h.Outcome, h.Cause, victimIDs(h))
+	}
+}

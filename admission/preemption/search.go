@@ -21,27 +21,60 @@ const (
 )
 
 // search is one decision's victim search over a working copy of the snapshot and the
-// quota view; candidates are removed (their bundles released, their charge returned)
-// and added back as sets are tried.
+// quota view; candidates are removed (their charge returned at once, their bundles
+// released in the copy when a fit check next needs it) and added back as sets are tried.
 type search struct {
 	in     Input
 	base   *placement.Snapshot // the caller's, read only
-	work   *placement.Snapshot
+	work   *placement.Snapshot // nil until the first fit check that needs it
 	quota  *admission.QuotaView
 	charge resources.Set
 	cands  []candidate
+	// anyOtherQueue: some candidate is in another queue, so removal orders and the
+	// cohort rule depend on the quota view.
+	anyOtherQueue bool
 	// allowBorrowing: the attempt lets the preemptor borrow (else it must stay within
 	// its nominal quota once the victims are gone).
 	allowBorrowing bool
-	free, freed    resources.Set // the cluster's free resources; what removed victims free
-	checks         int
+	// fairSharing: the fair-sharing search runs (fairsharing.go); the share rules, not
+	// "only borrowed quota is taken back", say which other queues' work may go.
+	fairSharing bool
+	// freeGPU, freeCPU: the cluster's free GPUs and CPUs; freedGPU, freedCPU: what the
+	// removed victims free. A set short of them in total needs no placement call.
+	freeGPU, freeCPU, freedGPU, freedCPU resources.Amount
+	// pending lists the candidates whose released flag changed since the working copy
+	// last followed it (sync); mark and stamp make setTo's membership test allocation
+	// free.
+	pending []int
+	mark    []uint32
+	stamp   uint32
+	checks  int
+
+	// The working copy's rows (workcopy.go): scope is the candidates the coming fit
+	// checks may remove; nodes caches the caller's nodes read so far; rows is the node
+	// set of the copy, freeRows the nodes that could take a bundle without evictions
+	// (computed once, rowsAll when every node must be kept).
+	scope    []int
+	nodes    map[placement.NodeID]placement.Node
+	rows     map[placement.NodeID]bool
+	unknown  map[placement.NodeID]bool // named by a placement, not in the snapshot
+	freeRows []placement.NodeID
+	freeDone bool
+	rowsAll  bool
 }
 
-func newSearch(in Input, work *placement.Snapshot, quota *admission.QuotaView, charge resources.Set) (*search, error) {
-	s := &search{in: in, base: in.Cluster, work: work, quota: quota, charge: charge, freed: resources.Set{}}
-	_, s.free = in.Cluster.ResourceSummary()
+func newSearch(in Input, quota *admission.QuotaView, charge resources.Set) *search {
+	s := &search{in: in, base: in.Cluster, quota: quota, charge: charge}
+	_, free := in.Cluster.ResourceSummary()
+	s.freeGPU, s.freeCPU = free[resources.GPU], free[resources.CPU]
 	s.cands = collect(in, func(queue string) bool { return quota.Borrowing(queue, charge) })
-	return s, nil
+	s.mark = make([]uint32, len(s.cands))
+	s.nodes = map[placement.NodeID]placement.Node{}
+	s.unknown = map[placement.NodeID]bool{}
+	for i := range s.cands {
+		s.anyOtherQueue = s.anyOtherQueue || s.cands[i].otherQueue
+	}
+	return s
 }
 
 // attempt is one of Kueue's tries: which candidates, and whether the preemptor may
@@ -50,6 +83,7 @@ type attempt struct {
 	pool           []int
 	allowBorrowing bool
 	whileBorrowing bool // other queues' victims are InCohortReclaimWhileBorrowing when the preemptor borrows
+	fairSharing    bool // other queues' victims are InCohortFairSharing
 }
 
 // attempts follows Kueue's classic sequence: with borrowWithinCohort, one try over the
@@ -90,6 +124,9 @@ func (s *search) run() ([]Victim, Cause) {
 	if len(s.cands) == 0 {
 		return nil, CauseNoCandidates
 	}
+	if s.useFairSharing() {
+		return s.runFairSharing()
+	}
 	cause := CauseNotEnough
 	for _, a := range s.attempts() {
 		if len(a.pool) == 0 {
@@ -97,16 +134,22 @@ func (s *search) run() ([]Victim, Cause) {
 		}
 		s.allowBorrowing = a.allowBorrowing
 		var set []int
+		blastRadius := false
 		if s.in.Search == SearchKueue {
-			set = s.removeThenAddBack(a.pool)
+			// Victims prune drops change no step of remove-then-add-back (prunable).
+			order := s.prune(a.pool)
+			s.useScope(order)
+			set = s.removeThenAddBack(order)
+			if set != nil && !s.withinBlastRadius(set) {
+				set, blastRadius = nil, true
+			}
 		} else {
-			set = s.best(a.pool)
+			set, blastRadius = s.best(a.pool)
+		}
+		if blastRadius {
+			cause = CauseBlastRadius
 		}
 		if set == nil {
-			continue
-		}
-		if !s.withinBlastRadius(set) {
-			cause = CauseBlastRadius
 			continue
 		}
 		return s.victims(set, a), ""
@@ -131,11 +174,13 @@ func (s *search) victims(set []int, a attempt) []Victim {
 	for _, i := range set {
 		c := s.cands[i]
 		reason := InClusterQueue
-		if c.otherQueue {
+		switch {
+		case c.otherQueue && a.fairSharing:
+			reason = InCohortFairSharing
+		case c.otherQueue && a.whileBorrowing && borrows:
+			reason = InCohortReclaimWhileBorrowing
+		case c.otherQueue:
 			reason = InCohortReclamation
-			if a.whileBorrowing && borrows {
-				reason = InCohortReclaimWhileBorrowing
-			}
 		}
 		out = append(out, Victim{ID: c.run.ID, Reason: reason, GPUs: c.gpus})
 	}
@@ -162,8 +207,14 @@ func (s *search) runOf(id string) *Running {
 //     the focusNodes nodes whose clearing looks cheapest first; largest GPUs first;
 //     smallest first), and Kueue's over the whole pool, keeping the best set;
 //  3. with at most exactLimit candidates, every set better than that one, best first,
-//     until one fits.
-func (s *search) best(pool []int) []int {
+//     until one fits;
+//  4. when that set evicts more than the blast radius allows (withinBlastRadius), the
+//     next best within it: with at most exactLimit candidates every set within it,
+//     best first, until one fits; else the best of those step 2 found within it; else
+//     steps 2 to 4 again at the next priority level.
+//
+// blastRadius reports that sets were found but none within the blast radius.
+func (s *search) best(pool []int) (set []int, blastRadius bool) {
 	levels := slices.Compact(slices.Sorted(func(yield func(int64) bool) {
 		for _, i := range pool {
 			if !yield(s.cands[i].run.Priority) {
@@ -171,37 +222,49 @@ func (s *search) best(pool []int) []int {
 			}
 		}
 	}))
-	sub := pool
-	found := false
+	fitting := false
 	for _, level := range levels {
-		sub = slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
-		// Another queue stops lending victims once it no longer borrows, so the order
-		// matters: small victims first can use up what a large one alone would take.
-		for _, order := range [][]int{sub, s.largestFirst(sub)} {
-			s.setTo(s.removalSequence(order))
-			if s.fits() {
-				found = true
-				break
+		sub := slices.DeleteFunc(slices.Clone(pool), func(i int) bool { return s.cands[i].run.Priority > level })
+		subIsPrefix := slices.Equal(pool[:len(sub)], sub)
+		sub = s.prune(sub)
+		s.useScope(sub)
+		// Kueue's order over sub finds a set exactly when removing all it removes makes
+		// room, and gallops there from short prefixes, so the level is found without
+		// releasing all of sub. Another queue stops lending victims once it no longer
+		// borrows, so the order matters: small victims first can use up what a large
+		// one alone would take; without other queues' candidates every order removes
+		// all of sub.
+		first := s.removeThenAddBack(sub)
+		if first == nil {
+			if !s.anyOtherQueue {
+				continue
+			}
+			if s.setTo(s.removalSequence(s.largestFirst(sub))); !s.fits() {
+				continue
 			}
 		}
-		if found {
-			break
+		set, found := s.bestAt(pool, sub, first, subIsPrefix, !fitting)
+		if set != nil {
+			return set, false
 		}
+		fitting = true
+		blastRadius = blastRadius || found
 	}
-	if !found {
-		return nil
-	}
-	var bestSet []int
-	var bestKey setKey
+	return nil, blastRadius
+}
+
+// bestAt is steps 2 to 4 of best at one level, sub its candidates, kueueSet what
+// remove-then-add-back found over sub: the set, or nil and whether any set was found at
+// all. first: no lower level makes room.
+func (s *search) bestAt(pool, sub, kueueSet []int, subIsPrefix, first bool) (set []int, found bool) {
+	var sets [][]int
+	var keys []setKey
 	consider := func(set []int) {
-		if set == nil {
-			return
-		}
-		if key := s.keyOf(set); bestSet == nil || key.less(bestKey) {
-			bestSet, bestKey = set, key
+		if set != nil {
+			sets, keys = append(sets, set), append(keys, s.keyOf(set))
 		}
 	}
-	consider(s.removeThenAddBack(sub))
+	consider(kueueSet)
 	for _, order := range s.focusOrders(sub) {
 		consider(s.removeThenAddBack(order))
 	}
@@ -209,15 +272,49 @@ func (s *search) best(pool []int) []int {
 	consider(s.removeThenAddBack(bigFirst))
 	slices.Reverse(bigFirst)
 	consider(s.removeThenAddBack(bigFirst))
-	if len(sub) != len(pool) {
-		consider(s.removeThenAddBack(pool)) // Kueue's own answer, so the best never loses to it
+	// Kueue's own answer, so the best never loses to it. When sub is a prefix of pool
+	// (no candidate above the level comes before one at or below it, as without other
+	// queues' candidates), Kueue's order over pool finds its first fitting prefix inside
+	// sub, and its answer is the one over sub, already considered.
+	if !subIsPrefix {
+		s.useScope(pool)
+		consider(s.removeThenAddBack(pool))
 	}
-	if len(sub) <= exactLimit && bestSet != nil && !s.in.heuristicOnly {
-		if set := s.exact(sub, bestKey); set != nil {
-			bestSet = set
+	if len(sets) == 0 {
+		return nil, false
+	}
+	ranked := make([]int, len(sets))
+	for i := range ranked {
+		ranked[i] = i
+	}
+	slices.SortStableFunc(ranked, func(a, b int) int { return keys[a].compare(keys[b]) })
+	if len(sub) <= exactLimit && !s.in.heuristicOnly {
+		s.useScope(sub)
+		level := keys[ranked[0]].maxPriority
+		if first {
+			// Sets entirely below the level were ruled out by step 1.
+			bound := keys[ranked[0]]
+			best := s.exact(sub, func(k setKey) bool { return k.maxPriority == level && k.less(bound) }, nil)
+			if best == nil {
+				best = sets[ranked[0]]
+			}
+			if s.withinBlastRadius(best) {
+				return best, true
+			}
+		}
+		// A set within the blast radius stays within it without any of its victims
+		// (dropping the largest lowers what is evicted by at least what it lowers the
+		// bound), so the first such set that fits is minimal too.
+		if set := s.exact(sub, func(k setKey) bool { return !first || k.maxPriority == level }, s.withinBlastRadius); set != nil {
+			return set, true
 		}
 	}
-	return bestSet
+	for _, k := range ranked {
+		if s.withinBlastRadius(sets[k]) {
+			return sets[k], true
+		}
+	}
+	return nil, true
 }
 
 // largestFirst orders candidates by GPUs, largest first, keeping the order of equals.
@@ -227,9 +324,10 @@ func (s *search) largestFirst(list []int) []int {
 	return out
 }
 
-// exact enumerates the subsets of sub that rank before bound, best first, and returns
-// the first that fits (it is minimal: dropping a victim ranks it earlier).
-func (s *search) exact(sub []int, bound setKey) []int {
+// exact enumerates the subsets of sub whose keys take and that keep allows (nil: all),
+// best first, and returns the first that fits (it is minimal when dropping a victim
+// ranks a set earlier and keeps it taken and kept).
+func (s *search) exact(sub []int, take func(setKey) bool, keep func([]int) bool) []int {
 	var sets [][]int
 	var keys []setKey
 	for mask := 1; mask < 1<<len(sub); mask++ {
@@ -240,7 +338,7 @@ func (s *search) exact(sub []int, bound setKey) []int {
 			}
 		}
 		// Sets entirely below the level were ruled out by step 1.
-		if key := s.keyOf(set); key.maxPriority == bound.maxPriority && key.less(bound) {
+		if key := s.keyOf(set); take(key) && (keep == nil || keep(set)) {
 			sets, keys = append(sets, set), append(keys, key)
 		}
 	}
@@ -281,7 +379,7 @@ func (s *search) focusOrders(sub []int) [][]int {
 	need := s.charge[resources.GPU]
 	var scores []nodeScore
 	for id, list := range onNode {
-		node, ok := s.base.Node(id)
+		node, ok := s.nodeOf(id)
 		if !ok {
 			continue
 		}
@@ -339,13 +437,25 @@ func (s *search) removalSequence(order []int) []int {
 // removeThenAddBack is Kueue's heuristic: remove candidates in order until the
 // preemptor fits, then, from the second-to-last removed back to the first, add each
 // back when the preemptor still fits without it. The first fitting prefix is found by
-// binary search (prefixes only grow, so the answer is the linear scan's).
+// galloping then binary search (prefixes only grow, so the answer is the linear
+// scan's); galloping keeps the bundles released and reserved again near the prefix's
+// length rather than the whole order's.
 func (s *search) removeThenAddBack(order []int) []int {
 	seq := s.removalSequence(order)
-	lo, hi := 1, len(seq)
-	s.setTo(seq)
-	if len(seq) == 0 || !s.fits() {
+	if len(seq) == 0 {
 		return nil
+	}
+	lo, hi := 1, 0 // the first fitting prefix length is in [lo, hi]
+	for n := 1; ; n = min(2*n, len(seq)) {
+		s.setTo(seq[:n])
+		if s.fits() {
+			hi = n
+			break
+		}
+		if n == len(seq) {
+			return nil
+		}
+		lo = n + 1
 	}
 	for lo < hi {
 		mid := (lo + hi) / 2
@@ -382,15 +492,14 @@ func (s *search) fits() bool {
 	if !s.allowBorrowing && !s.quota.WithinNominal(p.Queue, s.charge) {
 		return false
 	}
-	if !s.reclaimsOnlyBorrowed() {
+	if !s.fairSharing && !s.reclaimsOnlyBorrowed() {
 		return false
 	}
-	for name, need := range s.charge {
-		if name == resources.GPU || name == resources.CPU {
-			if s.free[name]+s.freed[name] < need {
-				return false
-			}
-		}
+	if s.freeGPU+s.freedGPU < s.charge[resources.GPU] || s.freeCPU+s.freedCPU < s.charge[resources.CPU] {
+		return false
+	}
+	if !s.sync() {
+		return false
 	}
 	s.checks++
 	_, err := placement.Schedule(s.work, p.Request)
@@ -401,6 +510,9 @@ func (s *search) fits() bool {
 // borrowed before the last of them went (some order of removal takes only borrowed
 // quota).
 func (s *search) reclaimsOnlyBorrowed() bool {
+	if !s.anyOtherQueue {
+		return true
+	}
 	byQueue := map[string][]int{}
 	for i := range s.cands {
 		if s.cands[i].released && s.cands[i].otherQueue {
@@ -426,12 +538,12 @@ func (s *search) reclaimsOnlyBorrowed() bool {
 
 // setTo makes exactly set removed.
 func (s *search) setTo(set []int) {
-	want := make(map[int]bool, len(set))
+	s.stamp++
 	for _, i := range set {
-		want[i] = true
+		s.mark[i] = s.stamp
 	}
 	for i := range s.cands {
-		if s.cands[i].released && !want[i] {
+		if s.cands[i].released && s.mark[i] != s.stamp {
 			s.addBack(i)
 		}
 	}
@@ -442,41 +554,24 @@ func (s *search) setTo(set []int) {
 	}
 }
 
+// remove evicts candidate i from the set being tried: its charge goes back to the quota
+// view now, its bundles at the next sync.
 func (s *search) remove(i int) {
 	c := &s.cands[i]
 	c.released = true
 	s.quota.Release(c.run.Queue, c.charge)
-	s.freed = s.freed.Add(c.charge)
-	if !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-		c.unplaced = true // not in the snapshot (a dead node): only its quota counts
-	}
+	s.freedGPU += c.charge[resources.GPU]
+	s.freedCPU += c.charge[resources.CPU]
+	s.pending = append(s.pending, i)
 }
 
 func (s *search) addBack(i int) {
 	c := &s.cands[i]
 	c.released = false
 	s.quota.Charge(c.run.Queue, c.charge)
-	if left, err := s.freed.Subtract(c.charge); err == nil {
-		s.freed = left
-	}
-	if !c.unplaced && s.work.Reserve(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-		s.rebuild() // a MIG instance that cannot be taken back as planned: start again
-	}
-}
-
-// rebuild copies the caller's snapshot again and releases what is removed.
-func (s *search) rebuild() {
-	work, err := placement.NewSnapshot(s.base.Nodes())
-	if err != nil {
-		return
-	}
-	s.work = work
-	for i := range s.cands {
-		c := &s.cands[i]
-		if c.released && !c.unplaced && s.work.Release(c.run.Bundles, placement.Plan{Placements: c.run.Placements}) != nil {
-			c.unplaced = true
-		}
-	}
+	s.freedGPU -= c.charge[resources.GPU]
+	s.freedCPU -= c.charge[resources.CPU]
+	s.pending = append(s.pending, i)
 }
 
 // setKey ranks victim sets: lower highest priority, then fewer GPUs, then fewer
