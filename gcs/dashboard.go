@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -53,8 +54,17 @@ func newDashboard(src dashboardSources) http.Handler {
 		return mapRows(reply.Nodes, stateapi.FromNode), nil
 	}))
 	mux.HandleFunc("GET /api/v0/placement_groups", listHandler(func(ctx context.Context) ([]stateapi.PlacementGroup, error) {
-		reply, err := src.groups.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+		encoded, err := src.groups.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
 		if err != nil {
+			return nil, err
+		}
+		// The reply carries its rows in wire form (GetAllPlacementGroup says why).
+		wire, err := proto.Marshal(encoded)
+		if err != nil {
+			return nil, err
+		}
+		reply := &pb.GetAllPlacementGroupReply{}
+		if err := proto.Unmarshal(wire, reply); err != nil {
 			return nil, err
 		}
 		return mapRows(reply.PlacementGroups, stateapi.FromPlacementGroup), nil

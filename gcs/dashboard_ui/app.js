@@ -167,7 +167,10 @@ function drawAutoscaler(status) {
   const byState = new Map();
   for (const r of rows) byState.set(r[0], (byState.get(r[0]) || 0) + Number(r[3] || 0));
   const running = (status.cluster_resource_state || {}).node_states || [];
-  for (const n of running) byState.set("RAY_" + n.status, (byState.get("RAY_" + n.status) || 0) + 1);
+  for (const n of running) {
+    const state = "RAY_" + String(n.status).replace("NODE_STATUS_", "");
+    byState.set(state, (byState.get(state) || 0) + 1);
+  }
   const body = rows.map((r) => el("tr", { "data-instance-state": r[0] }, r.map((c) => el("td", {}, c))));
   document.getElementById("autoscaler").replaceChildren(
     el("p", { id: "autoscaler-summary" }, byState.size ? [...byState].map(([k, v]) => `${v} ${k}`).join(" · ") : "no instances"),

@@ -1,10 +1,10 @@
 package stateapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,26 +88,24 @@ func ParseListOptions(query url.Values) (ListOptions, error) {
 }
 
 // List filters rows and cuts them to the limit, as Ray's state API does. A filter may
-// name any top-level field whose value is a string, a number or a boolean; strings
-// compare without case, as Ray's.
+// name any top-level field of T whose value is a string, a number or a boolean
+// (another column is refused whether or not there are rows); strings compare without
+// case, as Ray's.
 func List[T any](rows []T, options ListOptions) (ListResult, error) {
 	result := ListResult{Total: len(rows), NumAfterTruncation: len(rows), Result: []any{}}
+	columns := filterColumns(reflect.TypeFor[T]())
+	for _, f := range options.Filters {
+		if _, ok := columns[f.Column]; !ok {
+			return result, fmt.Errorf("the given filter column %s is not supported: supported filter columns: %s", f.Column, strings.Join(slices.Sorted(maps.Keys(columns)), ", "))
+		}
+	}
 	for _, row := range rows {
+		value := reflect.ValueOf(row)
 		keep := true
-		if len(options.Filters) > 0 {
-			fields, err := scalarFields(row)
-			if err != nil {
-				return result, err
-			}
-			for _, f := range options.Filters {
-				value, ok := fields[f.Column]
-				if !ok {
-					return result, fmt.Errorf("the given filter column %s is not supported: supported filter columns: %s", f.Column, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
-				}
-				if matches(value, f.Value) != (f.Predicate == "=") {
-					keep = false
-					break
-				}
+		for _, f := range options.Filters {
+			if matches(value.Field(columns[f.Column]), f.Value) != (f.Predicate == "=") {
+				keep = false
+				break
 			}
 		}
 		if !keep {
@@ -124,38 +122,42 @@ func List[T any](rows []T, options ListOptions) (ListResult, error) {
 	return result, nil
 }
 
-// scalarFields are a row's top-level JSON fields that hold a string, number or boolean.
-func scalarFields(row any) (map[string]any, error) {
-	raw, err := json.Marshal(row)
-	if err != nil {
-		return nil, err
-	}
-	var all map[string]any
-	if err := json.Unmarshal(raw, &all); err != nil {
-		return nil, err
-	}
-	fields := map[string]any{}
-	for k, v := range all {
-		switch v.(type) {
-		case string, float64, bool:
-			fields[k] = v
+// filterColumns maps the JSON names of a row type's scalar fields (strings, numbers,
+// booleans) to their field index.
+func filterColumns(row reflect.Type) map[string]int {
+	columns := map[string]int{}
+	for i := range row.NumField() {
+		field := row.Field(i)
+		name, _, _ := strings.Cut(field.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		switch field.Type.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+			columns[name] = i
 		}
 	}
-	return fields, nil
+	return columns
 }
 
 // matches compares a row's value with a filter's text: strings without case, numbers
 // and booleans after parsing the text (a text that does not parse matches nothing).
-func matches(value any, text string) bool {
-	switch v := value.(type) {
-	case string:
-		return strings.EqualFold(v, text)
-	case bool:
+func matches(value reflect.Value, text string) bool {
+	switch value.Kind() {
+	case reflect.String:
+		return strings.EqualFold(value.String(), text)
+	case reflect.Bool:
 		b, err := strconv.ParseBool(text)
-		return err == nil && b == v
-	case float64:
+		return err == nil && b == value.Bool()
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(text, 10, 64)
+		return err == nil && n == value.Int()
+	case reflect.Uint, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(text, 10, 64)
+		return err == nil && n == value.Uint()
+	case reflect.Float32, reflect.Float64:
 		f, err := strconv.ParseFloat(text, 64)
-		return err == nil && f == v
+		return err == nil && f == value.Float()
 	}
 	return false
 }
