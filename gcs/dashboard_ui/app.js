@@ -150,9 +150,10 @@ function drawQueues(queues) {
     el("h3", {}, q.queue, el("span", { class: "hint" }, ` cohort ${q.cohort || "-"} · ${q.pending} pending · dominant share ${(+q.dominant_share).toFixed(2)}`)),
     el("table", {}, el("thead", {}, el("tr", {}, ["resource", "usage / nominal quota", "", "borrowed", "lent", "borrowing limit"].map((h) => el("th", {}, h)))),
       el("tbody", {}, q.resources.map((r) => {
-        const share = r.nominal_quota > 0 ? r.usage / r.nominal_quota : (r.usage > 0 ? 1 : 0);
+        // Over the nominal quota (borrowing) the bar turns orange; an unlimited resource has none.
+        const share = r.nominal_quota > 0 ? r.usage / r.nominal_quota : (r.usage > 0 ? 2 : 0);
         return el("tr", {}, el("td", {}, r.resource), el("td", {}, `${r.usage} / ${r.limited ? r.nominal_quota : "unlimited"}`),
-          el("td", {}, el("div", { class: "bar" }, el("div", { class: share > 1 ? "over" : "", style: `width:${Math.min(share, 1) * 100}%` }))),
+          el("td", {}, r.limited ? el("div", { class: "bar" }, el("div", { class: share > 1 ? "over" : "", style: `width:${Math.min(share, 1) * 100}%` })) : null),
           el("td", {}, r.borrowed), el("td", {}, r.lent), el("td", {}, r.borrowing_limit === null ? "unlimited" : r.borrowing_limit));
       }))))));
   if (!queues.queues.length) box.replaceChildren(el("p", { class: "empty" }, "no queues"));

@@ -74,7 +74,7 @@ func list(t *testing.T, base, path string, headers ...string) listReply {
 }
 
 // startCluster starts a head serving the dashboard (with one queue) and one simulated
-// DGX H100; it returns the cluster and the dashboard's host:port once both nodes are
+// DGX H100 whose GPU 7 is in MIG mode; it returns the cluster and the dashboard's host:port once both nodes are
 // listed.
 func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 	t.Helper()
@@ -84,17 +84,20 @@ func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 		t.Fatal(err)
 	}
 	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
-	c.AddNode("--gpu-sim", "dgx-h100")
+	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on")
 	return c, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
-func createGroup(t *testing.T, c *harness.Cluster, name, strategy string, gpusPerBundle ...float64) string {
+// gpus is a bundle of n whole GPUs.
+func gpus(n float64) map[string]float64 { return map[string]float64{"GPU": n} }
+
+func createGroup(t *testing.T, c *harness.Cluster, name, strategy string, bundles ...map[string]float64) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req := &pb.CreatePlacementGroupRequest{Name: name, Strategy: strategy, Lifetime: "detached"}
-	for _, gpus := range gpusPerBundle {
-		req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: map[string]float64{"GPU": gpus}})
+	for _, resources := range bundles {
+		req.Bundles = append(req.Bundles, &pb.CreatePlacementGroupRequest_BundleSpec{Resources: resources})
 	}
 	reply, err := harness.DialPlacementGroups(t, c.GCSAddress).CreatePlacementGroup(ctx, req)
 	if err != nil {
@@ -140,8 +143,10 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 			t.Errorf("node row has no %s: %v", field, node)
 		}
 	}
-	if gpus, _ := node["gpus"].([]any); len(gpus) != 8 {
-		t.Errorf("the DGX H100 lists %d GPUs, want 8", len(gpus))
+	whole, _ := node["gpus"].([]any)
+	mig, _ := node["mig_gpus"].([]any)
+	if len(whole) != 7 || len(mig) != 1 {
+		t.Errorf("the DGX H100 lists %d whole GPUs and %d in MIG mode, want 7 and 1", len(whole), len(mig))
 	}
 
 	if got := list(t, dashboard, "/api/v0/nodes?limit=1").Data.Result; *got.Total != 2 || *got.NumFiltered != 2 || len(got.Result) != 1 {
@@ -151,7 +156,7 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 		t.Errorf("is_head_node=true: filtered %d, %d rows; want 1, 1", *got.NumFiltered, len(got.Result))
 	}
 
-	group := createGroup(t, c, "envelope", "PACK", 1)
+	group := createGroup(t, c, "envelope", "PACK", gpus(1))
 	groups := list(t, dashboard, "/api/v0/placement_groups?filter_keys=placement_group_id&filter_predicates=%3D&filter_values="+group).Data.Result
 	var row map[string]any
 	if len(groups.Result) != 1 || json.Unmarshal(groups.Result[0], &row) != nil {
@@ -199,17 +204,20 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	b := startBrowser(t)
 	b.do("open the dashboard", chromedp.Navigate("http://"+dashboard+"/"))
-	b.waitFor(15*time.Second, "two nodes and 8 GPUs drawn", `document.querySelectorAll(".node[data-node-id]").length === 2 && document.querySelectorAll(".gpu[data-gpu]").length === 8`)
+	b.waitFor(15*time.Second, "two nodes and 8 GPUs drawn (one in MIG mode)", `document.querySelectorAll(".node[data-node-id]").length === 2 && document.querySelectorAll(".gpu[data-gpu]").length === 8 && document.querySelectorAll(".gpu.mig").length === 1`)
 	b.screenshot("cluster")
 
 	// Created after the page loaded: it must appear by polling alone.
-	group := createGroup(t, c, "dash-train", "STRICT_PACK", 2, 2)
+	group := createGroup(t, c, "dash-train", "STRICT_PACK", gpus(2), gpus(2))
 	took := b.waitFor(5*time.Second, "the new group's 4 GPUs coloured", fmt.Sprintf(`document.querySelectorAll('.gpu[data-pg-id=%q]').length === 4`, group))
 	t.Logf("the page showed the new group after %s", took.Round(time.Millisecond))
 	if legend := b.text("#legend"); !strings.Contains(legend, "dash-train") {
 		t.Errorf("legend %q does not name dash-train", legend)
 	}
-	b.screenshot("cluster-with-group")
+	// A MIG slice, carved for its group, is drawn on its GPU in the group's colour.
+	slice := createGroup(t, c, "dash-mig", "PACK", map[string]float64{"nvidia.com/mig-1g.10gb": 1})
+	b.waitFor(10*time.Second, "the MIG slice coloured", fmt.Sprintf(`document.querySelectorAll('.slice[data-pg-id=%q]').length === 1`, slice))
+	b.screenshot("cluster-with-groups")
 
 	b.showPage("groups")
 	b.waitFor(5*time.Second, "the group's row, CREATED", fmt.Sprintf(`(document.querySelector('tr[data-pg-id=%q]') || {innerText: ""}).innerText.includes("CREATED")`, group))
@@ -219,7 +227,7 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	b.screenshot("placement-groups")
 
 	// 4 GPUs held, 4 free, a nominal quota of 6: a 4-GPU gang waits for quota.
-	waiting := createGroup(t, c, "dash-waits", "STRICT_PACK", 4)
+	waiting := createGroup(t, c, "dash-waits", "STRICT_PACK", gpus(4))
 	b.showPage("pending")
 	b.waitFor(10*time.Second, "the waiting group with its reason code", fmt.Sprintf(`(document.querySelector('tr[data-pending-id=%q]') || {innerText: ""}).innerText.includes("QuotaExceeded")`, waiting))
 	b.screenshot("pending")
@@ -238,5 +246,69 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 
 	b.do("open /dashboard/", chromedp.Navigate("http://"+dashboard+"/dashboard/#groups"))
 	b.waitFor(10*time.Second, "/dashboard/ shows the groups page", fmt.Sprintf(`document.getElementById("page-groups").classList.contains("active") && document.querySelector('tr[data-pg-id=%q]') !== null`, group))
+	b.noExceptions()
+}
+
+// With auth on, every path of the dashboard port (page, files, API, /metrics) refuses a
+// request without the token, even from loopback; with it as a bearer header it answers;
+// a browser given it once as ?token= keeps it in an HttpOnly cookie and the live page
+// works.
+func TestDashboardNeedsTheToken(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	_, dashboard := startCluster(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"})
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(raw))
+
+	paths := []string{"/", "/dashboard/", "/dashboard/app.js", "/dashboard/style.css", "/metrics",
+		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",
+		"/api/v0/nodes?limit=1", "/no/such/path"}
+	for _, path := range paths {
+		for name, headers := range map[string][]string{
+			"no token":     nil,
+			"wrong bearer": {"Authorization", "Bearer " + token + "x"},
+			"wrong cookie": {"Cookie", "raygo_token=" + token + "x"},
+			"basic auth":   {"Authorization", "Basic " + token},
+		} {
+			if code, body, _ := get(t, dashboard, path, headers...); code != http.StatusUnauthorized || strings.Contains(string(body), token) {
+				t.Errorf("GET %s with %s: %d, want 401", path, name, code)
+			}
+		}
+		separator := "?"
+		if strings.Contains(path, "?") {
+			separator = "&"
+		}
+		if code, _, _ := get(t, dashboard, path+separator+"token=wrong"); code != http.StatusUnauthorized {
+			t.Errorf("GET %s?token=wrong: %d, want 401", path, code)
+		}
+		want := http.StatusOK
+		if path == "/no/such/path" {
+			want = http.StatusNotFound
+		}
+		if code, _, _ := get(t, dashboard, path, "Authorization", "Bearer "+token); code != want {
+			t.Errorf("GET %s with the token: %d, want %d", path, code, want)
+		}
+	}
+	code, _, resp := get(t, dashboard, "/?token="+token)
+	cookies := resp.Cookies()
+	if code != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(cookies) != 1 || !cookies[0].HttpOnly {
+		t.Errorf("/?token=: %d to %q with cookies %v, want 303 to / with one HttpOnly cookie", code, resp.Header.Get("Location"), cookies)
+	}
+
+	b := startBrowser(t)
+	b.do("open the dashboard without the token", chromedp.Navigate("http://"+dashboard+"/"))
+	b.waitFor(5*time.Second, "refused", `document.body.innerText.includes("requires its token")`)
+	b.screenshot("refused")
+	b.do("open the dashboard with ?token=", chromedp.Navigate("http://"+dashboard+"/?token="+token))
+	b.waitFor(15*time.Second, "the nodes drawn", `document.querySelectorAll(".node[data-node-id]").length === 2`)
+	if location, err := chromedp.Run(b.ctx, chromedp.Location()); err != nil || strings.Contains(location, token) {
+		t.Errorf("the address bar still holds the token: %q (%v)", location, err)
+	}
+	polls, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.dataset.polls`))
+	b.waitFor(5*time.Second, "polling on with the cookie", fmt.Sprintf(`Number(document.body.dataset.polls) > %s + 1`, polls))
+	b.screenshot("with-token")
 	b.noExceptions()
 }
