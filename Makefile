@@ -33,18 +33,21 @@ proto: venv
 	scripts/gen-proto.sh
 	scripts/gen-proto-python.sh
 
-## test: every test, with real redis-server and real raygo processes on loopback; one
-## integration package again with mutual TLS on every endpoint; then the Python client's
-## tests (pytest in .venv/, against bin/raygo clusters).
+## test: every test, with real redis-server and real raygo processes on loopback, and
+## the dashboard's in headless Chromium (Debian's chromium, installed when missing;
+## screenshots into RAYGO_DASHBOARD_ARTIFACTS when set); one integration package again
+## with mutual TLS on every endpoint; then the Python client's tests (pytest in .venv/,
+## against bin/raygo clusters).
 test: deps build venv
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	scripts/ensure-tools.sh chromium
+	RAYGO_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	scripts/test-tls.sh
 	scripts/test-python.sh
 
 ## check: formatting, vet, staticcheck, go.mod tidy, generated code in sync, race tests,
 ## and every fuzz target briefly (FUZZ_TIME each, default 5s).
 check: deps build venv
-	scripts/ensure-tools.sh protoc staticcheck
+	scripts/ensure-tools.sh protoc staticcheck chromium
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -52,7 +55,7 @@ check: deps build venv
 	scripts/check-tidy.sh
 	scripts/check-proto.sh
 	scripts/check-proto-python.sh
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	RAYGO_REQUIRE_CHROMIUM=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	scripts/fuzz.sh $(FUZZ_TIME)
 
 ## demo: a local cluster (head + 3 raylets, in-memory store), its status, a clean stop.

@@ -52,8 +52,9 @@ type Config struct {
 	MaxDeadActors int
 	// Membership timers; the zero value takes membership.DefaultConfig.
 	Membership membership.Config
-	// DashboardAddress is where the head serves /metrics (HOST:PORT; port 0 picks a free
-	// one); empty: not served. A port already taken is logged, not fatal.
+	// DashboardAddress is where the head serves /metrics, the dashboard and Ray's state
+	// API (HOST:PORT; port 0 picks a free one); empty: not served. A port already taken
+	// is logged, not fatal.
 	DashboardAddress string
 	// AuthToken, when set, is the cluster token (internal/auth): every call to the GCS
 	// must carry it, its calls to raylets carry it, and the gossip is encrypted with a

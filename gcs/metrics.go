@@ -226,5 +226,5 @@ func (m *pgManager) metricsView(now time.Time) (byState, byReason map[string]flo
 	return byState, byReason, ages, m.heldBundlesLocked(), m.workload.Distribution()
 }
 
-// DashboardAddress is where /metrics is served ("" when it is not).
+// DashboardAddress is where /metrics and the dashboard are served ("" when they are not).
 func (s *Server) DashboardAddress() string { return s.dashboard.Address() }

@@ -50,7 +50,8 @@ type Server struct {
 	// autoscaler serves the autoscaler's view of the cluster (autoscaler_state.go).
 	autoscaler *autoscalerState
 
-	// dashboard serves /metrics (Config.DashboardAddress); nil when not served.
+	// dashboard serves /metrics and the dashboard (Config.DashboardAddress); nil when
+	// not served.
 	dashboard *metricsserver.Server
 
 	stopOnce sync.Once
@@ -179,7 +180,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
 	// As Ray's dashboard: a port already taken is a warning, not a failure.
-	s.dashboard = metricsserver.Serve(cfg.DashboardAddress, registry, cfg.AuthToken, s.log)
+	s.dashboard = metricsserver.ServeWith(cfg.DashboardAddress, registry, cfg.AuthToken, s.log, newDashboard(dashboardSources{
+		nodes: s.nodes, groups: s.pgs, actors: s.actors, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry}))
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

@@ -3,6 +3,7 @@
 #   scripts/ensure-tools.sh redis      redis-server from Debian's packages
 #   scripts/ensure-tools.sh protoc     protoc from Debian's packages, Go plugins with go install
 #   scripts/ensure-tools.sh staticcheck
+#   scripts/ensure-tools.sh chromium   Chromium from Debian's packages (the dashboard's browser tests)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,11 +52,14 @@ for what in "$@"; do
       go_install protoc-gen-go "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION"
       go_install protoc-gen-go-grpc "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
       ;;
+    chromium)
+      command -v chromium >/dev/null || apt_install chromium
+      ;;
     staticcheck)
       go_install staticcheck "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
       ;;
     *)
-      echo "ensure-tools: unknown tool $what (redis, protoc, staticcheck)" >&2
+      echo "ensure-tools: unknown tool $what (redis, protoc, staticcheck, chromium)" >&2
       exit 2
       ;;
   esac

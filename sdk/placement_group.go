@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -169,12 +170,7 @@ func infoFromProto(p *pb.PlacementGroupInfo) *PlacementGroupInfo {
 }
 
 // SchedulingStateName spells a scheduling state as Ray's state API does.
-func SchedulingStateName(s pb.SchedulingState) string {
-	if s == pb.SchedulingState_SCHEDULING_REMOVED {
-		return "REMOVED"
-	}
-	return s.String()
-}
+func SchedulingStateName(s pb.SchedulingState) string { return stateapi.SchedulingStateName(s) }
 
 // CreatePlacementGroup asks the GCS for a group. It returns once the GCS validated and
 // persisted it (bad input fails here with ErrInvalidArgument naming the field); use

@@ -6,66 +6,27 @@ import (
 	"io"
 	"strings"
 
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
-// actorState is an actor in the shape of Ray's state API (`ray list actors --format
-// json`), plus the GPUs of its worker.
-type actorState struct {
-	ActorID           string               `json:"actor_id"`
-	ClassName         string               `json:"class_name"`
-	State             string               `json:"state"`
-	Name              string               `json:"name"`
-	RayNamespace      string               `json:"ray_namespace"`
-	JobID             string               `json:"job_id"`
-	NodeID            string               `json:"node_id"`
-	PID               int64                `json:"pid"`
-	PlacementGroupID  string               `json:"placement_group_id"`
-	RequiredResources map[string]jsonFloat `json:"required_resources"`
-	IsDetached        bool                 `json:"is_detached"`
-	NumRestarts       int64                `json:"num_restarts"`
-	MaxRestarts       int64                `json:"max_restarts"`
-	DeathCause        string               `json:"death_cause,omitempty"`
-	PendingReason     string               `json:"pending_reason,omitempty"`
-	// Beyond Ray: the GPUs of the actor's worker (NVML indices) and its
-	// CUDA_VISIBLE_DEVICES.
-	GPUIDs             []int32 `json:"gpu_ids"`
-	CUDAVisibleDevices string  `json:"cuda_visible_devices"`
-}
-
-// actorStateName is Ray's name of an actor state: the proto's without "ACTOR_".
-func actorStateName(s pb.ActorState) string { return strings.TrimPrefix(s.String(), "ACTOR_") }
-
-func toActorState(a *pb.ActorInfo) actorState {
-	s := actorState{
-		ActorID: a.ActorId, ClassName: a.ClassName, State: actorStateName(a.State), Name: a.Name, RayNamespace: a.Namespace,
-		JobID: a.JobId, NodeID: a.NodeId, PID: a.Pid, PlacementGroupID: a.PlacementGroupId, RequiredResources: jsonFloats(a.RequiredResources),
-		IsDetached: a.IsDetached, NumRestarts: a.NumRestarts, MaxRestarts: a.MaxRestarts, DeathCause: a.DeathCause,
-		PendingReason: a.PendingReason, GPUIDs: a.GpuIds, CUDAVisibleDevices: a.CudaVisibleDevices,
-	}
-	if s.GPUIDs == nil {
-		s.GPUIDs = []int32{}
-	}
-	return s
-}
-
-var actorsListing = listing[actorState]{
+var actorsListing = listing[stateapi.Actor]{
 	name:        "list actors",
 	description: "List the cluster's actors, DEAD ones included for a while (1 hour, at most 1000).\nJSON fields follow Ray's state API (namespace is ray_namespace).",
 	examples:    "  raygo list actors\n  raygo list actors --format json | jq '.[] | select(.state == \"ALIVE\")'\n",
-	fetch: func(ctx context.Context, c *gcsClient) ([]actorState, error) {
+	fetch: func(ctx context.Context, c *gcsClient) ([]stateapi.Actor, error) {
 		reply, err := c.actors.GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
 		if err != nil {
 			return nil, err
 		}
-		states := make([]actorState, len(reply.Actors))
+		states := make([]stateapi.Actor, len(reply.Actors))
 		for i, a := range reply.Actors {
-			states[i] = toActorState(a)
+			states[i] = stateapi.FromActor(a)
 		}
 		return states, nil
 	},
 	header: "ACTOR_ID\tCLASS_NAME\tNAME\tSTATE\tNODE_ID\tPID\tRESTARTS\tGPUS\tREASON",
-	row: func(s actorState) string {
+	row: func(s stateapi.Actor) string {
 		node, pid, gpus := "-", "-", "-"
 		if s.NodeID != "" {
 			node = shortID(s.NodeID)
@@ -91,7 +52,7 @@ func printActorStatus(w io.Writer, actors []*pb.ActorInfo) {
 	counts := map[string]int{}
 	var waiting []*pb.ActorInfo
 	for _, a := range actors {
-		counts[actorStateName(a.State)]++
+		counts[stateapi.ActorStateName(a.State)]++
 		if a.State == pb.ActorState_ACTOR_PENDING_CREATION || a.State == pb.ActorState_ACTOR_RESTARTING {
 			waiting = append(waiting, a)
 		}
@@ -116,6 +77,6 @@ func printActorStatus(w io.Writer, actors []*pb.ActorInfo) {
 		if reason == "" {
 			reason = "waiting for its first scheduling attempt"
 		}
-		fmt.Fprintf(w, " actor_%s %s %s: %s\n", shortID(a.ActorId), a.ClassName, actorStateName(a.State), reason)
+		fmt.Fprintf(w, " actor_%s %s %s: %s\n", shortID(a.ActorId), a.ClassName, stateapi.ActorStateName(a.State), reason)
 	}
 }

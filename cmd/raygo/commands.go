@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -259,56 +260,6 @@ func runList(args []string, stdout, stderr io.Writer) error {
 	return badInput("list: unknown resource %q: must be nodes, placement-groups or actors", args[0])
 }
 
-// nodeState is a node in the shape of Ray's state API (`ray list nodes --format json`).
-type nodeState struct {
-	NodeID             string               `json:"node_id"`
-	NodeIP             string               `json:"node_ip"`
-	NodeName           string               `json:"node_name"`
-	IsHeadNode         bool                 `json:"is_head_node"`
-	State              string               `json:"state"`
-	StateMessage       string               `json:"state_message,omitempty"`
-	IsDraining         bool                 `json:"is_draining"`
-	ResourcesTotal     map[string]jsonFloat `json:"resources_total"`
-	ResourcesAvailable map[string]jsonFloat `json:"resources_available"`
-	Labels             map[string]string    `json:"labels"`
-	RayletAddress      string               `json:"raylet_address"`
-	// Beyond Ray: the node's GPUs (index, uuid, model, nvlink_island, rail, nic) and
-	// its multi-node NVLink domain.
-	GPUs         []gpuState `json:"gpus"`
-	NVLinkDomain string     `json:"nvlink_domain,omitempty"`
-	StartTimeMs  int64      `json:"start_time_ms"`
-	EndTimeMs    int64      `json:"end_time_ms,omitempty"`
-}
-
-type gpuState struct {
-	Index        int32  `json:"index"`
-	UUID         string `json:"uuid"`
-	Model        string `json:"model"`
-	MemoryBytes  uint64 `json:"memory_bytes"`
-	PCIBusID     string `json:"pci_bus_id,omitempty"`
-	NVLinkIsland int32  `json:"nvlink_island"`
-	Rail         int32  `json:"rail"`
-	NIC          string `json:"nic,omitempty"`
-}
-
-func toNodeState(n *pb.NodeInfo) nodeState {
-	s := nodeState{
-		NodeID: n.NodeId, NodeIP: n.NodeIp, NodeName: n.NodeName, IsHeadNode: n.IsHeadNode,
-		State: n.State.String(), StateMessage: n.DeathReason + n.StateMessage, IsDraining: n.IsDraining,
-		ResourcesTotal: jsonFloats(n.ResourcesTotal), ResourcesAvailable: jsonFloats(n.ResourcesAvailable), Labels: n.Labels,
-		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
-		NVLinkDomain: n.NvlinkDomain, GPUs: []gpuState{},
-	}
-	for _, g := range n.Gpus {
-		s.GPUs = append(s.GPUs, gpuState{Index: g.Index, UUID: g.Uuid, Model: g.Model, MemoryBytes: g.MemoryBytes,
-			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic})
-	}
-	if s.Labels == nil {
-		s.Labels = map[string]string{}
-	}
-	return s
-}
-
 // listing is one `raygo list` resource: its help, how to fetch its rows (Ray's state-API
 // shape, printed as they are with --format json) and how to print one as a table line.
 type listing[S any] struct {
@@ -354,23 +305,23 @@ func runListing[S any](l listing[S], args []string, stdout io.Writer) error {
 	return tw.Flush()
 }
 
-var nodesListing = listing[nodeState]{
+var nodesListing = listing[stateapi.Node]{
 	name:        "list nodes",
 	description: "List the cluster's nodes, alive and dead. JSON fields follow Ray's state API.",
 	examples:    "  raygo list nodes\n  raygo list nodes --format json | jq '.[] | select(.state == \"ALIVE\")'\n",
-	fetch: func(ctx context.Context, c *gcsClient) ([]nodeState, error) {
+	fetch: func(ctx context.Context, c *gcsClient) ([]stateapi.Node, error) {
 		reply, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
 		if err != nil {
 			return nil, err
 		}
-		states := make([]nodeState, len(reply.Nodes))
+		states := make([]stateapi.Node, len(reply.Nodes))
 		for i, n := range reply.Nodes {
-			states[i] = toNodeState(n)
+			states[i] = stateapi.FromNode(n)
 		}
 		return states, nil
 	},
 	header: "NODE_ID\tNODE_IP\tNAME\tSTATE\tDRAINING\tHEAD\tCPU\tGPU\tMEMORY",
-	row: func(s nodeState) string {
+	row: func(s stateapi.Node) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%t\t%t\t%s/%s\t%s/%s\t%s", s.NodeID, s.NodeIP, s.NodeName, s.State, s.IsDraining, s.IsHeadNode,
 			formatAmount(float64(s.ResourcesAvailable["CPU"])), formatAmount(float64(s.ResourcesTotal["CPU"])),
 			formatAmount(float64(s.ResourcesAvailable["GPU"])), formatAmount(float64(s.ResourcesTotal["GPU"])),

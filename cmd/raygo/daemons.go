@@ -204,7 +204,7 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
 	nodeTimeout := fs.Duration("node-timeout", 30*time.Second, "a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	dashboardHost := fs.String("dashboard-host", "127.0.0.1", "address the dashboard port (/metrics) binds to")
-	dashboardPort := fs.Int("dashboard-port", 8265, "dashboard port, serving /metrics (0: a free one, -1: none); one already taken is a warning")
+	dashboardPort := fs.Int("dashboard-port", 8265, "dashboard port, serving the dashboard, Ray's state API (/api/v0/...) and /metrics (0: a free one, -1: none); one already taken is a warning")
 	lease := fs.Duration("job-lease-timeout", 30*time.Second, "a driver that does not renew its job lease for this long is dead")
 	queuesFile := fs.String("queues", "", "queue configuration (YAML, Kueue's field names): placement groups are admitted into queues with quotas before they are placed (default: no queues, groups are placed as they come)")
 	if err := parseFlags(fs, args); err != nil {

@@ -9,53 +9,9 @@ import (
 	"time"
 
 	pendingreason "github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
-	"github.com/raygo-dev/raygo/sdk"
 )
-
-// bundleState is a bundle in the shape of Ray's state API.
-type bundleState struct {
-	BundleIndex   int32                `json:"bundle_index"`
-	UnitResources map[string]jsonFloat `json:"unit_resources"`
-	NodeID        *string              `json:"node_id"`
-	LabelSelector map[string]string    `json:"label_selector,omitempty"`
-	// Beyond Ray: where the bundle lives on the hardware.
-	NodeAddress        string   `json:"node_address,omitempty"`
-	GPUIDs             []int32  `json:"gpu_ids"`
-	DeviceUUIDs        []string `json:"device_uuids"`
-	CUDAVisibleDevices string   `json:"cuda_visible_devices"`
-}
-
-// placementGroupState is a group in the shape of Ray's state API
-// (`ray list placement-groups --format json`), plus namespace and pending_reason.
-type placementGroupState struct {
-	PlacementGroupID string              `json:"placement_group_id"`
-	Name             string              `json:"name"`
-	Namespace        string              `json:"namespace"`
-	CreatorJobID     string              `json:"creator_job_id"`
-	State            string              `json:"state"`
-	Strategy         string              `json:"strategy"`
-	IsDetached       bool                `json:"is_detached"`
-	Bundles          []bundleState       `json:"bundles"`
-	Stats            placementGroupStats `json:"stats"`
-	PendingReason    string              `json:"pending_reason,omitempty"`
-	// PendingReasonCode and Rejections: why it waits, as a code of internal/pending and
-	// the nodes counted per reason.
-	PendingReasonCode string             `json:"pending_reason_code,omitempty"`
-	Rejections        []rejectionSummary `json:"rejection_summaries,omitempty"`
-	// Preemptions counts the preemption notices the group got; LastPreemption is the last.
-	Preemptions    int32            `json:"preemptions,omitempty"`
-	LastPreemption *preemptionState `json:"last_preemption,omitempty"`
-}
-
-// preemptionState is a group's last preemption notice.
-type preemptionState struct {
-	Reason       string `json:"reason"`
-	PreemptorID  string `json:"preemptor_id"`
-	TimeMs       int64  `json:"time_ms"`
-	DeadlineMs   int64  `json:"deadline_ms"`
-	Acknowledged bool   `json:"acknowledged"`
-}
 
 // preemptionText is the last notice in a line: "InClusterQueue by pg_1a2b3c4d, releasing
 // at 15:04:05" while it runs, "InClusterQueue by pg_1a2b3c4d" once released.
@@ -67,75 +23,23 @@ func preemptionText(n *pb.PreemptionNotice) string {
 	return text
 }
 
-type rejectionSummary struct {
-	Code           string   `json:"code"`
-	Example        string   `json:"example"`
-	Nodes          int32    `json:"nodes"`
-	ExampleNodeIDs []string `json:"example_node_ids"`
-}
-
-type placementGroupStats struct {
-	EndToEndCreationLatencyMs jsonFloat `json:"end_to_end_creation_latency_ms"`
-	SchedulingLatencyMs       jsonFloat `json:"scheduling_latency_ms"`
-	SchedulingAttempt         int32     `json:"scheduling_attempt"`
-	HighestRetryDelayMs       jsonFloat `json:"highest_retry_delay_ms"`
-	SchedulingState           string    `json:"scheduling_state"`
-}
-
-func toPlacementGroupState(g *pb.PlacementGroupInfo) placementGroupState {
-	s := placementGroupState{
-		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
-		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
-		Bundles: []bundleState{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions,
-	}
-	if n := g.LastPreemption; n != nil {
-		s.LastPreemption = &preemptionState{Reason: n.Reason, PreemptorID: n.PreemptorId, TimeMs: n.TimeMs, DeadlineMs: n.DeadlineMs, Acknowledged: n.Acknowledged}
-	}
-	for _, r := range g.RejectionSummaries {
-		s.Rejections = append(s.Rejections, rejectionSummary{Code: r.Code, Example: r.Example, Nodes: r.Nodes, ExampleNodeIDs: r.ExampleNodeIds})
-	}
-	if st := g.Stats; st != nil {
-		s.Stats = placementGroupStats{
-			EndToEndCreationLatencyMs: jsonFloat(st.EndToEndCreationLatencyMs), SchedulingLatencyMs: jsonFloat(st.SchedulingLatencyMs),
-			SchedulingAttempt: st.SchedulingAttempt, HighestRetryDelayMs: jsonFloat(st.HighestRetryDelayMs),
-			SchedulingState: sdk.SchedulingStateName(st.SchedulingState),
-		}
-	}
-	for _, b := range g.Bundles {
-		bs := bundleState{BundleIndex: b.BundleIndex, UnitResources: jsonFloats(b.UnitResources), LabelSelector: b.LabelSelector,
-			NodeAddress: b.NodeAddress, GPUIDs: b.GpuIds, DeviceUUIDs: b.DeviceUuids, CUDAVisibleDevices: b.CudaVisibleDevices}
-		if bs.GPUIDs == nil {
-			bs.GPUIDs = []int32{}
-		}
-		if bs.DeviceUUIDs == nil {
-			bs.DeviceUUIDs = []string{}
-		}
-		if b.NodeId != "" {
-			node := b.NodeId
-			bs.NodeID = &node
-		}
-		s.Bundles = append(s.Bundles, bs)
-	}
-	return s
-}
-
-var placementGroupsListing = listing[placementGroupState]{
+var placementGroupsListing = listing[stateapi.PlacementGroup]{
 	name:        "list placement-groups",
 	description: "List the cluster's placement groups, REMOVED ones included for a while.\nJSON fields follow Ray's state API.",
 	examples:    "  raygo list placement-groups\n  raygo list placement-groups --format json\n",
-	fetch: func(ctx context.Context, c *gcsClient) ([]placementGroupState, error) {
+	fetch: func(ctx context.Context, c *gcsClient) ([]stateapi.PlacementGroup, error) {
 		reply, err := c.pgs.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
 		if err != nil {
 			return nil, err
 		}
-		states := make([]placementGroupState, len(reply.PlacementGroups))
+		states := make([]stateapi.PlacementGroup, len(reply.PlacementGroups))
 		for i, g := range reply.PlacementGroups {
-			states[i] = toPlacementGroupState(g)
+			states[i] = stateapi.FromPlacementGroup(g)
 		}
 		return states, nil
 	},
 	header: "PLACEMENT_GROUP_ID\tNAME\tSTATE\tSTRATEGY\tBUNDLES\tNODES\tGPUS\tSCHEDULING_STATE\tPREEMPTED",
-	row: func(s placementGroupState) string {
+	row: func(s stateapi.PlacementGroup) string {
 		nodes := map[string]bool{}
 		var gpus []string
 		for _, b := range s.Bundles {
@@ -212,6 +116,6 @@ func printPlacementGroupStatus(w io.Writer, groups []*pb.PlacementGroupInfo) {
 			reason = "[" + code + "] " + reason
 		}
 		fmt.Fprintf(w, " pg_%s%s (%s, %d bundles) %s: %s\n", shortID(g.PlacementGroupId), name, g.Strategy, len(g.Bundles),
-			sdk.SchedulingStateName(g.Stats.GetSchedulingState()), reason)
+			stateapi.SchedulingStateName(g.Stats.GetSchedulingState()), reason)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -23,7 +24,7 @@ func TestPreemptionNoticesShowInStatusAndListings(t *testing.T) {
 	if !strings.Contains(out.String(), "Being preempted:") || !strings.Contains(out.String(), "InClusterQueue by pg_bbbbbbbb1111, releasing at 15:04:05") {
 		t.Fatalf("status:\n%s", out.String())
 	}
-	row := placementGroupsListing.row(toPlacementGroupState(victim))
+	row := placementGroupsListing.row(stateapi.FromPlacementGroup(victim))
 	if !strings.HasSuffix(row, "\t2x InClusterQueue by pg_bbbbbbbb1111, releasing at 15:04:05") {
 		t.Fatalf("row %q", row)
 	}
@@ -34,7 +35,7 @@ func TestPreemptionNoticesShowInStatusAndListings(t *testing.T) {
 	if strings.Contains(out.String(), "Being preempted:") {
 		t.Fatalf("a released group still listed as being preempted:\n%s", out.String())
 	}
-	data, err := json.Marshal(toPlacementGroupState(victim))
+	data, err := json.Marshal(stateapi.FromPlacementGroup(victim))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -70,34 +71,9 @@ func runQueuesList(args []string, stdout io.Writer) error {
 		return badInput("queues list: the cluster runs without queues (start the head with --queues FILE)")
 	}
 	if *format == "json" {
-		type resource struct {
-			Resource       string    `json:"resource"`
-			Limited        bool      `json:"limited"`
-			NominalQuota   jsonFloat `json:"nominal_quota"`
-			BorrowingLimit *float64  `json:"borrowing_limit"` // null: unlimited
-			Usage          jsonFloat `json:"usage"`
-			Borrowed       jsonFloat `json:"borrowed"`
-			Lent           jsonFloat `json:"lent"`
-		}
-		type queue struct {
-			Queue         string     `json:"queue"`
-			Cohort        string     `json:"cohort"`
-			Pending       int32      `json:"pending"`
-			DominantShare jsonFloat  `json:"dominant_share"`
-			Resources     []resource `json:"resources"`
-		}
-		out := []queue{}
-		for _, q := range reply.Queues {
-			row := queue{Queue: q.Queue, Cohort: q.Cohort, Pending: q.Pending, DominantShare: jsonFloat(q.DominantShare), Resources: []resource{}}
-			for _, r := range q.Resources {
-				var limit *float64
-				if r.BorrowingLimit >= 0 {
-					limit = &r.BorrowingLimit
-				}
-				row.Resources = append(row.Resources, resource{Resource: r.Resource, Limited: r.Limited, NominalQuota: jsonFloat(r.NominalQuota),
-					BorrowingLimit: limit, Usage: jsonFloat(r.Usage), Borrowed: jsonFloat(r.Borrowed), Lent: jsonFloat(r.Lent)})
-			}
-			out = append(out, row)
+		out := make([]stateapi.Queue, len(reply.Queues))
+		for i, q := range reply.Queues {
+			out[i] = stateapi.FromQueue(q)
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

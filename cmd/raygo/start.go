@@ -93,7 +93,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.autoscalingConfig, "autoscaling-config", "", "with --head: run the autoscaler for this Ray cluster YAML (its node types, limits and provider: fake_multinode or aws), as Ray's flag; 'raygo up' passes it (default: no autoscaler)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.dashboardHost, "dashboard-host", "127.0.0.1", "with --head: address the dashboard port (/metrics) binds to")
-	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving /metrics in Prometheus' text format (0: a free one, -1: none); one already taken is a warning")
+	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving the dashboard, Ray's state API (/api/v0/...) and /metrics (0: a free one, -1: none); one already taken is a warning")
 	fs.IntVar(&o.metricsPort, "metrics-export-port", -1, "the raylet's /metrics port on --node-ip-address, as Ray's flag (0: a free one; -1, the default: none)")
 	fs.DurationVar(&o.nodeTimeout, "node-timeout", 30*time.Second, "with --head: a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	fs.StringVar(&o.tempDir, "temp-dir", "", "root of session directories (default: RAYGO_TEMP_DIR, else "+defaultTempDir+")")

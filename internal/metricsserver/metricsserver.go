@@ -1,6 +1,7 @@
 // Package metricsserver serves a Prometheus registry's /metrics over HTTP for the GCS
-// (the dashboard port) and the raylets (--metrics-export-port): one handler, and the
-// cluster token required when auth is on and the address is not loopback.
+// (the dashboard port, with the dashboard beside it) and the raylets
+// (--metrics-export-port): one server, and the cluster token required on every path
+// when auth is on.
 package metricsserver
 
 import (
@@ -17,6 +18,10 @@ import (
 	"github.com/raygo-dev/raygo/internal/auth"
 )
 
+// TokenCookie is the cookie a browser keeps the cluster token in, once it opened a page
+// with ?token=.
+const TokenCookie = "raygo_token"
+
 // Server is a running /metrics endpoint.
 type Server struct {
 	http *http.Server
@@ -24,10 +29,16 @@ type Server struct {
 }
 
 // Serve serves registry at /metrics on address (HOST:PORT; port 0 picks a free one). With
-// a token and a host that is not loopback, a scrape must carry it (Authorization:
-// Bearer). An empty address serves nothing; one that cannot be bound is a warning in log,
-// not a failure (as Ray's dashboard): both return nil, whose methods do nothing.
+// a token, every request must carry it (see RequireToken). An empty address serves
+// nothing; one that cannot be bound is a warning in log, not a failure (as Ray's
+// dashboard): both return nil, whose methods do nothing.
 func Serve(address string, registry *prometheus.Registry, token string, log zerolog.Logger) *Server {
+	return ServeWith(address, registry, token, log, nil)
+}
+
+// ServeWith is Serve with app answering every path but /metrics (nil: none), behind
+// the same token.
+func ServeWith(address string, registry *prometheus.Registry, token string, log zerolog.Logger, app http.Handler) *Server {
 	if address == "" {
 		return nil
 	}
@@ -36,18 +47,12 @@ func Serve(address string, registry *prometheus.Registry, token string, log zero
 		log.Warn().Err(err).Str("address", address).Msg("metrics port unavailable: no /metrics")
 		return nil
 	}
-	host, _, _ := net.SplitHostPort(address)
-	needToken := token != "" && !auth.IsLoopback(host)
-	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
 	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		if needToken && !auth.Equal(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), token) {
-			http.Error(w, "this raygo cluster requires its token: "+auth.Hint, http.StatusUnauthorized)
-			return
-		}
-		metrics.ServeHTTP(w, r)
-	})
-	s := &Server{http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, addr: listener.Addr().String()}
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	if app != nil {
+		mux.Handle("/", app)
+	}
+	s := &Server{http: &http.Server{Handler: RequireToken(token, mux), ReadHeaderTimeout: 10 * time.Second}, addr: listener.Addr().String()}
 	go func() {
 		if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn().Err(err).Msg("/metrics stopped")
@@ -55,6 +60,48 @@ func Serve(address string, registry *prometheus.Registry, token string, log zero
 	}()
 	log.Info().Str("address", s.addr).Msg("serving /metrics")
 	return s
+}
+
+// RequireToken lets through only requests that carry token (all of them when token is
+// ""): as `Authorization: Bearer <token>` (scrapers, scripts), as the TokenCookie, or
+// once as `?token=<token>`, which sets the cookie (HttpOnly, SameSite=Strict) and, for
+// a GET, redirects to the same URL without the token, so it stays out of the address
+// bar and the browser's history.
+func RequireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && auth.Equal(bearer, token) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if query := r.URL.Query(); query.Has("token") {
+			if !auth.Equal(query.Get("token"), token) {
+				refuse(w)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: TokenCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				query.Del("token")
+				clean := *r.URL
+				clean.RawQuery = query.Encode()
+				http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if cookie, err := r.Cookie(TokenCookie); err == nil && auth.Equal(cookie.Value, token) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		refuse(w)
+	})
+}
+
+func refuse(w http.ResponseWriter) {
+	http.Error(w, "this raygo cluster requires its token (Authorization: Bearer <token>; in a browser, open the page once with ?token=<token>): "+auth.Hint, http.StatusUnauthorized)
 }
 
 // Address is the host:port it serves on ("" for nil).

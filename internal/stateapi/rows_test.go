@@ -1,4 +1,4 @@
-package main
+package stateapi
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ func TestJSONListingsNeverFailOnAValue(t *testing.T) {
 	group := &pb.PlacementGroupInfo{PlacementGroupId: "g", Stats: &pb.PlacementGroupStats{SchedulingLatencyMs: math.NaN()},
 		Bundles: []*pb.Bundle{{UnitResources: map[string]float64{"CPU": math.NaN()}}}}
 	actor := &pb.ActorInfo{ActorId: "a", RequiredResources: map[string]float64{"GPU": math.Inf(1)}}
-	out, err := json.Marshal([]any{toNodeState(node), toPlacementGroupState(group), toActorState(actor)})
+	out, err := json.Marshal([]any{FromNode(node), FromPlacementGroup(group), FromActor(actor)})
 	if err != nil {
 		t.Fatalf("JSON listing failed: %v", err)
 	}
