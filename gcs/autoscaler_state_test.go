@@ -623,6 +623,9 @@ func TestASpotInterruptionNoticesHookedGroupsBeforeMovingThem(t *testing.T) {
 	if row := f.waitGroup(plain, pb.PlacementGroupState_CREATED, ""); row.Bundles[0].NodeId != "bbbb" {
 		t.Fatalf("the group without a hook is on %s, want moved to bbbb at once", row.Bundles[0].NodeId)
 	}
+	if got := f.s.pgs.preemptionCounts(); got[[2]string{"", string(reasonSpotInterruption)}] != 1 || len(got) != 1 {
+		t.Fatalf("preemptions counted %v, want one SpotInterruption (raygo_queue_preemptions_total)", got)
+	}
 	reply, err := f.c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: hooked})
 	if err != nil || reply.PlacementGroup.Bundles[0].NodeId != "aaaa" {
 		t.Fatalf("the hooked group moved before its hook answered: %v, %v", reply, err)

@@ -67,6 +67,7 @@ type tableCollector struct {
 	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
 	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
 	allocatedIdle                                                                                         *prometheus.Desc
+	preemptions                                                                                           *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -81,7 +82,7 @@ func newTableCollector(s *Server) *tableCollector {
 		groups:             d("raygo_placement_groups", "Placement groups by state (REMOVED ones while they are listed).", "state"),
 		pending:            d("raygo_pending_workloads", "PENDING and RESCHEDULING placement groups by pending-reason code (the one list of raygo's codes; empty: not tried yet).", "reason"),
 		pendingAge:         d("raygo_pending_workload_age_seconds", "How long the PENDING and RESCHEDULING placement groups have waited so far (since creation), as a histogram of the groups waiting now."),
-		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use, summed over the ALIVE nodes (FGD's measure: all of a node's free GPUs when the shape cannot run there, else its partly used GPUs and the free GPUs of islands too small).", "shape"),
+		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use, summed over the ALIVE nodes (FGD's measure: all of a node's free GPUs when the shape cannot run there, else its partly used GPUs and the free GPUs of islands too small); for shape mig-<profile>, the free compute slices of the MIG GPUs where no instance of the profile can be had now.", "shape"),
 		expected:           d("raygo_gpu_fragmentation_expected", "Expected free GPUs a request drawn from the recent workload could not use (FGD's expectation over the shapes the GCS saw asked)."),
 		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
 		queueUsage:         d("raygo_queue_usage", "What a queue's admitted groups hold, per resource.", "queue", "resource"),
@@ -159,7 +160,14 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, k := range fragmentationShapes {
 			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
 		}
+		// MIG profiles: free compute slices a request of the profile could not use.
+		for profile, slices := range placement.MIGUnschedulable(view.snapshot.Nodes()) {
+			gauge(c.unschedulable, float64(slices), "mig-"+profile)
+		}
 		gauge(c.expected, expected)
+	}
+	for key, count := range c.s.pgs.preemptionCounts() {
+		ch <- prometheus.MustNewConstMetric(c.preemptions, prometheus.CounterValue, float64(count), key[0], key[1])
 	}
 	// Allocated GPUs that stay idle, by the queue of the group holding them.
 	byQueue := map[string]float64{}

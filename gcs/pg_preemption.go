@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"time"
 
@@ -280,6 +281,7 @@ func (m *pgManager) noticeLocked(e *pgEntry, reason preemption.Reason, preemptor
 	notice := &pb.PreemptionNotice{Reason: string(reason), PreemptorId: preemptor, TimeMs: now.UnixMilli(), DeadlineMs: deadline.UnixMilli()}
 	e.info.Preemptions++
 	e.info.LastPreemption = notice
+	m.preemptions[[2]string{e.info.Queue, string(reason)}]++
 	e.eviction = &evictionState{notice: notice, deadline: deadline}
 	m.evicting[e.id] = e
 	m.logPersistError(m.persistLocked(e))
@@ -430,4 +432,11 @@ func (m *pgManager) queueOf(id string) string {
 		return e.info.Queue
 	}
 	return ""
+}
+
+// preemptionCounts copies the notices given so far by queue and reason.
+func (m *pgManager) preemptionCounts() map[[2]string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.preemptions)
 }

@@ -128,7 +128,10 @@ type pgManager struct {
 	releases []bundleRef
 	// evicting are the groups noticed of their preemption and not yet released, by id;
 	// preemptRetryAt is when held-back groups ask for victims again (zero: no need).
-	evicting       map[string]*pgEntry
+	evicting map[string]*pgEntry
+	// preemptions counts the notices given since this GCS started, by queue and reason
+	// (raygo_queue_preemptions_total).
+	preemptions    map[[2]string]int
 	preemptRetryAt time.Time
 	wake           chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
@@ -162,7 +165,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		evicting: map[string]*pgEntry{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
 	}

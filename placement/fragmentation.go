@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
@@ -413,4 +414,43 @@ func fragmentationNodeOf(n *Node) FragmentationNode {
 		f.GPUFree = append(f.GPUFree, free)
 	}
 	return f
+}
+
+// MIGUnschedulable is, for each MIG profile of the GPUs' models (by profile name, e.g.
+// "1g.10gb"), the free compute slices of the MIG GPUs on which a request for the
+// profile could not be served now: no idle instance of it to reuse and no placement left
+// to carve it, held and idle instances left in place. It is the MIG part of
+// raygo_gpus_free_unschedulable: free capacity that a pending request of that shape
+// could not use.
+func MIGUnschedulable(nodes []Node) map[string]int {
+	out := map[string]int{}
+	for i := range nodes {
+		if !nodes[i].Alive {
+			continue
+		}
+		for _, gpu := range nodes[i].MIGGPUs {
+			free := mig.ComputeSlices
+			idle := map[int]bool{}
+			for _, in := range gpu.Instances {
+				if profile, ok := gpu.Model.ProfileByID(in.ProfileID); ok {
+					free -= profile.ComputeSlices
+				}
+				if in.State == MIGIdle {
+					idle[in.ProfileID] = true
+				}
+			}
+			for _, profile := range gpu.Model.Profiles() {
+				if _, seen := out[profile.Name]; !seen {
+					out[profile.Name] = 0
+				}
+				if idle[profile.ID] {
+					continue
+				}
+				if placements, err := FeasibleMIGPlacements(gpu, profile); err == nil && len(placements) == 0 {
+					out[profile.Name] += max(free, 0)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
@@ -271,5 +272,33 @@ func TestClusterFragmentationCountsFreeButUnschedulableGPUs(t *testing.T) {
 	workload := &placement.WorkloadDistribution{Shapes: placement.IslandShapes(8)}
 	if _, expected := placement.ClusterFragmentation(nodes, placement.IslandShapes(8), workload); expected != 107 {
 		t.Fatalf("expected fragmentation for a workload of 8-GPU gangs: %v, want 107", expected)
+	}
+}
+
+// A GPU holding a 4g instance has 3 free compute slices: a 7g request cannot use them,
+// a 3g or 1g one can; an idle 7g instance elsewhere serves a 7g request.
+func TestMIGUnschedulableCountsFreeComputeAProfileCannotUse(t *testing.T) {
+	h100 := mig.Model("H100-80GB")
+	four, ok := h100.Profile("4g.40gb")
+	seven, ok7 := h100.Profile("7g.80gb")
+	if !ok || !ok7 {
+		t.Fatal("H100 profiles missing")
+	}
+	nodes := []placement.Node{{ID: "a", Alive: true, MIGGPUs: []placement.MIGGPU{
+		{Index: 0, Model: h100, Instances: []placement.MIGInstance{{ProfileID: four.ID, Start: 0, State: placement.MIGHeld}}},
+	}}}
+	got := placement.MIGUnschedulable(nodes)
+	if got["7g.80gb"] != 3 || got["3g.40gb"] != 0 || got["1g.10gb"] != 0 {
+		t.Fatalf("unschedulable %v, want 7g.80gb 3 and 0 for 3g.40gb and 1g.10gb", got)
+	}
+	nodes = append(nodes, placement.Node{ID: "b", Alive: true, MIGGPUs: []placement.MIGGPU{
+		{Index: 0, Model: h100, Instances: []placement.MIGInstance{{ProfileID: seven.ID, Start: 0, State: placement.MIGIdle}}},
+	}})
+	if got := placement.MIGUnschedulable(nodes); got["7g.80gb"] != 3 || got["1g.10gb"] != 0 {
+		t.Fatalf("with an idle 7g elsewhere: %v, want 7g.80gb still 3 (node a) and b's idle 7g reusable", got)
+	}
+	nodes[0].Alive = false
+	if got := placement.MIGUnschedulable(nodes); got["7g.80gb"] != 0 {
+		t.Fatalf("a dead node counts: %v", got)
 	}
 }
