@@ -496,10 +496,10 @@ func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{
-		"raygo_autoscaler_pending_instances,node_type=cpu,state=REQUESTED":  2,
-		"raygo_autoscaler_pending_instances,node_type=gpu8,state=ALLOCATED": 1,
-		"raygo_autoscaler_recent_failures,node_type=gpu8":                   1,
-		"raygo_autoscaler_infeasible_demands":                               0,
+		"raygo_autoscaler_pending_instances,node_type=cpu,state=REQUESTED":                   2,
+		"raygo_autoscaler_pending_instances,node_type=gpu8,state=ALLOCATED":                  1,
+		"raygo_autoscaler_recent_failures,cause=InsufficientInstanceCapacity,node_type=gpu8": 1,
+		"raygo_autoscaler_infeasible_demands":                                                0,
 	} {
 		if got, ok := seen[key]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
@@ -623,8 +623,23 @@ func TestASpotInterruptionNoticesHookedGroupsBeforeMovingThem(t *testing.T) {
 	if row := f.waitGroup(plain, pb.PlacementGroupState_CREATED, ""); row.Bundles[0].NodeId != "bbbb" {
 		t.Fatalf("the group without a hook is on %s, want moved to bbbb at once", row.Bundles[0].NodeId)
 	}
-	if got := f.s.pgs.preemptionCounts(); got[[2]string{"", string(reasonSpotInterruption)}] != 1 || len(got) != 1 {
-		t.Fatalf("preemptions counted %v, want one SpotInterruption (raygo_queue_preemptions_total)", got)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(newTableCollector(f.s))
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := false
+	for _, family := range families {
+		for _, m := range family.Metric {
+			if family.GetName() == "raygo_queue_preemptions_total" && m.GetCounter().GetValue() == 1 &&
+				m.Label[0].GetValue() == "" && m.Label[1].GetValue() == string(reasonSpotInterruption) {
+				counted = true
+			}
+		}
+	}
+	if !counted {
+		t.Fatalf("no raygo_queue_preemptions_total{queue=\"\", reason=\"SpotInterruption\"} = 1 in %v", families)
 	}
 	reply, err := f.c.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: hooked})
 	if err != nil || reply.PlacementGroup.Bundles[0].NodeId != "aaaa" {

@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,6 +69,7 @@ type tableCollector struct {
 	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
 	allocatedIdle                                                                                         *prometheus.Desc
 	preemptions                                                                                           *prometheus.Desc
+	migSlices                                                                                             *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -91,7 +93,9 @@ func newTableCollector(s *Server) *tableCollector {
 		queueShare:         d("raygo_queue_dominant_share", "A queue's fair-sharing dominant share.", "queue"),
 		autoscalerInstances: d("raygo_autoscaler_pending_instances", "Instances the autoscaler is launching that have not joined yet, by node type and Ray instance state (QUEUED/REQUESTED, ALLOCATED, RAY_INSTALLING), from its last report.",
 			"node_type", "state"),
-		autoscalerFailures:   d("raygo_autoscaler_recent_failures", "Launches, installs and gangs that failed in the autoscaler's recent history (its last report), by node type (\"\" for a gang).", "node_type"),
+		autoscalerFailures:   d("raygo_autoscaler_recent_failures", "Launches, installs and gangs that failed in the autoscaler's recent history (its last report), by node type (\"\" for a gang) and cause (the instance state it failed in: ALLOCATION_FAILED, RAY_INSTALL_FAILED, ...).", "node_type", "cause"),
+		migSlices:            d("raygo_mig_slices", "Memory slices of the ALIVE nodes' MIG GPUs: held by bundles, idle (carved, kept for reuse) and free (no instance covers them); unusable counts the free ones no profile can be carved on now.", "state"),
+		preemptions:          d("raygo_queue_preemptions_total", "Preemption notices given to placement groups since this GCS started, by the victim's queue and the reason (Kueue's eviction reasons; SpotInterruption for a spot node going away).", "queue", "reason"),
 		allocatedIdle:        d("raygo_gpus_allocated_idle", "Whole GPUs placement groups hold whose SM activity stayed under 10 % for 10 minutes (the raylets' measure), by the groups' queue (\"\" without queues).", "queue"),
 		autoscalerInfeasible: d("raygo_autoscaler_infeasible_demands", "Pending demand the autoscaler reported no node type could hold, or a limit holds back (its last report)."),
 	}
@@ -160,6 +164,24 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		for i, k := range fragmentationShapes {
 			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
 		}
+		// MIG slices by state, over the slot maps the raylets reported.
+		slices := map[string]float64{"held": 0, "idle": 0, "free": 0, "unusable": 0}
+		for _, n := range view.snapshot.Nodes() {
+			if !n.Alive {
+				continue
+			}
+			for _, g := range n.MIGGPUs {
+				if usage, err := g.SliceUsage(); err == nil {
+					slices["held"] += float64(usage.Held)
+					slices["idle"] += float64(usage.Idle)
+					slices["free"] += float64(usage.Free)
+					slices["unusable"] += float64(usage.Unusable)
+				}
+			}
+		}
+		for state, count := range slices {
+			gauge(c.migSlices, count, state)
+		}
 		// MIG profiles: free compute slices a request of the profile could not use.
 		for profile, slices := range placement.MIGUnschedulable(view.snapshot.Nodes()) {
 			gauge(c.unschedulable, float64(slices), "mig-"+profile)
@@ -189,12 +211,13 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		for key, count := range instances {
 			gauge(c.autoscalerInstances, count, key[0], key[1])
 		}
-		failures := map[string]float64{}
+		failures := map[[2]string]float64{}
 		for _, f := range reported.FailedInstanceRequests {
-			failures[f.RayNodeTypeName] += float64(max(f.Count, 1))
+			cause, _, _ := strings.Cut(f.Reason, ":")
+			failures[[2]string{f.RayNodeTypeName, strings.TrimSpace(cause)}] += float64(max(f.Count, 1))
 		}
-		for nodeType, count := range failures {
-			gauge(c.autoscalerFailures, count, nodeType)
+		for key, count := range failures {
+			gauge(c.autoscalerFailures, count, key[0], key[1])
 		}
 		gauge(c.autoscalerInfeasible, float64(len(reported.InfeasibleReasons)))
 	}
