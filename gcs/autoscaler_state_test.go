@@ -457,7 +457,8 @@ func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 		state := &pb.AutoscalingState{AutoscalerStateVersion: version,
 			PendingInstances:        []*pb.PendingInstance{{RayNodeTypeName: "gpu8", InstanceId: "i-1", Details: "ALLOCATED"}},
 			FailedInstanceRequests:  []*pb.FailedInstanceRequest{{RayNodeTypeName: "gpu8", Count: 1, Reason: failure, FailedTs: 1_800_000_000}},
-			PendingInstanceRequests: []*pb.PendingInstanceRequest{{RayNodeTypeName: "cpu", Count: 2}}}
+			PendingInstanceRequests: []*pb.PendingInstanceRequest{{RayNodeTypeName: "cpu", Count: 2}},
+			LaunchedInstances:       map[string]int64{"gpu8": 3}}
 		if _, err := f.state.ReportAutoscalingState(ctx, &pb.ReportAutoscalingStateRequest{AutoscalingState: state}); err != nil {
 			t.Fatal(err)
 		}
@@ -492,13 +493,14 @@ func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 			for _, l := range m.Label {
 				key += "," + l.GetName() + "=" + l.GetValue()
 			}
-			seen[key] = m.GetGauge().GetValue()
+			seen[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
 	for key, want := range map[string]float64{
 		"raygo_autoscaler_pending_instances,node_type=cpu,state=REQUESTED":                   2,
 		"raygo_autoscaler_pending_instances,node_type=gpu8,state=ALLOCATED":                  1,
 		"raygo_autoscaler_recent_failures,cause=InsufficientInstanceCapacity,node_type=gpu8": 1,
+		"raygo_autoscaler_launched_instances_total,node_type=gpu8":                           3,
 		"raygo_autoscaler_infeasible_demands":                                                0,
 	} {
 		if got, ok := seen[key]; !ok || got != want {

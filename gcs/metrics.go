@@ -70,6 +70,7 @@ type tableCollector struct {
 	allocatedIdle                                                                                         *prometheus.Desc
 	preemptions                                                                                           *prometheus.Desc
 	migSlices                                                                                             *prometheus.Desc
+	autoscalerLaunched                                                                                    *prometheus.Desc
 }
 
 func newTableCollector(s *Server) *tableCollector {
@@ -94,6 +95,7 @@ func newTableCollector(s *Server) *tableCollector {
 		autoscalerInstances: d("raygo_autoscaler_pending_instances", "Instances the autoscaler is launching that have not joined yet, by node type and Ray instance state (QUEUED/REQUESTED, ALLOCATED, RAY_INSTALLING), from its last report.",
 			"node_type", "state"),
 		autoscalerFailures:   d("raygo_autoscaler_recent_failures", "Launches, installs and gangs that failed in the autoscaler's recent history (its last report), by node type (\"\" for a gang) and cause (the instance state it failed in: ALLOCATION_FAILED, RAY_INSTALL_FAILED, ...).", "node_type", "cause"),
+		autoscalerLaunched:   d("raygo_autoscaler_launched_instances_total", "Instances the autoscaler launched since it started, by node type (its last report).", "node_type"),
 		migSlices:            d("raygo_mig_slices", "Memory slices of the ALIVE nodes' MIG GPUs: held by bundles, idle (carved, kept for reuse) and free (no instance covers them); unusable counts the free ones no profile can be carved on now.", "state"),
 		preemptions:          d("raygo_queue_preemptions_total", "Preemption notices given to placement groups since this GCS started, by the victim's queue and the reason (Kueue's eviction reasons; SpotInterruption for a spot node going away).", "queue", "reason"),
 		allocatedIdle:        d("raygo_gpus_allocated_idle", "Whole GPUs placement groups hold whose SM activity stayed under 10 % for 10 minutes (the raylets' measure), by the groups' queue (\"\" without queues).", "queue"),
@@ -220,6 +222,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.autoscalerFailures, count, key[0], key[1])
 		}
 		gauge(c.autoscalerInfeasible, float64(len(reported.InfeasibleReasons)))
+		for nodeType, count := range reported.LaunchedInstances {
+			ch <- prometheus.MustNewConstMetric(c.autoscalerLaunched, prometheus.CounterValue, float64(count), nodeType)
+		}
 	}
 	// Queues, as `raygo queues list` shows them.
 	if queues, err := (queueService{m: c.s.pgs}).ListQueues(context.Background(), &pb.ListQueuesRequest{}); err == nil && queues.Enabled {

@@ -181,7 +181,8 @@ func (g *GCS) Report(ctx context.Context, status Status) error {
 // autoscalingStateOf builds the report. Infeasible demand is named by the rows of last
 // (the state the plan was made on).
 func autoscalingStateOf(status Status, last *pb.ClusterResourceState, version int64) *pb.AutoscalingState {
-	state := &pb.AutoscalingState{AutoscalerStateVersion: version, LastSeenClusterResourceStateVersion: last.GetClusterResourceStateVersion()}
+	state := &pb.AutoscalingState{AutoscalerStateVersion: version, LastSeenClusterResourceStateVersion: last.GetClusterResourceStateVersion(),
+		LaunchedInstances: status.Launched}
 	requested := map[string]int32{}
 	for _, inst := range status.Instances {
 		switch inst.State {

@@ -73,6 +73,8 @@ type Status struct {
 	Infeasible []autoscaler.Infeasible
 	// Launches are the launches the last plan asked for.
 	Launches []autoscaler.Launch
+	// Launched counts the instances launched since the reconciler started, by type.
+	Launched map[string]int64
 	// Time is when the tick ran.
 	Time time.Time
 }
@@ -124,6 +126,8 @@ type Reconciler struct {
 	// backoff is, per node type, until when it is unavailable and the current wait.
 	backoff   map[string]typeBackoff
 	requestID int
+	// launched counts the instances launched, by type (Status.Launched).
+	launched map[string]int64
 }
 
 type typeBackoff struct {
@@ -154,7 +158,7 @@ func New(cfg Config, cluster Cluster, p provider.Provider) *Reconciler {
 	if cfg.MaxUnavailable == nil {
 		cfg.MaxUnavailable = func(int) int { return 1 }
 	}
-	return &Reconciler{cfg: cfg, cluster: cluster, provider: p, backoff: map[string]typeBackoff{}}
+	return &Reconciler{cfg: cfg, cluster: cluster, provider: p, backoff: map[string]typeBackoff{}, launched: map[string]int64{}}
 }
 
 // Run ticks until ctx ends. A failed tick is logged and retried at the next one.
@@ -202,7 +206,7 @@ func (r *Reconciler) Tick(ctx context.Context) error {
 	r.terminate(ctx, plan.Terminations, now)
 	return r.cluster.Report(ctx, Status{
 		Instances: r.Instances(), Failures: slices.Clone(r.failures),
-		Infeasible: plan.Infeasible, Launches: plan.Launches, Time: now,
+		Infeasible: plan.Infeasible, Launches: plan.Launches, Time: now, Launched: maps.Clone(r.launched),
 	})
 }
 
@@ -402,6 +406,7 @@ func (r *Reconciler) launch(ctx context.Context, launches []autoscaler.Launch, n
 			continue
 		}
 		delete(r.backoff, nodeType)
+		r.launched[nodeType] += int64(len(created))
 		for _, c := range created {
 			state := Requested
 			if c.State == provider.InstanceRunning {

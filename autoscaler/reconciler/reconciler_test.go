@@ -79,6 +79,9 @@ func TestAPendingGroupLaunchesOneNodeAndItRunsOnceItsRayletRegisters(t *testing.
 	if got := mem.Launches("gpu8"); got != 1 {
 		t.Fatalf("launch calls = %d, want 1", got)
 	}
+	if got := cluster.Last.Launched["gpu8"]; got != 1 {
+		t.Fatalf("reported launched gpu8 instances = %d, want 1", got)
+	}
 	insts := r.Instances()
 	if len(insts) != 1 || insts[0].State != Allocated {
 		t.Fatalf("instances = %+v, want one ALLOCATED", insts)

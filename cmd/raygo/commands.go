@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,7 +15,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/mig"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -117,6 +121,14 @@ func runStatus(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	printStatus(stdout, c.address, info, reply.Nodes, autoscaling, time.Now(), *verbose)
+	printGPUModels(stdout, reply.Nodes)
+	printFragmentation(stdout, info.DashboardAddress)
+	if queues, err := pb.NewQueueServiceClient(c.conn).ListQueues(ctx, &pb.ListQueuesRequest{}); err == nil && queues.Enabled {
+		fmt.Fprintf(stdout, "\nQueues\n%s\n", strings.Repeat("-", 64))
+		if err := printQueueTable(stdout, queues.Queues); err != nil {
+			return err
+		}
+	}
 	printPlacementGroupStatus(stdout, groups.PlacementGroups)
 	printActorStatus(stdout, actors.Actors)
 	return nil
@@ -375,4 +387,100 @@ func runDrain(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Node %s is draining (state %s, is_draining %t)\n", reply.Node.NodeId, reply.Node.State, reply.Node.IsDraining)
 	return nil
+}
+
+// printGPUModels sums the alive nodes' whole GPUs by model (the accelerator-type label):
+// total, allocated (total less what the raylets report available) and free.
+func printGPUModels(w io.Writer, nodes []*pb.NodeInfo) {
+	type count struct{ total, free float64 }
+	byModel := map[string]*count{}
+	for _, n := range nodes {
+		if n.State != pb.NodeState_ALIVE || n.ResourcesTotal["GPU"] == 0 {
+			continue
+		}
+		model := n.Labels[nodelabel.AcceleratorType]
+		if model == "" {
+			model = "(unknown model)"
+		}
+		if byModel[model] == nil {
+			byModel[model] = &count{}
+		}
+		byModel[model].total += n.ResourcesTotal["GPU"]
+		byModel[model].free += n.ResourcesAvailable["GPU"]
+	}
+	if len(byModel) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nGPUs by model\n%s\n", strings.Repeat("-", 64))
+	models := make([]string, 0, len(byModel))
+	for m := range byModel {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		c := byModel[m]
+		fmt.Fprintf(w, " %s: %s total, %s allocated, %s free\n", m, formatAmount(c.total), formatAmount(c.total-c.free), formatAmount(c.free))
+	}
+}
+
+// printFragmentation shows the head's raygo_gpus_free_unschedulable and
+// raygo_gpu_fragmentation_expected, read from its /metrics (the one computation the
+// GCS makes of them), when the dashboard port serves it.
+func printFragmentation(w io.Writer, dashboard string) {
+	fmt.Fprintf(w, "\nFragmentation (free capacity a request of the shape could not use)\n%s\n", strings.Repeat("-", 64))
+	if dashboard == "" {
+		fmt.Fprintln(w, " (not available: the head serves no dashboard port)")
+		return
+	}
+	lines, err := fetchMetricLines(dashboard, "raygo_gpus_free_unschedulable{", "raygo_gpu_fragmentation_expected ")
+	if err != nil {
+		fmt.Fprintf(w, " (not available: %v)\n", err)
+		return
+	}
+	for _, line := range lines {
+		name, value, _ := strings.Cut(line, " ")
+		if shape, ok := strings.CutPrefix(name, `raygo_gpus_free_unschedulable{shape="`); ok {
+			shape = strings.TrimSuffix(shape, `"}`)
+			unit := "GPU(s) of " + shape + "-GPU islands"
+			if strings.HasPrefix(shape, "mig-") {
+				unit = "compute slice(s) for " + shape
+			}
+			fmt.Fprintf(w, " %s %s\n", value, unit)
+			continue
+		}
+		fmt.Fprintf(w, " expected over the recent workload: %s GPU(s)\n", value)
+	}
+}
+
+// fetchMetricLines reads the head's /metrics at the dashboard address, with the cluster
+// token when this machine has one, and returns the lines that start with a prefix.
+func fetchMetricLines(dashboard string, prefixes ...string) ([]string, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://"+dashboard+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	if token, err := auth.Load(); err == nil && token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s/metrics answered %s", dashboard, resp.Status)
+	}
+	var out []string
+	scanner := bufio.NewScanner(resp.Body)
+	scanner.Buffer(make([]byte, 64*1024), 1<<20)
+	for scanner.Scan() {
+		for _, p := range prefixes {
+			if strings.HasPrefix(scanner.Text(), p) {
+				out = append(out, scanner.Text())
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, scanner.Err()
 }

@@ -79,9 +79,15 @@ func runQueuesList(args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	return printQueueTable(stdout, reply.Queues)
+}
+
+// printQueueTable prints the queues as `raygo queues list` does: one row per queue and
+// resource.
+func printQueueTable(w io.Writer, queues []*pb.QueueStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tCOHORT\tRESOURCE\tNOMINAL\tBORROWING LIMIT\tUSAGE\tBORROWED\tLENT\tPENDING\tSHARE")
-	for _, q := range reply.Queues {
+	for _, q := range queues {
 		cohort := q.Cohort
 		if cohort == "" {
 			cohort = "-"

@@ -1068,6 +1068,8 @@ type AutoscalingState struct {
 	// raygo: why each infeasible demand is so, in the order of the lists above
 	// (resource requests, then gangs, then constraints), e.g. "no node type has 16 GPUs".
 	InfeasibleReasons []string `protobuf:"bytes,10,rep,name=infeasible_reasons,json=infeasibleReasons,proto3" json:"infeasible_reasons,omitempty"`
+	// raygo: instances launched since the autoscaler started, by node type.
+	LaunchedInstances map[string]int64 `protobuf:"bytes,11,rep,name=launched_instances,json=launchedInstances,proto3" json:"launched_instances,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1161,6 +1163,13 @@ func (x *AutoscalingState) GetFailedInstanceRequests() []*FailedInstanceRequest 
 func (x *AutoscalingState) GetInfeasibleReasons() []string {
 	if x != nil {
 		return x.InfeasibleReasons
+	}
+	return nil
+}
+
+func (x *AutoscalingState) GetLaunchedInstances() map[string]int64 {
+	if x != nil {
+		return x.LaunchedInstances
 	}
 	return nil
 }
@@ -1638,7 +1647,7 @@ const file_autoscaler_proto_rawDesc = "" +
 	"instanceId\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x04 \x01(\tR\tipAddress\x12\x18\n" +
-	"\adetails\x18\x05 \x01(\tR\adetails\"\x96\x06\n" +
+	"\adetails\x18\x05 \x01(\tR\adetails\"\xbe\a\n" +
 	"\x10AutoscalingState\x12U\n" +
 	"(last_seen_cluster_resource_state_version\x18\x01 \x01(\x03R#lastSeenClusterResourceStateVersion\x128\n" +
 	"\x18autoscaler_state_version\x18\x02 \x01(\x03R\x16autoscalerStateVersion\x12\\\n" +
@@ -1649,7 +1658,11 @@ const file_autoscaler_proto_rawDesc = "" +
 	"\x11pending_instances\x18\a \x03(\v2\x19.raygo.v1.PendingInstanceR\x10pendingInstances\x12Y\n" +
 	"\x18failed_instance_requests\x18\b \x03(\v2\x1f.raygo.v1.FailedInstanceRequestR\x16failedInstanceRequests\x12-\n" +
 	"\x12infeasible_reasons\x18\n" +
-	" \x03(\tR\x11infeasibleReasons\"h\n" +
+	" \x03(\tR\x11infeasibleReasons\x12`\n" +
+	"\x12launched_instances\x18\v \x03(\v21.raygo.v1.AutoscalingState.LaunchedInstancesEntryR\x11launchedInstances\x1aD\n" +
+	"\x16LaunchedInstancesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"h\n" +
 	"\x1dReportAutoscalingStateRequest\x12G\n" +
 	"\x11autoscaling_state\x18\x01 \x01(\v2\x1a.raygo.v1.AutoscalingStateR\x10autoscalingState\"\x1d\n" +
 	"\x1bReportAutoscalingStateReply\"\x8e\x01\n" +
@@ -1700,7 +1713,7 @@ func file_autoscaler_proto_rawDescGZIP() []byte {
 }
 
 var file_autoscaler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_autoscaler_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_autoscaler_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_autoscaler_proto_goTypes = []any{
 	(NodeStatus)(0),                                 // 0: raygo.v1.NodeStatus
 	(DrainNodeReason)(0),                            // 1: raygo.v1.DrainNodeReason
@@ -1730,28 +1743,29 @@ var file_autoscaler_proto_goTypes = []any{
 	nil,                                             // 25: raygo.v1.AutoscalerNodeState.TotalResourcesEntry
 	nil,                                             // 26: raygo.v1.AutoscalerNodeState.LabelsEntry
 	nil,                                             // 27: raygo.v1.AutoscalerNodeState.GpuAvailableEntry
-	(PlacementStrategy)(0),                          // 28: raygo.v1.PlacementStrategy
-	(PlacementGroupState)(0),                        // 29: raygo.v1.PlacementGroupState
-	(*Bundle)(nil),                                  // 30: raygo.v1.Bundle
-	(*GPUInfo)(nil),                                 // 31: raygo.v1.GPUInfo
-	(*MIGGPUInfo)(nil),                              // 32: raygo.v1.MIGGPUInfo
+	nil,                                             // 28: raygo.v1.AutoscalingState.LaunchedInstancesEntry
+	(PlacementStrategy)(0),                          // 29: raygo.v1.PlacementStrategy
+	(PlacementGroupState)(0),                        // 30: raygo.v1.PlacementGroupState
+	(*Bundle)(nil),                                  // 31: raygo.v1.Bundle
+	(*GPUInfo)(nil),                                 // 32: raygo.v1.GPUInfo
+	(*MIGGPUInfo)(nil),                              // 33: raygo.v1.MIGGPUInfo
 }
 var file_autoscaler_proto_depIdxs = []int32{
 	22, // 0: raygo.v1.ResourceRequest.resources_bundle:type_name -> raygo.v1.ResourceRequest.ResourcesBundleEntry
 	23, // 1: raygo.v1.ResourceRequest.label_selector:type_name -> raygo.v1.ResourceRequest.LabelSelectorEntry
 	2,  // 2: raygo.v1.ResourceRequestByCount.request:type_name -> raygo.v1.ResourceRequest
 	2,  // 3: raygo.v1.GangResourceRequest.requests:type_name -> raygo.v1.ResourceRequest
-	28, // 4: raygo.v1.GangResourceRequest.strategy:type_name -> raygo.v1.PlacementStrategy
-	29, // 5: raygo.v1.GangResourceRequest.state:type_name -> raygo.v1.PlacementGroupState
-	30, // 6: raygo.v1.GangResourceRequest.bundles:type_name -> raygo.v1.Bundle
+	29, // 4: raygo.v1.GangResourceRequest.strategy:type_name -> raygo.v1.PlacementStrategy
+	30, // 5: raygo.v1.GangResourceRequest.state:type_name -> raygo.v1.PlacementGroupState
+	31, // 6: raygo.v1.GangResourceRequest.bundles:type_name -> raygo.v1.Bundle
 	3,  // 7: raygo.v1.ClusterResourceConstraint.resource_requests:type_name -> raygo.v1.ResourceRequestByCount
 	24, // 8: raygo.v1.AutoscalerNodeState.available_resources:type_name -> raygo.v1.AutoscalerNodeState.AvailableResourcesEntry
 	25, // 9: raygo.v1.AutoscalerNodeState.total_resources:type_name -> raygo.v1.AutoscalerNodeState.TotalResourcesEntry
 	0,  // 10: raygo.v1.AutoscalerNodeState.status:type_name -> raygo.v1.NodeStatus
 	26, // 11: raygo.v1.AutoscalerNodeState.labels:type_name -> raygo.v1.AutoscalerNodeState.LabelsEntry
-	31, // 12: raygo.v1.AutoscalerNodeState.gpus:type_name -> raygo.v1.GPUInfo
+	32, // 12: raygo.v1.AutoscalerNodeState.gpus:type_name -> raygo.v1.GPUInfo
 	27, // 13: raygo.v1.AutoscalerNodeState.gpu_available:type_name -> raygo.v1.AutoscalerNodeState.GpuAvailableEntry
-	32, // 14: raygo.v1.AutoscalerNodeState.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	33, // 14: raygo.v1.AutoscalerNodeState.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	6,  // 15: raygo.v1.ClusterResourceState.node_states:type_name -> raygo.v1.AutoscalerNodeState
 	3,  // 16: raygo.v1.ClusterResourceState.pending_resource_requests:type_name -> raygo.v1.ResourceRequestByCount
 	4,  // 17: raygo.v1.ClusterResourceState.pending_gang_resource_requests:type_name -> raygo.v1.GangResourceRequest
@@ -1763,26 +1777,27 @@ var file_autoscaler_proto_depIdxs = []int32{
 	5,  // 23: raygo.v1.AutoscalingState.infeasible_cluster_resource_constraints:type_name -> raygo.v1.ClusterResourceConstraint
 	12, // 24: raygo.v1.AutoscalingState.pending_instances:type_name -> raygo.v1.PendingInstance
 	11, // 25: raygo.v1.AutoscalingState.failed_instance_requests:type_name -> raygo.v1.FailedInstanceRequest
-	13, // 26: raygo.v1.ReportAutoscalingStateRequest.autoscaling_state:type_name -> raygo.v1.AutoscalingState
-	5,  // 27: raygo.v1.RequestClusterResourceConstraintRequest.cluster_resource_constraint:type_name -> raygo.v1.ClusterResourceConstraint
-	13, // 28: raygo.v1.GetClusterStatusReply.autoscaling_state:type_name -> raygo.v1.AutoscalingState
-	8,  // 29: raygo.v1.GetClusterStatusReply.cluster_resource_state:type_name -> raygo.v1.ClusterResourceState
-	1,  // 30: raygo.v1.AutoscalerDrainNodeRequest.reason:type_name -> raygo.v1.DrainNodeReason
-	7,  // 31: raygo.v1.AutoscalerStateService.GetClusterResourceState:input_type -> raygo.v1.GetClusterResourceStateRequest
-	14, // 32: raygo.v1.AutoscalerStateService.ReportAutoscalingState:input_type -> raygo.v1.ReportAutoscalingStateRequest
-	16, // 33: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:input_type -> raygo.v1.RequestClusterResourceConstraintRequest
-	18, // 34: raygo.v1.AutoscalerStateService.GetClusterStatus:input_type -> raygo.v1.GetClusterStatusRequest
-	20, // 35: raygo.v1.AutoscalerStateService.DrainNode:input_type -> raygo.v1.AutoscalerDrainNodeRequest
-	9,  // 36: raygo.v1.AutoscalerStateService.GetClusterResourceState:output_type -> raygo.v1.GetClusterResourceStateReply
-	15, // 37: raygo.v1.AutoscalerStateService.ReportAutoscalingState:output_type -> raygo.v1.ReportAutoscalingStateReply
-	17, // 38: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:output_type -> raygo.v1.RequestClusterResourceConstraintReply
-	19, // 39: raygo.v1.AutoscalerStateService.GetClusterStatus:output_type -> raygo.v1.GetClusterStatusReply
-	21, // 40: raygo.v1.AutoscalerStateService.DrainNode:output_type -> raygo.v1.AutoscalerDrainNodeReply
-	36, // [36:41] is the sub-list for method output_type
-	31, // [31:36] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	28, // 26: raygo.v1.AutoscalingState.launched_instances:type_name -> raygo.v1.AutoscalingState.LaunchedInstancesEntry
+	13, // 27: raygo.v1.ReportAutoscalingStateRequest.autoscaling_state:type_name -> raygo.v1.AutoscalingState
+	5,  // 28: raygo.v1.RequestClusterResourceConstraintRequest.cluster_resource_constraint:type_name -> raygo.v1.ClusterResourceConstraint
+	13, // 29: raygo.v1.GetClusterStatusReply.autoscaling_state:type_name -> raygo.v1.AutoscalingState
+	8,  // 30: raygo.v1.GetClusterStatusReply.cluster_resource_state:type_name -> raygo.v1.ClusterResourceState
+	1,  // 31: raygo.v1.AutoscalerDrainNodeRequest.reason:type_name -> raygo.v1.DrainNodeReason
+	7,  // 32: raygo.v1.AutoscalerStateService.GetClusterResourceState:input_type -> raygo.v1.GetClusterResourceStateRequest
+	14, // 33: raygo.v1.AutoscalerStateService.ReportAutoscalingState:input_type -> raygo.v1.ReportAutoscalingStateRequest
+	16, // 34: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:input_type -> raygo.v1.RequestClusterResourceConstraintRequest
+	18, // 35: raygo.v1.AutoscalerStateService.GetClusterStatus:input_type -> raygo.v1.GetClusterStatusRequest
+	20, // 36: raygo.v1.AutoscalerStateService.DrainNode:input_type -> raygo.v1.AutoscalerDrainNodeRequest
+	9,  // 37: raygo.v1.AutoscalerStateService.GetClusterResourceState:output_type -> raygo.v1.GetClusterResourceStateReply
+	15, // 38: raygo.v1.AutoscalerStateService.ReportAutoscalingState:output_type -> raygo.v1.ReportAutoscalingStateReply
+	17, // 39: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:output_type -> raygo.v1.RequestClusterResourceConstraintReply
+	19, // 40: raygo.v1.AutoscalerStateService.GetClusterStatus:output_type -> raygo.v1.GetClusterStatusReply
+	21, // 41: raygo.v1.AutoscalerStateService.DrainNode:output_type -> raygo.v1.AutoscalerDrainNodeReply
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_autoscaler_proto_init() }
@@ -1798,7 +1813,7 @@ func file_autoscaler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_autoscaler_proto_rawDesc), len(file_autoscaler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

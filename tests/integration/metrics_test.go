@@ -145,6 +145,12 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		}
 		return nil
 	})
+	// raygo status shows the same fragmentation, read from this /metrics, and the queues.
+	status, _, code := c.Run("status")
+	if code != 0 || !strings.Contains(status, " 8 GPU(s) of 8-GPU islands\n") || !strings.Contains(status, "Queues\n") ||
+		!strings.Contains(status, "everyone") || !strings.Contains(status, " H100: 16.0 total, 8.0 allocated, 8.0 free\n") {
+		t.Errorf("raygo status lacks the fragmentation, queues or GPUs by model:\n%s", status)
+	}
 
 	// The head's shipped alert rules parse and name only metrics the head exports.
 	families, err := scrape(t, dashboard)

@@ -70,7 +70,8 @@ func TestMIGSlicesAreCarvedReusedAndDestroyed(t *testing.T) {
 	}
 	harness.Eventually(t, 10*time.Second, "raygo status shows the MIG slot maps", func() error {
 		status, _, _ := c.Run("status")
-		if !strings.Contains(status, "MIG: 1 GPU(s) in MIG mode: 7 instance(s) held, 0 idle, 1 memory slice(s) free") {
+		if !strings.Contains(status, "MIG: 1 GPU(s) in MIG mode: 7 instance(s) held, 0 idle, 1 memory slice(s) free") ||
+			!strings.Contains(status, "Fragmentation (free capacity a request of the shape could not use)") || !strings.Contains(status, "GPUs by model") {
 			return fmt.Errorf("status:\n%s", status)
 		}
 		return nil

@@ -236,7 +236,14 @@ class PendingInstance(_message.Message):
     def __init__(self, instance_type_name: _Optional[str] = ..., ray_node_type_name: _Optional[str] = ..., instance_id: _Optional[str] = ..., ip_address: _Optional[str] = ..., details: _Optional[str] = ...) -> None: ...
 
 class AutoscalingState(_message.Message):
-    __slots__ = ("last_seen_cluster_resource_state_version", "autoscaler_state_version", "pending_instance_requests", "infeasible_resource_requests", "infeasible_gang_resource_requests", "infeasible_cluster_resource_constraints", "pending_instances", "failed_instance_requests", "infeasible_reasons")
+    __slots__ = ("last_seen_cluster_resource_state_version", "autoscaler_state_version", "pending_instance_requests", "infeasible_resource_requests", "infeasible_gang_resource_requests", "infeasible_cluster_resource_constraints", "pending_instances", "failed_instance_requests", "infeasible_reasons", "launched_instances")
+    class LaunchedInstancesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     LAST_SEEN_CLUSTER_RESOURCE_STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
     AUTOSCALER_STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
     PENDING_INSTANCE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +253,7 @@ class AutoscalingState(_message.Message):
     PENDING_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     FAILED_INSTANCE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     INFEASIBLE_REASONS_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHED_INSTANCES_FIELD_NUMBER: _ClassVar[int]
     last_seen_cluster_resource_state_version: int
     autoscaler_state_version: int
     pending_instance_requests: _containers.RepeatedCompositeFieldContainer[PendingInstanceRequest]
@@ -255,7 +263,8 @@ class AutoscalingState(_message.Message):
     pending_instances: _containers.RepeatedCompositeFieldContainer[PendingInstance]
     failed_instance_requests: _containers.RepeatedCompositeFieldContainer[FailedInstanceRequest]
     infeasible_reasons: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, last_seen_cluster_resource_state_version: _Optional[int] = ..., autoscaler_state_version: _Optional[int] = ..., pending_instance_requests: _Optional[_Iterable[_Union[PendingInstanceRequest, _Mapping]]] = ..., infeasible_resource_requests: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., infeasible_gang_resource_requests: _Optional[_Iterable[_Union[GangResourceRequest, _Mapping]]] = ..., infeasible_cluster_resource_constraints: _Optional[_Iterable[_Union[ClusterResourceConstraint, _Mapping]]] = ..., pending_instances: _Optional[_Iterable[_Union[PendingInstance, _Mapping]]] = ..., failed_instance_requests: _Optional[_Iterable[_Union[FailedInstanceRequest, _Mapping]]] = ..., infeasible_reasons: _Optional[_Iterable[str]] = ...) -> None: ...
+    launched_instances: _containers.ScalarMap[str, int]
+    def __init__(self, last_seen_cluster_resource_state_version: _Optional[int] = ..., autoscaler_state_version: _Optional[int] = ..., pending_instance_requests: _Optional[_Iterable[_Union[PendingInstanceRequest, _Mapping]]] = ..., infeasible_resource_requests: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., infeasible_gang_resource_requests: _Optional[_Iterable[_Union[GangResourceRequest, _Mapping]]] = ..., infeasible_cluster_resource_constraints: _Optional[_Iterable[_Union[ClusterResourceConstraint, _Mapping]]] = ..., pending_instances: _Optional[_Iterable[_Union[PendingInstance, _Mapping]]] = ..., failed_instance_requests: _Optional[_Iterable[_Union[FailedInstanceRequest, _Mapping]]] = ..., infeasible_reasons: _Optional[_Iterable[str]] = ..., launched_instances: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class ReportAutoscalingStateRequest(_message.Message):
     __slots__ = ("autoscaling_state",)
