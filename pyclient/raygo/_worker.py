@@ -55,7 +55,7 @@ class RaygoContext:
     ``address_info`` has Ray's keys: ``address`` and ``gcs_address`` (the GCS),
     ``node_ip_address`` and ``node_id`` (the node the driver runs on, as Ray picks it: an
     ALIVE node with the driver's IP, the head first; ``None`` for both when no node runs on
-    this machine), ``webui_url`` (the head's dashboard port, serving ``/metrics``; ``None``
+    this machine), ``webui_url`` (the head's dashboard port: the web page, ``/api/v0`` and ``/metrics``; ``None``
     when it serves none), and ``session_dir``, ``redis_address``,
     ``object_store_address``, ``raylet_socket_name``, ``metrics_export_port`` and
     ``dashboard_agent_listen_port``, which are ``None`` (raygo has no such parts, or, for
