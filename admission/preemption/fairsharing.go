@@ -183,15 +183,7 @@ func (s *search) runFairSharing() ([]Victim, Cause) {
 	if !fits {
 		return nil, CauseNotEnough
 	}
-	for k := len(targets) - 2; k >= 0; k-- {
-		i := targets[k]
-		s.addBack(i)
-		if s.fits() {
-			targets = slices.Delete(targets, k, k+1)
-		} else {
-			s.remove(i)
-		}
-	}
+	targets = s.addBackRedundant(targets)
 	if !s.withinBlastRadius(targets) {
 		return nil, CauseBlastRadius
 	}

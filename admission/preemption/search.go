@@ -468,6 +468,13 @@ func (s *search) removeThenAddBack(order []int) []int {
 	}
 	targets := slices.Clone(seq[:lo])
 	s.setTo(targets)
+	return s.addBackRedundant(targets)
+}
+
+// addBackRedundant is the "add back" half of Kueue's search: with targets removed and
+// the preemptor fitting, it tries adding each one back, the last removed first but the
+// very last (the one that made it fit), and keeps out only those still needed.
+func (s *search) addBackRedundant(targets []int) []int {
 	for k := len(targets) - 2; k >= 0; k-- {
 		i := targets[k]
 		s.addBack(i)

@@ -25,6 +25,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/ids"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/privdir"
+	"github.com/raygo-dev/raygo/internal/proc"
 )
 
 // Config says where the provider keeps its state and how it starts nodes.
@@ -254,22 +255,11 @@ func (p *Provider) kill(r record, grace time.Duration) {
 	}
 }
 
-// alive reports whether r's process still runs: its pid exists, is not a zombie, and
-// its command line names the instance (a reused pid does not).
+// alive reports whether r's process still runs: its pid is alive and its command line
+// names the instance (a reused pid does not).
 func (p *Provider) alive(r record) bool {
 	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(r.PID), "cmdline"))
-	if err != nil || !strings.Contains(string(cmdline), r.ID) {
-		return false
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(r.PID), "stat"))
-	if err != nil {
-		return false
-	}
-	// The state is the field after the parenthesised command name.
-	if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
-		return false
-	}
-	return true
+	return err == nil && strings.Contains(string(cmdline), r.ID) && proc.Alive(r.PID)
 }
 
 // Instances lists the nodes whose processes still run, and forgets the others.
