@@ -68,7 +68,7 @@ demo: deps build venv
 ## past go test's default 10 min timeout.
 BENCH_TIMEOUT ?= 90m
 bench: deps build
-	RAYGO_BENCH=1 $(GO) test -count=1 -p 1 -timeout $(BENCH_TIMEOUT) -run 'Bench' -v ./placement/ ./admission/preemption/ ./autoscaler/ ./tests/... | grep -E '^BENCH|not measured'
+	RAYGO_BENCH=1 $(GO) test -count=1 -p 1 -timeout $(BENCH_TIMEOUT) -run 'Bench' -v ./placement/ ./admission/preemption/ ./autoscaler/ ./autoscaler/spotsim/ ./tests/... | grep -E '^BENCH|not measured'
 
 ## chaos: the chaos sequence of tests/chaos, long (CHAOS_STEPS, default 200; CHAOS_SEED,
 ## default 1), with the network faults (loss and delay through a user-space proxy, and
