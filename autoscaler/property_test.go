@@ -191,6 +191,11 @@ func checkTerminations(t *testing.T, in Input, plan Plan, p *planner) {
 	for _, termination := range plan.Terminations {
 		if termination.Cause != CauseMaxWorkers {
 			voluntary++
+			// Voluntary scale-down takes only running nodes the GCS reports idle: never
+			// one that holds bundles of a running gang.
+			if node := byID[termination.NodeID]; node.State != NodeRunning || node.IdleFor <= 0 {
+				t.Fatalf("%s terminated %+v, which is not an idle running node", termination.Cause, node)
+			}
 		}
 	}
 	if voluntary > max(1, in.MaxUnavailable) {
