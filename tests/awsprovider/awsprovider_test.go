@@ -26,6 +26,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/testutil/ec2runner"
 	"github.com/raygo-dev/raygo/internal/testutil/motoserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
 
@@ -74,7 +75,7 @@ func newCloud(t *testing.T, cluster string) *cloud {
 	return c
 }
 
-// yaml is a cluster of a 1-CPU head, 4-CPU workers (min_workers 1 when cpuMin) and
+// yaml is a cluster of a 1-CPU head, up to three 4-CPU workers (min_workers cpuMin) and
 // p5.48xlarge workers (simulated DGX H100) on spot in two subnets, with an on-demand
 // twin in the first subnet at a higher price.
 func (c *cloud) yaml(name string, cpuMin int) string {
@@ -101,7 +102,7 @@ available_node_types:
     node_config: {InstanceType: c5.xlarge, ImageId: ami-0123456789abcdef0, SubnetIds: [%[2]s, %[3]s]}
     resources: {CPU: 4}
     min_workers: %[4]d
-    max_workers: 2
+    max_workers: 3
   h100_spot:
     node_config:
       InstanceType: p5.48xlarge
@@ -357,10 +358,11 @@ func TestLaunchErrorsAreOneStatusLineAndLeakNothing(t *testing.T) {
 	}
 }
 
-// TestAGangWhoseLastLaunchFailsLeavesNoInstance: a STRICT_SPREAD gang needs two cpu4
-// nodes and one h100_ondemand node; the h100 launch fails (no capacity), so the two cpu4
-// instances launched for the gang in the same tick are terminated at once: nothing of
-// the gang stays running (Karpenter pays for 3 of 4 nodes, karpenter#3138).
+// TestAGangWhoseLastLaunchFailsLeavesNoInstance: a 4-node STRICT_SPREAD gang needs three
+// cpu4 nodes and one h100_ondemand node; the h100 launch, the 4th, fails (no capacity),
+// so the three cpu4 instances launched for the gang in the same tick are terminated at
+// once: nothing of the gang stays running (Karpenter pays for 3 of 4 nodes,
+// karpenter#3138).
 func TestAGangWhoseLastLaunchFailsLeavesNoInstance(t *testing.T) {
 	const name = "awsgang"
 	c := newCloud(t, name)
@@ -377,6 +379,7 @@ func TestAGangWhoseLastLaunchFailsLeavesNoInstance(t *testing.T) {
 	defer cancel()
 	reply, err := gcs.pgs.CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{Strategy: "STRICT_SPREAD", Lifetime: "detached",
 		Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{
+			{Resources: map[string]float64{"CPU": 4}, LabelSelector: onType("cpu4")},
 			{Resources: map[string]float64{"CPU": 4}, LabelSelector: onType("cpu4")},
 			{Resources: map[string]float64{"CPU": 4}, LabelSelector: onType("cpu4")},
 			{Resources: map[string]float64{"CPU": 16}, LabelSelector: onType("h100_ondemand")}}})
@@ -402,7 +405,7 @@ func TestAGangWhoseLastLaunchFailsLeavesNoInstance(t *testing.T) {
 				}
 			}
 		}
-		if terminated < 2 || live != 0 {
+		if terminated < 3 || live != 0 {
 			return fmt.Errorf("cpu4 instances: %d terminated, %d live", terminated, live)
 		}
 		return nil
@@ -413,5 +416,112 @@ func TestAGangWhoseLastLaunchFailsLeavesNoInstance(t *testing.T) {
 	got, err := gcs.pgs.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: reply.PlacementGroup.PlacementGroupId})
 	if err != nil || got.PlacementGroup.State != pb.PlacementGroupState_PENDING {
 		t.Fatalf("the gang: %v, %v; want PENDING", got, err)
+	}
+}
+
+// TestASpotInterruptionMovesTheGangToAReplacementInstanceBeforeTheDeadline: an 8-GPU
+// STRICT_PACK whose owner has a preemption hook runs on a p5.48xlarge spot instance
+// launched through moto; its raylet (started by the user data) watches the instance
+// metadata. EC2 (the runner) posts an interruption notice with a deadline 60 s ahead:
+// the raylet drains itself (PREEMPTION), the owner's hook runs while the bundles are
+// still on the spot node, then they move to a replacement spot instance the autoscaler
+// launches through moto, before the deadline; at the deadline EC2 terminates the
+// interrupted instance and the replacement is all that runs.
+func TestASpotInterruptionMovesTheGangToAReplacementInstanceBeforeTheDeadline(t *testing.T) {
+	const name = "awsspot"
+	c := newCloud(t, name)
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte(c.yaml(name, 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	head := harness.StartHeadWithEnv(t, c.env, "--num-cpus", "1", "--autoscaling-config", path)
+	gcs := dialGCS(t, head.GCSAddress)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	client, err := sdk.Connect(ctx, sdk.Options{Address: head.GCSAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	bundles := make([]sdk.Bundle, 8)
+	for i := range bundles {
+		bundles[i] = sdk.Bundle{"GPU": 1}
+	}
+	pg, err := client.CreatePlacementGroup(ctx, bundles, sdk.StrictPack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type hooked struct {
+		notice sdk.PreemptionNotice
+		row    *sdk.PlacementGroupInfo
+	}
+	calls := make(chan hooked, 4)
+	stop := pg.OnPreemption(func(ctx context.Context, notice sdk.PreemptionNotice) error {
+		row, err := pg.Table(ctx)
+		if err != nil {
+			return err
+		}
+		calls <- hooked{notice, row}
+		return nil
+	})
+	defer stop()
+	spotNode := gcs.waitCreated(t, pg.ID)
+	spot := gcs.instanceOf(t, spotNode)
+	if inst := c.instance(t, name, spot); inst.InstanceLifecycle != types.InstanceLifecycleTypeSpot || tagOf(inst, aws.TagUserNodeType) != "h100_spot" {
+		t.Fatalf("the gang's instance is %s %s, want an h100_spot spot instance", tagOf(inst, aws.TagUserNodeType), inst.InstanceLifecycle)
+	}
+
+	deadline := time.Now().Add(60 * time.Second).Truncate(time.Second)
+	c.runner.Interrupt(t, spot, deadline)
+	var call hooked
+	select {
+	case call = <-calls:
+	case <-ctx.Done():
+		t.Fatal("the owner's preemption hook never ran")
+	}
+	if call.notice.Reason != "SpotInterruption" || call.notice.Deadline.After(deadline.Add(-30*time.Second)) {
+		t.Fatalf("notice %+v, want SpotInterruption ending 30 s before the node's deadline %s", call.notice, deadline)
+	}
+	if call.row.State != "CREATED" || call.row.Bundles[0].NodeID != spotNode {
+		t.Fatalf("during the hook the group is %s on %s, want CREATED, still on the spot node %s", call.row.State, call.row.Bundles[0].NodeID, spotNode)
+	}
+
+	var moved string
+	harness.Eventually(t, 90*time.Second, "the gang on a replacement node", func() error {
+		row, err := pg.Table(ctx)
+		if err != nil {
+			return err
+		}
+		if row.State != "CREATED" || row.Bundles[0].NodeID == spotNode {
+			return fmt.Errorf("state %s on %s", row.State, row.Bundles[0].NodeID)
+		}
+		moved = row.Bundles[0].NodeID
+		return nil
+	})
+	if time.Now().After(deadline) {
+		t.Fatalf("the gang moved after the deadline %s", deadline)
+	}
+	replacement := gcs.instanceOf(t, moved)
+	if inst := c.instance(t, name, replacement); replacement == spot || inst.InstanceType != "p5.48xlarge" || tagOf(inst, aws.TagUserNodeType) != "h100_spot" {
+		t.Fatalf("the replacement %s is %s %s, want a new h100_spot p5.48xlarge", replacement, tagOf(inst, aws.TagUserNodeType), inst.InstanceType)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("the hook ran %d more times", len(calls))
+	}
+
+	// At the deadline EC2 takes the instance; the replacement alone runs, the gang on it.
+	harness.Eventually(t, 90*time.Second, "the interrupted instance terminated", func() error {
+		live := c.live(t, name)
+		if len(live) != 1 || *live[0].InstanceId != replacement {
+			ids := []string{}
+			for _, inst := range live {
+				ids = append(ids, *inst.InstanceId)
+			}
+			return fmt.Errorf("live instances %v, want only %s", ids, replacement)
+		}
+		return nil
+	})
+	if row, err := pg.Table(ctx); err != nil || row.State != "CREATED" || row.Bundles[0].NodeID != moved {
+		t.Fatalf("after the interrupted instance went, the gang is %+v (%v), want CREATED on %s", row, err, moved)
 	}
 }

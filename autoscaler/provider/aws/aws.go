@@ -129,7 +129,7 @@ func (p *Provider) Launch(ctx context.Context, req provider.LaunchRequest) ([]pr
 	what := fmt.Sprintf("launch %d %s (%s)", req.Count, req.NodeType, t.input.InstanceType)
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.LaunchTimeout)
 	defer cancel()
-	script, err := p.userData(req)
+	script, err := p.userData(req, t.market == "spot")
 	if err != nil {
 		return nil, fmt.Errorf("%s: user data: %w", what, err)
 	}
@@ -225,7 +225,7 @@ func (p *Provider) runInput(t launchTemplate, req provider.LaunchRequest, subnet
 	return &in
 }
 
-func (p *Provider) userData(req provider.LaunchRequest) (string, error) {
+func (p *Provider) userData(req provider.LaunchRequest, spot bool) (string, error) {
 	var initialization, setup []string
 	if p.cfg.Commands != nil {
 		initialization, setup = p.cfg.Commands(req.NodeType)
@@ -233,7 +233,7 @@ func (p *Provider) userData(req provider.LaunchRequest) (string, error) {
 	return userData(userDataParams{
 		ClusterName: p.cfg.ClusterName, NodeType: req.NodeType, RequestID: req.RequestID,
 		GCSAddress: p.cfg.GCSAddress, Raygo: p.cfg.Raygo, Initialization: initialization, Setup: setup,
-		Resources: req.Resources, GPUModel: req.GPUModel, Labels: req.Labels,
+		Resources: req.Resources, GPUModel: req.GPUModel, Labels: req.Labels, Spot: spot,
 	})
 }
 

@@ -186,7 +186,7 @@ func TestLaunchTagsUserDataDescribeTerminate(t *testing.T) {
 		"start --address " + gcs + " --block --node-name " + *insts[0].InstanceId,
 		"--num-cpus 192", "--num-gpus 8", "--gpu-sim dgx-h100",
 		"--labels " + nodelabel.InstanceID + "=" + *insts[0].InstanceId + "," + nodelabel.NodeType + "=h100x8,zone=a",
-		"--node-ip-address 127.0.0.9",
+		"--node-ip-address 127.0.0.9", "--spot-metadata-url http://127.0.0.1:",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("raygo ran with %q, want %q in it\nscript:\n%s", args, want, script)

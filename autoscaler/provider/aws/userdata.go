@@ -31,6 +31,9 @@ type userDataParams struct {
 	Resources             map[string]float64
 	GPUModel              string
 	Labels                map[string]string
+	// Spot: the instances are spot instances; their raylet watches the instance
+	// metadata for an interruption notice (--spot-metadata-url).
+	Spot bool
 }
 
 // userData is the shell script every instance of a launch runs at boot (cloud-init runs
@@ -39,7 +42,8 @@ type userDataParams struct {
 // commands (set -e: a failing one stops the script, the node never joins and the
 // autoscaler's start timeout terminates it), then execs a blocking `raygo start`
 // joining the GCS, advertising the private IP, with the type's resources and labels
-// and the instance id as label autoscaler.raygo.io/instance-id.
+// and the instance id as label autoscaler.raygo.io/instance-id; a spot instance's
+// watches the same metadata for an interruption notice.
 func userData(p userDataParams) (string, error) {
 	labels := maps.Clone(p.Labels)
 	if labels == nil {
@@ -77,7 +81,11 @@ node_ip=$(meta local-ipv4)
 	for _, a := range args {
 		b.WriteString(" " + strings.ReplaceAll(shellQuote(a), instanceIDPlaceholder, `'"$instance_id"'`))
 	}
-	b.WriteString(` --node-ip-address "$node_ip"` + "\n")
+	b.WriteString(` --node-ip-address "$node_ip"`)
+	if p.Spot {
+		b.WriteString(` --spot-metadata-url "$metadata"`)
+	}
+	b.WriteString("\n")
 	return b.String(), nil
 }
 

@@ -2,9 +2,9 @@
 // it polls moto for the running instances of a cluster and runs each one's user data
 // with sh as a local process, as cloud-init would, with an instance metadata server on
 // loopback (instance-id, and local-ipv4: a 127.0.0.N address of its own, so each node's
-// raylet binds and advertises a distinct loopback address). It stops an instance's
-// process when moto reports the instance terminated. moto's own private IPs are never
-// used.
+// raylet binds and advertises a distinct loopback address; spot/instance-action once
+// the test interrupts the instance). It stops an instance's process when moto reports
+// the instance terminated. moto's own private IPs are never used.
 package ec2runner
 
 import (
@@ -50,22 +50,29 @@ type Runner struct {
 	client   *ec2.Client
 	metadata *httptest.Server
 
+	// ctx ends with the test: it stops the interruptions' terminations.
+	ctx context.Context
+
 	mu      sync.Mutex
 	running map[string]*exec.Cmd // by instance id
 	ips     map[string]string
 	nextIP  int
+	// notices are the interruption notices' deadlines, by instance id.
+	notices map[string]time.Time
+	timers  []*time.Timer
 }
 
 // Start polls moto every 200 ms; the test's end stops the poll and every process.
 func Start(t testing.TB, cfg Config) *Runner {
 	t.Helper()
 	r := &Runner{
-		cfg: cfg, running: map[string]*exec.Cmd{}, ips: map[string]string{}, nextIP: 2,
+		cfg: cfg, running: map[string]*exec.Cmd{}, ips: map[string]string{}, nextIP: 2, notices: map[string]time.Time{},
 		client: ec2.New(ec2.Options{Region: cfg.Region, BaseEndpoint: awssdk.String(cfg.Endpoint),
 			Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")}),
 	}
 	r.metadata = httptest.NewServer(http.HandlerFunc(r.serveMetadata))
 	ctx, cancel := context.WithCancel(context.Background())
+	r.ctx = ctx
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -83,6 +90,9 @@ func Start(t testing.TB, cfg Config) *Runner {
 		cancel()
 		<-done
 		r.mu.Lock()
+		for _, timer := range r.timers {
+			timer.Stop()
+		}
 		var groups []int
 		for id, cmd := range r.running {
 			groups = append(groups, cmd.Process.Pid)
@@ -102,12 +112,13 @@ func Start(t testing.TB, cfg Config) *Runner {
 	return r
 }
 
-// serveMetadata answers /<instance id>/latest/...: IMDSv2's token, instance-id and
-// local-ipv4.
+// serveMetadata answers /<instance id>/latest/...: IMDSv2's token, instance-id,
+// local-ipv4 and, once Interrupt was called, spot/instance-action.
 func (r *Runner) serveMetadata(w http.ResponseWriter, req *http.Request) {
 	id, path, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
 	r.mu.Lock()
 	ip, ok := r.ips[id]
+	deadline, interrupted := r.notices[id]
 	r.mu.Unlock()
 	switch {
 	case !ok:
@@ -120,9 +131,27 @@ func (r *Runner) serveMetadata(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprint(w, id)
 	case path == "latest/meta-data/local-ipv4":
 		fmt.Fprint(w, ip)
+	case path == "latest/meta-data/spot/instance-action" && interrupted:
+		fmt.Fprintf(w, `{"action": "terminate", "time": %q}`, deadline.UTC().Format(time.RFC3339))
 	default:
 		http.NotFound(w, req)
 	}
+}
+
+// Interrupt plays EC2's spot interruption of instance id: from now on its metadata
+// carries the notice (action terminate at deadline, whole seconds as EC2 gives it), and
+// at the deadline the instance is terminated in moto, which stops its process.
+func (r *Runner) Interrupt(t testing.TB, id string, deadline time.Time) {
+	t.Helper()
+	deadline = deadline.Truncate(time.Second)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notices[id] = deadline
+	r.timers = append(r.timers, time.AfterFunc(time.Until(deadline), func() {
+		if _, err := r.client.TerminateInstances(r.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && r.ctx.Err() == nil {
+			t.Errorf("ec2runner: terminate the interrupted instance %s: %v", id, err)
+		}
+	}))
 }
 
 // IP is the loopback address instance id's node was given ("" if it never ran).
