@@ -62,6 +62,31 @@ type GPU struct {
 	NVLinkIsland int32  `json:"nvlink_island"`
 	Rail         int32  `json:"rail"`
 	NIC          string `json:"nic,omitempty"`
+	Used
+}
+
+// Used is what a GPU or MIG instance measurably does, from its raylet's last activity
+// sample: the share of SMs busy (0 to 1) and the memory in use; null when not measured
+// (no sample yet, no NVML, or a reading the device does not give).
+type Used struct {
+	SMActive    *Float  `json:"sm_active"`
+	FBUsedBytes *uint64 `json:"fb_used_bytes"`
+}
+
+func usedOf(a *pb.GPUActivity) Used {
+	var used Used
+	if a == nil {
+		return used
+	}
+	if a.HasSmActive {
+		busy := Float(a.SmActive)
+		used.SMActive = &busy
+	}
+	if a.HasMemory {
+		bytes := a.FbUsedBytes
+		used.FBUsedBytes = &bytes
+	}
+	return used
 }
 
 // MIGGPU is one GPU in MIG mode and the instances carved on it.
@@ -79,6 +104,7 @@ type MIGInstance struct {
 	Start      int32  `json:"start"`
 	Held       bool   `json:"held"`
 	DeviceUUID string `json:"device_uuid,omitempty"`
+	Used
 }
 
 // FromNode is a node table row as a state-API row.
@@ -90,14 +116,26 @@ func FromNode(n *pb.NodeInfo) Node {
 		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
 		NVLinkDomain: n.NvlinkDomain, GPUs: []GPU{}, MIGGPUs: []MIGGPU{},
 	}
+	byGPU, byDevice := map[int32]*pb.GPUActivity{}, map[string]*pb.GPUActivity{}
+	for _, a := range n.GpuActivity {
+		if a.MigDeviceUuid != "" {
+			byDevice[a.MigDeviceUuid] = a
+		} else {
+			byGPU[a.GpuIndex] = a
+		}
+	}
 	for _, g := range n.Gpus {
 		s.GPUs = append(s.GPUs, GPU{Index: g.Index, UUID: g.Uuid, Model: g.Model, MemoryBytes: g.MemoryBytes,
-			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic})
+			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic, Used: usedOf(byGPU[g.Index])})
 	}
 	for _, g := range n.MigGpus {
 		m := MIGGPU{Index: g.Index, UUID: g.Uuid, Model: g.Model, Instances: []MIGInstance{}}
 		for _, i := range g.Instances {
-			m.Instances = append(m.Instances, MIGInstance{ProfileID: i.ProfileId, Start: i.Start, Held: i.Held, DeviceUUID: i.DeviceUuid})
+			var used Used
+			if i.DeviceUuid != "" {
+				used = usedOf(byDevice[i.DeviceUuid])
+			}
+			m.Instances = append(m.Instances, MIGInstance{ProfileID: i.ProfileId, Start: i.Start, Held: i.Held, DeviceUUID: i.DeviceUuid, Used: used})
 		}
 		s.MIGGPUs = append(s.MIGGPUs, m)
 	}
@@ -133,6 +171,8 @@ type PlacementGroup struct {
 	Bundles          []Bundle            `json:"bundles"`
 	Stats            PlacementGroupStats `json:"stats"`
 	PendingReason    string              `json:"pending_reason,omitempty"`
+	// Queue is the queue the group is charged to when the head runs with queues ("" without).
+	Queue string `json:"queue,omitempty"`
 	// PendingReasonCode and Rejections: why it waits, as a code of internal/pending and
 	// the nodes counted per reason.
 	PendingReasonCode string             `json:"pending_reason_code,omitempty"`
@@ -181,7 +221,7 @@ func FromPlacementGroup(g *pb.PlacementGroupInfo) PlacementGroup {
 	s := PlacementGroup{
 		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
 		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
-		Bundles: []Bundle{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions,
+		Bundles: []Bundle{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions, Queue: g.Queue,
 	}
 	if n := g.LastPreemption; n != nil {
 		s.LastPreemption = &Preemption{Reason: n.Reason, PreemptorID: n.PreemptorId, TimeMs: n.TimeMs, DeadlineMs: n.DeadlineMs, Acknowledged: n.Acknowledged}

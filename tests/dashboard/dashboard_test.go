@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
 
@@ -74,7 +76,7 @@ func list(t *testing.T, base, path string, headers ...string) listReply {
 }
 
 // startCluster starts a head serving the dashboard (with one queue) and one simulated
-// DGX H100 whose GPU 7 is in MIG mode; it returns the cluster and the dashboard's host:port once both nodes are
+// DGX H100 whose GPU 7 is in MIG mode, sampling its GPUs' activity every 200ms; it returns the cluster and the dashboard's host:port once both nodes are
 // listed.
 func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 	t.Helper()
@@ -84,7 +86,7 @@ func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 		t.Fatal(err)
 	}
 	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
-	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on")
+	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on", "--gpu-activity-interval", "200ms")
 	return c, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
@@ -211,9 +213,50 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	group := createGroup(t, c, "dash-train", "STRICT_PACK", gpus(2), gpus(2))
 	took := b.waitFor(5*time.Second, "the new group's 4 GPUs coloured", fmt.Sprintf(`document.querySelectorAll('.gpu[data-pg-id=%q]').length === 4`, group))
 	t.Logf("the page showed the new group after %s", took.Round(time.Millisecond))
-	if legend := b.text("#legend"); !strings.Contains(legend, "dash-train") {
-		t.Errorf("legend %q does not name dash-train", legend)
+	if legend := b.text("#legend"); !strings.Contains(legend, "dash-train") || !strings.Contains(legend, "queue everyone") {
+		t.Errorf("legend %q does not name dash-train and its queue", legend)
 	}
+	// Labelled by queue besides group: the group's GPUs carry its queue.
+	b.waitFor(5*time.Second, "the group's GPUs marked with its queue", fmt.Sprintf(`document.querySelectorAll('.gpu[data-pg-id=%q][data-pg-queue="everyone"] .queue-mark').length === 4`, group))
+
+	// Allocated versus used: the simulated GPUs do what the control file says; the raylet
+	// samples it and the heartbeat carries it to the head.
+	control := filepath.Join(c.Workers[0].SessionDir, gpusim.ActivityFileName)
+	if err := gpusim.WriteSimActivity(control, gpusim.SimActivityFile{GPUs: map[string]gpusim.SimActivity{
+		"*": {SMActive: 0.03, GrEngineActive: 0.03, FBUsedBytes: 3 << 30},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	usedText := func(selector string) string {
+		return fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).map((g) => g.querySelector(".used").innerText + " | " + ((g.querySelector(".mem") || {}).innerText || "")).join("\n")`, selector)
+	}
+	took = b.waitFor(15*time.Second, "each GPU's measured use beside its allocation", fmt.Sprintf(`(() => {
+		const held = %s.split("\n"), free = %s.split("\n");
+		return held.length === 4 && held.every((s) => s === "allocated, 3 %% used | 3.0 GiB in use") &&
+			free.length > 0 && free.every((s) => s === "free, 3 %% used | 3.0 GiB in use");
+	})()`, usedText(fmt.Sprintf(`.gpu[data-pg-id=%q]`, group)), usedText(`.gpu[data-gpu]:not(.mig):not(.held)`)))
+	t.Logf("the page showed the written activity after %s", took.Round(time.Millisecond))
+	// The state API the page reads says the same.
+	harness.Eventually(t, 10*time.Second, "the node row's measured activity", func() error {
+		for _, raw := range list(t, dashboard, "/api/v0/nodes?filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result {
+			var node struct {
+				GPUs []struct {
+					SMActive    *float64 `json:"sm_active"`
+					FBUsedBytes *uint64  `json:"fb_used_bytes"`
+				} `json:"gpus"`
+			}
+			if err := json.Unmarshal(raw, &node); err != nil {
+				return err
+			}
+			for i, g := range node.GPUs {
+				if g.SMActive == nil || math.Abs(*g.SMActive-0.03) > 1e-9 || g.FBUsedBytes == nil || *g.FBUsedBytes != 3<<30 {
+					return fmt.Errorf("GPU %d: sm_active %v, fb_used_bytes %v", i, g.SMActive, g.FBUsedBytes)
+				}
+			}
+			return nil
+		}
+		return fmt.Errorf("no worker node row")
+	})
 	// A MIG slice, carved for its group, is drawn on its GPU in the group's colour.
 	slice := createGroup(t, c, "dash-mig", "PACK", map[string]float64{"nvidia.com/mig-1g.10gb": 1})
 	b.waitFor(10*time.Second, "the MIG slice coloured", fmt.Sprintf(`document.querySelectorAll('.slice[data-pg-id=%q]').length === 1`, slice))
@@ -221,8 +264,8 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 
 	b.showPage("groups")
 	b.waitFor(5*time.Second, "the group's row, CREATED", fmt.Sprintf(`(document.querySelector('tr[data-pg-id=%q]') || {innerText: ""}).innerText.includes("CREATED")`, group))
-	if row := b.text(fmt.Sprintf(`tr[data-pg-id=%q]`, group)); !strings.Contains(row, "STRICT_PACK") || !strings.Contains(row, "dash-train") {
-		t.Errorf("group row %q: want its name and strategy", row)
+	if row := b.text(fmt.Sprintf(`tr[data-pg-id=%q]`, group)); !strings.Contains(row, "STRICT_PACK") || !strings.Contains(row, "dash-train") || !strings.Contains(row, "everyone") {
+		t.Errorf("group row %q: want its name, strategy and queue", row)
 	}
 	b.screenshot("placement-groups")
 
