@@ -234,7 +234,8 @@ async function poll() {
   const updated = document.getElementById("updated");
   try {
     const [nodes, groups, actors, queues, status, latency] = await Promise.all([
-      getJSON("/api/v0/nodes?limit=10000"), getJSON("/api/v0/placement_groups?limit=10000"), getJSON("/api/v0/actors?limit=10000"),
+      getJSON("/api/v0/nodes?limit=10000&detail=all"), getJSON("/api/v0/placement_groups?limit=10000&detail=all"),
+      getJSON("/api/v0/actors?limit=10000&detail=all"),
       getJSON("/api/raygo/queues"), getJSON("/api/v0/cluster_status"), getJSON("/api/raygo/decision_latency")]);
     drawCluster(nodes.result, groups.result);
     drawGroups(groups.result, nodes.result);

@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,7 +127,23 @@ func TestDashboard(t *testing.T) {
 // The state API answers in Ray's envelope with Ray's fields, honours limit and
 // filters, and refuses a bad query with result false and the reason in msg.
 func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
-	nodes := list(t, dashboard, "/api/v0/nodes")
+	// Ray's columns without detail and with detail=true, nothing else (Ray's client
+	// refuses a column it does not know); raygo's whole rows with detail=all.
+	for query, want := range map[string][]string{
+		"":             {"is_head_node", "labels", "node_id", "node_ip", "node_name", "resources_total", "state", "state_message"},
+		"?detail=true": {"end_time_ms", "is_head_node", "labels", "node_id", "node_ip", "node_name", "resources_total", "start_time_ms", "state", "state_message"},
+	} {
+		for _, raw := range list(t, dashboard, "/api/v0/nodes"+query).Data.Result.Result {
+			var row map[string]any
+			if err := json.Unmarshal(raw, &row); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(maps.Keys(row)); !slices.Equal(got, want) {
+				t.Errorf("/api/v0/nodes%s: columns %v, want %v", query, got, want)
+			}
+		}
+	}
+	nodes := list(t, dashboard, "/api/v0/nodes?detail=all")
 	r := nodes.Data.Result
 	if nodes.Msg != "" || *r.Total != 2 || *r.NumAfterTruncation != 2 || *r.NumFiltered != 2 || len(r.Result) != 2 || r.PartialFailureWarning == nil {
 		t.Fatalf("nodes: %+v", nodes)
@@ -159,12 +177,12 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 	}
 
 	group := createGroup(t, c, "envelope", "PACK", gpus(1))
-	groups := list(t, dashboard, "/api/v0/placement_groups?filter_keys=placement_group_id&filter_predicates=%3D&filter_values="+group).Data.Result
+	groups := list(t, dashboard, "/api/v0/placement_groups?detail=all&filter_keys=placement_group_id&filter_predicates=%3D&filter_values="+group).Data.Result
 	var row map[string]any
 	if len(groups.Result) != 1 || json.Unmarshal(groups.Result[0], &row) != nil {
 		t.Fatalf("placement group %s: %d rows", group, len(groups.Result))
 	}
-	for _, field := range []string{"placement_group_id", "name", "creator_job_id", "state", "strategy", "is_detached", "bundles", "stats"} {
+	for _, field := range []string{"placement_group_id", "name", "creator_job_id", "state", "strategy", "is_detached", "bundles", "stats", "queue"} {
 		if _, ok := row[field]; !ok {
 			t.Errorf("placement group row has no %s: %v", field, row)
 		}
@@ -190,6 +208,7 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 
 	for path, want := range map[string]string{
 		"/api/v0/nodes?limit=10001": "exceeds the supported limit 10000",
+		"/api/v0/nodes?detail=yes":  "must be true, false or all",
 		"/api/v0/actors?filter_keys=nope&filter_predicates=%3D&filter_values=1": "filter column nope is not supported",
 	} {
 		code, body, _ := get(t, dashboard, path)
@@ -238,7 +257,7 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	t.Logf("the page showed the written activity after %s", took.Round(time.Millisecond))
 	// The state API the page reads says the same.
 	harness.Eventually(t, 10*time.Second, "the node row's measured activity", func() error {
-		for _, raw := range list(t, dashboard, "/api/v0/nodes?filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result {
+		for _, raw := range list(t, dashboard, "/api/v0/nodes?detail=all&filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result {
 			var node struct {
 				GPUs []struct {
 					SMActive    *float64 `json:"sm_active"`
