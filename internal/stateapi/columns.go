@@ -64,7 +64,7 @@ type rayRow interface {
 	rayColumns() []rayColumn
 }
 
-// Ray 2.60's NodeState, PlacementGroupState and ActorState.
+// Ray 2.60's NodeState, PlacementGroupState, ActorState and JobState.
 var (
 	nodeColumns = []rayColumn{{"node_id", false}, {"node_ip", false}, {"is_head_node", false}, {"state", false},
 		{"state_message", false}, {"node_name", false}, {"resources_total", false}, {"labels", false},
@@ -77,13 +77,19 @@ var (
 		{"placement_group_id", true}, {"repr_name", true}, {"num_restarts", true},
 		{"num_restarts_due_to_lineage_reconstruction", true}, {"num_restarts_due_to_node_preemption", true},
 		{"call_site", true}, {"label_selector", true}, {"fallback_strategy", true}}
+	// JobState's columns are JobDetails' (its base ones listed by JobState.list_columns).
+	jobColumns = []rayColumn{{"job_id", false}, {"submission_id", false}, {"type", false}, {"status", false},
+		{"entrypoint", false}, {"message", false}, {"error_type", false}, {"start_time", true}, {"end_time", true},
+		{"metadata", true}, {"runtime_env", true}, {"driver_info", false}, {"driver_agent_http_address", true},
+		{"driver_node_id", true}, {"driver_exit_code", true}}
 )
 
 func (Node) rayColumns() []rayColumn           { return nodeColumns }
 func (PlacementGroup) rayColumns() []rayColumn { return placementGroupColumns }
 func (Actor) rayColumns() []rayColumn          { return actorColumns }
+func (Job) rayColumns() []rayColumn            { return jobColumns }
 
-var _, _, _ rayRow = Node{}, PlacementGroup{}, Actor{}
+var _, _, _, _ rayRow = Node{}, PlacementGroup{}, Actor{}, Job{}
 
 // Project returns the rows with the columns asked: each row itself for Every, else a
 // JSON object of Ray's columns in the schema's order (null where raygo has no value).

@@ -39,6 +39,7 @@ func TestDetailSelectsRaysColumns(t *testing.T) {
 	node := FromNode(&pb.NodeInfo{NodeId: "n", State: pb.NodeState_ALIVE, StartTimeMs: 5, Gpus: []*pb.GPUInfo{{Index: 0}}})
 	group := FromPlacementGroup(&pb.PlacementGroupInfo{PlacementGroupId: "g", Name: "train", Queue: "team-a", PendingReasonCode: "Fragmented"})
 	actor := FromActor(&pb.ActorInfo{ActorId: "a", ClassName: "Counter", NumRestarts: 2})
+	job := FromJob(&pb.JobInfo{JobId: "01000000", DriverIp: "127.0.0.1", DriverPid: 42, StartTimeMs: 7})
 	for _, tc := range []struct {
 		name, detail string
 		row          []any
@@ -52,6 +53,9 @@ func TestDetailSelectsRaysColumns(t *testing.T) {
 		{"actor", "True", []any{actor}, []string{"actor_id", "class_name", "state", "job_id", "name", "node_id", "pid", "ray_namespace",
 			"serialized_runtime_env", "required_resources", "death_cause", "is_detached", "placement_group_id", "repr_name", "num_restarts",
 			"num_restarts_due_to_lineage_reconstruction", "num_restarts_due_to_node_preemption", "call_site", "label_selector", "fallback_strategy"}},
+		{"job", "", []any{job}, []string{"job_id", "submission_id", "type", "status", "entrypoint", "message", "error_type", "driver_info"}},
+		{"job", "true", []any{job}, []string{"job_id", "submission_id", "type", "status", "entrypoint", "message", "error_type", "start_time", "end_time",
+			"metadata", "runtime_env", "driver_info", "driver_agent_http_address", "driver_node_id", "driver_exit_code"}},
 	} {
 		t.Run(tc.name+" detail="+tc.detail, func(t *testing.T) {
 			options, err := ParseListOptions(url.Values{"detail": {tc.detail}})
@@ -66,6 +70,8 @@ func TestDetailSelectsRaysColumns(t *testing.T) {
 				listed, err = List([]PlacementGroup{row}, options)
 			case Actor:
 				listed, err = List([]Actor{row}, options)
+			case Job:
+				listed, err = List([]Job{row}, options)
 			}
 			if err != nil || len(listed.Result) != 1 {
 				t.Fatalf("%v, %d rows", err, len(listed.Result))

@@ -3,6 +3,7 @@ package stateapi
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -329,4 +330,48 @@ func FromQueue(q *pb.QueueStatus) Queue {
 			BorrowingLimit: limit, Usage: Float(r.Usage), Borrowed: Float(r.Borrowed), Lent: Float(r.Lent)})
 	}
 	return row
+}
+
+// Job is a driver's job in the shape of Ray's state API (`ray list jobs --format json`,
+// the fields of Ray's JobState a driver job has), plus its namespace. raygo has no
+// submitted jobs: every job is type DRIVER, RUNNING until its driver finishes.
+type Job struct {
+	JobID                  string            `json:"job_id"`
+	SubmissionID           *string           `json:"submission_id"`
+	Type                   string            `json:"type"`
+	Status                 string            `json:"status"`
+	Entrypoint             string            `json:"entrypoint"`
+	Message                *string           `json:"message"`
+	ErrorType              *string           `json:"error_type"`
+	StartTime              int64             `json:"start_time"`
+	EndTime                *int64            `json:"end_time"`
+	Metadata               map[string]string `json:"metadata"`
+	RuntimeEnv             map[string]any    `json:"runtime_env"`
+	DriverInfo             JobDriverInfo     `json:"driver_info"`
+	DriverAgentHTTPAddress *string           `json:"driver_agent_http_address"`
+	DriverNodeID           *string           `json:"driver_node_id"`
+	DriverExitCode         *int              `json:"driver_exit_code"`
+	Namespace              string            `json:"namespace"`
+}
+
+// JobDriverInfo is Ray's DriverInfo of a job: its id, the driver's address and pid.
+type JobDriverInfo struct {
+	ID            string `json:"id"`
+	NodeIPAddress string `json:"node_ip_address"`
+	PID           string `json:"pid"`
+}
+
+// FromJob is a job table row as a state-API row.
+func FromJob(j *pb.JobInfo) Job {
+	s := Job{JobID: j.JobId, Type: "DRIVER", Status: "RUNNING", Entrypoint: j.Entrypoint, StartTime: j.StartTimeMs,
+		Metadata: map[string]string{}, RuntimeEnv: map[string]any{}, Namespace: j.Namespace,
+		DriverInfo: JobDriverInfo{ID: j.JobId, NodeIPAddress: j.DriverIp, PID: strconv.FormatInt(j.DriverPid, 10)}}
+	if j.IsDead {
+		s.Status = "SUCCEEDED"
+	}
+	if j.EndTimeMs != 0 {
+		end := j.EndTimeMs
+		s.EndTime = &end
+	}
+	return s
 }

@@ -190,6 +190,18 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 	if actors := list(t, dashboard, "/api/v0/actors").Data.Result; *actors.Total != 0 || len(actors.Result) != 0 {
 		t.Errorf("actors: %d, want none", *actors.Total)
 	}
+	// A driver's job, RUNNING.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	job, err := harness.Dial(t, c.GCSAddress).Jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: "dash", DriverIp: "127.0.0.1", DriverPid: 42, Entrypoint: "train.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := list(t, dashboard, "/api/v0/jobs?detail=all&filter_keys=job_id&filter_predicates=%3D&filter_values="+job.Job.JobId).Data.Result
+	var jobRow map[string]any
+	if len(jobs.Result) != 1 || json.Unmarshal(jobs.Result[0], &jobRow) != nil || jobRow["status"] != "RUNNING" || jobRow["entrypoint"] != "train.py" || jobRow["namespace"] != "dash" {
+		t.Errorf("job %s: %d rows, %v", job.Job.JobId, len(jobs.Result), jobRow)
+	}
 
 	code, body, _ := get(t, dashboard, "/api/v0/cluster_status")
 	var status struct {
@@ -326,7 +338,7 @@ func TestDashboardNeedsTheToken(t *testing.T) {
 	token := strings.TrimSpace(string(raw))
 
 	paths := []string{"/", "/dashboard/", "/dashboard/app.js", "/dashboard/style.css", "/metrics",
-		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",
+		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/jobs", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",
 		"/api/v0/nodes?limit=1", "/no/such/path"}
 	for _, path := range paths {
 		for name, headers := range map[string][]string{
