@@ -305,6 +305,20 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	b.showPage("pending")
 	b.waitFor(10*time.Second, "the waiting group with its reason code", fmt.Sprintf(`(document.querySelector('tr[data-pending-id=%q]') || {innerText: ""}).innerText.includes("QuotaExceeded")`, waiting))
 	b.screenshot("pending")
+	// The same code for the same group in raygo status and in /metrics.
+	status, _, code := c.Run("status")
+	line := ""
+	for _, l := range strings.Split(status, "\n") {
+		if strings.Contains(l, "pg_"+waiting[:12]) {
+			line = l
+		}
+	}
+	if code != 0 || !strings.Contains(line, "[QuotaExceeded]") {
+		t.Errorf("raygo status's line of the waiting group %q lacks [QuotaExceeded] (exit %d):\n%s", line, code, status)
+	}
+	if _, metrics, _ := get(t, dashboard, "/metrics"); !strings.Contains(string(metrics), `raygo_pending_workloads{reason="QuotaExceeded"} 1`+"\n") {
+		t.Errorf("/metrics does not count the group as QuotaExceeded:\n%s", metrics)
+	}
 
 	b.showPage("queues")
 	b.waitFor(5*time.Second, "the queue's GPU usage", `(document.querySelector('[data-queue="everyone"]') || {innerText: ""}).innerText.includes("5 / 6")`)
