@@ -269,24 +269,25 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	t.Logf("the page showed the written activity after %s", took.Round(time.Millisecond))
 	// The state API the page reads says the same.
 	harness.Eventually(t, 10*time.Second, "the node row's measured activity", func() error {
-		for _, raw := range list(t, dashboard, "/api/v0/nodes?detail=all&filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result {
-			var node struct {
-				GPUs []struct {
-					SMActive    *float64 `json:"sm_active"`
-					FBUsedBytes *uint64  `json:"fb_used_bytes"`
-				} `json:"gpus"`
-			}
-			if err := json.Unmarshal(raw, &node); err != nil {
-				return err
-			}
-			for i, g := range node.GPUs {
-				if g.SMActive == nil || math.Abs(*g.SMActive-0.03) > 1e-9 || g.FBUsedBytes == nil || *g.FBUsedBytes != 3<<30 {
-					return fmt.Errorf("GPU %d: sm_active %v, fb_used_bytes %v", i, g.SMActive, g.FBUsedBytes)
-				}
-			}
-			return nil
+		workers := list(t, dashboard, "/api/v0/nodes?detail=all&filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result
+		if len(workers) != 1 {
+			return fmt.Errorf("%d worker node rows, want 1", len(workers))
 		}
-		return fmt.Errorf("no worker node row")
+		var node struct {
+			GPUs []struct {
+				SMActive    *float64 `json:"sm_active"`
+				FBUsedBytes *uint64  `json:"fb_used_bytes"`
+			} `json:"gpus"`
+		}
+		if err := json.Unmarshal(workers[0], &node); err != nil {
+			return err
+		}
+		for i, g := range node.GPUs {
+			if g.SMActive == nil || math.Abs(*g.SMActive-0.03) > 1e-9 || g.FBUsedBytes == nil || *g.FBUsedBytes != 3<<30 {
+				return fmt.Errorf("GPU %d: sm_active %v, fb_used_bytes %v", i, g.SMActive, g.FBUsedBytes)
+			}
+		}
+		return nil
 	})
 	// A MIG slice, carved for its group, is drawn on its GPU in the group's colour.
 	slice := createGroup(t, c, "dash-mig", "PACK", map[string]float64{"nvidia.com/mig-1g.10gb": 1})
