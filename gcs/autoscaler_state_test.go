@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/gcs/store"
@@ -687,4 +688,55 @@ func TestAllocatedIdleGPUsAreCountedByQueue(t *testing.T) {
 		}
 	}
 	t.Fatal("no raygo_gpus_allocated_idle")
+}
+
+// The raylets' last GPU activity sample, sent with every report, is in GetAllNodeInfo's
+// rows of ALIVE nodes (the state API and the dashboard read it there); a report without
+// one clears it, and it is never stored.
+func TestGPUActivityFromHeartbeatsIsListedWithTheNode(t *testing.T) {
+	memory := store.NewMemory()
+	f := newAutoscalerFixture(t, memory)
+	f.register(twoGPUNode("aaaa"))
+	activityOf := func() []*pb.GPUActivity {
+		reply, err := f.c.nodes.GetAllNodeInfo(context.Background(), &pb.GetAllNodeInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range reply.Nodes {
+			if n.NodeId == "aaaa" {
+				return n.GpuActivity
+			}
+		}
+		t.Fatal("aaaa not listed")
+		return nil
+	}
+	report := func(activity ...*pb.GPUActivity) {
+		t.Helper()
+		if _, err := f.c.nodes.ReportHeartbeat(context.Background(), &pb.ReportHeartbeatRequest{NodeId: "aaaa", Unchanged: true,
+			NodeSecret: f.secrets["aaaa"], GpuActivity: activity}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := activityOf(); len(got) != 0 {
+		t.Fatalf("activity before any report: %v", got)
+	}
+	sample := []*pb.GPUActivity{{GpuIndex: 0, HasSmActive: true, SmActive: 0.25, HasMemory: true, FbUsedBytes: 1 << 30}, {GpuIndex: 1, HasMemory: true}}
+	report(sample...)
+	if got := activityOf(); len(got) != 2 || !proto.Equal(got[0], sample[0]) || !proto.Equal(got[1], sample[1]) {
+		t.Fatalf("activity %v, want %v", got, sample)
+	}
+	rows, err := memory.GetAll(context.Background(), store.TableNodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range rows {
+		stored := &pb.NodeInfo{}
+		if err := proto.Unmarshal(raw, stored); err != nil || len(stored.GpuActivity) != 0 {
+			t.Fatalf("a stored node row holds activity (%v): %v", err, stored.GpuActivity)
+		}
+	}
+	report()
+	if got := activityOf(); len(got) != 0 {
+		t.Fatalf("activity after a report without it: %v", got)
+	}
 }

@@ -34,6 +34,7 @@ type dashboardSources struct {
 	nodes      *nodeManager
 	groups     *pgManager
 	actors     *actorManager
+	jobs       *jobManager
 	queues     queueService
 	autoscaler *autoscalerState
 	metrics    prometheus.Gatherer
@@ -75,6 +76,13 @@ func newDashboard(src dashboardSources) http.Handler {
 			return nil, err
 		}
 		return mapRows(reply.Actors, stateapi.FromActor), nil
+	}))
+	mux.HandleFunc("GET /api/v0/jobs", listHandler(func(ctx context.Context) ([]stateapi.Job, error) {
+		reply, err := src.jobs.GetAllJobInfo(ctx, &pb.GetAllJobInfoRequest{})
+		if err != nil {
+			return nil, err
+		}
+		return mapRows(reply.Jobs, stateapi.FromJob), nil
 	}))
 	mux.HandleFunc("GET /api/v0/cluster_status", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), dashboardCallTimeout)

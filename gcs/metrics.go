@@ -85,7 +85,7 @@ func newTableCollector(s *Server) *tableCollector {
 		groups:             d("raygo_placement_groups", "Placement groups by state (REMOVED ones while they are listed).", "state"),
 		pending:            d("raygo_pending_workloads", "PENDING and RESCHEDULING placement groups by pending-reason code (the one list of raygo's codes; empty: not tried yet).", "reason"),
 		pendingAge:         d("raygo_pending_workload_age_seconds", "How long the PENDING and RESCHEDULING placement groups have waited so far (since creation), as a histogram of the groups waiting now."),
-		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use, summed over the ALIVE nodes (FGD's measure: all of a node's free GPUs when the shape cannot run there, else its partly used GPUs and the free GPUs of islands too small); for shape mig-<profile>, the free compute slices of the MIG GPUs where no instance of the profile can be had now.", "shape"),
+		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use: the sum over the NVLink islands of the ALIVE nodes of (wholly free GPUs mod k); for shape mig-<profile>, the free compute slices of the MIG GPUs where no instance of the profile can be had now.", "shape"),
 		expected:           d("raygo_gpu_fragmentation_expected", "Expected free GPUs a request drawn from the recent workload could not use (FGD's expectation over the shapes the GCS saw asked)."),
 		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
 		queueUsage:         d("raygo_queue_usage", "What a queue's admitted groups hold, per resource.", "queue", "resource"),
@@ -162,9 +162,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(c.pendingAge, uint64(len(ages)), sum, buckets)
 	if view, err := buildView(c.s.nodes.schedulingNodes(), held); err == nil {
-		perShape, expected := placement.ClusterFragmentation(view.snapshot.Nodes(), placement.IslandShapes(fragmentationShapes...), &workload)
+		unschedulable, expected := placement.ClusterFragmentation(view.snapshot.Nodes(), fragmentationShapes, &workload)
 		for i, k := range fragmentationShapes {
-			gauge(c.unschedulable, perShape[i], strconv.Itoa(k))
+			gauge(c.unschedulable, float64(unschedulable[i]), strconv.Itoa(k))
 		}
 		// MIG slices by state, over the slot maps the raylets reported.
 		slices := map[string]float64{"held": 0, "idle": 0, "free": 0, "unusable": 0}

@@ -61,6 +61,9 @@ type nodeManager struct {
 	// idleGPUs is, per node, its raylet's last count of allocated GPUs idle for 10
 	// minutes, by placement group (ReportHeartbeatRequest.idle_gpus).
 	idleGPUs map[string]map[string]int32
+	// gpuActivity is, per ALIVE node, its raylet's last GPU activity sample
+	// (ReportHeartbeatRequest.gpu_activity), filled into GetAllNodeInfo's rows; not stored.
+	gpuActivity map[string][]*pb.GPUActivity
 	// lastWork is, per node, the last moment the GCS saw work on it (a bundle, a lease,
 	// an actor), or its registration: an idle node has been idle since then. Only work
 	// moves it, never a heartbeat that changes nothing (autoscaler_state.go).
@@ -110,6 +113,7 @@ func newNodeManager(deps nodeDeps) *nodeManager {
 		secrets:           map[string][sha256.Size]byte{},
 		lastReport:        map[string]time.Time{},
 		idleGPUs:          map[string]map[string]int32{},
+		gpuActivity:       map[string][]*pb.GPUActivity{},
 		lastWork:          map[string]time.Time{},
 		reportBusy:        map[string]bool{},
 		done:              make(chan struct{}),
@@ -231,6 +235,7 @@ func (m *nodeManager) markDead(nodeID, reason string) {
 	delete(m.lastReport, nodeID)
 	delete(m.lastWork, nodeID)
 	delete(m.reportBusy, nodeID)
+	delete(m.gpuActivity, nodeID)
 	if conn := m.rayletConns[nodeID]; conn != nil {
 		_ = conn.Close()
 		delete(m.rayletConns, nodeID)
@@ -506,6 +511,11 @@ func (m *nodeManager) ReportHeartbeat(ctx context.Context, req *pb.ReportHeartbe
 	} else {
 		delete(m.idleGPUs, req.NodeId)
 	}
+	if len(req.GpuActivity) > 0 {
+		m.gpuActivity[req.NodeId] = req.GpuActivity
+	} else {
+		delete(m.gpuActivity, req.NodeId)
+	}
 	// A keep-alive changes nothing, unless this GCS does not have the version it names
 	// (a restarted GCS, a lost report): the raylet is asked for a full report.
 	newer, hasMIG, sendFull := false, false, false
@@ -543,7 +553,13 @@ func (m *nodeManager) GetAllNodeInfo(ctx context.Context, req *pb.GetAllNodeInfo
 		if req.AliveOnly && n.State != pb.NodeState_ALIVE {
 			continue
 		}
-		out = append(out, proto.Clone(n).(*pb.NodeInfo))
+		row := proto.Clone(n).(*pb.NodeInfo)
+		if n.State == pb.NodeState_ALIVE {
+			for _, a := range m.gpuActivity[n.NodeId] {
+				row.GpuActivity = append(row.GpuActivity, proto.Clone(a).(*pb.GPUActivity))
+			}
+		}
+		out = append(out, row)
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {

@@ -181,7 +181,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
 	// As Ray's dashboard: a port already taken is a warning, not a failure.
 	s.dashboard = metricsserver.ServeWith(cfg.DashboardAddress, registry, cfg.AuthToken, s.log, newDashboard(dashboardSources{
-		nodes: s.nodes, groups: s.pgs, actors: s.actors, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry}))
+		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry}))
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

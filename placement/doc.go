@@ -65,7 +65,9 @@
 // measure: the expected number of a node's free GPUs that a task drawn from a workload
 // distribution (WorkloadDistribution; learned with WorkloadHistogram) could not use,
 // with the per-shape counts. With Request.Workload set, a scoring stage ranks feasible
-// nodes by how much their fragmentation would grow.
+// nodes by how much their fragmentation would grow. ClusterFragmentation gives the head's
+// figures: per gang size k, the free GPUs no k-GPU gang in one NVLink island can use (Σ over
+// islands of free GPUs mod k, raygo_gpus_free_unschedulable), and FGD's expectation.
 //
 // The subpackage placementsim holds a simulated cluster, machine models (DGX H100, PCIe
 // NVLink pairs, GB200 NVL72 trays) and seeded request streams for property tests, the

@@ -20,9 +20,10 @@ import (
 // islands too small for a task that needs one island).
 //
 // NodeFragmentation is the one function that computes it: per shape, how many free
-// GPUs are unusable (the per-shape free-but-unschedulable counts), and their expectation
-// under the shapes' weights. The scoring stage (Request.Workload, fragmentation_score.go)
-// and the trace replayer's FGD policy both call it.
+// GPUs are unusable, and their expectation under the shapes' weights. The scoring stage
+// (Request.Workload, fragmentation_score.go), the trace replayer's FGD policy and the
+// head's raygo_gpu_fragmentation_expected call it. raygo_gpus_free_unschedulable is a
+// plainer count over NVLink islands (ClusterFragmentation), sharing the island count.
 
 // LabelAcceleratorType is Ray's node label for the GPU model ("ray.io/accelerator-type",
 // e.g. "H100"); a workload shape or a bundle selects GPU models with it.
@@ -175,26 +176,7 @@ func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *Workload
 		return summary.partial
 	}
 	// One island: wholly free GPUs of islands with too few of them are unusable too.
-	var islands [MaxGPUsPerNode]int32
-	var counts [MaxGPUsPerNode]int
-	distinct := 0
-	for g, share := range node.GPUFree {
-		if share != resources.AmountScale {
-			continue
-		}
-		slot := 0
-		for slot < distinct && islands[slot] != node.GPUIslands[g] {
-			slot++
-		}
-		if slot == MaxGPUsPerNode {
-			continue // beyond a snapshot's largest node: not counted
-		}
-		if slot == distinct {
-			islands[slot] = node.GPUIslands[g]
-			distinct++
-		}
-		counts[slot]++
-	}
+	_, counts, distinct := freeGPUsByIsland(node)
 	fits, stranded := false, 0
 	for _, count := range counts[:distinct] {
 		if count >= shape.GPUs {
@@ -207,6 +189,34 @@ func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *Workload
 		return free
 	}
 	return summary.partial + resources.Amount(stranded)*resources.AmountScale
+}
+
+// freeGPUsByIsland counts the node's wholly free GPUs per NVLink island: island
+// islands[i] has counts[i] of them, for i < distinct (islands with none are left out),
+// in the order the islands first appear. A node without GPUIslands is one island, 0.
+func freeGPUsByIsland(node *FragmentationNode) (islands [MaxGPUsPerNode]int32, counts [MaxGPUsPerNode]int, distinct int) {
+	for g, share := range node.GPUFree {
+		if share != resources.AmountScale {
+			continue
+		}
+		island := int32(0)
+		if node.GPUIslands != nil {
+			island = node.GPUIslands[g]
+		}
+		slot := 0
+		for slot < distinct && islands[slot] != island {
+			slot++
+		}
+		if slot == MaxGPUsPerNode {
+			continue // beyond a snapshot's largest node: not counted
+		}
+		if slot == distinct {
+			islands[slot] = island
+			distinct++
+		}
+		counts[slot]++
+	}
+	return islands, counts, distinct
 }
 
 // WorkloadHistogram learns a workload distribution from the requests seen: a histogram
@@ -355,38 +365,48 @@ func shapeKey(s *WorkloadShape) string {
 		s.GPUFraction.String() + "/" + island + "/" + s.MIGProfile + "/" + s.Selector.String()
 }
 
-// IslandShapes are the whole-GPU shapes of the given sizes, each in one NVLink island (a
-// STRICT_PACK gang of k GPUs): the shapes `raygo_gpus_free_unschedulable` reports.
-func IslandShapes(sizes ...int) []WorkloadShape {
-	shapes := make([]WorkloadShape, len(sizes))
-	for i, k := range sizes {
-		shapes[i] = WorkloadShape{GPUs: k, OneIsland: true, Weight: 1}
+// ClusterFragmentation measures the live nodes' free GPUs. unschedulable[i] is, for a
+// gang of sizes[i] whole GPUs in one NVLink island, the free GPUs it could not use:
+// Σ over NVLink islands of (wholly free GPUs mod sizes[i]) — 100 nodes with one free
+// GPU each leave 100 to an 8-GPU gang, one island with 7 free leaves 3 to a 4-GPU gang.
+// A multi-node NVLink domain (Node.NVLinkDomain) is one island across its nodes; the
+// islands are counted as fragmentationNodeOf and freeGPUsByIsland (FGD's) see them. This
+// is raygo_gpus_free_unschedulable; it reads only GPUs, not CPUs or memory. expected
+// is FGD's expected fragmentation under workload (NodeFragmentation summed over the
+// nodes; 0 when workload is nil or has no shapes).
+func ClusterFragmentation(nodes []Node, sizes []int, workload *WorkloadDistribution) (unschedulable []int, expected float64) {
+	unschedulable = make([]int, len(sizes))
+	domains := map[string]int{} // a multi-node NVLink domain's free GPUs, over its nodes
+	addIsland := func(free int) {
+		for i, k := range sizes {
+			if k > 0 {
+				unschedulable[i] += free % k
+			}
+		}
 	}
-	return shapes
-}
-
-// ClusterFragmentation sums NodeFragmentation over the live nodes: per shape, the free
-// GPUs a request of that shape could not use (free but unschedulable for it: 100 nodes
-// with one free GPU each leave 100 of them to an 8-GPU gang); and the expected
-// fragmentation under workload (0 when it has no shapes).
-func ClusterFragmentation(nodes []Node, shapes []WorkloadShape, workload *WorkloadDistribution) (perShape []float64, expected float64) {
-	perShape = make([]float64, len(shapes))
-	each := make([]float64, len(shapes))
-	counts := &WorkloadDistribution{Shapes: shapes}
 	for i := range nodes {
 		if !nodes[i].Alive {
 			continue
 		}
 		node := fragmentationNodeOf(&nodes[i])
-		NodeFragmentation(&node, counts, each)
-		for s := range shapes {
-			perShape[s] += each[s]
+		islands, counts, distinct := freeGPUsByIsland(&node)
+		for slot, free := range counts[:distinct] {
+			// As the snapshot's topology: a domain node's listed GPUs with an NVLink peer
+			// are the domain's; a GPU without one is an island of its own.
+			if domain := nodes[i].NVLinkDomain; domain != "" && len(nodes[i].GPUs) > 0 && islands[slot] >= 0 {
+				domains[domain] += free
+			} else {
+				addIsland(free)
+			}
 		}
 		if workload != nil {
 			expected += NodeFragmentation(&node, workload, nil)
 		}
 	}
-	return perShape, expected
+	for _, free := range domains {
+		addIsland(free)
+	}
+	return unschedulable, expected
 }
 
 // fragmentationNodeOf is a node's free capacity as NodeFragmentation reads it. GPUs

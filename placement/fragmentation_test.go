@@ -236,12 +236,72 @@ func TestObserveRequestCountsAStrictPackGroupAsOneTask(t *testing.T) {
 	}
 }
 
-// The example reads right: 100 nodes of 8 GPUs (one NVLink island) with one
-// free GPU each leave 100 free GPUs no 2-, 4- or 8-GPU gang can use, and none for one
-// GPU. A node a shape can run on counts none of its wholly free GPUs in islands large
-// enough (FGD's measure: a node with 3 free leaves none to a 2-GPU gang); GPUs known by
-// count only are one island, GPUs without an NVLink peer islands of their own.
-func TestClusterFragmentationCountsFreeButUnschedulableGPUs(t *testing.T) {
+// raygo_gpus_free_unschedulable's formula: for a gang of k whole GPUs in one NVLink
+// island, Σ over the islands of (wholly free GPUs mod k). 100 nodes of 8 GPUs (one
+// island) with one free GPU each leave 100 free GPUs no 2-, 4- or 8-GPU gang can use and
+// none for one GPU; one island with 7 free leaves 3 to a 4-GPU gang (FGD's measure says
+// 0 there: the gang can run on the node).
+func TestClusterFragmentationCountsFreeGPUsModShapePerIsland(t *testing.T) {
+	sizes := []int{1, 2, 4, 8}
+	// dgx is an 8-GPU node whose GPUs g have island islandOf(g); free lists the free ones.
+	dgx := func(id string, islandOf func(g int) int, free ...int) placement.Node {
+		n := placement.Node{ID: placement.NodeID(id), Alive: true, Total: resources.Set{resources.GPU: 8 * resources.AmountScale},
+			Available: resources.Set{resources.GPU: resources.Amount(len(free)) * resources.AmountScale}}
+		for g := range 8 {
+			n.GPUs = append(n.GPUs, placement.GPU{Index: g, NVLinkIsland: islandOf(g), Rail: g})
+		}
+		for _, g := range free {
+			n.GPUs[g].Available = resources.AmountScale
+		}
+		return n
+	}
+	oneIsland := func(int) int { return 0 }
+	halves := func(g int) int { return g / 4 }
+	counted := func(id string, free resources.Amount) placement.Node {
+		return placement.Node{ID: placement.NodeID(id), Alive: true, Available: resources.Set{resources.GPU: free}}
+	}
+	hundred := make([]placement.Node, 100)
+	for i := range hundred {
+		hundred[i] = dgx(fmt.Sprintf("n%03d", i), oneIsland, 7)
+	}
+	partly := dgx("partly", oneIsland, 0, 1, 2)
+	partly.GPUs[3].Available = resources.AmountScale / 2 // half free: not a whole GPU
+	lonely := dgx("lonely", func(int) int { return -1 }, 0, 1, 2, 3)
+	rack := func(id string, free ...int) placement.Node {
+		n := dgx(id, oneIsland, free...)
+		n.NVLinkDomain = "nvl72-a"
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []placement.Node
+		want  []int
+	}{
+		{"nothing free", []placement.Node{dgx("a", oneIsland)}, []int{0, 0, 0, 0}},
+		{"the issue's 100 nodes with one free GPU each", hundred, []int{0, 100, 100, 100}},
+		{"7 free in one island", []placement.Node{dgx("a", oneIsland, 0, 1, 2, 3, 4, 5, 6)}, []int{0, 1, 3, 7}},
+		{"8 free in one island", []placement.Node{dgx("a", oneIsland, 0, 1, 2, 3, 4, 5, 6, 7)}, []int{0, 0, 0, 0}},
+		{"4 free in each of two islands of a node", []placement.Node{dgx("a", halves, 0, 1, 2, 3, 4, 5, 6, 7)}, []int{0, 0, 0, 8}},
+		{"3 and 2 free in two islands", []placement.Node{dgx("a", halves, 0, 1, 2, 4, 5)}, []int{0, 1, 5, 5}},
+		{"a partly used GPU is not free", []placement.Node{partly}, []int{0, 1, 3, 3}},
+		{"GPUs without an NVLink peer are islands of one", []placement.Node{lonely}, []int{0, 4, 4, 4}},
+		{"GPUs known by count are one island", []placement.Node{counted("c", 3*resources.AmountScale+resources.AmountScale/2)}, []int{0, 1, 3, 3}},
+		{"a dead node is not counted", []placement.Node{{ID: "dead", Available: resources.Set{resources.GPU: 3 * resources.AmountScale}}}, []int{0, 0, 0, 0}},
+		{"a multi-node NVLink domain is one island", []placement.Node{rack("r1", 0, 1, 2), rack("r2", 0, 1, 2, 3, 4)}, []int{0, 0, 0, 0}},
+		{"two nodes of no domain are two islands", []placement.Node{dgx("a", oneIsland, 0, 1, 2), dgx("b", oneIsland, 0, 1, 2, 3, 4)}, []int{0, 2, 4, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, expected := placement.ClusterFragmentation(tc.nodes, sizes, nil)
+			if !slices.Equal(got, tc.want) || expected != 0 {
+				t.Fatalf("unschedulable %v, expected %v; want %v and 0", got, expected, tc.want)
+			}
+		})
+	}
+}
+
+// ClusterFragmentation's expectation is FGD's (NodeFragmentation summed): for a workload
+// of 8-GPU gangs in one island, every free GPU of a node that cannot hold one.
+func TestClusterFragmentationExpectationIsFGDs(t *testing.T) {
 	var nodes []placement.Node
 	for i := range 100 {
 		n := placement.Node{ID: placement.NodeID(fmt.Sprintf("n%03d", i)), Alive: true, Total: resources.Set{resources.GPU: 8 * resources.AmountScale},
@@ -255,23 +315,15 @@ func TestClusterFragmentationCountsFreeButUnschedulableGPUs(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	// A dead node is not counted; a node known by count has its 3 free GPUs as one island;
-	// one whose 4 free GPUs have no NVLink peer is four islands of one.
-	nodes = append(nodes, placement.Node{ID: "dead", Available: resources.Set{resources.GPU: 8 * resources.AmountScale}},
-		placement.Node{ID: "counted", Alive: true, Available: resources.Set{resources.GPU: 3 * resources.AmountScale}})
-	lonely := placement.Node{ID: "lonely", Alive: true, Available: resources.Set{resources.GPU: 4 * resources.AmountScale}}
-	for g := range 4 {
-		lonely.GPUs = append(lonely.GPUs, placement.GPU{Index: g, NVLinkIsland: -1, Rail: -1, Available: resources.AmountScale})
-	}
-	nodes = append(nodes, lonely)
-	perShape, expected := placement.ClusterFragmentation(nodes, placement.IslandShapes(1, 2, 4, 8), nil)
-	want := []float64{0, 100 + 0 + 4, 100 + 3 + 4, 100 + 3 + 4}
-	if !slices.Equal(perShape, want) || expected != 0 {
-		t.Fatalf("per shape %v, expected %v; want %v and 0", perShape, expected, want)
-	}
-	workload := &placement.WorkloadDistribution{Shapes: placement.IslandShapes(8)}
-	if _, expected := placement.ClusterFragmentation(nodes, placement.IslandShapes(8), workload); expected != 107 {
+	nodes = append(nodes, placement.Node{ID: "counted", Alive: true, Available: resources.Set{resources.GPU: 7 * resources.AmountScale}})
+	gangs := &placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{{GPUs: 8, OneIsland: true, Weight: 1}}}
+	if _, expected := placement.ClusterFragmentation(nodes, []int{8}, gangs); expected != 107 {
 		t.Fatalf("expected fragmentation for a workload of 8-GPU gangs: %v, want 107", expected)
+	}
+	fours := &placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{{GPUs: 4, OneIsland: true, Weight: 1}}}
+	unschedulable, expected := placement.ClusterFragmentation(nodes, []int{4}, fours)
+	if expected != 100 || unschedulable[0] != 103 {
+		t.Fatalf("4-GPU gangs: expected %v, unschedulable %v; want 100 (FGD: the 7 free can take one) and 103 (7 mod 4 = 3 more)", expected, unschedulable)
 	}
 }
 

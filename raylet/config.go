@@ -80,9 +80,9 @@ type Config struct {
 	// a prepare that needs more fails. Default 60.
 	MIGRepartitionLimit int
 	// GPUActivity reads the GPUs' activity and memory use for /metrics (DCGM's metrics
-	// and raygo_raylet_gpus_allocated_idle); nil: not read. The raylet samples it in its own
-	// goroutine, only when it serves /metrics (MetricsAddress), and closes it when it
-	// stops.
+	// and raygo_raylet_gpus_allocated_idle, when MetricsAddress is set) and for the
+	// heartbeat (the head's allocated-versus-used figures); nil: not read. The raylet
+	// samples it in its own goroutine and closes it when it stops.
 	GPUActivity *gpu.ActivitySampler
 	// GPUActivityInterval is how often GPUActivity is sampled; 0 turns sampling off.
 	// Default 5 s.

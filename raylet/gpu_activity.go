@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/raylet/gpu"
 )
 
@@ -111,6 +112,25 @@ func (g *gpuActivity) idleGPUs() map[string]int32 {
 			}
 			out[group] = int32(n)
 		}
+	}
+	return out
+}
+
+// reported is the last sample as the heartbeat carries it: each measured GPU's and MIG
+// instance's SM activity and memory used (nil before the first sample).
+func (g *gpuActivity) reported() []*pb.GPUActivity {
+	sample, _ := g.snapshot()
+	var out []*pb.GPUActivity
+	for _, a := range sample {
+		busy, measured := a.SMBusy()
+		if !measured && !a.HasMemory {
+			continue
+		}
+		row := &pb.GPUActivity{GpuIndex: int32(a.GPU), HasSmActive: measured, SmActive: busy, HasMemory: a.HasMemory, FbUsedBytes: a.FBUsedBytes}
+		if a.MIG != nil {
+			row.MigDeviceUuid = a.MIG.DeviceUUID
+		}
+		out = append(out, row)
 	}
 	return out
 }

@@ -155,7 +155,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	if r.bundles.mig != nil {
 		go r.idleMIGLoop()
 	}
-	if cfg.GPUActivity != nil && cfg.GPUActivityInterval > 0 && cfg.MetricsAddress != "" {
+	if cfg.GPUActivity != nil && cfg.GPUActivityInterval > 0 {
 		go r.gpuActivityLoop()
 	}
 	if cfg.SpotMetadataURL != "" {
@@ -343,7 +343,7 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 	}
 	request.NodeSecret = r.nodeSecret
 	r.mu.Unlock()
-	request.IdleGpus = r.activity.idleGPUs()
+	request.IdleGpus, request.GpuActivity = r.activity.idleGPUs(), r.activity.reported()
 	reply, err := r.nodes.ReportHeartbeat(ctx, request)
 	if status.Code(err) == codes.NotFound {
 		// A GCS on a fresh store (the memory store after a restart) does not know us.

@@ -281,17 +281,22 @@ type listing[S any] struct {
 	row                         func(S) string // tab-separated, no newline
 }
 
-// runListing parses the flags every `raygo list` command shares (--address, --format),
-// fetches the rows from the GCS and prints them as JSON or as a table.
+// runListing parses the flags every `raygo list` command shares (--address, --format,
+// --detail), fetches the rows from the GCS and prints them as JSON or as a table.
 func runListing[S any](l listing[S], args []string, stdout io.Writer) error {
 	fs := newFlagSet(l.name, l.description, l.examples, stdout)
 	address := addressFlag(fs)
 	format := fs.String("format", "table", "output format: table or json")
+	detail := fs.String("detail", "all", "with --format json, the columns, as the state API's detail parameter: all (raygo's whole rows), false (Ray's base columns, as `ray list`) or true (every column of Ray's schema, as `ray list --detail`)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *format != "table" && *format != "json" {
 		return badInput("--format %q: must be table or json", *format)
+	}
+	columns, err := stateapi.ParseColumns(*detail)
+	if err != nil {
+		return badInput("--%v", err)
 	}
 	c, err := dialGCS(*address)
 	if err != nil {
@@ -305,9 +310,13 @@ func runListing[S any](l listing[S], args []string, stdout io.Writer) error {
 		return err
 	}
 	if *format == "json" {
+		projected, err := stateapi.Project(rows, columns)
+		if err != nil {
+			return err
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return enc.Encode(projected)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, l.header)

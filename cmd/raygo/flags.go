@@ -124,7 +124,7 @@ type nodeResourceFlags struct {
 func (f *nodeResourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mig, "mig", "off", "MIG mode of this node's GPUs: on (every GPU), off, or per GPU: 0:on,1:on (the others off). A GPU in MIG mode offers MIG slices (nvidia.com/mig-<profile>) instead of a whole GPU")
 	fs.DurationVar(&f.migIdle, "mig-idle-timeout", 5*time.Minute, "an idle MIG instance (released, kept for reuse by the same profile) is destroyed after this long")
-	fs.DurationVar(&f.gpuActivityInterval, "gpu-activity-interval", 5*time.Second, "how often the raylet samples its GPUs' activity and memory use for --metrics-export-port (DCGM's metrics, raygo_gpus_allocated_idle); 0 turns sampling off")
+	fs.DurationVar(&f.gpuActivityInterval, "gpu-activity-interval", 5*time.Second, "how often the raylet samples its GPUs' activity and memory use (DCGM's metrics on --metrics-export-port; sent to the head for raygo_gpus_allocated_idle and the dashboard); 0 turns sampling off")
 	fs.StringVar(&f.spotMetadataURL, "spot-metadata-url", os.Getenv("RAYGO_SPOT_METADATA_URL"), "instance metadata to watch for a spot interruption notice (EC2: http://169.254.169.254); on one the node drains itself with reason PREEMPTION and the notice's deadline, its bundles move and the autoscaler launches a replacement (default: RAYGO_SPOT_METADATA_URL, else none)")
 	fs.StringVar(&f.gpuSim, "gpu-sim", "", "simulate this node's GPUs instead of asking NVML: one of "+strings.Join(gpusim.SimulatedModels(), ", "))
 	fs.StringVar(&f.gpuRack, "gpu-sim-rack", "", "with --gpu-sim gb200-nvl72: the NVL72 rack (nodes of one rack share one multi-node NVLink domain); also sets the label "+nodelabel.Rack)

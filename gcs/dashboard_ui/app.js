@@ -65,6 +65,23 @@ function holders(groups) {
   return { byGPU, byDevice };
 }
 
+// used says what a GPU or MIG instance measurably does beside whether a bundle holds it:
+// "allocated, 3 % used" (SM activity from the raylet's last sample), and the memory in use.
+function used(d, held) {
+  const activity = d.sm_active === null || d.sm_active === undefined ? "use not measured" : `${Math.round(d.sm_active * 100)} % used`;
+  return `${held ? "allocated" : "free"}, ${activity}`;
+}
+
+function memory(d) {
+  return d.fb_used_bytes === null || d.fb_used_bytes === undefined ? null : `${(d.fb_used_bytes / 2 ** 30).toFixed(1)} GiB in use`;
+}
+
+// queueMark is the stripe and label of the queue a group is charged to (none without queues).
+function queueMark(holder) {
+  if (!holder || !holder.queue) return null;
+  return el("div", { class: "queue-mark", "data-pg-queue": holder.queue, style: `border-left-color:${colour("queue/" + holder.queue)}` }, holder.queue);
+}
+
 function resource(n, name) {
   const total = n.resources_total[name] || 0, free = n.resources_available[name] || 0;
   return total ? `${name} ${+(total - free).toFixed(2)}/${total}` : null;
@@ -72,27 +89,37 @@ function resource(n, name) {
 
 function drawCluster(nodes, groups) {
   const { byGPU, byDevice } = holders(groups);
-  const seen = new Map();
+  const seen = new Map(), queues = new Set();
+  const note = (holder) => {
+    if (!holder) return;
+    seen.set(holder.placement_group_id, holder);
+    if (holder.queue) queues.add(holder.queue);
+  };
   const cards = nodes.map((n) => {
     const gpus = n.gpus.map((g) => {
       const holder = byGPU.get(`${n.node_id}/${g.index}`);
-      if (holder) seen.set(holder.placement_group_id, holder);
+      note(holder);
       return el("div", {
         class: holder ? "gpu held" : "gpu", "data-gpu": g.index, "data-pg-id": holder ? holder.placement_group_id : null,
+        "data-pg-queue": holder && holder.queue ? holder.queue : null,
         style: holder ? `background:${colour(holder.placement_group_id)}` : null,
-        title: `${g.model} ${g.uuid}\nNVLink island ${g.nvlink_island}, rail ${g.rail}` + (holder ? `\nheld by ${holder.placement_group_id}` : ""),
+        title: `${g.model} ${g.uuid}\nNVLink island ${g.nvlink_island}, rail ${g.rail}` + (holder ? `\nheld by ${holder.placement_group_id}` : "") +
+          (holder && holder.queue ? ` (queue ${holder.queue})` : ""),
       }, el("div", { class: "idx" }, `GPU ${g.index}`), el("div", {}, holder ? (holder.name || short(holder.placement_group_id)) : "free"),
-      el("div", {}, `island ${g.nvlink_island}`));
+      el("div", { class: "used" }, used(g, holder)), memory(g) ? el("div", { class: "mem" }, memory(g)) : null,
+      queueMark(holder), el("div", { class: "island" }, `island ${g.nvlink_island}`));
     });
     const migs = n.mig_gpus.map((g) => el("div", { class: "gpu mig", "data-gpu": g.index, title: `${g.model} ${g.uuid} (MIG)` },
       el("div", { class: "idx" }, `GPU ${g.index} · MIG`),
       el("div", { class: "slices" }, g.instances.length ? g.instances.map((i) => {
         const holder = byDevice.get(i.device_uuid);
-        if (holder) seen.set(holder.placement_group_id, holder);
+        note(holder);
         return el("div", {
           class: i.held ? "slice" : "slice idle", "data-pg-id": holder ? holder.placement_group_id : null,
-          style: holder ? `background:${colour(holder.placement_group_id)}` : null,
-          title: `profile ${i.profile_id} at slice ${i.start}` + (i.held ? `, held${holder ? " by " + holder.placement_group_id : ""}` : ", idle"),
+          "data-pg-queue": holder && holder.queue ? holder.queue : null, "data-used": used(i, i.held),
+          style: holder ? `background:${colour(holder.placement_group_id)}` + (holder.queue ? `;border-bottom:4px solid ${colour("queue/" + holder.queue)}` : "") : null,
+          title: `profile ${i.profile_id} at slice ${i.start}` + (i.held ? `, held${holder ? " by " + holder.placement_group_id : ""}` : ", idle") +
+            (holder && holder.queue ? ` (queue ${holder.queue})` : "") + `\n${used(i, i.held)}` + (memory(i) ? `, ${memory(i)}` : ""),
         }, `p${i.profile_id}`);
       }) : el("span", { class: "empty" }, "no slices carved"))));
     const resources = ["CPU", "GPU", "memory"].map((r) => r === "memory" ? null : resource(n, r)).filter(Boolean).join(" · ");
@@ -104,7 +131,9 @@ function drawCluster(nodes, groups) {
   });
   document.getElementById("nodes").replaceChildren(...(cards.length ? cards : [el("p", { class: "empty" }, "no nodes yet")]));
   document.getElementById("legend").replaceChildren(...[...seen.values()].map((g) =>
-    el("span", {}, el("span", { class: "swatch", style: `background:${colour(g.placement_group_id)}` }), g.name || short(g.placement_group_id))));
+    el("span", { "data-pg-id": g.placement_group_id }, el("span", { class: "swatch", style: `background:${colour(g.placement_group_id)}` }),
+      g.name || short(g.placement_group_id), g.queue ? ` (queue ${g.queue})` : "")),
+  ...[...queues].sort().map((q) => el("span", { "data-pg-queue": q }, el("span", { class: "swatch stripe", style: `border-left-color:${colour("queue/" + q)}` }), `queue ${q}`)));
 }
 
 function drawGroups(groups, nodes) {
@@ -113,12 +142,13 @@ function drawGroups(groups, nodes) {
     el("td", { class: "mono", title: g.placement_group_id }, el("span", { class: "swatch", style: `background:${colour(g.placement_group_id)}` }), short(g.placement_group_id)),
     el("td", {}, g.name || "-"),
     el("td", { class: "state-" + g.state }, g.state),
+    el("td", { "data-pg-queue": g.queue || null }, g.queue ? el("span", { class: "swatch stripe", style: `border-left-color:${colour("queue/" + g.queue)}` }) : null, g.queue || "-"),
     el("td", {}, g.strategy),
     el("td", {}, g.stats.scheduling_state || "-"),
     el("td", {}, g.bundles.map((b) => el("div", { class: "mono" },
       `#${b.bundle_index} ${Object.entries(b.unit_resources).map(([k, v]) => `${k}:${v}`).join(",")} → `,
       b.node_id ? `${names.get(b.node_id) || short(b.node_id)} GPU[${b.cuda_visible_devices || "-"}]` : "not placed")))));
-  table(document.querySelector("#groups-table tbody"), rows, "no placement groups", 6);
+  table(document.querySelector("#groups-table tbody"), rows, "no placement groups", 7);
 }
 
 function drawPending(groups, actors) {
@@ -204,7 +234,8 @@ async function poll() {
   const updated = document.getElementById("updated");
   try {
     const [nodes, groups, actors, queues, status, latency] = await Promise.all([
-      getJSON("/api/v0/nodes?limit=10000"), getJSON("/api/v0/placement_groups?limit=10000"), getJSON("/api/v0/actors?limit=10000"),
+      getJSON("/api/v0/nodes?limit=10000&detail=all"), getJSON("/api/v0/placement_groups?limit=10000&detail=all"),
+      getJSON("/api/v0/actors?limit=10000&detail=all"),
       getJSON("/api/raygo/queues"), getJSON("/api/v0/cluster_status"), getJSON("/api/raygo/decision_latency")]);
     drawCluster(nodes.result, groups.result);
     drawGroups(groups.result, nodes.result);

@@ -52,18 +52,24 @@ type Filter struct {
 }
 
 // ListOptions are the query parameters of a listing that raygo reads, as Ray's
-// dashboard names them: limit, and filter_keys, filter_predicates and filter_values
-// (repeated, matched by position).
+// dashboard names them: limit, filter_keys, filter_predicates and filter_values
+// (repeated, matched by position), and detail (Columns).
 type ListOptions struct {
 	Limit   int
 	Filters []Filter
+	Columns Columns
 }
 
-// ParseListOptions reads a listing's query. Ray's other parameters (timeout, detail,
-// exclude_driver) are accepted and ignored: raygo's rows come from the GCS's memory and
-// always carry every field.
+// ParseListOptions reads a listing's query. Ray's other parameters (timeout,
+// exclude_driver) are accepted and ignored: raygo's rows come from the GCS's memory,
+// and it has no drivers' rows to exclude.
 func ParseListOptions(query url.Values) (ListOptions, error) {
 	options := ListOptions{Limit: DefaultLimit}
+	columns, err := ParseColumns(query.Get("detail"))
+	if err != nil {
+		return options, err
+	}
+	options.Columns = columns
 	if raw := query.Get("limit"); raw != "" {
 		limit, err := strconv.Atoi(raw)
 		if err != nil || limit < 0 {
@@ -87,12 +93,14 @@ func ParseListOptions(query url.Values) (ListOptions, error) {
 	return options, nil
 }
 
-// List filters rows and cuts them to the limit, as Ray's state API does. A filter may
-// name any top-level field of T whose value is a string, a number or a boolean
+// List filters rows, cuts them to the limit and keeps the columns options ask for
+// (Project), as Ray's state API does. A filter may name any top-level field of raygo's
+// row T whose value is a string, a number or a boolean, whichever columns are returned
 // (another column is refused whether or not there are rows); strings compare without
 // case, as Ray's.
 func List[T any](rows []T, options ListOptions) (ListResult, error) {
 	result := ListResult{Total: len(rows), NumAfterTruncation: len(rows), Result: []any{}}
+	var kept []T
 	columns := filterColumns(reflect.TypeFor[T]())
 	for _, f := range options.Filters {
 		if _, ok := columns[f.Column]; !ok {
@@ -112,10 +120,15 @@ func List[T any](rows []T, options ListOptions) (ListResult, error) {
 			continue
 		}
 		result.NumFiltered++
-		if len(result.Result) < options.Limit {
-			result.Result = append(result.Result, row)
+		if len(kept) < options.Limit {
+			kept = append(kept, row)
 		}
 	}
+	projected, err := Project(kept, options.Columns)
+	if err != nil {
+		return result, err
+	}
+	result.Result = append(result.Result, projected...)
 	if result.NumFiltered > options.Limit {
 		result.Warnings = []string{fmt.Sprintf("%d (> %d) rows matched; %d are returned: raise limit to see more", result.NumFiltered, options.Limit, options.Limit)}
 	}

@@ -3,6 +3,7 @@ package stateapi
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -62,6 +63,31 @@ type GPU struct {
 	NVLinkIsland int32  `json:"nvlink_island"`
 	Rail         int32  `json:"rail"`
 	NIC          string `json:"nic,omitempty"`
+	Used
+}
+
+// Used is what a GPU or MIG instance measurably does, from its raylet's last activity
+// sample: the share of SMs busy (0 to 1) and the memory in use; null when not measured
+// (no sample yet, no NVML, or a reading the device does not give).
+type Used struct {
+	SMActive    *Float  `json:"sm_active"`
+	FBUsedBytes *uint64 `json:"fb_used_bytes"`
+}
+
+func usedOf(a *pb.GPUActivity) Used {
+	var used Used
+	if a == nil {
+		return used
+	}
+	if a.HasSmActive {
+		busy := Float(a.SmActive)
+		used.SMActive = &busy
+	}
+	if a.HasMemory {
+		bytes := a.FbUsedBytes
+		used.FBUsedBytes = &bytes
+	}
+	return used
 }
 
 // MIGGPU is one GPU in MIG mode and the instances carved on it.
@@ -79,6 +105,7 @@ type MIGInstance struct {
 	Start      int32  `json:"start"`
 	Held       bool   `json:"held"`
 	DeviceUUID string `json:"device_uuid,omitempty"`
+	Used
 }
 
 // FromNode is a node table row as a state-API row.
@@ -90,14 +117,26 @@ func FromNode(n *pb.NodeInfo) Node {
 		RayletAddress: n.RayletAddress, StartTimeMs: n.StartTimeMs, EndTimeMs: n.EndTimeMs,
 		NVLinkDomain: n.NvlinkDomain, GPUs: []GPU{}, MIGGPUs: []MIGGPU{},
 	}
+	byGPU, byDevice := map[int32]*pb.GPUActivity{}, map[string]*pb.GPUActivity{}
+	for _, a := range n.GpuActivity {
+		if a.MigDeviceUuid != "" {
+			byDevice[a.MigDeviceUuid] = a
+		} else {
+			byGPU[a.GpuIndex] = a
+		}
+	}
 	for _, g := range n.Gpus {
 		s.GPUs = append(s.GPUs, GPU{Index: g.Index, UUID: g.Uuid, Model: g.Model, MemoryBytes: g.MemoryBytes,
-			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic})
+			PCIBusID: g.PciBusId, NVLinkIsland: g.NvlinkIsland, Rail: g.Rail, NIC: g.Nic, Used: usedOf(byGPU[g.Index])})
 	}
 	for _, g := range n.MigGpus {
 		m := MIGGPU{Index: g.Index, UUID: g.Uuid, Model: g.Model, Instances: []MIGInstance{}}
 		for _, i := range g.Instances {
-			m.Instances = append(m.Instances, MIGInstance{ProfileID: i.ProfileId, Start: i.Start, Held: i.Held, DeviceUUID: i.DeviceUuid})
+			var used Used
+			if i.DeviceUuid != "" {
+				used = usedOf(byDevice[i.DeviceUuid])
+			}
+			m.Instances = append(m.Instances, MIGInstance{ProfileID: i.ProfileId, Start: i.Start, Held: i.Held, DeviceUUID: i.DeviceUuid, Used: used})
 		}
 		s.MIGGPUs = append(s.MIGGPUs, m)
 	}
@@ -133,6 +172,8 @@ type PlacementGroup struct {
 	Bundles          []Bundle            `json:"bundles"`
 	Stats            PlacementGroupStats `json:"stats"`
 	PendingReason    string              `json:"pending_reason,omitempty"`
+	// Queue is the queue the group is charged to when the head runs with queues ("" without).
+	Queue string `json:"queue,omitempty"`
 	// PendingReasonCode and Rejections: why it waits, as a code of internal/pending and
 	// the nodes counted per reason.
 	PendingReasonCode string             `json:"pending_reason_code,omitempty"`
@@ -181,7 +222,7 @@ func FromPlacementGroup(g *pb.PlacementGroupInfo) PlacementGroup {
 	s := PlacementGroup{
 		PlacementGroupID: g.PlacementGroupId, Name: g.Name, Namespace: g.Namespace, CreatorJobID: g.CreatorJobId,
 		State: g.State.String(), Strategy: g.Strategy.String(), IsDetached: g.IsDetached, PendingReason: g.PendingReason,
-		Bundles: []Bundle{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions,
+		Bundles: []Bundle{}, PendingReasonCode: g.PendingReasonCode, Preemptions: g.Preemptions, Queue: g.Queue,
 	}
 	if n := g.LastPreemption; n != nil {
 		s.LastPreemption = &Preemption{Reason: n.Reason, PreemptorID: n.PreemptorId, TimeMs: n.TimeMs, DeadlineMs: n.DeadlineMs, Acknowledged: n.Acknowledged}
@@ -289,4 +330,48 @@ func FromQueue(q *pb.QueueStatus) Queue {
 			BorrowingLimit: limit, Usage: Float(r.Usage), Borrowed: Float(r.Borrowed), Lent: Float(r.Lent)})
 	}
 	return row
+}
+
+// Job is a driver's job in the shape of Ray's state API (`ray list jobs --format json`,
+// the fields of Ray's JobState a driver job has), plus its namespace. raygo has no
+// submitted jobs: every job is type DRIVER, RUNNING until its driver finishes.
+type Job struct {
+	JobID                  string            `json:"job_id"`
+	SubmissionID           *string           `json:"submission_id"`
+	Type                   string            `json:"type"`
+	Status                 string            `json:"status"`
+	Entrypoint             string            `json:"entrypoint"`
+	Message                *string           `json:"message"`
+	ErrorType              *string           `json:"error_type"`
+	StartTime              int64             `json:"start_time"`
+	EndTime                *int64            `json:"end_time"`
+	Metadata               map[string]string `json:"metadata"`
+	RuntimeEnv             map[string]any    `json:"runtime_env"`
+	DriverInfo             JobDriverInfo     `json:"driver_info"`
+	DriverAgentHTTPAddress *string           `json:"driver_agent_http_address"`
+	DriverNodeID           *string           `json:"driver_node_id"`
+	DriverExitCode         *int              `json:"driver_exit_code"`
+	Namespace              string            `json:"namespace"`
+}
+
+// JobDriverInfo is Ray's DriverInfo of a job: its id, the driver's address and pid.
+type JobDriverInfo struct {
+	ID            string `json:"id"`
+	NodeIPAddress string `json:"node_ip_address"`
+	PID           string `json:"pid"`
+}
+
+// FromJob is a job table row as a state-API row.
+func FromJob(j *pb.JobInfo) Job {
+	s := Job{JobID: j.JobId, Type: "DRIVER", Status: "RUNNING", Entrypoint: j.Entrypoint, StartTime: j.StartTimeMs,
+		Metadata: map[string]string{}, RuntimeEnv: map[string]any{}, Namespace: j.Namespace,
+		DriverInfo: JobDriverInfo{ID: j.JobId, NodeIPAddress: j.DriverIp, PID: strconv.FormatInt(j.DriverPid, 10)}}
+	if j.IsDead {
+		s.Status = "SUCCEEDED"
+	}
+	if j.EndTimeMs != 0 {
+		end := j.EndTimeMs
+		s.EndTime = &end
+	}
+	return s
 }

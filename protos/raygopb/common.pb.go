@@ -111,8 +111,12 @@ type NodeInfo struct {
 	// The host name of the node's machine (Ray's node_manager_hostname); node_name
 	// defaults to the IP, as Ray's.
 	NodeManagerHostname string `protobuf:"bytes,20,opt,name=node_manager_hostname,json=nodeManagerHostname,proto3" json:"node_manager_hostname,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The raylet's last GPU activity sample (ReportHeartbeatRequest.gpu_activity): what
+	// the GPUs and MIG instances measurably do, beside what bundles hold. Not stored: the
+	// GCS keeps the last report in memory and fills it in GetAllNodeInfo's replies.
+	GpuActivity   []*GPUActivity `protobuf:"bytes,21,rep,name=gpu_activity,json=gpuActivity,proto3" json:"gpu_activity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -285,6 +289,104 @@ func (x *NodeInfo) GetNodeManagerHostname() string {
 	return ""
 }
 
+func (x *NodeInfo) GetGpuActivity() []*GPUActivity {
+	if x != nil {
+		return x.GpuActivity
+	}
+	return nil
+}
+
+// GPUActivity is one whole GPU's or MIG instance's last measured activity (raylet
+// sampling through NVML, as DCGM's metrics).
+type GPUActivity struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NVML index of the GPU (a MIG instance's parent GPU).
+	GpuIndex int32 `protobuf:"varint,1,opt,name=gpu_index,json=gpuIndex,proto3" json:"gpu_index,omitempty"`
+	// A MIG instance's device UUID ("MIG-…"); empty for a whole GPU.
+	MigDeviceUuid string `protobuf:"bytes,2,opt,name=mig_device_uuid,json=migDeviceUuid,proto3" json:"mig_device_uuid,omitempty"`
+	// has_sm_active: sm_active was measured, the share of SMs busy 0 to 1 (DCGM_FI_PROF_SM_ACTIVE
+	// through GPM), else the share of time a kernel ran (NVML utilization rates).
+	HasSmActive bool    `protobuf:"varint,3,opt,name=has_sm_active,json=hasSmActive,proto3" json:"has_sm_active,omitempty"`
+	SmActive    float64 `protobuf:"fixed64,4,opt,name=sm_active,json=smActive,proto3" json:"sm_active,omitempty"`
+	// has_memory: fb_used_bytes, the frame buffer in use, was measured.
+	HasMemory     bool   `protobuf:"varint,5,opt,name=has_memory,json=hasMemory,proto3" json:"has_memory,omitempty"`
+	FbUsedBytes   uint64 `protobuf:"varint,6,opt,name=fb_used_bytes,json=fbUsedBytes,proto3" json:"fb_used_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUActivity) Reset() {
+	*x = GPUActivity{}
+	mi := &file_common_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUActivity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUActivity) ProtoMessage() {}
+
+func (x *GPUActivity) ProtoReflect() protoreflect.Message {
+	mi := &file_common_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUActivity.ProtoReflect.Descriptor instead.
+func (*GPUActivity) Descriptor() ([]byte, []int) {
+	return file_common_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GPUActivity) GetGpuIndex() int32 {
+	if x != nil {
+		return x.GpuIndex
+	}
+	return 0
+}
+
+func (x *GPUActivity) GetMigDeviceUuid() string {
+	if x != nil {
+		return x.MigDeviceUuid
+	}
+	return ""
+}
+
+func (x *GPUActivity) GetHasSmActive() bool {
+	if x != nil {
+		return x.HasSmActive
+	}
+	return false
+}
+
+func (x *GPUActivity) GetSmActive() float64 {
+	if x != nil {
+		return x.SmActive
+	}
+	return 0
+}
+
+func (x *GPUActivity) GetHasMemory() bool {
+	if x != nil {
+		return x.HasMemory
+	}
+	return false
+}
+
+func (x *GPUActivity) GetFbUsedBytes() uint64 {
+	if x != nil {
+		return x.FbUsedBytes
+	}
+	return 0
+}
+
 // MIGGPUInfo is one GPU in MIG mode and the MIG instances carved on it.
 type MIGGPUInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -299,7 +401,7 @@ type MIGGPUInfo struct {
 
 func (x *MIGGPUInfo) Reset() {
 	*x = MIGGPUInfo{}
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +413,7 @@ func (x *MIGGPUInfo) String() string {
 func (*MIGGPUInfo) ProtoMessage() {}
 
 func (x *MIGGPUInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[1]
+	mi := &file_common_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +426,7 @@ func (x *MIGGPUInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MIGGPUInfo.ProtoReflect.Descriptor instead.
 func (*MIGGPUInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{1}
+	return file_common_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MIGGPUInfo) GetIndex() int32 {
@@ -372,7 +474,7 @@ type MIGInstanceInfo struct {
 
 func (x *MIGInstanceInfo) Reset() {
 	*x = MIGInstanceInfo{}
-	mi := &file_common_proto_msgTypes[2]
+	mi := &file_common_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +486,7 @@ func (x *MIGInstanceInfo) String() string {
 func (*MIGInstanceInfo) ProtoMessage() {}
 
 func (x *MIGInstanceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[2]
+	mi := &file_common_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +499,7 @@ func (x *MIGInstanceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MIGInstanceInfo.ProtoReflect.Descriptor instead.
 func (*MIGInstanceInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{2}
+	return file_common_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MIGInstanceInfo) GetProfileId() int32 {
@@ -452,7 +554,7 @@ type GPUInfo struct {
 
 func (x *GPUInfo) Reset() {
 	*x = GPUInfo{}
-	mi := &file_common_proto_msgTypes[3]
+	mi := &file_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +566,7 @@ func (x *GPUInfo) String() string {
 func (*GPUInfo) ProtoMessage() {}
 
 func (x *GPUInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[3]
+	mi := &file_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +579,7 @@ func (x *GPUInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GPUInfo.ProtoReflect.Descriptor instead.
 func (*GPUInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{3}
+	return file_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GPUInfo) GetIndex() int32 {
@@ -559,7 +661,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_common_proto_msgTypes[4]
+	mi := &file_common_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +673,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_common_proto_msgTypes[4]
+	mi := &file_common_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +686,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_common_proto_rawDescGZIP(), []int{4}
+	return file_common_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *JobInfo) GetJobId() string {
@@ -661,7 +763,7 @@ var File_common_proto protoreflect.FileDescriptor
 
 const file_common_proto_rawDesc = "" +
 	"\n" +
-	"\fcommon.proto\x12\braygo.v1\"\xa0\b\n" +
+	"\fcommon.proto\x12\braygo.v1\"\xda\b\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
 	"\anode_ip\x18\x02 \x01(\tR\x06nodeIp\x12\x1b\n" +
@@ -685,7 +787,8 @@ const file_common_proto_rawDesc = "" +
 	"\x04gpus\x18\x11 \x03(\v2\x11.raygo.v1.GPUInfoR\x04gpus\x12#\n" +
 	"\rnvlink_domain\x18\x12 \x01(\tR\fnvlinkDomain\x12/\n" +
 	"\bmig_gpus\x18\x13 \x03(\v2\x14.raygo.v1.MIGGPUInfoR\amigGpus\x122\n" +
-	"\x15node_manager_hostname\x18\x14 \x01(\tR\x13nodeManagerHostname\x1aA\n" +
+	"\x15node_manager_hostname\x18\x14 \x01(\tR\x13nodeManagerHostname\x128\n" +
+	"\fgpu_activity\x18\x15 \x03(\v2\x15.raygo.v1.GPUActivityR\vgpuActivity\x1aA\n" +
 	"\x13ResourcesTotalEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aE\n" +
@@ -694,7 +797,15 @@ const file_common_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd6\x01\n" +
+	"\vGPUActivity\x12\x1b\n" +
+	"\tgpu_index\x18\x01 \x01(\x05R\bgpuIndex\x12&\n" +
+	"\x0fmig_device_uuid\x18\x02 \x01(\tR\rmigDeviceUuid\x12\"\n" +
+	"\rhas_sm_active\x18\x03 \x01(\bR\vhasSmActive\x12\x1b\n" +
+	"\tsm_active\x18\x04 \x01(\x01R\bsmActive\x12\x1d\n" +
+	"\n" +
+	"has_memory\x18\x05 \x01(\bR\thasMemory\x12\"\n" +
+	"\rfb_used_bytes\x18\x06 \x01(\x04R\vfbUsedBytes\"\x85\x01\n" +
 	"\n" +
 	"MIGGPUInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
@@ -751,31 +862,33 @@ func file_common_proto_rawDescGZIP() []byte {
 }
 
 var file_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_common_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_common_proto_goTypes = []any{
 	(NodeState)(0),          // 0: raygo.v1.NodeState
 	(*NodeInfo)(nil),        // 1: raygo.v1.NodeInfo
-	(*MIGGPUInfo)(nil),      // 2: raygo.v1.MIGGPUInfo
-	(*MIGInstanceInfo)(nil), // 3: raygo.v1.MIGInstanceInfo
-	(*GPUInfo)(nil),         // 4: raygo.v1.GPUInfo
-	(*JobInfo)(nil),         // 5: raygo.v1.JobInfo
-	nil,                     // 6: raygo.v1.NodeInfo.ResourcesTotalEntry
-	nil,                     // 7: raygo.v1.NodeInfo.ResourcesAvailableEntry
-	nil,                     // 8: raygo.v1.NodeInfo.LabelsEntry
+	(*GPUActivity)(nil),     // 2: raygo.v1.GPUActivity
+	(*MIGGPUInfo)(nil),      // 3: raygo.v1.MIGGPUInfo
+	(*MIGInstanceInfo)(nil), // 4: raygo.v1.MIGInstanceInfo
+	(*GPUInfo)(nil),         // 5: raygo.v1.GPUInfo
+	(*JobInfo)(nil),         // 6: raygo.v1.JobInfo
+	nil,                     // 7: raygo.v1.NodeInfo.ResourcesTotalEntry
+	nil,                     // 8: raygo.v1.NodeInfo.ResourcesAvailableEntry
+	nil,                     // 9: raygo.v1.NodeInfo.LabelsEntry
 }
 var file_common_proto_depIdxs = []int32{
 	0, // 0: raygo.v1.NodeInfo.state:type_name -> raygo.v1.NodeState
-	6, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
-	7, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
-	8, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
-	4, // 4: raygo.v1.NodeInfo.gpus:type_name -> raygo.v1.GPUInfo
-	2, // 5: raygo.v1.NodeInfo.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
-	3, // 6: raygo.v1.MIGGPUInfo.instances:type_name -> raygo.v1.MIGInstanceInfo
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	7, // 1: raygo.v1.NodeInfo.resources_total:type_name -> raygo.v1.NodeInfo.ResourcesTotalEntry
+	8, // 2: raygo.v1.NodeInfo.resources_available:type_name -> raygo.v1.NodeInfo.ResourcesAvailableEntry
+	9, // 3: raygo.v1.NodeInfo.labels:type_name -> raygo.v1.NodeInfo.LabelsEntry
+	5, // 4: raygo.v1.NodeInfo.gpus:type_name -> raygo.v1.GPUInfo
+	3, // 5: raygo.v1.NodeInfo.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	2, // 6: raygo.v1.NodeInfo.gpu_activity:type_name -> raygo.v1.GPUActivity
+	4, // 7: raygo.v1.MIGGPUInfo.instances:type_name -> raygo.v1.MIGInstanceInfo
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_common_proto_init() }
@@ -789,7 +902,7 @@ func file_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_common_proto_rawDesc), len(file_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -279,7 +279,10 @@ type ReportHeartbeatRequest struct {
 	// Whole GPUs bundles hold on the node whose SM activity stayed under 10 % for 10
 	// minutes, by placement group id (raygo_gpus_allocated_idle); sent with every report,
 	// keep-alives too. Empty when the raylet does not sample GPU activity.
-	IdleGpus      map[string]int32 `protobuf:"bytes,8,rep,name=idle_gpus,json=idleGpus,proto3" json:"idle_gpus,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	IdleGpus map[string]int32 `protobuf:"bytes,8,rep,name=idle_gpus,json=idleGpus,proto3" json:"idle_gpus,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The last GPU activity sample, every GPU and MIG instance measured; sent with every
+	// report, keep-alives too. Empty when the raylet does not sample GPU activity.
+	GpuActivity   []*GPUActivity `protobuf:"bytes,9,rep,name=gpu_activity,json=gpuActivity,proto3" json:"gpu_activity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +369,13 @@ func (x *ReportHeartbeatRequest) GetNodeSecret() string {
 func (x *ReportHeartbeatRequest) GetIdleGpus() map[string]int32 {
 	if x != nil {
 		return x.IdleGpus
+	}
+	return nil
+}
+
+func (x *ReportHeartbeatRequest) GetGpuActivity() []*GPUActivity {
+	if x != nil {
+		return x.GpuActivity
 	}
 	return nil
 }
@@ -1849,7 +1859,7 @@ const file_gcs_proto_rawDesc = "" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
 	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\x12\x1f\n" +
 	"\vnode_secret\x18\x03 \x01(\tR\n" +
-	"nodeSecret\"\xb1\x04\n" +
+	"nodeSecret\"\xeb\x04\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +
@@ -1859,7 +1869,8 @@ const file_gcs_proto_rawDesc = "" +
 	"\tunchanged\x18\x06 \x01(\bR\tunchanged\x12\x1f\n" +
 	"\vnode_secret\x18\a \x01(\tR\n" +
 	"nodeSecret\x12K\n" +
-	"\tidle_gpus\x18\b \x03(\v2..raygo.v1.ReportHeartbeatRequest.IdleGpusEntryR\bidleGpus\x1aE\n" +
+	"\tidle_gpus\x18\b \x03(\v2..raygo.v1.ReportHeartbeatRequest.IdleGpusEntryR\bidleGpus\x128\n" +
+	"\fgpu_activity\x18\t \x03(\v2\x15.raygo.v1.GPUActivityR\vgpuActivity\x1aE\n" +
 	"\x17ResourcesAvailableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a;\n" +
@@ -2027,58 +2038,60 @@ var file_gcs_proto_goTypes = []any{
 	nil,                               // 36: raygo.v1.ReportHeartbeatRequest.IdleGpusEntry
 	(*NodeInfo)(nil),                  // 37: raygo.v1.NodeInfo
 	(*MIGGPUInfo)(nil),                // 38: raygo.v1.MIGGPUInfo
-	(*JobInfo)(nil),                   // 39: raygo.v1.JobInfo
+	(*GPUActivity)(nil),               // 39: raygo.v1.GPUActivity
+	(*JobInfo)(nil),                   // 40: raygo.v1.JobInfo
 }
 var file_gcs_proto_depIdxs = []int32{
 	37, // 0: raygo.v1.RegisterNodeRequest.node:type_name -> raygo.v1.NodeInfo
 	35, // 1: raygo.v1.ReportHeartbeatRequest.resources_available:type_name -> raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntry
 	38, // 2: raygo.v1.ReportHeartbeatRequest.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	36, // 3: raygo.v1.ReportHeartbeatRequest.idle_gpus:type_name -> raygo.v1.ReportHeartbeatRequest.IdleGpusEntry
-	37, // 4: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
-	37, // 5: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
-	39, // 6: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
-	39, // 7: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
-	0,  // 8: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
-	2,  // 9: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
-	4,  // 10: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
-	6,  // 11: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
-	8,  // 12: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
-	10, // 13: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
-	12, // 14: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
-	14, // 15: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
-	16, // 16: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
-	18, // 17: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
-	20, // 18: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
-	22, // 19: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
-	24, // 20: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
-	26, // 21: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
-	28, // 22: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
-	30, // 23: raygo.v1.ExecutableService.HasExecutable:input_type -> raygo.v1.HasExecutableRequest
-	32, // 24: raygo.v1.ExecutableService.UploadExecutable:input_type -> raygo.v1.ExecutableChunk
-	34, // 25: raygo.v1.ExecutableService.DownloadExecutable:input_type -> raygo.v1.DownloadExecutableRequest
-	1,  // 26: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
-	3,  // 27: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
-	5,  // 28: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
-	7,  // 29: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
-	9,  // 30: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
-	11, // 31: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
-	13, // 32: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
-	15, // 33: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
-	17, // 34: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
-	19, // 35: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
-	21, // 36: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
-	23, // 37: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
-	25, // 38: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
-	27, // 39: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
-	29, // 40: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
-	31, // 41: raygo.v1.ExecutableService.HasExecutable:output_type -> raygo.v1.HasExecutableReply
-	33, // 42: raygo.v1.ExecutableService.UploadExecutable:output_type -> raygo.v1.UploadExecutableReply
-	32, // 43: raygo.v1.ExecutableService.DownloadExecutable:output_type -> raygo.v1.ExecutableChunk
-	26, // [26:44] is the sub-list for method output_type
-	8,  // [8:26] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	39, // 4: raygo.v1.ReportHeartbeatRequest.gpu_activity:type_name -> raygo.v1.GPUActivity
+	37, // 5: raygo.v1.GetAllNodeInfoReply.nodes:type_name -> raygo.v1.NodeInfo
+	37, // 6: raygo.v1.DrainNodeReply.node:type_name -> raygo.v1.NodeInfo
+	40, // 7: raygo.v1.AddJobReply.job:type_name -> raygo.v1.JobInfo
+	40, // 8: raygo.v1.GetAllJobInfoReply.jobs:type_name -> raygo.v1.JobInfo
+	0,  // 9: raygo.v1.NodeInfoService.GetClusterInfo:input_type -> raygo.v1.GetClusterInfoRequest
+	2,  // 10: raygo.v1.NodeInfoService.RegisterNode:input_type -> raygo.v1.RegisterNodeRequest
+	4,  // 11: raygo.v1.NodeInfoService.ReportHeartbeat:input_type -> raygo.v1.ReportHeartbeatRequest
+	6,  // 12: raygo.v1.NodeInfoService.GetAllNodeInfo:input_type -> raygo.v1.GetAllNodeInfoRequest
+	8,  // 13: raygo.v1.NodeInfoService.DrainNode:input_type -> raygo.v1.DrainNodeRequest
+	10, // 14: raygo.v1.NodeInfoService.UnregisterNode:input_type -> raygo.v1.UnregisterNodeRequest
+	12, // 15: raygo.v1.InternalKVService.KVGet:input_type -> raygo.v1.KVGetRequest
+	14, // 16: raygo.v1.InternalKVService.KVPut:input_type -> raygo.v1.KVPutRequest
+	16, // 17: raygo.v1.InternalKVService.KVDel:input_type -> raygo.v1.KVDelRequest
+	18, // 18: raygo.v1.InternalKVService.KVKeys:input_type -> raygo.v1.KVKeysRequest
+	20, // 19: raygo.v1.InternalKVService.KVExists:input_type -> raygo.v1.KVExistsRequest
+	22, // 20: raygo.v1.JobInfoService.AddJob:input_type -> raygo.v1.AddJobRequest
+	24, // 21: raygo.v1.JobInfoService.RenewJobLease:input_type -> raygo.v1.RenewJobLeaseRequest
+	26, // 22: raygo.v1.JobInfoService.MarkJobFinished:input_type -> raygo.v1.MarkJobFinishedRequest
+	28, // 23: raygo.v1.JobInfoService.GetAllJobInfo:input_type -> raygo.v1.GetAllJobInfoRequest
+	30, // 24: raygo.v1.ExecutableService.HasExecutable:input_type -> raygo.v1.HasExecutableRequest
+	32, // 25: raygo.v1.ExecutableService.UploadExecutable:input_type -> raygo.v1.ExecutableChunk
+	34, // 26: raygo.v1.ExecutableService.DownloadExecutable:input_type -> raygo.v1.DownloadExecutableRequest
+	1,  // 27: raygo.v1.NodeInfoService.GetClusterInfo:output_type -> raygo.v1.GetClusterInfoReply
+	3,  // 28: raygo.v1.NodeInfoService.RegisterNode:output_type -> raygo.v1.RegisterNodeReply
+	5,  // 29: raygo.v1.NodeInfoService.ReportHeartbeat:output_type -> raygo.v1.ReportHeartbeatReply
+	7,  // 30: raygo.v1.NodeInfoService.GetAllNodeInfo:output_type -> raygo.v1.GetAllNodeInfoReply
+	9,  // 31: raygo.v1.NodeInfoService.DrainNode:output_type -> raygo.v1.DrainNodeReply
+	11, // 32: raygo.v1.NodeInfoService.UnregisterNode:output_type -> raygo.v1.UnregisterNodeReply
+	13, // 33: raygo.v1.InternalKVService.KVGet:output_type -> raygo.v1.KVGetReply
+	15, // 34: raygo.v1.InternalKVService.KVPut:output_type -> raygo.v1.KVPutReply
+	17, // 35: raygo.v1.InternalKVService.KVDel:output_type -> raygo.v1.KVDelReply
+	19, // 36: raygo.v1.InternalKVService.KVKeys:output_type -> raygo.v1.KVKeysReply
+	21, // 37: raygo.v1.InternalKVService.KVExists:output_type -> raygo.v1.KVExistsReply
+	23, // 38: raygo.v1.JobInfoService.AddJob:output_type -> raygo.v1.AddJobReply
+	25, // 39: raygo.v1.JobInfoService.RenewJobLease:output_type -> raygo.v1.RenewJobLeaseReply
+	27, // 40: raygo.v1.JobInfoService.MarkJobFinished:output_type -> raygo.v1.MarkJobFinishedReply
+	29, // 41: raygo.v1.JobInfoService.GetAllJobInfo:output_type -> raygo.v1.GetAllJobInfoReply
+	31, // 42: raygo.v1.ExecutableService.HasExecutable:output_type -> raygo.v1.HasExecutableReply
+	33, // 43: raygo.v1.ExecutableService.UploadExecutable:output_type -> raygo.v1.UploadExecutableReply
+	32, // 44: raygo.v1.ExecutableService.DownloadExecutable:output_type -> raygo.v1.ExecutableChunk
+	27, // [27:45] is the sub-list for method output_type
+	9,  // [9:27] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_gcs_proto_init() }

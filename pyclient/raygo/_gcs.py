@@ -19,8 +19,6 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 import grpc
 
 from raygo._proto import (
-    actor_pb2,
-    actor_pb2_grpc,
     autoscaler_pb2,
     autoscaler_pb2_grpc,
     gcs_pb2,
@@ -121,7 +119,6 @@ class GcsClient:
         self._nodes = gcs_pb2_grpc.NodeInfoServiceStub(channel)
         self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
         self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)
-        self._actors = actor_pb2_grpc.ActorInfoServiceStub(channel)
         self._autoscaler = autoscaler_pb2_grpc.AutoscalerStateServiceStub(channel)
         # What Ray records as the driver's node IP: the address this machine reaches the GCS from.
         self.driver_ip = _driver_ip(host)
@@ -299,9 +296,6 @@ class GcsClient:
             self._autoscaler.GetClusterResourceState,
             autoscaler_pb2.GetClusterResourceStateRequest(),
         ).cluster_resource_state
-
-    def all_actors(self) -> Sequence[Any]:
-        return self.call("list actors", self._actors.GetAllActorInfo, actor_pb2.GetAllActorInfoRequest()).actors
 
     # --- placement groups --------------------------------------------------------------
 

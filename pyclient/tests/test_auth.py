@@ -1,6 +1,6 @@
 """The cluster token (RAYGO_AUTH_MODE=token): a driver without it is refused with an
 AuthenticationError naming RAYGO_AUTH_TOKEN; with it (in the environment or in the token
-file) it places groups as usual."""
+file) it places groups as usual and reads the state API."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import raygo
 from raygo.exceptions import AuthenticationError
+from raygo.util import state
 from raygo.util.placement_group import placement_group, remove_placement_group
 
 from conftest import Cluster
@@ -48,6 +49,8 @@ def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, 
         raygo.init(address=cluster.address)
         pg = placement_group([{"CPU": 1}], strategy="PACK")
         assert pg.wait(timeout_seconds=30)
+        # ray.util.state reads the head's /api/v0, which wants the token too: it sends it.
+        assert state.get_placement_group(pg.id.hex()).state == "CREATED"
         remove_placement_group(pg)
     finally:
         raygo.shutdown()

@@ -178,3 +178,17 @@ def test_webui_url_is_the_heads_dashboard_port(tmp_path) -> None:  # type: ignor
     finally:
         raygo.shutdown()
         cluster.stop()
+
+
+def test_the_state_api_needs_the_heads_dashboard_port(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from raygo.util import state
+
+    cluster = Cluster(tmp_path)
+    cluster.start_head("--num-cpus", "1", "--dashboard-port", "-1")
+    try:
+        raygo.init(address=cluster.address)
+        with pytest.raises(state.RayStateApiException, match="serves no dashboard port"):
+            state.list_nodes()
+    finally:
+        raygo.shutdown()
+        cluster.stop()

@@ -150,6 +150,12 @@ def test_state_api(driver: Cluster) -> None:
     assert len(state.list_nodes(limit=2)) == 2
     with pytest.raises(ValueError, match="filter column"):
         state.list_nodes(filters=[("no_such_column", "=", "x")])
+    # The head filters and limits (its /api/v0, as raygo list and the dashboard): a field of
+    # its rows beyond Ray's is a column too, and its limit is Ray's.
+    assert [n.node_id for n in state.list_nodes(filters=[("is_draining", "=", False), ("is_head_node", "=", True)])] == [
+        head_node_id(driver)]
+    with pytest.raises(ValueError, match="exceeds the supported limit 10000"):
+        state.list_nodes(limit=10001)
 
     pg = placement_group([{"CPU": 1}, {"CPU": 1}], name="listed")
     assert pg.wait(10)

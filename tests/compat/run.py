@@ -10,6 +10,11 @@ a Ray user runs it: RAY_ADDRESS names the cluster.
 It runs only inside a network namespace whose one interface is loopback (scripts/compat.sh
 creates one): otherwise it stops before starting anything.
 
+Scripts in RAY_CLIENT_SCRIPTS are no comparison: they run once, with Ray's Python, as Ray's
+own clients (the `ray` CLI, ray.util.state) of the raygo cluster's head, and check their
+expectations themselves (they print `COMPAT-OK`). When only such scripts are asked for, no
+Ray cluster is started.
+
 Prints one `PASS <script>` or `FAIL <script>` line per script (a failure lists the outcomes
 that differ), then `compat: N passed, M failed`. Exit status 1 if any failed.
 
@@ -34,8 +39,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-# Every script of tests/compat but the harness.
-SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("compat_lib", "run", "bench"))
+# Every script of tests/compat but the harness and status_golden.py (it writes the `raygo
+# status` golden files from Ray's formatter; it is run by hand, not compared).
+SCRIPTS = sorted(p.stem for p in HERE.glob("*.py") if p.stem not in ("compat_lib", "run", "bench", "status_golden"))
+# Ray's own clients against the raygo head (not compared with a Ray cluster).
+RAY_CLIENT_SCRIPTS = {"ray_state_cli"}
 NODES = [("a", True), ("b", False), ("c", False), ("c", False)]  # (zone, is head)
 CPUS_PER_NODE = 4
 OBJECT_STORE_BYTES = 100 * 1024 * 1024
@@ -139,15 +147,16 @@ def start_ray(processes: Processes, ray_python: str, tmp: Path) -> str:
     return address
 
 
-def start_raygo(processes: Processes, tmp: Path) -> str:
+def start_raygo(processes: Processes, tmp: Path) -> Tuple[str, str]:
+    """Starts the raygo cluster; returns its GCS address and its head's dashboard URL."""
     raygo = ROOT / "bin" / "raygo"
     if not raygo.exists():
         raise RuntimeError(f"{raygo} not found: run `make build`")
-    port = free_port()
+    port, dashboard_port = free_port(), free_port()
     address = f"127.0.0.1:{port}"
     for i, (zone, head) in enumerate(NODES):
         ready = tmp / f"raygo-{i}.json"
-        where = ["--head", "--port", str(port)] if head else ["--address", address]
+        where = ["--head", "--port", str(port), "--dashboard-port", str(dashboard_port)] if head else ["--address", address]
         processes.start([str(raygo), "start", "--block", *where, "--temp-dir", str(tmp / "raygo"),
                          "--ready-file", str(ready), "--num-cpus", str(CPUS_PER_NODE), "--labels", f"zone={zone}",
                          "--object-store-memory", str(OBJECT_STORE_BYTES)],
@@ -157,7 +166,26 @@ def start_raygo(processes: Processes, tmp: Path) -> str:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"raygo node {i} did not come up; see {tmp}/raygo-{i}.log")
             time.sleep(0.05)
-    return address
+    return address, f"http://127.0.0.1:{dashboard_port}"
+
+
+def run_ray_client_script(name: str, ray_python: str, raygo_python: str, address: str, dashboard: str) -> str:
+    """Runs one of RAY_CLIENT_SCRIPTS; returns "" when it passed, else why not."""
+    env = dict(os.environ, COMPAT_ADDRESS=address, COMPAT_DASHBOARD=dashboard, COMPAT_RAYGO_PYTHON=raygo_python,
+               PYTHONUNBUFFERED="1", **RAY_ENV)
+    env.pop("RAYGO_ADDRESS", None)
+    env.pop("RAY_ADDRESS", None)
+    try:
+        out = subprocess.run([ray_python, str(HERE / f"{name}.py")], capture_output=True, text=True, env=env,
+                             cwd=HERE, timeout=300, check=False)
+    except subprocess.TimeoutExpired:
+        return "timed out after 300 s"
+    if os.environ.get("COMPAT_DEBUG"):
+        print(f"--- {name}, stderr:\n{out.stderr[-6000:]}")
+    last = out.stdout.strip().splitlines()[-1:]
+    if out.returncode == 0 and last and last[0].startswith("COMPAT-OK "):
+        return ""
+    return f"exit status {out.returncode}\n{out.stdout[-1000:]}{out.stderr[-3000:]}"
 
 
 def run_script(name: str, python: str, backend: str, address: str) -> Tuple[Optional[Dict[str, Any]], str]:
@@ -221,9 +249,19 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="raygo-compat-") as tmp_name:
         tmp = Path(tmp_name)
         try:
-            ray_address = start_ray(processes, args.ray_python, tmp)
-            raygo_address = start_raygo(processes, tmp)
+            compared = [name for name in args.scripts if name not in RAY_CLIENT_SCRIPTS]
+            ray_address = start_ray(processes, args.ray_python, tmp) if compared else ""
+            raygo_address, raygo_dashboard = start_raygo(processes, tmp)
             for name in args.scripts:
+                if name in RAY_CLIENT_SCRIPTS:
+                    error = run_ray_client_script(name, args.ray_python, args.raygo_python, raygo_address, raygo_dashboard)
+                    if error:
+                        print(f"FAIL {name}\n  {error}", flush=True)
+                        failed += 1
+                    else:
+                        print(f"PASS {name} (Ray's clients against raygo)", flush=True)
+                        passed += 1
+                    continue
                 ray_result, ray_error = run_script(name, args.ray_python, "ray", ray_address)
                 raygo_result, raygo_error = run_script(name, args.raygo_python, "raygo", raygo_address)
                 if ray_result is None or raygo_result is None:

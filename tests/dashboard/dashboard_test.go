@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/raylet/gpu/gpusim"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
 
@@ -74,7 +78,7 @@ func list(t *testing.T, base, path string, headers ...string) listReply {
 }
 
 // startCluster starts a head serving the dashboard (with one queue) and one simulated
-// DGX H100 whose GPU 7 is in MIG mode; it returns the cluster and the dashboard's host:port once both nodes are
+// DGX H100 whose GPU 7 is in MIG mode, sampling its GPUs' activity every 200ms; it returns the cluster and the dashboard's host:port once both nodes are
 // listed.
 func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 	t.Helper()
@@ -84,7 +88,7 @@ func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 		t.Fatal(err)
 	}
 	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
-	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on")
+	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on", "--gpu-activity-interval", "200ms")
 	return c, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
@@ -123,7 +127,23 @@ func TestDashboard(t *testing.T) {
 // The state API answers in Ray's envelope with Ray's fields, honours limit and
 // filters, and refuses a bad query with result false and the reason in msg.
 func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
-	nodes := list(t, dashboard, "/api/v0/nodes")
+	// Ray's columns without detail and with detail=true, nothing else (Ray's client
+	// refuses a column it does not know); raygo's whole rows with detail=all.
+	for query, want := range map[string][]string{
+		"":             {"is_head_node", "labels", "node_id", "node_ip", "node_name", "resources_total", "state", "state_message"},
+		"?detail=true": {"end_time_ms", "is_head_node", "labels", "node_id", "node_ip", "node_name", "resources_total", "start_time_ms", "state", "state_message"},
+	} {
+		for _, raw := range list(t, dashboard, "/api/v0/nodes"+query).Data.Result.Result {
+			var row map[string]any
+			if err := json.Unmarshal(raw, &row); err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Sorted(maps.Keys(row)); !slices.Equal(got, want) {
+				t.Errorf("/api/v0/nodes%s: columns %v, want %v", query, got, want)
+			}
+		}
+	}
+	nodes := list(t, dashboard, "/api/v0/nodes?detail=all")
 	r := nodes.Data.Result
 	if nodes.Msg != "" || *r.Total != 2 || *r.NumAfterTruncation != 2 || *r.NumFiltered != 2 || len(r.Result) != 2 || r.PartialFailureWarning == nil {
 		t.Fatalf("nodes: %+v", nodes)
@@ -157,18 +177,30 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 	}
 
 	group := createGroup(t, c, "envelope", "PACK", gpus(1))
-	groups := list(t, dashboard, "/api/v0/placement_groups?filter_keys=placement_group_id&filter_predicates=%3D&filter_values="+group).Data.Result
+	groups := list(t, dashboard, "/api/v0/placement_groups?detail=all&filter_keys=placement_group_id&filter_predicates=%3D&filter_values="+group).Data.Result
 	var row map[string]any
 	if len(groups.Result) != 1 || json.Unmarshal(groups.Result[0], &row) != nil {
 		t.Fatalf("placement group %s: %d rows", group, len(groups.Result))
 	}
-	for _, field := range []string{"placement_group_id", "name", "creator_job_id", "state", "strategy", "is_detached", "bundles", "stats"} {
+	for _, field := range []string{"placement_group_id", "name", "creator_job_id", "state", "strategy", "is_detached", "bundles", "stats", "queue"} {
 		if _, ok := row[field]; !ok {
 			t.Errorf("placement group row has no %s: %v", field, row)
 		}
 	}
 	if actors := list(t, dashboard, "/api/v0/actors").Data.Result; *actors.Total != 0 || len(actors.Result) != 0 {
 		t.Errorf("actors: %d, want none", *actors.Total)
+	}
+	// A driver's job, RUNNING.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	job, err := harness.Dial(t, c.GCSAddress).Jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: "dash", DriverIp: "127.0.0.1", DriverPid: 42, Entrypoint: "train.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := list(t, dashboard, "/api/v0/jobs?detail=all&filter_keys=job_id&filter_predicates=%3D&filter_values="+job.Job.JobId).Data.Result
+	var jobRow map[string]any
+	if len(jobs.Result) != 1 || json.Unmarshal(jobs.Result[0], &jobRow) != nil || jobRow["status"] != "RUNNING" || jobRow["entrypoint"] != "train.py" || jobRow["namespace"] != "dash" {
+		t.Errorf("job %s: %d rows, %v", job.Job.JobId, len(jobs.Result), jobRow)
 	}
 
 	code, body, _ := get(t, dashboard, "/api/v0/cluster_status")
@@ -188,6 +220,7 @@ func testStateAPIEnvelope(t *testing.T, c *harness.Cluster, dashboard string) {
 
 	for path, want := range map[string]string{
 		"/api/v0/nodes?limit=10001": "exceeds the supported limit 10000",
+		"/api/v0/nodes?detail=yes":  "must be true, false or all",
 		"/api/v0/actors?filter_keys=nope&filter_predicates=%3D&filter_values=1": "filter column nope is not supported",
 	} {
 		code, body, _ := get(t, dashboard, path)
@@ -211,9 +244,51 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	group := createGroup(t, c, "dash-train", "STRICT_PACK", gpus(2), gpus(2))
 	took := b.waitFor(5*time.Second, "the new group's 4 GPUs coloured", fmt.Sprintf(`document.querySelectorAll('.gpu[data-pg-id=%q]').length === 4`, group))
 	t.Logf("the page showed the new group after %s", took.Round(time.Millisecond))
-	if legend := b.text("#legend"); !strings.Contains(legend, "dash-train") {
-		t.Errorf("legend %q does not name dash-train", legend)
+	if legend := b.text("#legend"); !strings.Contains(legend, "dash-train") || !strings.Contains(legend, "queue everyone") {
+		t.Errorf("legend %q does not name dash-train and its queue", legend)
 	}
+	// Labelled by queue besides group: the group's GPUs carry its queue.
+	b.waitFor(5*time.Second, "the group's GPUs marked with its queue", fmt.Sprintf(`document.querySelectorAll('.gpu[data-pg-id=%q][data-pg-queue="everyone"] .queue-mark').length === 4`, group))
+
+	// Allocated versus used: the simulated GPUs do what the control file says; the raylet
+	// samples it and the heartbeat carries it to the head.
+	control := filepath.Join(c.Workers[0].SessionDir, gpusim.ActivityFileName)
+	if err := gpusim.WriteSimActivity(control, gpusim.SimActivityFile{GPUs: map[string]gpusim.SimActivity{
+		"*": {SMActive: 0.03, GrEngineActive: 0.03, FBUsedBytes: 3 << 30},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	usedText := func(selector string) string {
+		return fmt.Sprintf(`Array.from(document.querySelectorAll(%q)).map((g) => g.querySelector(".used").innerText + " | " + ((g.querySelector(".mem") || {}).innerText || "")).join("\n")`, selector)
+	}
+	took = b.waitFor(15*time.Second, "each GPU's measured use beside its allocation", fmt.Sprintf(`(() => {
+		const held = %s.split("\n"), free = %s.split("\n");
+		return held.length === 4 && held.every((s) => s === "allocated, 3 %% used | 3.0 GiB in use") &&
+			free.length > 0 && free.every((s) => s === "free, 3 %% used | 3.0 GiB in use");
+	})()`, usedText(fmt.Sprintf(`.gpu[data-pg-id=%q]`, group)), usedText(`.gpu[data-gpu]:not(.mig):not(.held)`)))
+	t.Logf("the page showed the written activity after %s", took.Round(time.Millisecond))
+	// The state API the page reads says the same.
+	harness.Eventually(t, 10*time.Second, "the node row's measured activity", func() error {
+		workers := list(t, dashboard, "/api/v0/nodes?detail=all&filter_keys=is_head_node&filter_predicates=%3D&filter_values=false").Data.Result.Result
+		if len(workers) != 1 {
+			return fmt.Errorf("%d worker node rows, want 1", len(workers))
+		}
+		var node struct {
+			GPUs []struct {
+				SMActive    *float64 `json:"sm_active"`
+				FBUsedBytes *uint64  `json:"fb_used_bytes"`
+			} `json:"gpus"`
+		}
+		if err := json.Unmarshal(workers[0], &node); err != nil {
+			return err
+		}
+		for i, g := range node.GPUs {
+			if g.SMActive == nil || math.Abs(*g.SMActive-0.03) > 1e-9 || g.FBUsedBytes == nil || *g.FBUsedBytes != 3<<30 {
+				return fmt.Errorf("GPU %d: sm_active %v, fb_used_bytes %v", i, g.SMActive, g.FBUsedBytes)
+			}
+		}
+		return nil
+	})
 	// A MIG slice, carved for its group, is drawn on its GPU in the group's colour.
 	slice := createGroup(t, c, "dash-mig", "PACK", map[string]float64{"nvidia.com/mig-1g.10gb": 1})
 	b.waitFor(10*time.Second, "the MIG slice coloured", fmt.Sprintf(`document.querySelectorAll('.slice[data-pg-id=%q]').length === 1`, slice))
@@ -221,8 +296,8 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 
 	b.showPage("groups")
 	b.waitFor(5*time.Second, "the group's row, CREATED", fmt.Sprintf(`(document.querySelector('tr[data-pg-id=%q]') || {innerText: ""}).innerText.includes("CREATED")`, group))
-	if row := b.text(fmt.Sprintf(`tr[data-pg-id=%q]`, group)); !strings.Contains(row, "STRICT_PACK") || !strings.Contains(row, "dash-train") {
-		t.Errorf("group row %q: want its name and strategy", row)
+	if row := b.text(fmt.Sprintf(`tr[data-pg-id=%q]`, group)); !strings.Contains(row, "STRICT_PACK") || !strings.Contains(row, "dash-train") || !strings.Contains(row, "everyone") {
+		t.Errorf("group row %q: want its name, strategy and queue", row)
 	}
 	b.screenshot("placement-groups")
 
@@ -231,6 +306,20 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 	b.showPage("pending")
 	b.waitFor(10*time.Second, "the waiting group with its reason code", fmt.Sprintf(`(document.querySelector('tr[data-pending-id=%q]') || {innerText: ""}).innerText.includes("QuotaExceeded")`, waiting))
 	b.screenshot("pending")
+	// The same code for the same group in raygo status and in /metrics.
+	status, _, code := c.Run("status")
+	line := ""
+	for _, l := range strings.Split(status, "\n") {
+		if strings.Contains(l, "pg_"+waiting[:12]) {
+			line = l
+		}
+	}
+	if code != 0 || !strings.Contains(line, "[QuotaExceeded]") {
+		t.Errorf("raygo status's line of the waiting group %q lacks [QuotaExceeded] (exit %d):\n%s", line, code, status)
+	}
+	if _, metrics, _ := get(t, dashboard, "/metrics"); !strings.Contains(string(metrics), `raygo_pending_workloads{reason="QuotaExceeded"} 1`+"\n") {
+		t.Errorf("/metrics does not count the group as QuotaExceeded:\n%s", metrics)
+	}
 
 	b.showPage("queues")
 	b.waitFor(5*time.Second, "the queue's GPU usage", `(document.querySelector('[data-queue="everyone"]') || {innerText: ""}).innerText.includes("5 / 6")`)
@@ -264,7 +353,7 @@ func TestDashboardNeedsTheToken(t *testing.T) {
 	token := strings.TrimSpace(string(raw))
 
 	paths := []string{"/", "/dashboard/", "/dashboard/app.js", "/dashboard/style.css", "/metrics",
-		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",
+		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/jobs", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",
 		"/api/v0/nodes?limit=1", "/no/such/path"}
 	for _, path := range paths {
 		for name, headers := range map[string][]string{

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,15 @@ func TestHeadAndThreeRayletsRegisterWithResourcesAndLabels(t *testing.T) {
 		if _, ok := nodes[0][key]; !ok {
 			t.Errorf("list nodes JSON lacks Ray's field %q", key)
 		}
+	}
+	// --detail false: Ray's base columns only, as `ray list nodes --format json`.
+	stdout, stderr, code = c.Run("list", "nodes", "--format", "json", "--detail", "false")
+	var base []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &base); code != 0 || err != nil || len(base) != 4 {
+		t.Fatalf("list nodes --detail false: exit %d, %v: %s%s", code, err, stdout, stderr)
+	}
+	if got, want := slices.Sorted(maps.Keys(base[0])), []string{"is_head_node", "labels", "node_id", "node_ip", "node_name", "resources_total", "state", "state_message"}; !slices.Equal(got, want) {
+		t.Errorf("list nodes --detail false: columns %v, want Ray's base columns %v", got, want)
 	}
 	head := nodes[0]
 	if head["is_head_node"] != true || head["node_id"] != c.Head.NodeID {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -69,7 +70,8 @@ func value(families map[string]*dto.MetricFamily, name, label, labelValue string
 // an 8-GPU STRICT_PACK gang
 // waits as Fragmented (8 GPUs free, no island of 8), and the head's /metrics says so:
 // 8 free GPUs no 8-GPU gang can use, nodes, GPUs, groups by state, pending by reason,
-// decision latency and commit outcomes.
+// decision latency and commit outcomes; raygo status and the state API (the dashboard's
+// source) give the gang the same reason code.
 func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	t.Parallel()
 	port := harness.FreePort(t)
@@ -147,6 +149,36 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	})
 	// raygo status shows the same fragmentation, read from this /metrics, and the queues.
 	status, _, code := c.Run("status")
+	// The same reason code for the same waiting gang in the three views: /metrics counts it
+	// above; raygo status names it on the gang's line, and the state API (the dashboard's
+	// Pending page reads it) in its row.
+	gangLine := ""
+	for _, line := range strings.Split(status, "\n") {
+		if strings.Contains(line, "pg_"+gang[:12]) {
+			gangLine = line
+		}
+	}
+	if !strings.Contains(gangLine, "[Fragmented]") {
+		t.Errorf("raygo status's line of the gang %q lacks [Fragmented]:\n%s", gangLine, status)
+	}
+	rows, err := http.Get("http://" + dashboard + "/api/v0/placement_groups?detail=all&filter_keys=placement_group_id&filter_predicates=%3D&filter_values=" + gang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed struct {
+		Data struct {
+			Result struct {
+				Result []struct {
+					PendingReasonCode string `json:"pending_reason_code"`
+				} `json:"result"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(rows.Body).Decode(&listed)
+	rows.Body.Close()
+	if got := listed.Data.Result.Result; err != nil || len(got) != 1 || got[0].PendingReasonCode != "Fragmented" {
+		t.Errorf("the state API's row of the gang: %+v (%v), want pending_reason_code Fragmented", got, err)
+	}
 	if code != 0 || !strings.Contains(status, " 8 GPU(s) of 8-GPU islands\n") || !strings.Contains(status, "Queues\n") ||
 		!strings.Contains(status, "everyone") || !strings.Contains(status, " H100: 16.0 total, 8.0 allocated, 8.0 free\n") {
 		t.Errorf("raygo status lacks the fragmentation, queues or GPUs by model:\n%s", status)

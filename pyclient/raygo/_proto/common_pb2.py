@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x63ommon.proto\x12\x08raygo.v1\"\x87\x06\n\x08NodeInfo\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07node_ip\x18\x02 \x01(\t\x12\x11\n\tnode_name\x18\x03 \x01(\t\x12\x14\n\x0cis_head_node\x18\x04 \x01(\x08\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.raygo.v1.NodeState\x12?\n\x0fresources_total\x18\x06 \x03(\x0b\x32&.raygo.v1.NodeInfo.ResourcesTotalEntry\x12G\n\x13resources_available\x18\x07 \x03(\x0b\x32*.raygo.v1.NodeInfo.ResourcesAvailableEntry\x12.\n\x06labels\x18\x08 \x03(\x0b\x32\x1e.raygo.v1.NodeInfo.LabelsEntry\x12\x16\n\x0eraylet_address\x18\t \x01(\t\x12\x16\n\x0egossip_address\x18\n \x01(\t\x12\x13\n\x0bis_draining\x18\x0b \x01(\x08\x12\x14\n\x0c\x64rain_reason\x18\x0c \x01(\t\x12\x15\n\rstart_time_ms\x18\r \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x0e \x01(\x03\x12\x14\n\x0c\x64\x65\x61th_reason\x18\x0f \x01(\t\x12\x15\n\rstate_message\x18\x10 \x01(\t\x12\x1f\n\x04gpus\x18\x11 \x03(\x0b\x32\x11.raygo.v1.GPUInfo\x12\x15\n\rnvlink_domain\x18\x12 \x01(\t\x12&\n\x08mig_gpus\x18\x13 \x03(\x0b\x32\x14.raygo.v1.MIGGPUInfo\x12\x1d\n\x15node_manager_hostname\x18\x14 \x01(\t\x1a\x35\n\x13ResourcesTotalEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"f\n\nMIGGPUInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12,\n\tinstances\x18\x04 \x03(\x0b\x32\x19.raygo.v1.MIGInstanceInfo\"W\n\x0fMIGInstanceInfo\x12\x12\n\nprofile_id\x18\x01 \x01(\x05\x12\r\n\x05start\x18\x02 \x01(\x05\x12\x0c\n\x04held\x18\x03 \x01(\x08\x12\x13\n\x0b\x64\x65vice_uuid\x18\x04 \x01(\t\"\x91\x01\n\x07GPUInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x04 \x01(\x04\x12\x12\n\npci_bus_id\x18\x05 \x01(\t\x12\x15\n\rnvlink_island\x18\x06 \x01(\x05\x12\x0c\n\x04rail\x18\x07 \x01(\x05\x12\x0b\n\x03nic\x18\x08 \x01(\t\"\xd8\x01\n\x07JobInfo\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x11\n\tdriver_ip\x18\x03 \x01(\t\x12\x12\n\ndriver_pid\x18\x04 \x01(\x03\x12\x0f\n\x07is_dead\x18\x05 \x01(\x08\x12\x15\n\rstart_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x07 \x01(\x03\x12\x17\n\x0flast_renewal_ms\x18\x08 \x01(\x03\x12\x12\n\nentrypoint\x18\t \x01(\t\x12\x19\n\x11\x65xecutable_sha256\x18\n \x01(\t*<\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41LIVE\x10\x01\x12\x08\n\x04\x44\x45\x41\x44\x10\x02\x42\x33Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x63ommon.proto\x12\x08raygo.v1\"\xb4\x06\n\x08NodeInfo\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07node_ip\x18\x02 \x01(\t\x12\x11\n\tnode_name\x18\x03 \x01(\t\x12\x14\n\x0cis_head_node\x18\x04 \x01(\x08\x12\"\n\x05state\x18\x05 \x01(\x0e\x32\x13.raygo.v1.NodeState\x12?\n\x0fresources_total\x18\x06 \x03(\x0b\x32&.raygo.v1.NodeInfo.ResourcesTotalEntry\x12G\n\x13resources_available\x18\x07 \x03(\x0b\x32*.raygo.v1.NodeInfo.ResourcesAvailableEntry\x12.\n\x06labels\x18\x08 \x03(\x0b\x32\x1e.raygo.v1.NodeInfo.LabelsEntry\x12\x16\n\x0eraylet_address\x18\t \x01(\t\x12\x16\n\x0egossip_address\x18\n \x01(\t\x12\x13\n\x0bis_draining\x18\x0b \x01(\x08\x12\x14\n\x0c\x64rain_reason\x18\x0c \x01(\t\x12\x15\n\rstart_time_ms\x18\r \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x0e \x01(\x03\x12\x14\n\x0c\x64\x65\x61th_reason\x18\x0f \x01(\t\x12\x15\n\rstate_message\x18\x10 \x01(\t\x12\x1f\n\x04gpus\x18\x11 \x03(\x0b\x32\x11.raygo.v1.GPUInfo\x12\x15\n\rnvlink_domain\x18\x12 \x01(\t\x12&\n\x08mig_gpus\x18\x13 \x03(\x0b\x32\x14.raygo.v1.MIGGPUInfo\x12\x1d\n\x15node_manager_hostname\x18\x14 \x01(\t\x12+\n\x0cgpu_activity\x18\x15 \x03(\x0b\x32\x15.raygo.v1.GPUActivity\x1a\x35\n\x13ResourcesTotalEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a\x39\n\x17ResourcesAvailableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8e\x01\n\x0bGPUActivity\x12\x11\n\tgpu_index\x18\x01 \x01(\x05\x12\x17\n\x0fmig_device_uuid\x18\x02 \x01(\t\x12\x15\n\rhas_sm_active\x18\x03 \x01(\x08\x12\x11\n\tsm_active\x18\x04 \x01(\x01\x12\x12\n\nhas_memory\x18\x05 \x01(\x08\x12\x15\n\rfb_used_bytes\x18\x06 \x01(\x04\"f\n\nMIGGPUInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12,\n\tinstances\x18\x04 \x03(\x0b\x32\x19.raygo.v1.MIGInstanceInfo\"W\n\x0fMIGInstanceInfo\x12\x12\n\nprofile_id\x18\x01 \x01(\x05\x12\r\n\x05start\x18\x02 \x01(\x05\x12\x0c\n\x04held\x18\x03 \x01(\x08\x12\x13\n\x0b\x64\x65vice_uuid\x18\x04 \x01(\t\"\x91\x01\n\x07GPUInfo\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x0c\n\x04uuid\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x04 \x01(\x04\x12\x12\n\npci_bus_id\x18\x05 \x01(\t\x12\x15\n\rnvlink_island\x18\x06 \x01(\x05\x12\x0c\n\x04rail\x18\x07 \x01(\x05\x12\x0b\n\x03nic\x18\x08 \x01(\t\"\xd8\x01\n\x07JobInfo\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x11\n\tdriver_ip\x18\x03 \x01(\t\x12\x12\n\ndriver_pid\x18\x04 \x01(\x03\x12\x0f\n\x07is_dead\x18\x05 \x01(\x08\x12\x15\n\rstart_time_ms\x18\x06 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x07 \x01(\x03\x12\x17\n\x0flast_renewal_ms\x18\x08 \x01(\x03\x12\x12\n\nentrypoint\x18\t \x01(\t\x12\x19\n\x11\x65xecutable_sha256\x18\n \x01(\t*<\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41LIVE\x10\x01\x12\x08\n\x04\x44\x45\x41\x44\x10\x02\x42\x33Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,22 +38,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEINFO_RESOURCESAVAILABLEENTRY']._serialized_options = b'8\001'
   _globals['_NODEINFO_LABELSENTRY']._loaded_options = None
   _globals['_NODEINFO_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_NODESTATE']._serialized_start=1364
-  _globals['_NODESTATE']._serialized_end=1424
+  _globals['_NODESTATE']._serialized_start=1554
+  _globals['_NODESTATE']._serialized_end=1614
   _globals['_NODEINFO']._serialized_start=27
-  _globals['_NODEINFO']._serialized_end=802
-  _globals['_NODEINFO_RESOURCESTOTALENTRY']._serialized_start=643
-  _globals['_NODEINFO_RESOURCESTOTALENTRY']._serialized_end=696
-  _globals['_NODEINFO_RESOURCESAVAILABLEENTRY']._serialized_start=698
-  _globals['_NODEINFO_RESOURCESAVAILABLEENTRY']._serialized_end=755
-  _globals['_NODEINFO_LABELSENTRY']._serialized_start=757
-  _globals['_NODEINFO_LABELSENTRY']._serialized_end=802
-  _globals['_MIGGPUINFO']._serialized_start=804
-  _globals['_MIGGPUINFO']._serialized_end=906
-  _globals['_MIGINSTANCEINFO']._serialized_start=908
-  _globals['_MIGINSTANCEINFO']._serialized_end=995
-  _globals['_GPUINFO']._serialized_start=998
-  _globals['_GPUINFO']._serialized_end=1143
-  _globals['_JOBINFO']._serialized_start=1146
-  _globals['_JOBINFO']._serialized_end=1362
+  _globals['_NODEINFO']._serialized_end=847
+  _globals['_NODEINFO_RESOURCESTOTALENTRY']._serialized_start=688
+  _globals['_NODEINFO_RESOURCESTOTALENTRY']._serialized_end=741
+  _globals['_NODEINFO_RESOURCESAVAILABLEENTRY']._serialized_start=743
+  _globals['_NODEINFO_RESOURCESAVAILABLEENTRY']._serialized_end=800
+  _globals['_NODEINFO_LABELSENTRY']._serialized_start=802
+  _globals['_NODEINFO_LABELSENTRY']._serialized_end=847
+  _globals['_GPUACTIVITY']._serialized_start=850
+  _globals['_GPUACTIVITY']._serialized_end=992
+  _globals['_MIGGPUINFO']._serialized_start=994
+  _globals['_MIGGPUINFO']._serialized_end=1096
+  _globals['_MIGINSTANCEINFO']._serialized_start=1098
+  _globals['_MIGINSTANCEINFO']._serialized_end=1185
+  _globals['_GPUINFO']._serialized_start=1188
+  _globals['_GPUINFO']._serialized_end=1333
+  _globals['_JOBINFO']._serialized_start=1336
+  _globals['_JOBINFO']._serialized_end=1552
 # @@protoc_insertion_point(module_scope)

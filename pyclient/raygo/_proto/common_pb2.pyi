@@ -17,7 +17,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("node_id", "node_ip", "node_name", "is_head_node", "state", "resources_total", "resources_available", "labels", "raylet_address", "gossip_address", "is_draining", "drain_reason", "start_time_ms", "end_time_ms", "death_reason", "state_message", "gpus", "nvlink_domain", "mig_gpus", "node_manager_hostname")
+    __slots__ = ("node_id", "node_ip", "node_name", "is_head_node", "state", "resources_total", "resources_available", "labels", "raylet_address", "gossip_address", "is_draining", "drain_reason", "start_time_ms", "end_time_ms", "death_reason", "state_message", "gpus", "nvlink_domain", "mig_gpus", "node_manager_hostname", "gpu_activity")
     class ResourcesTotalEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,7 @@ class NodeInfo(_message.Message):
     NVLINK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
     MIG_GPUS_FIELD_NUMBER: _ClassVar[int]
     NODE_MANAGER_HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    GPU_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     node_ip: str
     node_name: str
@@ -79,7 +80,24 @@ class NodeInfo(_message.Message):
     nvlink_domain: str
     mig_gpus: _containers.RepeatedCompositeFieldContainer[MIGGPUInfo]
     node_manager_hostname: str
-    def __init__(self, node_id: _Optional[str] = ..., node_ip: _Optional[str] = ..., node_name: _Optional[str] = ..., is_head_node: _Optional[bool] = ..., state: _Optional[_Union[NodeState, str]] = ..., resources_total: _Optional[_Mapping[str, float]] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., labels: _Optional[_Mapping[str, str]] = ..., raylet_address: _Optional[str] = ..., gossip_address: _Optional[str] = ..., is_draining: _Optional[bool] = ..., drain_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., death_reason: _Optional[str] = ..., state_message: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GPUInfo, _Mapping]]] = ..., nvlink_domain: _Optional[str] = ..., mig_gpus: _Optional[_Iterable[_Union[MIGGPUInfo, _Mapping]]] = ..., node_manager_hostname: _Optional[str] = ...) -> None: ...
+    gpu_activity: _containers.RepeatedCompositeFieldContainer[GPUActivity]
+    def __init__(self, node_id: _Optional[str] = ..., node_ip: _Optional[str] = ..., node_name: _Optional[str] = ..., is_head_node: _Optional[bool] = ..., state: _Optional[_Union[NodeState, str]] = ..., resources_total: _Optional[_Mapping[str, float]] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., labels: _Optional[_Mapping[str, str]] = ..., raylet_address: _Optional[str] = ..., gossip_address: _Optional[str] = ..., is_draining: _Optional[bool] = ..., drain_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., death_reason: _Optional[str] = ..., state_message: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GPUInfo, _Mapping]]] = ..., nvlink_domain: _Optional[str] = ..., mig_gpus: _Optional[_Iterable[_Union[MIGGPUInfo, _Mapping]]] = ..., node_manager_hostname: _Optional[str] = ..., gpu_activity: _Optional[_Iterable[_Union[GPUActivity, _Mapping]]] = ...) -> None: ...
+
+class GPUActivity(_message.Message):
+    __slots__ = ("gpu_index", "mig_device_uuid", "has_sm_active", "sm_active", "has_memory", "fb_used_bytes")
+    GPU_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MIG_DEVICE_UUID_FIELD_NUMBER: _ClassVar[int]
+    HAS_SM_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    SM_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    HAS_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    FB_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    gpu_index: int
+    mig_device_uuid: str
+    has_sm_active: bool
+    sm_active: float
+    has_memory: bool
+    fb_used_bytes: int
+    def __init__(self, gpu_index: _Optional[int] = ..., mig_device_uuid: _Optional[str] = ..., has_sm_active: _Optional[bool] = ..., sm_active: _Optional[float] = ..., has_memory: _Optional[bool] = ..., fb_used_bytes: _Optional[int] = ...) -> None: ...
 
 class MIGGPUInfo(_message.Message):
     __slots__ = ("index", "uuid", "model", "instances")

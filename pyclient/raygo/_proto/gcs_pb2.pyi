@@ -46,7 +46,7 @@ class RegisterNodeReply(_message.Message):
     def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class ReportHeartbeatRequest(_message.Message):
-    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged", "node_secret", "idle_gpus")
+    __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged", "node_secret", "idle_gpus", "gpu_activity")
     class ResourcesAvailableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,7 @@ class ReportHeartbeatRequest(_message.Message):
     UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     IDLE_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     resources_available: _containers.ScalarMap[str, float]
     gossip_address: str
@@ -77,7 +78,8 @@ class ReportHeartbeatRequest(_message.Message):
     unchanged: bool
     node_secret: str
     idle_gpus: _containers.ScalarMap[str, int]
-    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ..., unchanged: _Optional[bool] = ..., node_secret: _Optional[str] = ..., idle_gpus: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    gpu_activity: _containers.RepeatedCompositeFieldContainer[_common_pb2.GPUActivity]
+    def __init__(self, node_id: _Optional[str] = ..., resources_available: _Optional[_Mapping[str, float]] = ..., gossip_address: _Optional[str] = ..., resources_version: _Optional[int] = ..., mig_gpus: _Optional[_Iterable[_Union[_common_pb2.MIGGPUInfo, _Mapping]]] = ..., unchanged: _Optional[bool] = ..., node_secret: _Optional[str] = ..., idle_gpus: _Optional[_Mapping[str, int]] = ..., gpu_activity: _Optional[_Iterable[_Union[_common_pb2.GPUActivity, _Mapping]]] = ...) -> None: ...
 
 class ReportHeartbeatReply(_message.Message):
     __slots__ = ("gcs_epoch", "gcs_gossip_address", "send_full_report")

@@ -1,22 +1,30 @@
 """Ray's state API (``ray.util.state``) for what raygo's GCS keeps: nodes, placement
-groups, actors and jobs, read over gRPC from the GCS.
+groups, actors and jobs, read from the head's state API (``/api/v0/...`` on its dashboard
+port, as Ray's client reads Ray's), so filters, limit and the rows themselves are the ones
+``raygo list`` and the dashboard show: one implementation, in the head.
 
 ``list_*`` take Ray's arguments (``address``, ``filters`` as ``[(key, "=" or "!=", value)]``
-with string values compared case-insensitively, ``limit``, ``timeout``, ``detail``,
-``raise_on_missing_output``) and return state objects with Ray's fields, read as attributes
-or items (``node.node_id``, ``node["node_id"]``, ``node.asdict()``); every field is filled
-whatever ``detail`` says. ``get_*`` return one object or None. Tasks, objects, workers,
-runtime envs, logs and cluster events are not kept by raygo's GCS: their functions raise
+with string values compared case-insensitively, ``limit`` up to 10000, ``timeout``,
+``detail``, ``raise_on_missing_output``) and return state objects with Ray's fields, read as
+attributes or items (``node.node_id``, ``node["node_id"]``, ``node.asdict()``); every field
+is filled whatever ``detail`` says. A filter may name any field of the head's rows (e.g.
+``pending_reason_code``). ``get_*`` return one object or None. A bad filter or limit is a
+ValueError with the head's reason; a head that serves no dashboard port (``raygo start --head
+--dashboard-port -1``) is a RayStateApiException. Tasks, objects, workers, runtime envs, logs
+and cluster events are not kept by raygo's GCS: their functions raise
 ``RayStateApiException`` saying so.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from raygo import _worker
-from raygo._proto import actor_pb2, common_pb2
-from raygo._proto import placement_group_pb2 as pg_pb2
+from raygo._auth import load_token
 
 __all__ = [
     "ActorState",
@@ -123,130 +131,137 @@ class JobState(_State):
                "driver_node_id", "driver_exit_code", "namespace")
 
 
-# --- conversion from the GCS's rows --------------------------------------------------
+# --- the head's state API ------------------------------------------------------------
+
+# What the head returns at most per listing (stateapi.MaxLimit, Ray's RAY_MAX_LIMIT_FROM_API_SERVER).
+MAX_LIMIT = 10000
 
 
-def _node(n: Any) -> NodeState:
+def _dashboard() -> str:
+    """host:port of the head's dashboard port, where its state API is."""
+    client = _worker.global_client()
+    address = client.cluster_info.dashboard_address
+    if not address:
+        raise RayStateApiException(
+            f"the head at {client.address} serves no dashboard port, where the state API is "
+            "(raygo start --head --dashboard-port PORT; -1 turns it off)"
+        )
+    host, port = address.rsplit(":", 1)
+    if host.strip("[]") in ("", "0.0.0.0", "::"):  # bound to every address: reach it where the GCS is
+        host = client.address.rsplit(":", 1)[0]
+    return f"{host}:{port}"
+
+
+def _query_value(value: SupportedFilterType) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _rows(resource: str, filters: Filters, limit: int, timeout: float) -> List[Dict[str, Any]]:
+    """The head's rows of resource (raygo's whole rows: detail=all), filtered and limited
+    by the head."""
+    query: List[Tuple[str, str]] = [("limit", str(limit)), ("detail", "all")]
+    for item in filters or []:
+        if not isinstance(item, (tuple, list)) or len(item) != 3:
+            raise ValueError(f"A filter is (key, predicate, value), got {item!r}")
+        key, predicate, value = item
+        query += [("filter_keys", str(key)), ("filter_predicates", str(predicate)),
+                  ("filter_values", _query_value(value))]
+    url = f"http://{_dashboard()}/api/v0/{resource}?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    token = load_token()
+    if token:
+        request.add_header("Authorization", "Bearer " + token)
+    # The cluster is reached directly, never through a proxy of the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            body = json.load(response)
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.load(err).get("msg") or err.reason
+        except ValueError:
+            message = err.reason
+        if err.code == 400:
+            raise ValueError(message) from None
+        raise RayStateApiException(f"{url}: HTTP {err.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise RayStateApiException(f"the head's state API at {url} did not answer: {err}") from None
+    if not body.get("result"):
+        raise RayStateApiException(f"{url}: {body.get('msg')}")
+    return body["data"]["result"]["result"]
+
+
+# --- the head's rows as Ray's state objects --------------------------------------------
+
+
+def _nonzero(amounts: Dict[str, float]) -> Dict[str, float]:
+    """Resource amounts without the zero ones, as Ray's state API lists them."""
+    return {k: v for k, v in amounts.items() if v != 0}
+
+
+def _node(n: Dict[str, Any]) -> NodeState:
     return NodeState(
-        node_id=n.node_id, node_ip=n.node_ip, is_head_node=n.is_head_node,
-        state="ALIVE" if n.state == common_pb2.ALIVE else "DEAD",
-        state_message=n.state_message or n.death_reason or None, node_name=n.node_name or n.node_ip,
-        resources_total={k: v for k, v in n.resources_total.items() if v != 0}, labels=dict(n.labels),
-        start_time_ms=n.start_time_ms, end_time_ms=n.end_time_ms or None, raylet_address=n.raylet_address,
-        is_draining=n.is_draining, gpus=[_worker._gpu_dict(g) for g in n.gpus],
+        node_id=n["node_id"], node_ip=n["node_ip"], is_head_node=n["is_head_node"], state=n["state"],
+        state_message=n.get("state_message") or None, node_name=n["node_name"] or n["node_ip"],
+        resources_total=_nonzero(n["resources_total"]), labels=n["labels"], start_time_ms=n["start_time_ms"],
+        end_time_ms=n.get("end_time_ms") or None, raylet_address=n["raylet_address"], is_draining=n["is_draining"],
+        gpus=n["gpus"],
     )
 
 
-def _placement_group(g: Any) -> PlacementGroupState:
-    stats = g.stats
+def _placement_group(g: Dict[str, Any]) -> PlacementGroupState:
     return PlacementGroupState(
-        placement_group_id=g.placement_group_id, name=g.name, creator_job_id=g.creator_job_id,
-        state=pg_pb2.PlacementGroupState.Name(g.state),
+        placement_group_id=g["placement_group_id"], name=g["name"], creator_job_id=g["creator_job_id"],
+        state=g["state"],
         bundles=[
             {
-                "bundle_id": {"placement_group_id": g.placement_group_id, "bundle_index": b.bundle_index},
-                "unit_resources": {k: v for k, v in b.unit_resources.items() if v != 0},
-                "node_id": b.node_id or None,
-                "label_selector": dict(b.label_selector),
+                "bundle_id": {"placement_group_id": g["placement_group_id"], "bundle_index": b["bundle_index"]},
+                "unit_resources": _nonzero(b["unit_resources"]),
+                "node_id": b["node_id"] or None,
+                "label_selector": b.get("label_selector") or {},
             }
-            for b in sorted(g.bundles, key=lambda b: b.bundle_index)
+            for b in sorted(g["bundles"], key=lambda b: b["bundle_index"])
         ],
-        is_detached=g.is_detached,
-        stats={
-            "end_to_end_creation_latency_ms": stats.end_to_end_creation_latency_ms,
-            "scheduling_latency_ms": stats.scheduling_latency_ms,
-            "scheduling_attempt": stats.scheduling_attempt,
-            "highest_retry_delay_ms": stats.highest_retry_delay_ms,
-            "scheduling_state": _scheduling_state(stats.scheduling_state),
-        },
-        topology_strategy={}, topology_assignments={}, namespace=g.namespace,
-        strategy=pg_pb2.PlacementStrategy.Name(g.strategy), pending_reason=g.pending_reason or None,
+        is_detached=g["is_detached"], stats=g["stats"], topology_strategy={}, topology_assignments={},
+        namespace=g["namespace"], strategy=g["strategy"], pending_reason=g.get("pending_reason") or None,
     )
 
 
-def _scheduling_state(value: int) -> str:
-    from raygo.util.placement_group import _SCHEDULING_STATE_NAMES
-
-    return _SCHEDULING_STATE_NAMES.get(value, pg_pb2.SchedulingState.Name(value))
-
-
-def _actor(a: Any) -> ActorState:
+def _actor(a: Dict[str, Any]) -> ActorState:
     return ActorState(
-        actor_id=a.actor_id, class_name=a.class_name, state=actor_pb2.ActorState.Name(a.state).removeprefix("ACTOR_"),
-        job_id=a.job_id, name=a.name, node_id=a.node_id or None, pid=a.pid or None, ray_namespace=a.namespace,
-        serialized_runtime_env="{}", required_resources=dict(a.required_resources),
-        death_cause={"error_message": a.death_cause} if a.death_cause else None, is_detached=a.is_detached,
-        placement_group_id=a.placement_group_id or None, repr_name="", num_restarts=a.num_restarts,
-        num_restarts_due_to_lineage_reconstruction=0, num_restarts_due_to_node_preemption=0, call_site=None,
-        label_selector={}, fallback_strategy=None, pending_reason=a.pending_reason or None,
-        gpu_ids=list(a.gpu_ids), cuda_visible_devices=a.cuda_visible_devices,
+        actor_id=a["actor_id"], class_name=a["class_name"], state=a["state"], job_id=a["job_id"], name=a["name"],
+        node_id=a["node_id"] or None, pid=a["pid"] or None, ray_namespace=a["ray_namespace"],
+        serialized_runtime_env="{}", required_resources=a["required_resources"],
+        death_cause={"error_message": a["death_cause"]} if a.get("death_cause") else None,
+        is_detached=a["is_detached"], placement_group_id=a["placement_group_id"] or None, repr_name="",
+        num_restarts=a["num_restarts"], num_restarts_due_to_lineage_reconstruction=0,
+        num_restarts_due_to_node_preemption=0, call_site=None, label_selector={}, fallback_strategy=None,
+        pending_reason=a.get("pending_reason") or None, gpu_ids=a["gpu_ids"],
+        cuda_visible_devices=a["cuda_visible_devices"],
     )
 
 
-def _job(j: Any) -> JobState:
-    return JobState(
-        job_id=j.job_id, submission_id=None, type="DRIVER", status="SUCCEEDED" if j.is_dead else "RUNNING",
-        entrypoint=j.entrypoint, message=None, error_type=None, start_time=j.start_time_ms,
-        end_time=j.end_time_ms or None, metadata={}, runtime_env={},
-        driver_info={"id": j.job_id, "node_ip_address": j.driver_ip, "pid": str(j.driver_pid)},
-        driver_agent_http_address=None, driver_node_id=None, driver_exit_code=None, namespace=j.namespace,
-    )
+def _job(j: Dict[str, Any]) -> JobState:
+    return JobState(**{name: j.get(name) for name in JobState._FIELDS})
 
 
-def _jobs() -> Sequence[Any]:
-    from raygo._proto import gcs_pb2
-
-    client = _worker.global_client()
-    return client.call("list jobs", client._jobs.GetAllJobInfo, gcs_pb2.GetAllJobInfoRequest()).jobs
-
-
-_SOURCES: Dict[str, Tuple[Callable[[], Iterable[Any]], Callable[[Any], _State]]] = {
-    "nodes": (lambda: _worker.global_client().all_nodes(), _node),
-    "placement_groups": (lambda: _worker.global_client().all_placement_groups(), _placement_group),
-    "actors": (lambda: _worker.global_client().all_actors(), _actor),
-    "jobs": (_jobs, _job),
+_RESOURCES: Dict[str, Tuple[Callable[[Dict[str, Any]], _State], str]] = {
+    "nodes": (_node, "node_id"),
+    "placement_groups": (_placement_group, "placement_group_id"),
+    "actors": (_actor, "actor_id"),
+    "jobs": (_job, "job_id"),
 }
 
 
 # --- listing -------------------------------------------------------------------------
 
 
-def _check_filters(filters: Filters, fields: Tuple[str, ...]) -> List[Tuple[str, str, Any]]:
-    out = []
-    for item in filters or []:
-        if not isinstance(item, (tuple, list)) or len(item) != 3:
-            raise ValueError(f"A filter is (key, predicate, value), got {item!r}")
-        key, predicate, value = item
-        if key not in fields:
-            raise ValueError(f"Given filter column {key} is not supported. Supported filter columns: {list(fields)}")
-        if predicate not in ("=", "!="):
-            raise ValueError(f"Unsupported filter predicate {predicate!r}: use '=' or '!='")
-        out.append((key, predicate, value))
-    return out
-
-
-def _matches(row: _State, filters: List[Tuple[str, str, Any]]) -> bool:
-    for key, predicate, want in filters:
-        got = getattr(row, key)
-        if isinstance(want, str) and isinstance(got, str):
-            equal = got.lower() == want.lower()
-        elif isinstance(got, bool) and isinstance(want, str):
-            equal = str(got).lower() == want.lower()
-        else:
-            equal = got == want
-        if equal != (predicate == "="):
-            return False
-    return True
-
-
-def _list(resource: str, address: Optional[str], filters: Filters, limit: int, fields: Tuple[str, ...]) -> List[Any]:
+def _list(resource: str, address: Optional[str], filters: Filters, limit: int, timeout: float) -> List[Any]:
     _check_address(address)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"limit must be an int >= 0, got {limit!r}")
-    checked = _check_filters(filters, fields)
-    fetch, convert = _SOURCES[resource]
-    rows = [row for row in map(convert, fetch()) if _matches(row, checked)]
-    return rows[:limit]
+    convert, _ = _RESOURCES[resource]
+    return [convert(row) for row in _rows(resource, filters, limit, timeout)]
 
 
 def _check_address(address: Optional[str]) -> None:
@@ -262,66 +277,62 @@ def _check_address(address: Optional[str]) -> None:
         )
 
 
-def _get(resource: str, id: str, address: Optional[str], key: str) -> Optional[Any]:  # noqa: A002
-    _check_address(address)
-    fetch, convert = _SOURCES[resource]
-    for row in fetch():
-        state = convert(row)
-        if getattr(state, key) == id:
-            return state
-    return None
+def _get(resource: str, id: str, address: Optional[str], timeout: float) -> Optional[Any]:  # noqa: A002
+    _, key = _RESOURCES[resource]
+    rows = _list(resource, address, [(key, "=", id)], 1, timeout)
+    return rows[0] if rows else None
 
 
 def list_nodes(address: Optional[str] = None, filters: Filters = None, limit: int = DEFAULT_LIMIT,
                timeout: int = DEFAULT_RPC_TIMEOUT, detail: bool = False, raise_on_missing_output: bool = True,
                _explain: bool = False) -> List[NodeState]:
     """Every node the GCS knows, alive or dead (Ray's ``list_nodes``)."""
-    return _list("nodes", address, filters, limit, NodeState._FIELDS)
+    return _list("nodes", address, filters, limit, timeout)
 
 
 def list_placement_groups(address: Optional[str] = None, filters: Filters = None, limit: int = DEFAULT_LIMIT,
                           timeout: int = DEFAULT_RPC_TIMEOUT, detail: bool = False,
                           raise_on_missing_output: bool = True, _explain: bool = False) -> List[PlacementGroupState]:
     """Every placement group, REMOVED ones included for an hour (Ray's ``list_placement_groups``)."""
-    return _list("placement_groups", address, filters, limit, PlacementGroupState._FIELDS)
+    return _list("placement_groups", address, filters, limit, timeout)
 
 
 def list_actors(address: Optional[str] = None, filters: Filters = None, limit: int = DEFAULT_LIMIT,
                 timeout: int = DEFAULT_RPC_TIMEOUT, detail: bool = False, raise_on_missing_output: bool = True,
                 _explain: bool = False) -> List[ActorState]:
     """Every actor of the Go SDK's actor table (Ray's ``list_actors``)."""
-    return _list("actors", address, filters, limit, ActorState._FIELDS)
+    return _list("actors", address, filters, limit, timeout)
 
 
 def list_jobs(address: Optional[str] = None, filters: Filters = None, limit: int = DEFAULT_LIMIT,
               timeout: int = DEFAULT_RPC_TIMEOUT, detail: bool = False, raise_on_missing_output: bool = True,
               _explain: bool = False) -> List[JobState]:
     """Every driver's job (Ray's ``list_jobs``; raygo has no submitted jobs)."""
-    return _list("jobs", address, filters, limit, JobState._FIELDS)
+    return _list("jobs", address, filters, limit, timeout)
 
 
 def get_node(id: str, address: Optional[str] = None, timeout: int = DEFAULT_RPC_TIMEOUT,  # noqa: A002
              _explain: bool = False) -> Optional[NodeState]:
     """The node with this hex id, or None."""
-    return _get("nodes", id, address, "node_id")
+    return _get("nodes", id, address, timeout)
 
 
 def get_placement_group(id: str, address: Optional[str] = None, timeout: int = DEFAULT_RPC_TIMEOUT,  # noqa: A002
                         _explain: bool = False) -> Optional[PlacementGroupState]:
     """The placement group with this hex id, or None."""
-    return _get("placement_groups", id, address, "placement_group_id")
+    return _get("placement_groups", id, address, timeout)
 
 
 def get_actor(id: str, address: Optional[str] = None, timeout: int = DEFAULT_RPC_TIMEOUT,  # noqa: A002
               _explain: bool = False) -> Optional[ActorState]:
     """The actor with this hex id, or None."""
-    return _get("actors", id, address, "actor_id")
+    return _get("actors", id, address, timeout)
 
 
 def get_job(id: str, address: Optional[str] = None, timeout: int = DEFAULT_RPC_TIMEOUT,  # noqa: A002
             _explain: bool = False) -> Optional[JobState]:
     """The job with this hex id, or None."""
-    return _get("jobs", id, address, "job_id")
+    return _get("jobs", id, address, timeout)
 
 
 def summarize_actors(address: Optional[str] = None, timeout: int = DEFAULT_RPC_TIMEOUT,
@@ -329,7 +340,7 @@ def summarize_actors(address: Optional[str] = None, timeout: int = DEFAULT_RPC_T
     """Actors counted per class and state, in Ray's shape:
     ``{"cluster": {"summary": {class: {"class_name", "state_counts"}}, "total_actors", "summary_by": "class"}}``.
     """
-    actors = _list("actors", address, None, 2**62, ActorState._FIELDS)
+    actors = _list("actors", address, None, MAX_LIMIT, timeout)
     summary: Dict[str, Dict[str, Any]] = {}
     for actor in actors:
         row = summary.setdefault(actor.class_name, {"class_name": actor.class_name, "state_counts": {}})
