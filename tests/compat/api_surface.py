@@ -1,6 +1,7 @@
 """The names a Ray script imports and the parameters it passes: placement-group functions,
 strategies, runtime context, ray.util and ray.util.state (only what Ray 2.60 has; raygo's
-own extensions, such as placement_group's keyword-only `topology`, are left out)."""
+own extensions, placement_group's keyword-only `topology`, `queue`, `priority` and
+`max_runtime_s`, are left out)."""
 
 import importlib
 import inspect
@@ -11,7 +12,7 @@ connect("compat-api-surface")
 pg_module = importlib.import_module(f"{BACKEND}.util.placement_group")
 strategies = importlib.import_module(f"{BACKEND}.util.scheduling_strategies")
 state = importlib.import_module(f"{BACKEND}.util.state")
-RAYGO_ONLY = {"topology"}
+RAYGO_ONLY = {"topology", "queue", "priority", "max_runtime_s"}
 
 
 def params(fn):
