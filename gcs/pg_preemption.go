@@ -45,7 +45,45 @@ const (
 	preemptionRetry = 10 * time.Second
 	// maxNoticeWait caps WaitPreemptionNoticeRequest.wait_ms.
 	maxNoticeWait = time.Minute
+	// newCapacityStale: the autoscaler's estimates are ignored when it has not reported
+	// for this long (it stopped, or its GCS connection did); it reports every tick.
+	newCapacityStale = 30 * time.Second
 )
+
+// newCapacityReport is the autoscaler's last word on when the nodes it launches for
+// pending groups run (ReportAutoscalingState's new_capacity_estimates).
+type newCapacityReport struct {
+	// expected is when the group's last new node is expected to run, by group id.
+	expected map[string]time.Time
+	// received is when the GCS got the report.
+	received time.Time
+}
+
+// newCapacityReported implements autoscalerGroups: the autoscaler's estimates replace
+// the last ones; when they change, held-back groups are decided again at once, so that a
+// preemptor the new nodes serve says WaitingForNewNode from the report on.
+func (m *pgManager) newCapacityReported(expected map[string]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := !maps.EqualFunc(m.newCapacity.expected, expected, time.Time.Equal)
+	m.newCapacity = newCapacityReport{expected: expected, received: m.now()}
+	if changed && m.admission != nil {
+		m.admission.dirty = true
+		m.kick()
+	}
+}
+
+// newCapacityIn is preemption.Decide's NewCapacityIn for a group: how long until the
+// autoscaler's new nodes for it are expected to run (0 when due). Unknown without a
+// fresh estimate for the group, and once the nodes are later than expected by more
+// than the group's preemptionDelay: waiting on must not postpone preemption for ever.
+func newCapacityIn(report newCapacityReport, id string, delay time.Duration, now time.Time) (time.Duration, bool) {
+	at, ok := report.expected[id]
+	if !ok || now.Sub(report.received) > newCapacityStale || now.After(at.Add(delay)) {
+		return 0, false
+	}
+	return max(0, at.Sub(now)), true
+}
 
 // evictionState is a running group told it is being preempted. Guarded by pgManager.mu.
 type evictionState struct {
@@ -177,9 +215,12 @@ func (m *pgManager) preemptRound(now time.Time, waiting map[string]pending.Reaso
 			e.queuedSince = now
 		}
 		since := e.queuedSince
+		q, _ := cfg.Queue(e.info.Queue) // preemptionAllowed: it exists, with a preemption section
+		newIn, known := newCapacityIn(m.newCapacity, id, time.Duration(q.Preemption.PreemptionDelay), now)
 		candidates = append(candidates, preemptionCandidate{entry: e, preemptor: preemption.Preemptor{
 			ID: id, Queue: e.info.Queue, PriorityClass: e.info.PriorityClass, Priority: e.info.Priority,
-			Arrival: msToNs(e.info.Stats.GetCreationRequestReceivedMs()), PendingSince: since.UnixNano(), Request: e.request}})
+			Arrival: msToNs(e.info.Stats.GetCreationRequestReceivedMs()), PendingSince: since.UnixNano(), Request: e.request,
+			NewCapacityIn: int64(newIn), NewCapacityKnown: known}})
 	}
 	if len(candidates) == 0 {
 		m.mu.Unlock()
@@ -232,6 +273,7 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		return // placed or removed meanwhile: its victims are not needed
 	}
 	retryAt := now.Add(preemptionRetry)
+	e.waitingForNode = d.Pending == pending.WaitingForNewNode
 	if d.Outcome != preemption.Preempt {
 		m.log.Debug().Str("pg_id", e.id).Str("outcome", d.Outcome.String()).Str("cause", string(d.Cause)).Err(d.Err).
 			Msg("preemption: nothing evicted")
@@ -255,9 +297,18 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		m.recordWaitingLocked(e, pending.PreemptionDelay, now)
 		return
 	case preemption.Wait:
-		if d.Cause == preemption.CauseWithinDelay {
-			if q, ok := cfg.Queue(e.info.Queue); ok && q.Preemption != nil {
-				retryAt = time.Unix(0, c.preemptor.PendingSince).Add(time.Duration(q.Preemption.PreemptionDelay))
+		q, ok := cfg.Queue(e.info.Queue)
+		if !ok || q.Preemption == nil {
+			break
+		}
+		delay := time.Duration(q.Preemption.PreemptionDelay)
+		switch d.Cause {
+		case preemption.CauseWithinDelay:
+			retryAt = time.Unix(0, c.preemptor.PendingSince).Add(delay)
+		case preemption.CauseNewCapacitySooner:
+			// Decide again once the nodes are later than expected by the delay.
+			if due := now.Add(time.Duration(c.preemptor.NewCapacityIn) + delay + time.Millisecond); due.Before(retryAt) {
+				retryAt = due
 			}
 		}
 	case preemption.Cannot:

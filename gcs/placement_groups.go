@@ -70,6 +70,9 @@ type pgEntry struct {
 	// from then); admittedAt when it last became CREATED (its minRuntime counts from
 	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).
 	queuedSince, admittedAt time.Time
+	// waitingForNode: its last preemption decision was to wait for the autoscaler's new
+	// nodes; while short of capacity it shows WaitingForNewNode, not NoResources.
+	waitingForNode bool
 }
 
 func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
@@ -133,7 +136,10 @@ type pgManager struct {
 	// (raygo_queue_preemptions_total).
 	preemptions    map[[2]string]int
 	preemptRetryAt time.Time
-	wake           chan struct{}
+	// newCapacity is the autoscaler's last report of when the nodes it launches for
+	// pending groups run, by group id (pg_preemption.go).
+	newCapacity newCapacityReport
+	wake        chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
 	lastPrune time.Time
 	// lastFlush is when every parked shape was last woken.
