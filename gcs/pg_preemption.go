@@ -30,6 +30,10 @@ import (
 // retry), and once the raylets confirmed, its quota is returned and it waits in its
 // queue again, PENDING with reason Preempted, keeping its id, name and priority.
 //
+// The decision reads the autoscaler's last estimate of when the nodes it launches for
+// the group run (newCapacityReport): due within the queue's preemptionDelay, the group
+// waits for them (WaitingForNewNode) and nothing is evicted.
+//
 // The preemptor shows PreemptionDelay meanwhile and is not decided for again while its
 // victims are being evicted. It cannot be placed before they are released: the loop's
 // view counts a victim's bundles until their cancel is confirmed, and its quota stays
