@@ -100,6 +100,37 @@ type evictionState struct {
 	// only the group's bundles there (the group reschedules them) instead of queueing
 	// the whole group again.
 	node string
+	// awaiting are the listeners (WaitPreemptionNoticeRequest.listener_id) that were
+	// polling when the notice was given and have not acknowledged it: the owner's hook,
+	// the group's Go actors with a Checkpoint method. The group is released once none is
+	// left, or at the deadline.
+	awaiting map[string]bool
+}
+
+// noticeListener is one poller of a group's notices.
+type noticeListener struct {
+	// polling counts its WaitPreemptionNotice calls in progress; last is when its last
+	// one returned.
+	polling int
+	last    time.Time
+}
+
+// listenerGap is how long after a poll returned its listener still counts as polling:
+// a hook asks again at once after an empty reply.
+const listenerGap = 5 * time.Second
+
+// listeningLocked returns the ids of the group's listeners polling now (or a moment
+// ago), forgetting the others.
+func (e *pgEntry) listeningLocked(now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for id, l := range e.listeners {
+		if l.polling > 0 || now.Sub(l.last) <= listenerGap {
+			out[id] = true
+		} else {
+			delete(e.listeners, id)
+		}
+	}
+	return out
 }
 
 // preemptionAllowed reports whether a queue's policies let its work evict anything.
@@ -337,7 +368,7 @@ func (m *pgManager) noticeLocked(e *pgEntry, reason preemption.Reason, preemptor
 	e.info.Preemptions++
 	e.info.LastPreemption = notice
 	m.preemptions[[2]string{e.info.Queue, string(reason)}]++
-	e.eviction = &evictionState{notice: notice, deadline: deadline}
+	e.eviction = &evictionState{notice: notice, deadline: deadline, awaiting: e.listeningLocked(now)}
 	m.evicting[e.id] = e
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
@@ -434,6 +465,15 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var listener *noticeListener // registered on the group while this call polls
+	defer func() {
+		if listener != nil {
+			m.mu.Lock()
+			listener.polling--
+			listener.last = m.now()
+			m.mu.Unlock()
+		}
+	}()
 	for {
 		m.mu.Lock()
 		e := m.lookupLocked(req.PlacementGroupId)
@@ -446,6 +486,16 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
 		}
 		e.lastNoticePoll = m.now() // a hook listens: a spot interruption notices it first
+		if listener == nil {
+			if e.listeners == nil {
+				e.listeners = map[string]*noticeListener{}
+			}
+			if listener = e.listeners[req.ListenerId]; listener == nil {
+				listener = &noticeListener{}
+				e.listeners[req.ListenerId] = listener
+			}
+			listener.polling++
+		}
 		if e.eviction != nil && !e.eviction.releasing {
 			reply := &pb.WaitPreemptionNoticeReply{Notice: proto.Clone(e.eviction.notice).(*pb.PreemptionNotice)}
 			m.mu.Unlock()
@@ -474,7 +524,13 @@ func (m *pgManager) AckPreemptionNotice(ctx context.Context, req *pb.AckPreempti
 	if e.eviction == nil || e.eviction.releasing || (req.TimeMs != 0 && req.TimeMs != e.eviction.notice.TimeMs) {
 		return &pb.AckPreemptionNoticeReply{}, nil
 	}
-	m.log.Info().Str("pg_id", e.id).Msg("preemption notice acknowledged: releasing the group")
+	delete(e.eviction.awaiting, req.ListenerId)
+	if len(e.eviction.awaiting) > 0 {
+		m.log.Info().Str("pg_id", e.id).Str("listener", req.ListenerId).Int("awaiting", len(e.eviction.awaiting)).
+			Msg("preemption notice acknowledged; waiting for the group's other listeners")
+		return &pb.AckPreemptionNoticeReply{}, nil
+	}
+	m.log.Info().Str("pg_id", e.id).Str("listener", req.ListenerId).Msg("preemption notice acknowledged: releasing the group")
 	m.evictLocked(e)
 	return &pb.AckPreemptionNoticeReply{}, nil
 }

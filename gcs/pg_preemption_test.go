@@ -491,3 +491,56 @@ func TestNewCapacityInIsKnownWhileFreshAndNotLateByMoreThanTheDelay(t *testing.T
 		t.Error("a report older than newCapacityStale: want unknown")
 	}
 }
+
+// A notice waits for every listener that was polling when it was given (the owner's
+// hook and the group's Go actors with a Checkpoint method): one acknowledgement of two
+// releases nothing; the second releases the group.
+func TestANoticeWaitsForEveryListenerPollingWhenItWasGiven(t *testing.T) {
+	f := newPreemptionFixture(t)
+	low := f.running("development", 4)
+	f.running("training", 4)
+	notices := make(chan *pb.PreemptionNotice, 2)
+	for _, listener := range []string{"", "actor:a1"} {
+		go func() {
+			reply, err := f.m.WaitPreemptionNotice(context.Background(), &pb.WaitPreemptionNoticeRequest{PlacementGroupId: low, WaitMs: 10_000, ListenerId: listener})
+			if err != nil {
+				t.Error(err)
+			}
+			notices <- reply.GetNotice()
+		}()
+	}
+	poll.Until(t, 10*time.Second, time.Millisecond, "two listeners polling", func() error {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		if n := len(f.m.groups[low].listeners); n != 2 {
+			return fmt.Errorf("%d listeners", n)
+		}
+		return nil
+	})
+	high, err := f.createIn("team", "PACK", "training-high", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	notice := <-notices
+	<-notices
+	if notice == nil || notice.PreemptorId != high {
+		t.Fatalf("notice %v, want one from %s", notice, high)
+	}
+	if _, err := f.m.AckPreemptionNotice(context.Background(), &pb.AckPreemptionNoticeRequest{PlacementGroupId: low, TimeMs: notice.TimeMs}); err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	if info := f.m.info(low); info.State != pb.PlacementGroupState_CREATED || info.LastPreemption.Acknowledged {
+		t.Fatalf("released after the owner's acknowledgement while the actor's is missing: %v %v", info.State, info.LastPreemption)
+	}
+	f.checkCreatedIsWhole(low)
+	if _, err := f.m.AckPreemptionNotice(context.Background(), &pb.AckPreemptionNoticeRequest{PlacementGroupId: low, TimeMs: notice.TimeMs, ListenerId: "actor:a1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitPending(low, pending.Preempted)
+	f.waitCreated(high)
+	checkLedgerMatchesTable(t, f.m, 0)
+}

@@ -66,6 +66,8 @@ type pgEntry struct {
 	// lastNoticePoll is when the group's owner last polled WaitPreemptionNotice (its
 	// preemption hook listens).
 	lastNoticePoll time.Time
+	// listeners are the WaitPreemptionNotice pollers by listener id (pg_preemption.go).
+	listeners map[string]*noticeListener
 	// queuedSince is when the group last started waiting (its preemption delay counts
 	// from then); admittedAt when it last became CREATED (its minRuntime counts from
 	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).

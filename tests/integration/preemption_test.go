@@ -86,6 +86,14 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		research = append(research, pg)
 	}
 	victim := research[2]
+	checkInvariants := func(step string) {
+		t.Helper()
+		stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
+		if code != 0 {
+			t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
+		}
+	}
+	checkInvariants("research runs three groups")
 	type hooked struct {
 		notice sdk.PreemptionNotice
 		row    *sdk.PlacementGroupInfo
@@ -113,6 +121,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := first.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	checkInvariants("prod's first group runs")
 	second := prod()
 	var call hooked
 	select {
@@ -143,6 +152,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatalf("another group was preempted: %+v", other.row.ID)
 	default:
 	}
+	checkInvariants("the victim is queued, prod's groups run")
 	for _, pg := range []*sdk.PlacementGroup{first, second} {
 		if err := pg.Remove(ctx); err != nil {
 			t.Fatal(err)
@@ -151,4 +161,5 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := victim.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	checkInvariants("the victim runs again")
 }
