@@ -24,8 +24,9 @@ import (
 // evicting anything asks preemption.Decide once for victims among the running groups.
 // Each victim gets a notice (Kueue's reason, the
 // preemptor, a deadline: now + its priority class's gracePeriod) on its row and through
-// the WaitPreemptionNotice long poll, where its owner's hook checkpoints. When the hook
-// acknowledges (AckPreemptionNotice), or at the deadline, the victim's bundles are
+// the WaitPreemptionNotice long poll, where its owner's hook and its Go actors'
+// Checkpoint methods listen. When every listener polling at the notice acknowledged
+// (AckPreemptionNotice), or at the deadline, the victim's bundles are
 // cancelled on the raylets (its workers end: actors restart per max_restarts, tasks
 // retry), and once the raylets confirmed, its quota is returned and it waits in its
 // queue again, PENDING with reason Preempted, keeping its id, name and priority.
