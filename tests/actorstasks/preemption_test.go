@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,13 +34,28 @@ func (s *Saver) State() [3]int {
 	return [3]int{s.count, restored, os.Getpid()}
 }
 
-// Checkpoint writes the count, then a file named after the worker's pid (written last,
-// so that a test that sees it knows the checkpoint is complete).
+// Checkpoint writes the count and checkpointing-<pid>, then waits (until its deadline)
+// for the test to create the file release, then writes checkpointed-by-<pid>: the test
+// looks at the cluster while a checkpoint runs.
 func (s *Saver) Checkpoint(ctx context.Context) error {
+	pid := strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(filepath.Join(s.dir, "count"), []byte(strconv.Itoa(s.count)), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(s.dir, "checkpointed-by-"+strconv.Itoa(os.Getpid())), nil, 0o644)
+	if err := os.WriteFile(filepath.Join(s.dir, "checkpointing-"+pid), nil, 0o644); err != nil {
+		return err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(s.dir, "release")); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return os.WriteFile(filepath.Join(s.dir, "checkpointed-by-"+pid), nil, 0o644)
 }
 
 var _ sdk.Checkpointer = (*Saver)(nil)
@@ -88,9 +104,11 @@ priorityClasses:
 `
 
 // A preempted group's Go actor with a Checkpoint method checkpoints before its worker is
-// stopped, and the group is released when it returned (long before the 10-minute
-// deadline); when the group is placed again, the actor restarts per max_restarts, restores
-// its state and answers calls, and the group's task retries per max_retries.
+// stopped: while it runs, the group holds its bundles and its workers run, and `raygo
+// list placement-groups` and `raygo status` show the notice; the group is released when it
+// returned (long before the 10-minute deadline). When the group is placed again, the actor
+// restarts per max_restarts, restores its state and answers calls, and the group's task
+// retries per max_retries.
 func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "queues.yaml")
@@ -151,13 +169,42 @@ func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While the actor checkpoints, the victim holds its bundles, and `raygo list
+	// placement-groups` and `raygo status` show it being preempted.
+	harness.Eventually(t, 30*time.Second, "the actor checkpoints", func() error {
+		_, err := os.Stat(filepath.Join(dir, "checkpointing-"+strconv.Itoa(before[2])))
+		return err
+	})
+	row, err := victim.Table(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.State != "CREATED" || row.Bundles[0].NodeID == "" || row.LastPreemption == nil || row.LastPreemption.Acknowledged ||
+		row.LastPreemption.Reason != "InClusterQueue" || row.LastPreemption.PreemptorID != preemptor.ID {
+		t.Fatalf("victim during its actor's checkpoint: %s, bundle 0 on %q, notice %+v; want CREATED, placed, noticed by %s",
+			row.State, row.Bundles[0].NodeID, row.LastPreemption, preemptor.ID)
+	}
+	if !alive(before[2]) || !alive(taskPID) {
+		t.Fatal("the victim's workers stopped before the actor's checkpoint returned")
+	}
+	noticeText := "InClusterQueue by pg_" + preemptor.ID[:12]
+	if stdout, stderr, code := c.Run("list", "placement-groups"); code != 0 || !strings.Contains(stdout, "1x "+noticeText) {
+		t.Fatalf("raygo list placement-groups (exit %d) does not show the notice %q:\n%s%s", code, noticeText, stdout, stderr)
+	}
+	if stdout, stderr, code := c.Run("status"); code != 0 || !strings.Contains(stdout, "Being preempted:") ||
+		!strings.Contains(stdout, "pg_"+victim.ID[:12]) || !strings.Contains(stdout, noticeText) {
+		t.Fatalf("raygo status (exit %d) does not show the victim being preempted:\n%s%s", code, stdout, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := preemptor.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "checkpointed-by-"+strconv.Itoa(before[2]))); err != nil {
 		t.Fatalf("the preemptor runs but the actor's worker (pid %d) did not checkpoint: %v", before[2], err)
 	}
-	row, err := victim.Table(ctx)
+	row, err = victim.Table(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
