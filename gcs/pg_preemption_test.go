@@ -383,6 +383,14 @@ func newWaitFixture(t *testing.T) *twoPhaseFixture {
 	return f
 }
 
+// checkNoticedOnceBy fails unless the group got exactly one notice, from preemptor.
+func (f *twoPhaseFixture) checkNoticedOnceBy(id, preemptor string) {
+	f.t.Helper()
+	if info := f.m.info(id); info.Preemptions != 1 || info.LastPreemption.GetPreemptorId() != preemptor {
+		f.t.Fatalf("group %s: %d notices, last %v; want one from %s", id[:8], info.Preemptions, info.LastPreemption, preemptor)
+	}
+}
+
 // checkNoNotices fails when any group got a preemption notice.
 func (f *twoPhaseFixture) checkNoNotices(ids ...string) {
 	f.t.Helper()
@@ -429,9 +437,7 @@ func TestAPreemptorWaitsForANewNodeDueWithinItsDelay(t *testing.T) {
 	f.clock.Advance(15 * time.Second)
 	f.m.newCapacityReported(map[string]time.Time{high: due})
 	f.waitPending(high, pending.PreemptionDelay)
-	if info := f.m.info(low); info.Preemptions != 1 || info.LastPreemption.GetPreemptorId() != high {
-		t.Fatalf("low: %d notices, last %v; want one from %s", info.Preemptions, info.LastPreemption, high)
-	}
+	f.checkNoticedOnceBy(low, high)
 	checkLedgerMatchesTable(t, f.m, 0)
 }
 
@@ -456,9 +462,7 @@ func TestAPreemptorPreemptsWhenTheNewNodeComesAfterItsDelay(t *testing.T) {
 	f.clock.Advance(61 * time.Second)
 	f.m.newCapacityReported(map[string]time.Time{high: f.clock.Now().Add(9 * time.Minute)})
 	f.waitPending(high, pending.PreemptionDelay)
-	if info := f.m.info(low); info.Preemptions != 1 || info.LastPreemption.GetPreemptorId() != high {
-		t.Fatalf("low: %d notices, last %v; want one from %s", info.Preemptions, info.LastPreemption, high)
-	}
+	f.checkNoticedOnceBy(low, high)
 	if info := f.m.info(mid); info.Preemptions != 0 {
 		t.Fatalf("mid noticed too: %v (one 4-GPU victim is the minimal set)", info.LastPreemption)
 	}

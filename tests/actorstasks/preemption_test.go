@@ -122,13 +122,6 @@ func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	checkInvariants := func(step string) {
-		t.Helper()
-		stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
-		if code != 0 {
-			t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
-		}
-	}
 
 	victim, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.Pack, sdk.WithPriority("batch"))
 	if err != nil {
@@ -162,7 +155,7 @@ func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 		}
 		return err
 	})
-	checkInvariants("the victim's actor and task run")
+	c.CheckInvariants("the victim's actor and task run")
 
 	// The preemptor needs the queue's 2 CPUs: the batch group is evicted.
 	preemptor, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 2}}, sdk.Pack, sdk.WithPriority("training-high"))
@@ -220,7 +213,7 @@ func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 		}
 		return nil
 	})
-	checkInvariants("the preemptor runs, the victim is queued")
+	c.CheckInvariants("the preemptor runs, the victim is queued")
 
 	// The preemptor goes; the victim runs again, its actor restarted from its checkpoint.
 	if err := preemptor.Remove(ctx); err != nil {
@@ -245,5 +238,5 @@ func TestAPreemptedActorCheckpointsThenRestartsAndItsTaskRetries(t *testing.T) {
 	if retried == taskPID {
 		t.Fatalf("the task returned from its first worker (pid %d), which the eviction stopped", taskPID)
 	}
-	checkInvariants("the victim runs again")
+	c.CheckInvariants("the victim runs again")
 }

@@ -82,16 +82,6 @@ func (a *autoscaled) createTeam(t *testing.T, priority string, n int) string {
 	return reply.PlacementGroup.PlacementGroupId
 }
 
-// checkInvariants runs `raygo debug check-invariants` on the cluster: no partial gang,
-// no double allocation, no leak, quotas within limits.
-func (a *autoscaled) checkInvariants(t *testing.T, step string) {
-	t.Helper()
-	stdout, stderr, code := a.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
-	if code != 0 {
-		t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
-	}
-}
-
 // watchUntilCreated polls the group until it is CREATED and returns every pending
 // reason code it showed meanwhile.
 func (a *autoscaled) watchUntilCreated(t *testing.T, id string) (*pb.PlacementGroupInfo, map[string]bool) {
@@ -132,7 +122,7 @@ func TestAPreemptorTheAutoscalerServesWithinItsDelayWaitsForTheNewNode(t *testin
 	a := startWaitOrPreempt(t, "wait-for-node", 30, 1, "10m")
 	low := a.createTeam(t, "development", 4)
 	a.waitCreated(t, low)
-	a.checkInvariants(t, "the low-priority group runs")
+	a.CheckInvariants("the low-priority group runs")
 
 	high := a.createTeam(t, "training-high", 4)
 	row, seen := a.watchUntilCreated(t, high)
@@ -151,7 +141,7 @@ func TestAPreemptorTheAutoscalerServesWithinItsDelayWaitsForTheNewNode(t *testin
 	if lowRow.State != pb.PlacementGroupState_CREATED || lowRow.Preemptions != 0 || lowRow.LastPreemption != nil {
 		t.Fatalf("the low-priority group: %s with %d notices (%v), want CREATED and never noticed", lowRow.State, lowRow.Preemptions, lowRow.LastPreemption)
 	}
-	a.checkInvariants(t, "the preemptor runs on the new node")
+	a.CheckInvariants("the preemptor runs on the new node")
 }
 
 // The converse: when the autoscaler cannot bring a node (gpu4's max_workers is 0), the
@@ -162,7 +152,7 @@ func TestAPreemptorTheAutoscalerCannotServePreemptsAfterItsDelay(t *testing.T) {
 	a := startWaitOrPreempt(t, "no-node", 30, 0, "2s")
 	low := a.createTeam(t, "scratch", 4)
 	a.waitCreated(t, low)
-	a.checkInvariants(t, "the low-priority group runs")
+	a.CheckInvariants("the low-priority group runs")
 
 	high := a.createTeam(t, "training-high", 4)
 	row, seen := a.watchUntilCreated(t, high)
@@ -181,9 +171,9 @@ func TestAPreemptorTheAutoscalerCannotServePreemptsAfterItsDelay(t *testing.T) {
 	if launched := a.launched(t); len(launched) != 0 {
 		t.Fatalf("nodes launched: %v, want none (max_workers 0)", launched)
 	}
-	a.checkInvariants(t, "the preemptor runs, the victim is queued")
+	a.CheckInvariants("the preemptor runs, the victim is queued")
 
 	a.remove(t, high)
 	a.waitCreated(t, low)
-	a.checkInvariants(t, "the victim runs again")
+	a.CheckInvariants("the victim runs again")
 }

@@ -53,20 +53,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	poll.Until(t, 30*time.Second, 50*time.Millisecond, "24 GPUs", func() error {
-		nodes, err := c.Nodes()
-		if err != nil {
-			return err
-		}
-		gpus := 0.0
-		for _, n := range nodes {
-			gpus += n.ResourcesTotal["GPU"]
-		}
-		if gpus != 24 {
-			return fmt.Errorf("%g GPUs", gpus)
-		}
-		return nil
-	})
+	waitForGPUs(t, c, 24)
 	gpus := func(n int) []sdk.Bundle {
 		out := make([]sdk.Bundle, n)
 		for i := range out {
@@ -86,14 +73,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		research = append(research, pg)
 	}
 	victim := research[2]
-	checkInvariants := func(step string) {
-		t.Helper()
-		stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
-		if code != 0 {
-			t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
-		}
-	}
-	checkInvariants("research runs three groups")
+	c.CheckInvariants("research runs three groups")
 	type hooked struct {
 		notice sdk.PreemptionNotice
 		row    *sdk.PlacementGroupInfo
@@ -121,7 +101,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := first.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkInvariants("prod's first group runs")
+	c.CheckInvariants("prod's first group runs")
 	second := prod()
 	var call hooked
 	select {
@@ -152,7 +132,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatalf("another group was preempted: %+v", other.row.ID)
 	default:
 	}
-	checkInvariants("the victim is queued, prod's groups run")
+	c.CheckInvariants("the victim is queued, prod's groups run")
 	for _, pg := range []*sdk.PlacementGroup{first, second} {
 		if err := pg.Remove(ctx); err != nil {
 			t.Fatal(err)
@@ -161,7 +141,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := victim.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkInvariants("the victim runs again")
+	c.CheckInvariants("the victim runs again")
 }
 
 // inferenceQueues: serve evicts its own lower-priority work; other is a queue of its own
@@ -211,27 +191,7 @@ func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWo
 		return client
 	}
 	serve, other := connect("serve"), connect("other")
-	poll.Until(t, 30*time.Second, 50*time.Millisecond, "16 GPUs", func() error {
-		nodes, err := c.Nodes()
-		if err != nil {
-			return err
-		}
-		gpus := 0.0
-		for _, n := range nodes {
-			gpus += n.ResourcesTotal["GPU"]
-		}
-		if gpus != 16 {
-			return fmt.Errorf("%g GPUs", gpus)
-		}
-		return nil
-	})
-	checkInvariants := func(step string) {
-		t.Helper()
-		stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
-		if code != 0 {
-			t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
-		}
-	}
+	waitForGPUs(t, c, 16)
 	create := func(client *sdk.Client, priority string, n int) *sdk.PlacementGroup {
 		t.Helper()
 		bundles := make([]sdk.Bundle, n)
@@ -264,7 +224,7 @@ func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWo
 	training := running(serve, "training", 4)
 	dev := running(serve, "development", 2)
 	pinned := running(serve, "pinned", 2)
-	checkInvariants("both nodes full")
+	c.CheckInvariants("both nodes full")
 
 	// noticed reports which groups got a notice so far, and checks it came from by.
 	groups := map[string]*sdk.PlacementGroup{"other's development": otherDev, "training": training, "serve's development": dev, "pinned": pinned}
@@ -285,7 +245,7 @@ func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWo
 	if got, want := noticed(), map[string]string{"serve's development": "InClusterQueue by " + first.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the first inference group: notices %v, want %v", got, want)
 	}
-	checkInvariants("the first inference group runs")
+	c.CheckInvariants("the first inference group runs")
 
 	second := create(serve, "production-inference", 4)
 	if _, err := second.Ready(ctx); err != nil {
@@ -294,7 +254,7 @@ func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWo
 	if got, want := noticed(), map[string]string{"serve's development": "InClusterQueue by " + first.ID, "training": "InClusterQueue by " + second.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after the second inference group: notices %v, want %v", got, want)
 	}
-	checkInvariants("the second inference group runs")
+	c.CheckInvariants("the second inference group runs")
 
 	// Left in serve: pinned (non-preemptible) and two groups of equal priority.
 	third := create(serve, "production-inference", 2)
@@ -329,5 +289,24 @@ func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWo
 	if info := row(otherDev); info.State != "CREATED" {
 		t.Fatalf("other's development group: %s, want CREATED", info.State)
 	}
-	checkInvariants("the third inference group waits")
+	c.CheckInvariants("the third inference group waits")
+}
+
+// waitForGPUs waits until the cluster's nodes offer n GPUs in all.
+func waitForGPUs(t *testing.T, c *harness.Cluster, n float64) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("%g GPUs", n), func() error {
+		nodes, err := c.Nodes()
+		if err != nil {
+			return err
+		}
+		gpus := 0.0
+		for _, node := range nodes {
+			gpus += node.ResourcesTotal["GPU"]
+		}
+		if gpus != n {
+			return fmt.Errorf("%g GPUs", gpus)
+		}
+		return nil
+	})
 }
