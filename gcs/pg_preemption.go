@@ -309,6 +309,7 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		return // placed or removed meanwhile: its victims are not needed
 	}
 	retryAt := now.Add(preemptionRetry)
+	m.preemptionDecisions[[2]string{d.Outcome.String(), string(d.Cause)}]++
 	e.waitingForNode = d.Pending == pending.WaitingForNewNode
 	if d.Outcome != preemption.Preempt {
 		m.log.Debug().Str("pg_id", e.id).Str("outcome", d.Outcome.String()).Str("cause", string(d.Cause)).Err(d.Err).
@@ -544,6 +545,14 @@ func (m *pgManager) queueOf(id string) string {
 		return e.info.Queue
 	}
 	return ""
+}
+
+// preemptionDecisionCounts copies the preemption decisions made so far by outcome and
+// cause.
+func (m *pgManager) preemptionDecisionCounts() map[[2]string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.preemptionDecisions)
 }
 
 // preemptionCounts copies the notices given so far by queue and reason.

@@ -136,8 +136,11 @@ type pgManager struct {
 	evicting map[string]*pgEntry
 	// preemptions counts the notices given since this GCS started, by queue and reason
 	// (raygo_queue_preemptions_total).
-	preemptions    map[[2]string]int
-	preemptRetryAt time.Time
+	preemptions map[[2]string]int
+	// preemptionDecisions counts preemption.Decide's outcomes since this GCS started,
+	// by outcome and cause (raygo_preemption_decisions_total).
+	preemptionDecisions map[[2]string]int
+	preemptRetryAt      time.Time
 	// newCapacity is the autoscaler's last report of when the nodes it launches for
 	// pending groups run, by group id (pg_preemption.go).
 	newCapacity newCapacityReport
@@ -173,7 +176,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, preemptionDecisions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/tests/harness"
 )
 
 // Wait or preempt on real processes: a head with 4 plain GPUs runs a low-priority group
@@ -57,13 +59,29 @@ priorityClasses:
 `
 }
 
-func startWaitOrPreempt(t *testing.T, name string, expectedLaunchS, gpuMax int, preemptionDelay string) *autoscaled {
+// startWaitOrPreempt starts the head (4 GPUs, the team queue, /metrics on the
+// dashboard port it returns) with the autoscaler.
+func startWaitOrPreempt(t *testing.T, name string, expectedLaunchS, gpuMax int, preemptionDelay string) (*autoscaled, string) {
 	t.Helper()
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte(teamQueueYAML(preemptionDelay)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startAutoscaled(t, waitOrPreemptYAML(name, expectedLaunchS, gpuMax), "--num-gpus", "4", "--queues", queues)
+	dashboard := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	a := startAutoscaled(t, waitOrPreemptYAML(name, expectedLaunchS, gpuMax), "--num-gpus", "4", "--queues", queues,
+		"--dashboard-port", dashboard[len("127.0.0.1:"):])
+	return a, dashboard
+}
+
+// decisions is the head's raygo_preemption_decisions_total of the cause (0 when absent).
+func decisions(t *testing.T, dashboard, cause string) float64 {
+	t.Helper()
+	families, err := harness.Scrape(t, dashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := harness.MetricValue(families, "raygo_preemption_decisions_total", "cause", cause)
+	return n
 }
 
 // createTeam makes a detached PACK group of n GPUs in the team queue at the priority.
@@ -119,15 +137,17 @@ func (a *autoscaled) nodeTypeOf(t *testing.T, nodeID string) string {
 // waits for the new node and evicts nothing. gpu4 launches in 30 s by its
 // expected_launch_s, the queue's preemptionDelay is 10 minutes.
 func TestAPreemptorTheAutoscalerServesWithinItsDelayWaitsForTheNewNode(t *testing.T) {
-	a := startWaitOrPreempt(t, "wait-for-node", 30, 1, "10m")
+	a, dashboard := startWaitOrPreempt(t, "wait-for-node", 30, 1, "10m")
 	low := a.createTeam(t, "development", 4)
 	a.waitCreated(t, low)
 	a.CheckInvariants("the low-priority group runs")
 
 	high := a.createTeam(t, "training-high", 4)
 	row, seen := a.watchUntilCreated(t, high)
-	if !seen[string(pending.WaitingForNewNode)] {
-		t.Fatalf("the preemptor's pending reasons were %v: want WaitingForNewNode while the node launched", seen)
+	// The decision to wait set WaitingForNewNode (the GCS's tests show the code); the
+	// node may join within a poll of the row, so the decision is read from the counter.
+	if n := decisions(t, dashboard, "new_capacity_sooner"); n < 1 {
+		t.Fatalf("no preemption decision waited for the new node (raygo_preemption_decisions_total{cause=new_capacity_sooner} = %g); pending reasons seen: %v", n, seen)
 	}
 	if seen[string(pending.PreemptionDelay)] {
 		t.Fatalf("the preemptor showed PreemptionDelay (it chose victims): %v", seen)
@@ -149,7 +169,7 @@ func TestAPreemptorTheAutoscalerServesWithinItsDelayWaitsForTheNewNode(t *testin
 // ever saying WaitingForNewNode; the victim is queued again with Preempted, and runs again
 // once the preemptor is removed.
 func TestAPreemptorTheAutoscalerCannotServePreemptsAfterItsDelay(t *testing.T) {
-	a := startWaitOrPreempt(t, "no-node", 30, 0, "2s")
+	a, dashboard := startWaitOrPreempt(t, "no-node", 30, 0, "2s")
 	low := a.createTeam(t, "scratch", 4)
 	a.waitCreated(t, low)
 	a.CheckInvariants("the low-priority group runs")
@@ -158,6 +178,9 @@ func TestAPreemptorTheAutoscalerCannotServePreemptsAfterItsDelay(t *testing.T) {
 	row, seen := a.watchUntilCreated(t, high)
 	if seen[string(pending.WaitingForNewNode)] || !seen[string(pending.PreemptionDelay)] {
 		t.Fatalf("the preemptor's pending reasons were %v: want PreemptionDelay, never WaitingForNewNode", seen)
+	}
+	if n := decisions(t, dashboard, "new_capacity_sooner"); n != 0 {
+		t.Fatalf("%g preemption decisions waited for a new node, want none", n)
 	}
 	if got := a.nodeTypeOf(t, row.Bundles[0].NodeId); got != "" {
 		t.Fatalf("the preemptor is on a %q node, want the head", got)
