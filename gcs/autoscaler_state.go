@@ -57,6 +57,9 @@ type autoscalerGroups interface {
 	// evacuate moves the bundles of a node preempted while it runs, before deadline
 	// (zero: unknown).
 	evacuate(nodeID string, deadline time.Time)
+	// newCapacityReported hands over the autoscaler's estimates of when the nodes it
+	// launches for pending groups run, by group id, replacing the last ones.
+	newCapacityReported(expected map[string]time.Time)
 }
 
 // autoscalerActors is what it reads of the actor table.
@@ -140,9 +143,17 @@ func (a *autoscalerState) ReportAutoscalingState(ctx context.Context, req *pb.Re
 		return nil, errorf(fielderr.ErrInvalid, "%s", "autoscaling_state: required")
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.reported == nil || state.AutoscalerStateVersion >= a.reported.AutoscalerStateVersion {
+	accepted := a.reported == nil || state.AutoscalerStateVersion >= a.reported.AutoscalerStateVersion
+	if accepted {
 		a.reported = proto.Clone(state).(*pb.AutoscalingState)
+	}
+	a.mu.Unlock()
+	if accepted {
+		expected := make(map[string]time.Time, len(state.NewCapacityEstimates))
+		for _, e := range state.NewCapacityEstimates {
+			expected[e.PlacementGroupId] = time.UnixMilli(e.ExpectedRunningMs)
+		}
+		a.groups.newCapacityReported(expected)
 	}
 	return &pb.ReportAutoscalingStateReply{}, nil
 }

@@ -446,6 +446,31 @@ func TestResourceConstraintIsReplacedClearedAndSurvivesARestart(t *testing.T) {
 	}
 }
 
+// The autoscaler's new_capacity_estimates reach the placement-group manager, by group id;
+// a late report's do not replace them.
+func TestNewCapacityEstimatesReachPreemptionUnlessTheReportIsOlder(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	ctx := context.Background()
+	report := func(version, expectedMs int64) {
+		t.Helper()
+		state := &pb.AutoscalingState{AutoscalerStateVersion: version, NewCapacityEstimates: []*pb.NewCapacityEstimate{
+			{PlacementGroupId: "pg1", RayNodeTypeName: "gpu8", ExpectedRunningMs: expectedMs, LaunchLatencyMs: 30_000}}}
+		if _, err := f.state.ReportAutoscalingState(ctx, &pb.ReportAutoscalingStateRequest{AutoscalingState: state}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expected := func() map[string]time.Time {
+		f.s.pgs.mu.Lock()
+		defer f.s.pgs.mu.Unlock()
+		return f.s.pgs.newCapacity.expected
+	}
+	report(2, 1_800_000_030_000)
+	report(1, 1_800_000_999_000)
+	if got := expected(); len(got) != 1 || !got["pg1"].Equal(time.UnixMilli(1_800_000_030_000)) {
+		t.Fatalf("estimates %v, want pg1 at the version 2 report's time", got)
+	}
+}
+
 func TestClusterStatusCarriesTheLatestAutoscalingState(t *testing.T) {
 	f := newAutoscalerFixture(t, store.NewMemory())
 	ctx := context.Background()

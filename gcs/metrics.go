@@ -68,7 +68,7 @@ type tableCollector struct {
 	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
 	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
 	allocatedIdle                                                                                         *prometheus.Desc
-	preemptions                                                                                           *prometheus.Desc
+	preemptions, preemptionDecisions                                                                      *prometheus.Desc
 	migSlices                                                                                             *prometheus.Desc
 	autoscalerLaunched                                                                                    *prometheus.Desc
 }
@@ -98,6 +98,7 @@ func newTableCollector(s *Server) *tableCollector {
 		autoscalerLaunched:   d("raygo_autoscaler_launched_instances_total", "Instances the autoscaler launched since it started, by node type (its last report).", "node_type"),
 		migSlices:            d("raygo_mig_slices", "Memory slices of the ALIVE nodes' MIG GPUs: held by bundles, idle (carved, kept for reuse) and free (no instance covers them); unusable counts the free ones no profile can be carved on now.", "state"),
 		preemptions:          d("raygo_queue_preemptions_total", "Preemption notices given to placement groups since this GCS started, by the victim's queue and the reason (Kueue's eviction reasons; SpotInterruption for a spot node going away).", "queue", "reason"),
+		preemptionDecisions:  d("raygo_preemption_decisions_total", "Preemption decisions for held-back placement groups since this GCS started, by outcome (fits, preempt, wait, cannot) and cause (why nothing was evicted: within_preemption_delay, new_capacity_sooner for a wait for the autoscaler's new nodes, no_candidates, not_enough, blast_radius, infeasible, invalid_input; empty for fits and preempt).", "outcome", "cause"),
 		allocatedIdle:        d("raygo_gpus_allocated_idle", "Whole GPUs placement groups hold whose SM activity stayed under 10 % for 10 minutes (the raylets' measure), by the groups' queue (\"\" without queues).", "queue"),
 		autoscalerInfeasible: d("raygo_autoscaler_infeasible_demands", "Pending demand the autoscaler reported no node type could hold, or a limit holds back (its last report)."),
 	}
@@ -192,6 +193,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for key, count := range c.s.pgs.preemptionCounts() {
 		ch <- prometheus.MustNewConstMetric(c.preemptions, prometheus.CounterValue, float64(count), key[0], key[1])
+	}
+	for key, count := range c.s.pgs.preemptionDecisionCounts() {
+		ch <- prometheus.MustNewConstMetric(c.preemptionDecisions, prometheus.CounterValue, float64(count), key[0], key[1])
 	}
 	// Allocated GPUs that stay idle, by the queue of the group holding them.
 	byQueue := map[string]float64{}

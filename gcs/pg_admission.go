@@ -289,6 +289,11 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 // recordWaitingLocked records why admission holds a group back. A preempted group keeps
 // saying Preempted until it runs again, unless it can never run or preempts in turn.
 func (m *pgManager) recordWaitingLocked(e *pgEntry, reason pending.Reason, now time.Time) {
+	if e.waitingForNode && (reason == pending.NoResources || reason == pending.Fragmented) {
+		// Preemption chose to wait for the autoscaler's new nodes: that is why it waits
+		// (the next decision says otherwise if the nodes stop coming).
+		reason = pending.WaitingForNewNode
+	}
 	if e.info.PendingReasonCode == string(pending.Preempted) &&
 		reason != pending.Infeasible && reason != pending.PreemptionDelay && reason != pending.WaitingForNewNode {
 		return

@@ -159,7 +159,7 @@ func (m *pgManager) markCreatedLocked(e *pgEntry) bool {
 		}
 	}
 	if e.info.State == pb.PlacementGroupState_CREATED {
-		e.admittedAt, e.queuedSince = time.UnixMilli(now), time.Time{}
+		e.admittedAt, e.queuedSince, e.waitingForNode = time.UnixMilli(now), time.Time{}, false
 		if e.info.RunningSinceMs == 0 {
 			e.info.RunningSinceMs = now
 			m.expireLater(e)

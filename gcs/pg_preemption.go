@@ -24,11 +24,16 @@ import (
 // evicting anything asks preemption.Decide once for victims among the running groups.
 // Each victim gets a notice (Kueue's reason, the
 // preemptor, a deadline: now + its priority class's gracePeriod) on its row and through
-// the WaitPreemptionNotice long poll, where its owner's hook checkpoints. When the hook
-// acknowledges (AckPreemptionNotice), or at the deadline, the victim's bundles are
+// the WaitPreemptionNotice long poll, where its owner's hook and its Go actors'
+// Checkpoint methods listen. When every listener polling at the notice acknowledged
+// (AckPreemptionNotice), or at the deadline, the victim's bundles are
 // cancelled on the raylets (its workers end: actors restart per max_restarts, tasks
 // retry), and once the raylets confirmed, its quota is returned and it waits in its
 // queue again, PENDING with reason Preempted, keeping its id, name and priority.
+//
+// The decision reads the autoscaler's last estimate of when the nodes it launches for
+// the group run (newCapacityReport): due within the queue's preemptionDelay, the group
+// waits for them (WaitingForNewNode) and nothing is evicted.
 //
 // The preemptor shows PreemptionDelay meanwhile and is not decided for again while its
 // victims are being evicted. It cannot be placed before they are released: the loop's
@@ -45,7 +50,45 @@ const (
 	preemptionRetry = 10 * time.Second
 	// maxNoticeWait caps WaitPreemptionNoticeRequest.wait_ms.
 	maxNoticeWait = time.Minute
+	// newCapacityStale: the autoscaler's estimates are ignored when it has not reported
+	// for this long (it stopped, or its GCS connection did); it reports every tick.
+	newCapacityStale = 30 * time.Second
 )
+
+// newCapacityReport is the autoscaler's last word on when the nodes it launches for
+// pending groups run (ReportAutoscalingState's new_capacity_estimates).
+type newCapacityReport struct {
+	// expected is when the group's last new node is expected to run, by group id.
+	expected map[string]time.Time
+	// received is when the GCS got the report.
+	received time.Time
+}
+
+// newCapacityReported implements autoscalerGroups: the autoscaler's estimates replace
+// the last ones; when they change, held-back groups are decided again at once, so that a
+// preemptor the new nodes serve says WaitingForNewNode from the report on.
+func (m *pgManager) newCapacityReported(expected map[string]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	changed := !maps.EqualFunc(m.newCapacity.expected, expected, time.Time.Equal)
+	m.newCapacity = newCapacityReport{expected: expected, received: m.now()}
+	if changed && m.admission != nil {
+		m.admission.dirty = true
+		m.kick()
+	}
+}
+
+// newCapacityIn is preemption.Decide's NewCapacityIn for a group: how long until the
+// autoscaler's new nodes for it are expected to run (0 when due). Unknown without a
+// fresh estimate for the group, and once the nodes are later than expected by more
+// than the group's preemptionDelay: waiting on must not postpone preemption for ever.
+func newCapacityIn(report newCapacityReport, id string, delay time.Duration, now time.Time) (time.Duration, bool) {
+	at, ok := report.expected[id]
+	if !ok || now.Sub(report.received) > newCapacityStale || now.After(at.Add(delay)) {
+		return 0, false
+	}
+	return max(0, at.Sub(now)), true
+}
 
 // evictionState is a running group told it is being preempted. Guarded by pgManager.mu.
 type evictionState struct {
@@ -58,6 +101,37 @@ type evictionState struct {
 	// only the group's bundles there (the group reschedules them) instead of queueing
 	// the whole group again.
 	node string
+	// awaiting are the listeners (WaitPreemptionNoticeRequest.listener_id) that were
+	// polling when the notice was given and have not acknowledged it: the owner's hook,
+	// the group's Go actors with a Checkpoint method. The group is released once none is
+	// left, or at the deadline.
+	awaiting map[string]bool
+}
+
+// noticeListener is one poller of a group's notices.
+type noticeListener struct {
+	// polling counts its WaitPreemptionNotice calls in progress; last is when its last
+	// one returned.
+	polling int
+	last    time.Time
+}
+
+// listenerGap is how long after a poll returned its listener still counts as polling:
+// a hook asks again at once after an empty reply.
+const listenerGap = 5 * time.Second
+
+// listeningLocked returns the ids of the group's listeners polling now (or a moment
+// ago), forgetting the others.
+func (e *pgEntry) listeningLocked(now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for id, l := range e.listeners {
+		if l.polling > 0 || now.Sub(l.last) <= listenerGap {
+			out[id] = true
+		} else {
+			delete(e.listeners, id)
+		}
+	}
+	return out
 }
 
 // preemptionAllowed reports whether a queue's policies let its work evict anything.
@@ -177,9 +251,12 @@ func (m *pgManager) preemptRound(now time.Time, waiting map[string]pending.Reaso
 			e.queuedSince = now
 		}
 		since := e.queuedSince
+		q, _ := cfg.Queue(e.info.Queue) // preemptionAllowed: it exists, with a preemption section
+		newIn, known := newCapacityIn(m.newCapacity, id, time.Duration(q.Preemption.PreemptionDelay), now)
 		candidates = append(candidates, preemptionCandidate{entry: e, preemptor: preemption.Preemptor{
 			ID: id, Queue: e.info.Queue, PriorityClass: e.info.PriorityClass, Priority: e.info.Priority,
-			Arrival: msToNs(e.info.Stats.GetCreationRequestReceivedMs()), PendingSince: since.UnixNano(), Request: e.request}})
+			Arrival: msToNs(e.info.Stats.GetCreationRequestReceivedMs()), PendingSince: since.UnixNano(), Request: e.request,
+			NewCapacityIn: int64(newIn), NewCapacityKnown: known}})
 	}
 	if len(candidates) == 0 {
 		m.mu.Unlock()
@@ -232,6 +309,8 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		return // placed or removed meanwhile: its victims are not needed
 	}
 	retryAt := now.Add(preemptionRetry)
+	m.preemptionDecisions[[2]string{d.Outcome.String(), string(d.Cause)}]++
+	e.waitingForNode = d.Pending == pending.WaitingForNewNode
 	if d.Outcome != preemption.Preempt {
 		m.log.Debug().Str("pg_id", e.id).Str("outcome", d.Outcome.String()).Str("cause", string(d.Cause)).Err(d.Err).
 			Msg("preemption: nothing evicted")
@@ -255,9 +334,18 @@ func (m *pgManager) applyPreemptionLocked(c preemptionCandidate, d preemption.De
 		m.recordWaitingLocked(e, pending.PreemptionDelay, now)
 		return
 	case preemption.Wait:
-		if d.Cause == preemption.CauseWithinDelay {
-			if q, ok := cfg.Queue(e.info.Queue); ok && q.Preemption != nil {
-				retryAt = time.Unix(0, c.preemptor.PendingSince).Add(time.Duration(q.Preemption.PreemptionDelay))
+		q, ok := cfg.Queue(e.info.Queue)
+		if !ok || q.Preemption == nil {
+			break
+		}
+		delay := time.Duration(q.Preemption.PreemptionDelay)
+		switch d.Cause {
+		case preemption.CauseWithinDelay:
+			retryAt = time.Unix(0, c.preemptor.PendingSince).Add(delay)
+		case preemption.CauseNewCapacitySooner:
+			// Decide again once the nodes are later than expected by the delay.
+			if due := now.Add(time.Duration(c.preemptor.NewCapacityIn) + delay + time.Millisecond); due.Before(retryAt) {
+				retryAt = due
 			}
 		}
 	case preemption.Cannot:
@@ -282,7 +370,7 @@ func (m *pgManager) noticeLocked(e *pgEntry, reason preemption.Reason, preemptor
 	e.info.Preemptions++
 	e.info.LastPreemption = notice
 	m.preemptions[[2]string{e.info.Queue, string(reason)}]++
-	e.eviction = &evictionState{notice: notice, deadline: deadline}
+	e.eviction = &evictionState{notice: notice, deadline: deadline, awaiting: e.listeningLocked(now)}
 	m.evicting[e.id] = e
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
@@ -379,6 +467,15 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	var listener *noticeListener // registered on the group while this call polls
+	defer func() {
+		if listener != nil {
+			m.mu.Lock()
+			listener.polling--
+			listener.last = m.now()
+			m.mu.Unlock()
+		}
+	}()
 	for {
 		m.mu.Lock()
 		e := m.lookupLocked(req.PlacementGroupId)
@@ -391,6 +488,16 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
 		}
 		e.lastNoticePoll = m.now() // a hook listens: a spot interruption notices it first
+		if listener == nil {
+			if e.listeners == nil {
+				e.listeners = map[string]*noticeListener{}
+			}
+			if listener = e.listeners[req.ListenerId]; listener == nil {
+				listener = &noticeListener{}
+				e.listeners[req.ListenerId] = listener
+			}
+			listener.polling++
+		}
 		if e.eviction != nil && !e.eviction.releasing {
 			reply := &pb.WaitPreemptionNoticeReply{Notice: proto.Clone(e.eviction.notice).(*pb.PreemptionNotice)}
 			m.mu.Unlock()
@@ -419,7 +526,13 @@ func (m *pgManager) AckPreemptionNotice(ctx context.Context, req *pb.AckPreempti
 	if e.eviction == nil || e.eviction.releasing || (req.TimeMs != 0 && req.TimeMs != e.eviction.notice.TimeMs) {
 		return &pb.AckPreemptionNoticeReply{}, nil
 	}
-	m.log.Info().Str("pg_id", e.id).Msg("preemption notice acknowledged: releasing the group")
+	delete(e.eviction.awaiting, req.ListenerId)
+	if len(e.eviction.awaiting) > 0 {
+		m.log.Info().Str("pg_id", e.id).Str("listener", req.ListenerId).Int("awaiting", len(e.eviction.awaiting)).
+			Msg("preemption notice acknowledged; waiting for the group's other listeners")
+		return &pb.AckPreemptionNoticeReply{}, nil
+	}
+	m.log.Info().Str("pg_id", e.id).Str("listener", req.ListenerId).Msg("preemption notice acknowledged: releasing the group")
 	m.evictLocked(e)
 	return &pb.AckPreemptionNoticeReply{}, nil
 }
@@ -432,6 +545,14 @@ func (m *pgManager) queueOf(id string) string {
 		return e.info.Queue
 	}
 	return ""
+}
+
+// preemptionDecisionCounts copies the preemption decisions made so far by outcome and
+// cause.
+func (m *pgManager) preemptionDecisionCounts() map[[2]string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.preemptionDecisions)
 }
 
 // preemptionCounts copies the notices given so far by queue and reason.

@@ -356,3 +356,195 @@ func TestANoticeRunsOnAcrossAGCSRestart(t *testing.T) {
 	f.waitCreated(high)
 	checkLedgerMatchesTable(t, f.m, 0)
 }
+
+// waitQueues is one queue whose quota (16 GPUs) is more than its one 8-GPU node holds:
+// what holds its work back is capacity, which the autoscaler can add.
+const waitQueues = `
+queues:
+  - name: team
+    namespaces: ["team"]
+    resources:
+      GPU: {nominalQuota: 16}
+    preemption:
+      withinClusterQueue: LowerPriority
+      preemptionDelay: 1m
+`
+
+func newWaitFixture(t *testing.T) *twoPhaseFixture {
+	t.Helper()
+	f := newTwoPhaseFixture(t, "a")
+	f.nodes.total = map[string]float64{"CPU": 64, "GPU": 8}
+	cfg, err := queues.Load([]byte(waitQueues))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.queues = cfg
+	f.m = f.newManager()
+	return f
+}
+
+// checkNoticedOnceBy fails unless the group got exactly one notice, from preemptor.
+func (f *twoPhaseFixture) checkNoticedOnceBy(id, preemptor string) {
+	f.t.Helper()
+	if info := f.m.info(id); info.Preemptions != 1 || info.LastPreemption.GetPreemptorId() != preemptor {
+		f.t.Fatalf("group %s: %d notices, last %v; want one from %s", id[:8], info.Preemptions, info.LastPreemption, preemptor)
+	}
+}
+
+// checkNoNotices fails when any group got a preemption notice.
+func (f *twoPhaseFixture) checkNoNotices(ids ...string) {
+	f.t.Helper()
+	for _, id := range ids {
+		if info := f.m.info(id); info.Preemptions != 0 || info.State != pb.PlacementGroupState_CREATED {
+			f.t.Fatalf("group %s: %v with %d notices (last %v), want CREATED and never noticed", id[:8], info.State, info.Preemptions, info.LastPreemption)
+		}
+	}
+}
+
+// Wait or preempt: a preemptor whose new node the autoscaler expects within the queue's
+// preemptionDelay waits for it (WaitingForNewNode) and evicts nothing, also past the
+// delay while the node is due; once the node is later than expected by more than the
+// delay, it preempts.
+func TestAPreemptorWaitsForANewNodeDueWithinItsDelay(t *testing.T) {
+	f := newWaitFixture(t)
+	low := f.running("development", 4)
+	mid := f.running("training", 4)
+	high, err := f.createIn("team", "PACK", "training-high", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	if info := f.m.info(high); info.PendingReasonCode != string(pending.NoResources) {
+		t.Fatalf("before any estimate: %q, want NoResources (within its delay)", info.PendingReasonCode)
+	}
+	due := f.clock.Now().Add(20 * time.Second)
+	f.m.newCapacityReported(map[string]time.Time{high: due})
+	f.waitPending(high, pending.WaitingForNewNode)
+	f.checkNoNotices(low, mid)
+
+	// Past the preemption delay, the node 10 s late: it still waits (the autoscaler
+	// reports every tick).
+	f.clock.Advance(70 * time.Second)
+	f.m.newCapacityReported(map[string]time.Time{high: due})
+	f.settle()
+	f.settle()
+	if info := f.m.info(high); info.PendingReasonCode != string(pending.WaitingForNewNode) {
+		t.Fatalf("node 10 s late: %q, want WaitingForNewNode", info.PendingReasonCode)
+	}
+	f.checkNoNotices(low, mid)
+
+	// Later than expected by more than the delay: waiting on would never end.
+	f.clock.Advance(15 * time.Second)
+	f.m.newCapacityReported(map[string]time.Time{high: due})
+	f.waitPending(high, pending.PreemptionDelay)
+	f.checkNoticedOnceBy(low, high)
+	checkLedgerMatchesTable(t, f.m, 0)
+}
+
+// The converse: new nodes expected later than the delay do not hold preemption back; it
+// preempts as soon as the delay has passed, and a new estimate within the delay that
+// comes meanwhile is not waited for once victims are chosen.
+func TestAPreemptorPreemptsWhenTheNewNodeComesAfterItsDelay(t *testing.T) {
+	f := newWaitFixture(t)
+	low := f.running("development", 4)
+	mid := f.running("training", 4)
+	high, err := f.createIn("team", "PACK", "training-high", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m.newCapacityReported(map[string]time.Time{high: f.clock.Now().Add(10 * time.Minute)})
+	f.settle()
+	f.settle()
+	if info := f.m.info(high); info.PendingReasonCode != string(pending.NoResources) {
+		t.Fatalf("within its delay: %q, want NoResources", info.PendingReasonCode)
+	}
+	f.checkNoNotices(low, mid)
+	f.clock.Advance(61 * time.Second)
+	f.m.newCapacityReported(map[string]time.Time{high: f.clock.Now().Add(9 * time.Minute)})
+	f.waitPending(high, pending.PreemptionDelay)
+	f.checkNoticedOnceBy(low, high)
+	if info := f.m.info(mid); info.Preemptions != 0 {
+		t.Fatalf("mid noticed too: %v (one 4-GPU victim is the minimal set)", info.LastPreemption)
+	}
+}
+
+func TestNewCapacityInIsKnownWhileFreshAndNotLateByMoreThanTheDelay(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	report := newCapacityReport{expected: map[string]time.Time{"pg": t0.Add(20 * time.Second)}, received: t0}
+	for _, c := range []struct {
+		name  string
+		id    string
+		now   time.Time
+		want  time.Duration
+		known bool
+	}{
+		{"due in 20 s", "pg", t0, 20 * time.Second, true},
+		{"other group", "other", t0, 0, false},
+		{"due now", "pg", t0.Add(20 * time.Second), 0, true},
+		{"late by the delay", "pg", t0.Add(20*time.Second + time.Minute), 0, true},
+		{"late by more than the delay", "pg", t0.Add(20*time.Second + time.Minute + time.Millisecond), 0, false},
+	} {
+		fresh := report
+		fresh.received = c.now
+		got, known := newCapacityIn(fresh, c.id, time.Minute, c.now)
+		if got != c.want || known != c.known {
+			t.Errorf("%s: %s %v, want %s %v", c.name, got, known, c.want, c.known)
+		}
+	}
+	if _, known := newCapacityIn(report, "pg", time.Hour, t0.Add(newCapacityStale+time.Second)); known {
+		t.Error("a report older than newCapacityStale: want unknown")
+	}
+}
+
+// A notice waits for every listener that was polling when it was given (the owner's
+// hook and the group's Go actors with a Checkpoint method): one acknowledgement of two
+// releases nothing; the second releases the group.
+func TestANoticeWaitsForEveryListenerPollingWhenItWasGiven(t *testing.T) {
+	f := newPreemptionFixture(t)
+	low := f.running("development", 4)
+	f.running("training", 4)
+	notices := make(chan *pb.PreemptionNotice, 2)
+	for _, listener := range []string{"", "actor:a1"} {
+		go func() {
+			reply, err := f.m.WaitPreemptionNotice(context.Background(), &pb.WaitPreemptionNoticeRequest{PlacementGroupId: low, WaitMs: 10_000, ListenerId: listener})
+			if err != nil {
+				t.Error(err)
+			}
+			notices <- reply.GetNotice()
+		}()
+	}
+	poll.Until(t, 10*time.Second, time.Millisecond, "two listeners polling", func() error {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		if n := len(f.m.groups[low].listeners); n != 2 {
+			return fmt.Errorf("%d listeners", n)
+		}
+		return nil
+	})
+	high, err := f.createIn("team", "PACK", "training-high", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	notice := <-notices
+	<-notices
+	if notice == nil || notice.PreemptorId != high {
+		t.Fatalf("notice %v, want one from %s", notice, high)
+	}
+	if _, err := f.m.AckPreemptionNotice(context.Background(), &pb.AckPreemptionNoticeRequest{PlacementGroupId: low, TimeMs: notice.TimeMs}); err != nil {
+		t.Fatal(err)
+	}
+	f.settle()
+	f.settle()
+	if info := f.m.info(low); info.State != pb.PlacementGroupState_CREATED || info.LastPreemption.Acknowledged {
+		t.Fatalf("released after the owner's acknowledgement while the actor's is missing: %v %v", info.State, info.LastPreemption)
+	}
+	f.checkCreatedIsWhole(low)
+	if _, err := f.m.AckPreemptionNotice(context.Background(), &pb.AckPreemptionNoticeRequest{PlacementGroupId: low, TimeMs: notice.TimeMs, ListenerId: "actor:a1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitPending(low, pending.Preempted)
+	f.waitCreated(high)
+	checkLedgerMatchesTable(t, f.m, 0)
+}

@@ -66,10 +66,15 @@ type pgEntry struct {
 	// lastNoticePoll is when the group's owner last polled WaitPreemptionNotice (its
 	// preemption hook listens).
 	lastNoticePoll time.Time
+	// listeners are the WaitPreemptionNotice pollers by listener id (pg_preemption.go).
+	listeners map[string]*noticeListener
 	// queuedSince is when the group last started waiting (its preemption delay counts
 	// from then); admittedAt when it last became CREATED (its minRuntime counts from
 	// then). Zero: not known since the GCS started (creation and running_since_ms stand in).
 	queuedSince, admittedAt time.Time
+	// waitingForNode: its last preemption decision was to wait for the autoscaler's new
+	// nodes; while short of capacity it shows WaitingForNewNode, not NoResources.
+	waitingForNode bool
 }
 
 func newPGEntry(info *pb.PlacementGroupInfo, request placement.Request) *pgEntry {
@@ -131,9 +136,15 @@ type pgManager struct {
 	evicting map[string]*pgEntry
 	// preemptions counts the notices given since this GCS started, by queue and reason
 	// (raygo_queue_preemptions_total).
-	preemptions    map[[2]string]int
-	preemptRetryAt time.Time
-	wake           chan struct{}
+	preemptions map[[2]string]int
+	// preemptionDecisions counts preemption.Decide's outcomes since this GCS started,
+	// by outcome and cause (raygo_preemption_decisions_total).
+	preemptionDecisions map[[2]string]int
+	preemptRetryAt      time.Time
+	// newCapacity is the autoscaler's last report of when the nodes it launches for
+	// pending groups run, by group id (pg_preemption.go).
+	newCapacity newCapacityReport
+	wake        chan struct{}
 	// lastPrune is when pruneRemoved last ran; it runs at most once a second.
 	lastPrune time.Time
 	// lastFlush is when every parked shape was last woken.
@@ -165,7 +176,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, preemptionDecisions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
 	}

@@ -39,7 +39,8 @@ const noticePollWait = 30 * time.Second
 // OnPreemption runs hook each time the group is told it is being preempted, with a
 // context that ends at the notice's deadline: checkpoint there. When hook returns (its
 // error changes nothing: the deadline would release the group anyway) the GCS is told,
-// and the group's bundles are released at once. A goroutine long-polls the GCS until
+// and the group's bundles are released at once (once the Checkpoint of the group's Go
+// actors that have one returned too: see Checkpointer). A goroutine long-polls the GCS until
 // stop is called, the group is removed or the client is closed.
 func (pg *PlacementGroup) OnPreemption(hook func(ctx context.Context, notice PreemptionNotice) error) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -161,6 +161,9 @@ func (w *workerService) CreateActor(ctx context.Context, req *pb.CreateActorOnWo
 		return &pb.CreateActorOnWorkerReply{Error: taskErr, Pid: int64(os.Getpid())}, nil
 	}
 	w.actorID, w.actorType, w.actor = req.ActorId, at, actor
+	if cp, ok := actor.Interface().(Checkpointer); ok && os.Getenv(envPlacementGroupID) != "" {
+		go w.watchCheckpoint(os.Getenv(envPlacementGroupID), req.ActorId, cp)
+	}
 	return &pb.CreateActorOnWorkerReply{Pid: int64(os.Getpid())}, nil
 }
 

@@ -235,5 +235,9 @@ func autoscalingStateOf(status Status, last *pb.ClusterResourceState, version in
 		}
 	}
 	state.InfeasibleReasons = slices.Concat(shapeReasons, gangReasons, constraintReasons)
+	for _, e := range status.NewCapacity {
+		state.NewCapacityEstimates = append(state.NewCapacityEstimates, &pb.NewCapacityEstimate{PlacementGroupId: e.GroupID,
+			RayNodeTypeName: e.NodeType, ExpectedRunningMs: e.ExpectedAt.UnixMilli(), LaunchLatencyMs: e.Latency.Milliseconds()})
+	}
 	return state
 }

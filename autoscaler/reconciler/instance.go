@@ -77,6 +77,9 @@ type Instance struct {
 	State    State
 	// Since is when the instance entered State.
 	Since time.Time
+	// RequestedAt is when the provider was asked for it (zero for an adopted instance):
+	// its REQUESTED→RAY_RUNNING time is the type's launch latency.
+	RequestedAt time.Time
 	// Attempts counts launch requests for it.
 	Attempts int
 	// NodeID is the GCS node id once its raylet registered.

@@ -75,6 +75,9 @@ type Status struct {
 	Launches []autoscaler.Launch
 	// Launched counts the instances launched since the reconciler started, by type.
 	Launched map[string]int64
+	// NewCapacity is, per pending group with nodes launching for it, when they are
+	// expected to run (launchlatency.go).
+	NewCapacity []CapacityEstimate
 	// Time is when the tick ran.
 	Time time.Time
 }
@@ -102,6 +105,9 @@ type Config struct {
 	// MaxUnavailable resolves provider.raygo.disruption.max_unavailable against the
 	// cluster's node count (at least 1).
 	MaxUnavailable func(nodes int) int
+	// ExpectedLaunch is each type's provider.raygo expected_launch_s: its launch latency
+	// until a launch of it has been measured (absent or 0: unknown).
+	ExpectedLaunch map[string]time.Duration
 	// Tick is the loop period (default 1 s; Ray's is 5 s).
 	Tick     time.Duration
 	Timeouts Timeouts
@@ -128,6 +134,8 @@ type Reconciler struct {
 	requestID int
 	// launched counts the instances launched, by type (Status.Launched).
 	launched map[string]int64
+	// latencies are the types' last measured launch latencies.
+	latencies launchLatencies
 }
 
 type typeBackoff struct {
@@ -158,7 +166,8 @@ func New(cfg Config, cluster Cluster, p provider.Provider) *Reconciler {
 	if cfg.MaxUnavailable == nil {
 		cfg.MaxUnavailable = func(int) int { return 1 }
 	}
-	return &Reconciler{cfg: cfg, cluster: cluster, provider: p, backoff: map[string]typeBackoff{}, launched: map[string]int64{}}
+	return &Reconciler{cfg: cfg, cluster: cluster, provider: p, backoff: map[string]typeBackoff{}, launched: map[string]int64{},
+		latencies: launchLatencies{}}
 }
 
 // Run ticks until ctx ends. A failed tick is logged and retried at the next one.
@@ -207,7 +216,19 @@ func (r *Reconciler) Tick(ctx context.Context) error {
 	return r.cluster.Report(ctx, Status{
 		Instances: r.Instances(), Failures: slices.Clone(r.failures),
 		Infeasible: plan.Infeasible, Launches: plan.Launches, Time: now, Launched: maps.Clone(r.launched),
+		NewCapacity: r.newCapacity(),
 	})
+}
+
+// newCapacity estimates when the nodes launching for each gang run.
+func (r *Reconciler) newCapacity() []CapacityEstimate {
+	var launching []launchingFor
+	for _, inst := range r.instances {
+		if inst.launching() && len(inst.Gangs) > 0 && !inst.RequestedAt.IsZero() {
+			launching = append(launching, launchingFor{NodeType: inst.NodeType, RequestedAt: inst.RequestedAt, Gangs: inst.Gangs})
+		}
+	}
+	return estimates(launching, r.latencies, r.cfg.ExpectedLaunch)
 }
 
 // nodesByInstance maps instance ids to the GCS's nodes that carry them.
@@ -257,6 +278,9 @@ func (r *Reconciler) applyTransitions(ctx context.Context, changes []transition,
 		inst.State, inst.Since = ch.To, now
 		if ch.NodeID != "" {
 			inst.NodeID = ch.NodeID
+		}
+		if ch.To == RayRunning && !inst.RequestedAt.IsZero() {
+			r.latencies.record(inst.NodeType, now.Sub(inst.RequestedAt))
 		}
 		if ch.Detail != "" {
 			inst.Detail = ch.Detail
@@ -412,7 +436,7 @@ func (r *Reconciler) launch(ctx context.Context, launches []autoscaler.Launch, n
 			if c.State == provider.InstanceRunning {
 				state = Allocated
 			}
-			r.instances = append(r.instances, Instance{ID: c.ID, NodeType: nodeType, State: state, Since: now, Attempts: attempts, Gangs: slices.Clone(gangs)})
+			r.instances = append(r.instances, Instance{ID: c.ID, NodeType: nodeType, State: state, Since: now, RequestedAt: now, Attempts: attempts, Gangs: slices.Clone(gangs)})
 		}
 	}
 	// A gang whose launch failed in part gets none: the nodes launched for it go now.

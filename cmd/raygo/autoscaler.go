@@ -138,9 +138,13 @@ func runAutoscaler(args []string, stdout, stderr io.Writer) error {
 	for name, t := range cfg.NodeTypes {
 		nodeConfigs[name] = t.NodeConfig
 	}
+	expectedLaunch := map[string]time.Duration{}
+	for name, settings := range cfg.Provider.Raygo.NodeTypes {
+		expectedLaunch[name] = settings.ExpectedLaunch
+	}
 	r := reconciler.New(reconciler.Config{
 		Types: cfg.WorkerTypes(), NodeConfigs: nodeConfigs, MaxWorkers: cfg.MaxWorkers, UpscalingSpeed: cfg.UpscalingSpeed,
-		MaxUnavailable: cfg.Provider.Raygo.MaxUnavailable.Resolve, Tick: *tick, Log: log,
+		MaxUnavailable: cfg.Provider.Raygo.MaxUnavailable.Resolve, ExpectedLaunch: expectedLaunch, Tick: *tick, Log: log,
 	}, reconciler.NewGCS(conn), p)
 	log.Info().Str("cluster", cfg.ClusterName).Str("gcs", gcsAddress).Dur("tick", *tick).Msg("autoscaler running")
 	return r.Run(ctx)

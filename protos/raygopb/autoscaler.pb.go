@@ -1070,8 +1070,12 @@ type AutoscalingState struct {
 	InfeasibleReasons []string `protobuf:"bytes,10,rep,name=infeasible_reasons,json=infeasibleReasons,proto3" json:"infeasible_reasons,omitempty"`
 	// raygo: instances launched since the autoscaler started, by node type.
 	LaunchedInstances map[string]int64 `protobuf:"bytes,11,rep,name=launched_instances,json=launchedInstances,proto3" json:"launched_instances,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// raygo: when the nodes being launched for each pending placement group are expected
+	// to run, so that the GCS waits for them instead of preempting when they come within
+	// the group's preemptionDelay.
+	NewCapacityEstimates []*NewCapacityEstimate `protobuf:"bytes,12,rep,name=new_capacity_estimates,json=newCapacityEstimates,proto3" json:"new_capacity_estimates,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *AutoscalingState) Reset() {
@@ -1174,6 +1178,87 @@ func (x *AutoscalingState) GetLaunchedInstances() map[string]int64 {
 	return nil
 }
 
+func (x *AutoscalingState) GetNewCapacityEstimates() []*NewCapacityEstimate {
+	if x != nil {
+		return x.NewCapacityEstimates
+	}
+	return nil
+}
+
+// NewCapacityEstimate is the autoscaler's estimate for one pending placement group it
+// serves by launching nodes: when the last of them is expected to run.
+type NewCapacityEstimate struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	// The node type whose nodes come last.
+	RayNodeTypeName string `protobuf:"bytes,2,opt,name=ray_node_type_name,json=rayNodeTypeName,proto3" json:"ray_node_type_name,omitempty"`
+	// Unix milliseconds: the launch's request time plus the type's launch latency.
+	ExpectedRunningMs int64 `protobuf:"varint,3,opt,name=expected_running_ms,json=expectedRunningMs,proto3" json:"expected_running_ms,omitempty"`
+	// The latency used: p90 of the type's last 10 REQUESTED to RAY_RUNNING, or before any,
+	// its expected_launch_s.
+	LaunchLatencyMs int64 `protobuf:"varint,4,opt,name=launch_latency_ms,json=launchLatencyMs,proto3" json:"launch_latency_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NewCapacityEstimate) Reset() {
+	*x = NewCapacityEstimate{}
+	mi := &file_autoscaler_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewCapacityEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewCapacityEstimate) ProtoMessage() {}
+
+func (x *NewCapacityEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_autoscaler_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewCapacityEstimate.ProtoReflect.Descriptor instead.
+func (*NewCapacityEstimate) Descriptor() ([]byte, []int) {
+	return file_autoscaler_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NewCapacityEstimate) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *NewCapacityEstimate) GetRayNodeTypeName() string {
+	if x != nil {
+		return x.RayNodeTypeName
+	}
+	return ""
+}
+
+func (x *NewCapacityEstimate) GetExpectedRunningMs() int64 {
+	if x != nil {
+		return x.ExpectedRunningMs
+	}
+	return 0
+}
+
+func (x *NewCapacityEstimate) GetLaunchLatencyMs() int64 {
+	if x != nil {
+		return x.LaunchLatencyMs
+	}
+	return 0
+}
+
 type ReportAutoscalingStateRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	AutoscalingState *AutoscalingState      `protobuf:"bytes,1,opt,name=autoscaling_state,json=autoscalingState,proto3" json:"autoscaling_state,omitempty"`
@@ -1183,7 +1268,7 @@ type ReportAutoscalingStateRequest struct {
 
 func (x *ReportAutoscalingStateRequest) Reset() {
 	*x = ReportAutoscalingStateRequest{}
-	mi := &file_autoscaler_proto_msgTypes[12]
+	mi := &file_autoscaler_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1280,7 @@ func (x *ReportAutoscalingStateRequest) String() string {
 func (*ReportAutoscalingStateRequest) ProtoMessage() {}
 
 func (x *ReportAutoscalingStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[12]
+	mi := &file_autoscaler_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1293,7 @@ func (x *ReportAutoscalingStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAutoscalingStateRequest.ProtoReflect.Descriptor instead.
 func (*ReportAutoscalingStateRequest) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{12}
+	return file_autoscaler_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportAutoscalingStateRequest) GetAutoscalingState() *AutoscalingState {
@@ -1226,7 +1311,7 @@ type ReportAutoscalingStateReply struct {
 
 func (x *ReportAutoscalingStateReply) Reset() {
 	*x = ReportAutoscalingStateReply{}
-	mi := &file_autoscaler_proto_msgTypes[13]
+	mi := &file_autoscaler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1323,7 @@ func (x *ReportAutoscalingStateReply) String() string {
 func (*ReportAutoscalingStateReply) ProtoMessage() {}
 
 func (x *ReportAutoscalingStateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[13]
+	mi := &file_autoscaler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1336,7 @@ func (x *ReportAutoscalingStateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAutoscalingStateReply.ProtoReflect.Descriptor instead.
 func (*ReportAutoscalingStateReply) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{13}
+	return file_autoscaler_proto_rawDescGZIP(), []int{14}
 }
 
 type RequestClusterResourceConstraintRequest struct {
@@ -1263,7 +1348,7 @@ type RequestClusterResourceConstraintRequest struct {
 
 func (x *RequestClusterResourceConstraintRequest) Reset() {
 	*x = RequestClusterResourceConstraintRequest{}
-	mi := &file_autoscaler_proto_msgTypes[14]
+	mi := &file_autoscaler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1360,7 @@ func (x *RequestClusterResourceConstraintRequest) String() string {
 func (*RequestClusterResourceConstraintRequest) ProtoMessage() {}
 
 func (x *RequestClusterResourceConstraintRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[14]
+	mi := &file_autoscaler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1373,7 @@ func (x *RequestClusterResourceConstraintRequest) ProtoReflect() protoreflect.Me
 
 // Deprecated: Use RequestClusterResourceConstraintRequest.ProtoReflect.Descriptor instead.
 func (*RequestClusterResourceConstraintRequest) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{14}
+	return file_autoscaler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RequestClusterResourceConstraintRequest) GetClusterResourceConstraint() *ClusterResourceConstraint {
@@ -1306,7 +1391,7 @@ type RequestClusterResourceConstraintReply struct {
 
 func (x *RequestClusterResourceConstraintReply) Reset() {
 	*x = RequestClusterResourceConstraintReply{}
-	mi := &file_autoscaler_proto_msgTypes[15]
+	mi := &file_autoscaler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1403,7 @@ func (x *RequestClusterResourceConstraintReply) String() string {
 func (*RequestClusterResourceConstraintReply) ProtoMessage() {}
 
 func (x *RequestClusterResourceConstraintReply) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[15]
+	mi := &file_autoscaler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1416,7 @@ func (x *RequestClusterResourceConstraintReply) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use RequestClusterResourceConstraintReply.ProtoReflect.Descriptor instead.
 func (*RequestClusterResourceConstraintReply) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{15}
+	return file_autoscaler_proto_rawDescGZIP(), []int{16}
 }
 
 type GetClusterStatusRequest struct {
@@ -1342,7 +1427,7 @@ type GetClusterStatusRequest struct {
 
 func (x *GetClusterStatusRequest) Reset() {
 	*x = GetClusterStatusRequest{}
-	mi := &file_autoscaler_proto_msgTypes[16]
+	mi := &file_autoscaler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1439,7 @@ func (x *GetClusterStatusRequest) String() string {
 func (*GetClusterStatusRequest) ProtoMessage() {}
 
 func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[16]
+	mi := &file_autoscaler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1452,7 @@ func (x *GetClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{16}
+	return file_autoscaler_proto_rawDescGZIP(), []int{17}
 }
 
 type GetClusterStatusReply struct {
@@ -1381,7 +1466,7 @@ type GetClusterStatusReply struct {
 
 func (x *GetClusterStatusReply) Reset() {
 	*x = GetClusterStatusReply{}
-	mi := &file_autoscaler_proto_msgTypes[17]
+	mi := &file_autoscaler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1478,7 @@ func (x *GetClusterStatusReply) String() string {
 func (*GetClusterStatusReply) ProtoMessage() {}
 
 func (x *GetClusterStatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[17]
+	mi := &file_autoscaler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1491,7 @@ func (x *GetClusterStatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterStatusReply.ProtoReflect.Descriptor instead.
 func (*GetClusterStatusReply) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{17}
+	return file_autoscaler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetClusterStatusReply) GetAutoscalingState() *AutoscalingState {
@@ -1437,7 +1522,7 @@ type AutoscalerDrainNodeRequest struct {
 
 func (x *AutoscalerDrainNodeRequest) Reset() {
 	*x = AutoscalerDrainNodeRequest{}
-	mi := &file_autoscaler_proto_msgTypes[18]
+	mi := &file_autoscaler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1534,7 @@ func (x *AutoscalerDrainNodeRequest) String() string {
 func (*AutoscalerDrainNodeRequest) ProtoMessage() {}
 
 func (x *AutoscalerDrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[18]
+	mi := &file_autoscaler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1547,7 @@ func (x *AutoscalerDrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscalerDrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*AutoscalerDrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{18}
+	return file_autoscaler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AutoscalerDrainNodeRequest) GetNodeId() string {
@@ -1504,7 +1589,7 @@ type AutoscalerDrainNodeReply struct {
 
 func (x *AutoscalerDrainNodeReply) Reset() {
 	*x = AutoscalerDrainNodeReply{}
-	mi := &file_autoscaler_proto_msgTypes[19]
+	mi := &file_autoscaler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1601,7 @@ func (x *AutoscalerDrainNodeReply) String() string {
 func (*AutoscalerDrainNodeReply) ProtoMessage() {}
 
 func (x *AutoscalerDrainNodeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_autoscaler_proto_msgTypes[19]
+	mi := &file_autoscaler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1614,7 @@ func (x *AutoscalerDrainNodeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutoscalerDrainNodeReply.ProtoReflect.Descriptor instead.
 func (*AutoscalerDrainNodeReply) Descriptor() ([]byte, []int) {
-	return file_autoscaler_proto_rawDescGZIP(), []int{19}
+	return file_autoscaler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AutoscalerDrainNodeReply) GetIsAccepted() bool {
@@ -1647,7 +1732,7 @@ const file_autoscaler_proto_rawDesc = "" +
 	"instanceId\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x04 \x01(\tR\tipAddress\x12\x18\n" +
-	"\adetails\x18\x05 \x01(\tR\adetails\"\xbe\a\n" +
+	"\adetails\x18\x05 \x01(\tR\adetails\"\x93\b\n" +
 	"\x10AutoscalingState\x12U\n" +
 	"(last_seen_cluster_resource_state_version\x18\x01 \x01(\x03R#lastSeenClusterResourceStateVersion\x128\n" +
 	"\x18autoscaler_state_version\x18\x02 \x01(\x03R\x16autoscalerStateVersion\x12\\\n" +
@@ -1659,10 +1744,16 @@ const file_autoscaler_proto_rawDesc = "" +
 	"\x18failed_instance_requests\x18\b \x03(\v2\x1f.raygo.v1.FailedInstanceRequestR\x16failedInstanceRequests\x12-\n" +
 	"\x12infeasible_reasons\x18\n" +
 	" \x03(\tR\x11infeasibleReasons\x12`\n" +
-	"\x12launched_instances\x18\v \x03(\v21.raygo.v1.AutoscalingState.LaunchedInstancesEntryR\x11launchedInstances\x1aD\n" +
+	"\x12launched_instances\x18\v \x03(\v21.raygo.v1.AutoscalingState.LaunchedInstancesEntryR\x11launchedInstances\x12S\n" +
+	"\x16new_capacity_estimates\x18\f \x03(\v2\x1d.raygo.v1.NewCapacityEstimateR\x14newCapacityEstimates\x1aD\n" +
 	"\x16LaunchedInstancesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"h\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xcc\x01\n" +
+	"\x13NewCapacityEstimate\x12,\n" +
+	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12+\n" +
+	"\x12ray_node_type_name\x18\x02 \x01(\tR\x0frayNodeTypeName\x12.\n" +
+	"\x13expected_running_ms\x18\x03 \x01(\x03R\x11expectedRunningMs\x12*\n" +
+	"\x11launch_latency_ms\x18\x04 \x01(\x03R\x0flaunchLatencyMs\"h\n" +
 	"\x1dReportAutoscalingStateRequest\x12G\n" +
 	"\x11autoscaling_state\x18\x01 \x01(\v2\x1a.raygo.v1.AutoscalingStateR\x10autoscalingState\"\x1d\n" +
 	"\x1bReportAutoscalingStateReply\"\x8e\x01\n" +
@@ -1713,7 +1804,7 @@ func file_autoscaler_proto_rawDescGZIP() []byte {
 }
 
 var file_autoscaler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_autoscaler_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_autoscaler_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_autoscaler_proto_goTypes = []any{
 	(NodeStatus)(0),                                 // 0: raygo.v1.NodeStatus
 	(DrainNodeReason)(0),                            // 1: raygo.v1.DrainNodeReason
@@ -1729,43 +1820,44 @@ var file_autoscaler_proto_goTypes = []any{
 	(*FailedInstanceRequest)(nil),                   // 11: raygo.v1.FailedInstanceRequest
 	(*PendingInstance)(nil),                         // 12: raygo.v1.PendingInstance
 	(*AutoscalingState)(nil),                        // 13: raygo.v1.AutoscalingState
-	(*ReportAutoscalingStateRequest)(nil),           // 14: raygo.v1.ReportAutoscalingStateRequest
-	(*ReportAutoscalingStateReply)(nil),             // 15: raygo.v1.ReportAutoscalingStateReply
-	(*RequestClusterResourceConstraintRequest)(nil), // 16: raygo.v1.RequestClusterResourceConstraintRequest
-	(*RequestClusterResourceConstraintReply)(nil),   // 17: raygo.v1.RequestClusterResourceConstraintReply
-	(*GetClusterStatusRequest)(nil),                 // 18: raygo.v1.GetClusterStatusRequest
-	(*GetClusterStatusReply)(nil),                   // 19: raygo.v1.GetClusterStatusReply
-	(*AutoscalerDrainNodeRequest)(nil),              // 20: raygo.v1.AutoscalerDrainNodeRequest
-	(*AutoscalerDrainNodeReply)(nil),                // 21: raygo.v1.AutoscalerDrainNodeReply
-	nil,                                             // 22: raygo.v1.ResourceRequest.ResourcesBundleEntry
-	nil,                                             // 23: raygo.v1.ResourceRequest.LabelSelectorEntry
-	nil,                                             // 24: raygo.v1.AutoscalerNodeState.AvailableResourcesEntry
-	nil,                                             // 25: raygo.v1.AutoscalerNodeState.TotalResourcesEntry
-	nil,                                             // 26: raygo.v1.AutoscalerNodeState.LabelsEntry
-	nil,                                             // 27: raygo.v1.AutoscalerNodeState.GpuAvailableEntry
-	nil,                                             // 28: raygo.v1.AutoscalingState.LaunchedInstancesEntry
-	(PlacementStrategy)(0),                          // 29: raygo.v1.PlacementStrategy
-	(PlacementGroupState)(0),                        // 30: raygo.v1.PlacementGroupState
-	(*Bundle)(nil),                                  // 31: raygo.v1.Bundle
-	(*GPUInfo)(nil),                                 // 32: raygo.v1.GPUInfo
-	(*MIGGPUInfo)(nil),                              // 33: raygo.v1.MIGGPUInfo
+	(*NewCapacityEstimate)(nil),                     // 14: raygo.v1.NewCapacityEstimate
+	(*ReportAutoscalingStateRequest)(nil),           // 15: raygo.v1.ReportAutoscalingStateRequest
+	(*ReportAutoscalingStateReply)(nil),             // 16: raygo.v1.ReportAutoscalingStateReply
+	(*RequestClusterResourceConstraintRequest)(nil), // 17: raygo.v1.RequestClusterResourceConstraintRequest
+	(*RequestClusterResourceConstraintReply)(nil),   // 18: raygo.v1.RequestClusterResourceConstraintReply
+	(*GetClusterStatusRequest)(nil),                 // 19: raygo.v1.GetClusterStatusRequest
+	(*GetClusterStatusReply)(nil),                   // 20: raygo.v1.GetClusterStatusReply
+	(*AutoscalerDrainNodeRequest)(nil),              // 21: raygo.v1.AutoscalerDrainNodeRequest
+	(*AutoscalerDrainNodeReply)(nil),                // 22: raygo.v1.AutoscalerDrainNodeReply
+	nil,                                             // 23: raygo.v1.ResourceRequest.ResourcesBundleEntry
+	nil,                                             // 24: raygo.v1.ResourceRequest.LabelSelectorEntry
+	nil,                                             // 25: raygo.v1.AutoscalerNodeState.AvailableResourcesEntry
+	nil,                                             // 26: raygo.v1.AutoscalerNodeState.TotalResourcesEntry
+	nil,                                             // 27: raygo.v1.AutoscalerNodeState.LabelsEntry
+	nil,                                             // 28: raygo.v1.AutoscalerNodeState.GpuAvailableEntry
+	nil,                                             // 29: raygo.v1.AutoscalingState.LaunchedInstancesEntry
+	(PlacementStrategy)(0),                          // 30: raygo.v1.PlacementStrategy
+	(PlacementGroupState)(0),                        // 31: raygo.v1.PlacementGroupState
+	(*Bundle)(nil),                                  // 32: raygo.v1.Bundle
+	(*GPUInfo)(nil),                                 // 33: raygo.v1.GPUInfo
+	(*MIGGPUInfo)(nil),                              // 34: raygo.v1.MIGGPUInfo
 }
 var file_autoscaler_proto_depIdxs = []int32{
-	22, // 0: raygo.v1.ResourceRequest.resources_bundle:type_name -> raygo.v1.ResourceRequest.ResourcesBundleEntry
-	23, // 1: raygo.v1.ResourceRequest.label_selector:type_name -> raygo.v1.ResourceRequest.LabelSelectorEntry
+	23, // 0: raygo.v1.ResourceRequest.resources_bundle:type_name -> raygo.v1.ResourceRequest.ResourcesBundleEntry
+	24, // 1: raygo.v1.ResourceRequest.label_selector:type_name -> raygo.v1.ResourceRequest.LabelSelectorEntry
 	2,  // 2: raygo.v1.ResourceRequestByCount.request:type_name -> raygo.v1.ResourceRequest
 	2,  // 3: raygo.v1.GangResourceRequest.requests:type_name -> raygo.v1.ResourceRequest
-	29, // 4: raygo.v1.GangResourceRequest.strategy:type_name -> raygo.v1.PlacementStrategy
-	30, // 5: raygo.v1.GangResourceRequest.state:type_name -> raygo.v1.PlacementGroupState
-	31, // 6: raygo.v1.GangResourceRequest.bundles:type_name -> raygo.v1.Bundle
+	30, // 4: raygo.v1.GangResourceRequest.strategy:type_name -> raygo.v1.PlacementStrategy
+	31, // 5: raygo.v1.GangResourceRequest.state:type_name -> raygo.v1.PlacementGroupState
+	32, // 6: raygo.v1.GangResourceRequest.bundles:type_name -> raygo.v1.Bundle
 	3,  // 7: raygo.v1.ClusterResourceConstraint.resource_requests:type_name -> raygo.v1.ResourceRequestByCount
-	24, // 8: raygo.v1.AutoscalerNodeState.available_resources:type_name -> raygo.v1.AutoscalerNodeState.AvailableResourcesEntry
-	25, // 9: raygo.v1.AutoscalerNodeState.total_resources:type_name -> raygo.v1.AutoscalerNodeState.TotalResourcesEntry
+	25, // 8: raygo.v1.AutoscalerNodeState.available_resources:type_name -> raygo.v1.AutoscalerNodeState.AvailableResourcesEntry
+	26, // 9: raygo.v1.AutoscalerNodeState.total_resources:type_name -> raygo.v1.AutoscalerNodeState.TotalResourcesEntry
 	0,  // 10: raygo.v1.AutoscalerNodeState.status:type_name -> raygo.v1.NodeStatus
-	26, // 11: raygo.v1.AutoscalerNodeState.labels:type_name -> raygo.v1.AutoscalerNodeState.LabelsEntry
-	32, // 12: raygo.v1.AutoscalerNodeState.gpus:type_name -> raygo.v1.GPUInfo
-	27, // 13: raygo.v1.AutoscalerNodeState.gpu_available:type_name -> raygo.v1.AutoscalerNodeState.GpuAvailableEntry
-	33, // 14: raygo.v1.AutoscalerNodeState.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	27, // 11: raygo.v1.AutoscalerNodeState.labels:type_name -> raygo.v1.AutoscalerNodeState.LabelsEntry
+	33, // 12: raygo.v1.AutoscalerNodeState.gpus:type_name -> raygo.v1.GPUInfo
+	28, // 13: raygo.v1.AutoscalerNodeState.gpu_available:type_name -> raygo.v1.AutoscalerNodeState.GpuAvailableEntry
+	34, // 14: raygo.v1.AutoscalerNodeState.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	6,  // 15: raygo.v1.ClusterResourceState.node_states:type_name -> raygo.v1.AutoscalerNodeState
 	3,  // 16: raygo.v1.ClusterResourceState.pending_resource_requests:type_name -> raygo.v1.ResourceRequestByCount
 	4,  // 17: raygo.v1.ClusterResourceState.pending_gang_resource_requests:type_name -> raygo.v1.GangResourceRequest
@@ -1777,27 +1869,28 @@ var file_autoscaler_proto_depIdxs = []int32{
 	5,  // 23: raygo.v1.AutoscalingState.infeasible_cluster_resource_constraints:type_name -> raygo.v1.ClusterResourceConstraint
 	12, // 24: raygo.v1.AutoscalingState.pending_instances:type_name -> raygo.v1.PendingInstance
 	11, // 25: raygo.v1.AutoscalingState.failed_instance_requests:type_name -> raygo.v1.FailedInstanceRequest
-	28, // 26: raygo.v1.AutoscalingState.launched_instances:type_name -> raygo.v1.AutoscalingState.LaunchedInstancesEntry
-	13, // 27: raygo.v1.ReportAutoscalingStateRequest.autoscaling_state:type_name -> raygo.v1.AutoscalingState
-	5,  // 28: raygo.v1.RequestClusterResourceConstraintRequest.cluster_resource_constraint:type_name -> raygo.v1.ClusterResourceConstraint
-	13, // 29: raygo.v1.GetClusterStatusReply.autoscaling_state:type_name -> raygo.v1.AutoscalingState
-	8,  // 30: raygo.v1.GetClusterStatusReply.cluster_resource_state:type_name -> raygo.v1.ClusterResourceState
-	1,  // 31: raygo.v1.AutoscalerDrainNodeRequest.reason:type_name -> raygo.v1.DrainNodeReason
-	7,  // 32: raygo.v1.AutoscalerStateService.GetClusterResourceState:input_type -> raygo.v1.GetClusterResourceStateRequest
-	14, // 33: raygo.v1.AutoscalerStateService.ReportAutoscalingState:input_type -> raygo.v1.ReportAutoscalingStateRequest
-	16, // 34: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:input_type -> raygo.v1.RequestClusterResourceConstraintRequest
-	18, // 35: raygo.v1.AutoscalerStateService.GetClusterStatus:input_type -> raygo.v1.GetClusterStatusRequest
-	20, // 36: raygo.v1.AutoscalerStateService.DrainNode:input_type -> raygo.v1.AutoscalerDrainNodeRequest
-	9,  // 37: raygo.v1.AutoscalerStateService.GetClusterResourceState:output_type -> raygo.v1.GetClusterResourceStateReply
-	15, // 38: raygo.v1.AutoscalerStateService.ReportAutoscalingState:output_type -> raygo.v1.ReportAutoscalingStateReply
-	17, // 39: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:output_type -> raygo.v1.RequestClusterResourceConstraintReply
-	19, // 40: raygo.v1.AutoscalerStateService.GetClusterStatus:output_type -> raygo.v1.GetClusterStatusReply
-	21, // 41: raygo.v1.AutoscalerStateService.DrainNode:output_type -> raygo.v1.AutoscalerDrainNodeReply
-	37, // [37:42] is the sub-list for method output_type
-	32, // [32:37] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	29, // 26: raygo.v1.AutoscalingState.launched_instances:type_name -> raygo.v1.AutoscalingState.LaunchedInstancesEntry
+	14, // 27: raygo.v1.AutoscalingState.new_capacity_estimates:type_name -> raygo.v1.NewCapacityEstimate
+	13, // 28: raygo.v1.ReportAutoscalingStateRequest.autoscaling_state:type_name -> raygo.v1.AutoscalingState
+	5,  // 29: raygo.v1.RequestClusterResourceConstraintRequest.cluster_resource_constraint:type_name -> raygo.v1.ClusterResourceConstraint
+	13, // 30: raygo.v1.GetClusterStatusReply.autoscaling_state:type_name -> raygo.v1.AutoscalingState
+	8,  // 31: raygo.v1.GetClusterStatusReply.cluster_resource_state:type_name -> raygo.v1.ClusterResourceState
+	1,  // 32: raygo.v1.AutoscalerDrainNodeRequest.reason:type_name -> raygo.v1.DrainNodeReason
+	7,  // 33: raygo.v1.AutoscalerStateService.GetClusterResourceState:input_type -> raygo.v1.GetClusterResourceStateRequest
+	15, // 34: raygo.v1.AutoscalerStateService.ReportAutoscalingState:input_type -> raygo.v1.ReportAutoscalingStateRequest
+	17, // 35: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:input_type -> raygo.v1.RequestClusterResourceConstraintRequest
+	19, // 36: raygo.v1.AutoscalerStateService.GetClusterStatus:input_type -> raygo.v1.GetClusterStatusRequest
+	21, // 37: raygo.v1.AutoscalerStateService.DrainNode:input_type -> raygo.v1.AutoscalerDrainNodeRequest
+	9,  // 38: raygo.v1.AutoscalerStateService.GetClusterResourceState:output_type -> raygo.v1.GetClusterResourceStateReply
+	16, // 39: raygo.v1.AutoscalerStateService.ReportAutoscalingState:output_type -> raygo.v1.ReportAutoscalingStateReply
+	18, // 40: raygo.v1.AutoscalerStateService.RequestClusterResourceConstraint:output_type -> raygo.v1.RequestClusterResourceConstraintReply
+	20, // 41: raygo.v1.AutoscalerStateService.GetClusterStatus:output_type -> raygo.v1.GetClusterStatusReply
+	22, // 42: raygo.v1.AutoscalerStateService.DrainNode:output_type -> raygo.v1.AutoscalerDrainNodeReply
+	38, // [38:43] is the sub-list for method output_type
+	33, // [33:38] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_autoscaler_proto_init() }
@@ -1813,7 +1906,7 @@ func file_autoscaler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_autoscaler_proto_rawDesc), len(file_autoscaler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

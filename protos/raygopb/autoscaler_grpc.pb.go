@@ -43,7 +43,8 @@ type AutoscalerStateServiceClient interface {
 	// constraint.
 	GetClusterResourceState(ctx context.Context, in *GetClusterResourceStateRequest, opts ...grpc.CallOption) (*GetClusterResourceStateReply, error)
 	// ReportAutoscalingState stores the autoscaler's latest state (kept in memory; a
-	// report older than the one held is ignored) for GetClusterStatus and `raygo status`.
+	// report older than the one held is ignored) for GetClusterStatus and `raygo status`,
+	// and its new_capacity_estimates for preemption (wait for a new node or preempt).
 	ReportAutoscalingState(ctx context.Context, in *ReportAutoscalingStateRequest, opts ...grpc.CallOption) (*ReportAutoscalingStateReply, error)
 	// RequestClusterResourceConstraint is request_resources: the cluster must be able to
 	// hold these bundles at once. Each call replaces the last one; a call without
@@ -133,7 +134,8 @@ type AutoscalerStateServiceServer interface {
 	// constraint.
 	GetClusterResourceState(context.Context, *GetClusterResourceStateRequest) (*GetClusterResourceStateReply, error)
 	// ReportAutoscalingState stores the autoscaler's latest state (kept in memory; a
-	// report older than the one held is ignored) for GetClusterStatus and `raygo status`.
+	// report older than the one held is ignored) for GetClusterStatus and `raygo status`,
+	// and its new_capacity_estimates for preemption (wait for a new node or preempt).
 	ReportAutoscalingState(context.Context, *ReportAutoscalingStateRequest) (*ReportAutoscalingStateReply, error)
 	// RequestClusterResourceConstraint is request_resources: the cluster must be able to
 	// hold these bundles at once. Each call replaces the last one; a call without

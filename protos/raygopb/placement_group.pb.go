@@ -1405,8 +1405,12 @@ type WaitPreemptionNoticeRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
 	WaitMs           int64                  `protobuf:"varint,2,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// raygo: who listens ("" for the owner's hook; "actor:<actor id>" for a Go actor's
+	// Checkpoint). A notice waits for the acknowledgement of each listener polling when it
+	// is given.
+	ListenerId    string `protobuf:"bytes,10,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WaitPreemptionNoticeRequest) Reset() {
@@ -1451,6 +1455,13 @@ func (x *WaitPreemptionNoticeRequest) GetWaitMs() int64 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *WaitPreemptionNoticeRequest) GetListenerId() string {
+	if x != nil {
+		return x.ListenerId
+	}
+	return ""
 }
 
 type WaitPreemptionNoticeReply struct {
@@ -1502,7 +1513,9 @@ type AckPreemptionNoticeRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	PlacementGroupId string                 `protobuf:"bytes,1,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
 	// The acknowledged notice's time_ms (0: whatever notice is current).
-	TimeMs        int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	TimeMs int64 `protobuf:"varint,2,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	// raygo: the listener_id its WaitPreemptionNotice gave.
+	ListenerId    string `protobuf:"bytes,10,opt,name=listener_id,json=listenerId,proto3" json:"listener_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1549,6 +1562,13 @@ func (x *AckPreemptionNoticeRequest) GetTimeMs() int64 {
 		return x.TimeMs
 	}
 	return 0
+}
+
+func (x *AckPreemptionNoticeRequest) GetListenerId() string {
+	if x != nil {
+		return x.ListenerId
+	}
+	return ""
 }
 
 type AckPreemptionNoticeReply struct {
@@ -2093,15 +2113,21 @@ const file_placement_group_proto_rawDesc = "" +
 	"#WaitPlacementGroupUntilReadyRequest\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\"j\n" +
 	"!WaitPlacementGroupUntilReadyReply\x12E\n" +
-	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup\"d\n" +
+	"\x0fplacement_group\x18\x01 \x01(\v2\x1c.raygo.v1.PlacementGroupInfoR\x0eplacementGroup\"\x85\x01\n" +
 	"\x1bWaitPreemptionNoticeRequest\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x17\n" +
-	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\"O\n" +
+	"\await_ms\x18\x02 \x01(\x03R\x06waitMs\x12\x1f\n" +
+	"\vlistener_id\x18\n" +
+	" \x01(\tR\n" +
+	"listenerId\"O\n" +
 	"\x19WaitPreemptionNoticeReply\x122\n" +
-	"\x06notice\x18\x01 \x01(\v2\x1a.raygo.v1.PreemptionNoticeR\x06notice\"c\n" +
+	"\x06notice\x18\x01 \x01(\v2\x1a.raygo.v1.PreemptionNoticeR\x06notice\"\x84\x01\n" +
 	"\x1aAckPreemptionNoticeRequest\x12,\n" +
 	"\x12placement_group_id\x18\x01 \x01(\tR\x10placementGroupId\x12\x17\n" +
-	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\"\x1a\n" +
+	"\atime_ms\x18\x02 \x01(\x03R\x06timeMs\x12\x1f\n" +
+	"\vlistener_id\x18\n" +
+	" \x01(\tR\n" +
+	"listenerId\"\x1a\n" +
 	"\x18AckPreemptionNoticeReply\"5\n" +
 	"\x12ApplyQueuesRequest\x12\x1f\n" +
 	"\vconfig_yaml\x18\x01 \x01(\fR\n" +

@@ -53,9 +53,11 @@ type PlacementGroupServiceClient interface {
 	// reply when wait_ms (default and at most 60 s) or the call's deadline passes first;
 	// NotFound for an unknown group, FailedPrecondition for a removed one.
 	WaitPreemptionNotice(ctx context.Context, in *WaitPreemptionNoticeRequest, opts ...grpc.CallOption) (*WaitPreemptionNoticeReply, error)
-	// AckPreemptionNotice says the owner's hook returned: the group's bundles are released
-	// now rather than at the deadline. Acknowledging a notice that is no longer current
-	// (time_ms differs) or a group not being preempted is a no-op.
+	// AckPreemptionNotice says a hook returned: once every listener that was polling when
+	// the notice was given (the owner's hook, the Go actors of the group that have a
+	// Checkpoint method) has acknowledged, the group's bundles are released now rather than
+	// at the deadline. Acknowledging a notice that is no longer current (time_ms differs) or
+	// a group not being preempted is a no-op.
 	AckPreemptionNotice(ctx context.Context, in *AckPreemptionNoticeRequest, opts ...grpc.CallOption) (*AckPreemptionNoticeReply, error)
 }
 
@@ -171,9 +173,11 @@ type PlacementGroupServiceServer interface {
 	// reply when wait_ms (default and at most 60 s) or the call's deadline passes first;
 	// NotFound for an unknown group, FailedPrecondition for a removed one.
 	WaitPreemptionNotice(context.Context, *WaitPreemptionNoticeRequest) (*WaitPreemptionNoticeReply, error)
-	// AckPreemptionNotice says the owner's hook returned: the group's bundles are released
-	// now rather than at the deadline. Acknowledging a notice that is no longer current
-	// (time_ms differs) or a group not being preempted is a no-op.
+	// AckPreemptionNotice says a hook returned: once every listener that was polling when
+	// the notice was given (the owner's hook, the Go actors of the group that have a
+	// Checkpoint method) has acknowledged, the group's bundles are released now rather than
+	// at the deadline. Acknowledging a notice that is no longer current (time_ms differs) or
+	// a group not being preempted is a no-op.
 	AckPreemptionNotice(context.Context, *AckPreemptionNoticeRequest) (*AckPreemptionNoticeReply, error)
 	mustEmbedUnimplementedPlacementGroupServiceServer()
 }

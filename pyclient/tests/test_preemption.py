@@ -10,6 +10,7 @@ groups are removed.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from typing import Iterator, List
 
@@ -19,7 +20,7 @@ import raygo
 from raygo.util import placement_group, placement_group_table, remove_placement_group
 from raygo.util.placement_group import PreemptionNotice
 
-from conftest import Cluster, nodes_by_id, poll
+from conftest import RAYGO_BIN, Cluster, nodes_by_id, poll
 
 QUEUES = """\
 cohorts:
@@ -63,6 +64,16 @@ def _row(pg):  # type: ignore[no-untyped-def]
     return placement_group_table(pg)
 
 
+def check_invariants(cluster: Cluster, step: str) -> None:
+    """`raygo debug check-invariants` finds nothing: no partial gang, no double
+    allocation, no leak, every queue within its quota."""
+    out = subprocess.run(
+        [str(RAYGO_BIN), "debug", "check-invariants", "--address", cluster.address, "--views", "2", "--interval", "200ms"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, f"after {step}: check-invariants exit {out.returncode}: {out.stdout}{out.stderr}"
+
+
 def test_reclaim_runs_the_victims_hook_before_its_bundles_are_released(queued_cluster: Cluster) -> None:
     raygo.init(address=queued_cluster.address, namespace="research")
     research = []
@@ -71,6 +82,7 @@ def test_reclaim_runs_the_victims_hook_before_its_bundles_are_released(queued_cl
         assert pg.wait(30)
         research.append(pg)
     victim = research[-1]
+    check_invariants(queued_cluster, "research runs three groups")
 
     seen: List[PreemptionNotice] = []
     held_during_hook: List[str] = []
@@ -91,6 +103,7 @@ def test_reclaim_runs_the_victims_hook_before_its_bundles_are_released(queued_cl
 
     first = placement_group([{"GPU": 1}] * 8, strategy="PACK", queue="prod", priority="training-high")
     assert first.wait(30), _row(first)
+    check_invariants(queued_cluster, "prod's first group runs")
     second = placement_group([{"GPU": 1}] * 8, strategy="PACK", queue="prod", priority="training-high")
     assert hooked.wait(30), {k: _row(second)[k] for k in ("state", "pending_reason", "pending_reason_code")}
     notice = seen[0]
@@ -107,10 +120,12 @@ def test_reclaim_runs_the_victims_hook_before_its_bundles_are_released(queued_cl
     for pg in research[:-1]:
         assert _row(pg)["state"] == "CREATED"
     assert not wrongly_hooked
+    check_invariants(queued_cluster, "the victim is queued, prod's groups run")
 
     remove_placement_group(first)
     remove_placement_group(second)
     assert victim.wait(30), _row(victim)
     assert _row(victim)["preemptions"] == 1
+    check_invariants(queued_cluster, "the victim runs again")
     for pg in research:
         remove_placement_group(pg)

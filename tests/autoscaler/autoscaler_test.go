@@ -65,14 +65,16 @@ type autoscaled struct {
 	nodes    pb.NodeInfoServiceClient
 }
 
-func startAutoscaled(t *testing.T, yaml string) *autoscaled {
+// startAutoscaled starts a 1-CPU head running the autoscaler on yaml; extra are more
+// `raygo start --head` flags.
+func startAutoscaled(t *testing.T, yaml string, extra ...string) *autoscaled {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cluster.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.StartHead(t, "--num-cpus", "1", "--autoscaling-config", path)
+	c := harness.StartHead(t, append([]string{"--num-cpus", "1", "--autoscaling-config", path}, extra...)...)
 	name := strings.TrimPrefix(strings.SplitN(yaml, "\n", 2)[0], "cluster_name: ")
 	a := &autoscaled{Cluster: c, stateDir: filepath.Join(c.TempDir, "clusters", name)}
 	// The launched nodes are their own sessions under the cluster's temp dir: stop them

@@ -266,6 +266,17 @@ func (c *Cluster) Run(args ...string) (string, string, int) {
 	return Run(c.t, c.Bin, append([]string{}, args...), "RAYGO_ADDRESS="+c.GCSAddress, "RAYGO_TEMP_DIR="+c.TempDir)
 }
 
+// CheckInvariants fails the test unless `raygo debug check-invariants` finds nothing
+// (over two views 200 ms apart): no partial gang, no double allocation, no leak, every
+// queue within its quota. step says what the cluster has just done.
+func (c *Cluster) CheckInvariants(step string) {
+	c.t.Helper()
+	stdout, stderr, code := c.Run("debug", "check-invariants", "--views", "2", "--interval", "200ms")
+	if code != 0 {
+		c.t.Fatalf("after %s: check-invariants exit %d: %s%s", step, code, stdout, stderr)
+	}
+}
+
 // Run runs bin with args and extra environment; it returns stdout, stderr and the exit
 // code (the command is killed after 60 s).
 func Run(t testing.TB, bin string, args []string, env ...string) (string, string, int) {

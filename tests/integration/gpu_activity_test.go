@@ -63,7 +63,7 @@ func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 
 	uuids := map[string]string{} // gpu index → UUID
 	harness.Eventually(t, 30*time.Second, "DCGM_FI_PROF_SM_ACTIVE for 8 idle GPUs", func() error {
-		families, err := scrape(t, address)
+		families, err := harness.Scrape(t, address)
 		if err != nil {
 			return err
 		}
@@ -99,24 +99,24 @@ func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 	}
 	group := reply.PlacementGroup.PlacementGroupId
 	harness.Eventually(t, 30*time.Second, "GPU 5's new activity and the group's idle series", func() error {
-		families, err := scrape(t, address)
+		families, err := harness.Scrape(t, address)
 		if err != nil {
 			return err
 		}
-		if got, _ := value(families, "DCGM_FI_PROF_SM_ACTIVE", "UUID", uuids["5"]); got != 0.65 {
+		if got, _ := harness.MetricValue(families, "DCGM_FI_PROF_SM_ACTIVE", "UUID", uuids["5"]); got != 0.65 {
 			return fmt.Errorf("SM activity of GPU 5 = %v, want 0.65", got)
 		}
-		if got, _ := value(families, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "UUID", uuids["5"]); got != 0.7 {
+		if got, _ := harness.MetricValue(families, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "UUID", uuids["5"]); got != 0.7 {
 			return fmt.Errorf("graphics activity of GPU 5 = %v, want 0.7", got)
 		}
-		if got, _ := value(families, "DCGM_FI_DEV_FB_USED", "UUID", uuids["5"]); got != 20<<10 {
+		if got, _ := harness.MetricValue(families, "DCGM_FI_DEV_FB_USED", "UUID", uuids["5"]); got != 20<<10 {
 			return fmt.Errorf("memory used on GPU 5 = %v MiB, want %d", got, 20<<10)
 		}
-		if got, _ := value(families, "DCGM_FI_PROF_SM_ACTIVE", "UUID", uuids["4"]); got != 0 {
+		if got, _ := harness.MetricValue(families, "DCGM_FI_PROF_SM_ACTIVE", "UUID", uuids["4"]); got != 0 {
 			return fmt.Errorf("SM activity of GPU 4 = %v, want 0", got)
 		}
 		// Held for seconds, not 10 minutes: listed, none idle yet.
-		if got, ok := value(families, "raygo_raylet_gpus_allocated_idle", "placement_group_id", group); !ok || got != 0 {
+		if got, ok := harness.MetricValue(families, "raygo_raylet_gpus_allocated_idle", "placement_group_id", group); !ok || got != 0 {
 			return fmt.Errorf("raygo_raylet_gpus_allocated_idle{placement_group_id=%s} = %v (present %v), want 0", group, got, ok)
 		}
 		return nil
@@ -124,7 +124,7 @@ func TestRayletExportsSimulatedGPUActivityAsDCGM(t *testing.T) {
 
 	// The raylets' shipped alert rules name only metrics a raylet exports (an H100
 	// exports both the GPM series and the utilization-rate fallback).
-	families, err := scrape(t, address)
+	families, err := harness.Scrape(t, address)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,56 +15,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/tests/harness"
 )
-
-// scrape reads the head's /metrics with Prometheus' own text parser.
-func scrape(t *testing.T, address string) (map[string]*dto.MetricFamily, error) {
-	t.Helper()
-	resp, err := http.Get("http://" + address + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
-}
-
-// value is the gauge, counter or histogram count of a family with the given label.
-func value(families map[string]*dto.MetricFamily, name, label, labelValue string) (float64, bool) {
-	family := families[name]
-	if family == nil {
-		return 0, false
-	}
-	for _, m := range family.Metric {
-		matches := label == ""
-		for _, l := range m.Label {
-			if l.GetName() == label && l.GetValue() == labelValue {
-				matches = true
-			}
-		}
-		if !matches {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
 
 // On two simulated DGX H100 nodes with 4 GPUs held on each (one STRICT_SPREAD group),
 // an 8-GPU STRICT_PACK gang
@@ -126,23 +81,23 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 		{"raygo_queue_usage", "queue", "everyone", 8},
 	}
 	harness.Eventually(t, 30*time.Second, "/metrics as the cluster is", func() error {
-		families, err := scrape(t, dashboard)
+		families, err := harness.Scrape(t, dashboard)
 		if err != nil {
 			return err
 		}
 		for _, w := range want {
-			got, ok := value(families, w.name, w.label, w.value)
+			got, ok := harness.MetricValue(families, w.name, w.label, w.value)
 			if !ok || got != w.want {
 				return fmt.Errorf("%s{%s=%q} = %v (present %v), want %v", w.name, w.label, w.value, got, ok, w.want)
 			}
 		}
-		if n, ok := value(families, "raygo_scheduling_decision_seconds", "", ""); !ok || n == 0 {
+		if n, ok := harness.MetricValue(families, "raygo_scheduling_decision_seconds", "", ""); !ok || n == 0 {
 			return fmt.Errorf("raygo_scheduling_decision_seconds counted %v decisions", n)
 		}
-		if _, ok := value(families, "raygo_gpu_fragmentation_expected", "", ""); !ok {
+		if _, ok := harness.MetricValue(families, "raygo_gpu_fragmentation_expected", "", ""); !ok {
 			return fmt.Errorf("no raygo_gpu_fragmentation_expected")
 		}
-		if n, ok := value(families, "raygo_pending_workload_age_seconds", "", ""); !ok || n != 1 {
+		if n, ok := harness.MetricValue(families, "raygo_pending_workload_age_seconds", "", ""); !ok || n != 1 {
 			return fmt.Errorf("raygo_pending_workload_age_seconds counts %v waiting groups, want 1", n)
 		}
 		return nil
@@ -185,7 +140,7 @@ func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	}
 
 	// The head's shipped alert rules parse and name only metrics the head exports.
-	families, err := scrape(t, dashboard)
+	families, err := harness.Scrape(t, dashboard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,14 +208,14 @@ func TestRayletMetricsShowItsBundlesAndGPUs(t *testing.T) {
 	}
 	address := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	harness.Eventually(t, 30*time.Second, "the raylet's /metrics with the group", func() error {
-		families, err := scrape(t, address)
+		families, err := harness.Scrape(t, address)
 		if err != nil {
 			return err
 		}
-		if got, _ := value(families, "raygo_raylet_bundles", "state", "committed"); got != 2 {
+		if got, _ := harness.MetricValue(families, "raygo_raylet_bundles", "state", "committed"); got != 2 {
 			return fmt.Errorf("committed bundles %v, want 2", got)
 		}
-		if got, _ := value(families, "raygo_raylet_resources_total", "resource", "GPU"); got != 8 {
+		if got, _ := harness.MetricValue(families, "raygo_raylet_resources_total", "resource", "GPU"); got != 8 {
 			return fmt.Errorf("GPU total %v, want 8", got)
 		}
 		allocated, gpus := 0.0, 0

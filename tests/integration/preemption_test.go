@@ -53,20 +53,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	poll.Until(t, 30*time.Second, 50*time.Millisecond, "24 GPUs", func() error {
-		nodes, err := c.Nodes()
-		if err != nil {
-			return err
-		}
-		gpus := 0.0
-		for _, n := range nodes {
-			gpus += n.ResourcesTotal["GPU"]
-		}
-		if gpus != 24 {
-			return fmt.Errorf("%g GPUs", gpus)
-		}
-		return nil
-	})
+	waitForGPUs(t, c, 24)
 	gpus := func(n int) []sdk.Bundle {
 		out := make([]sdk.Bundle, n)
 		for i := range out {
@@ -86,6 +73,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		research = append(research, pg)
 	}
 	victim := research[2]
+	c.CheckInvariants("research runs three groups")
 	type hooked struct {
 		notice sdk.PreemptionNotice
 		row    *sdk.PlacementGroupInfo
@@ -113,6 +101,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := first.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	c.CheckInvariants("prod's first group runs")
 	second := prod()
 	var call hooked
 	select {
@@ -143,6 +132,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatalf("another group was preempted: %+v", other.row.ID)
 	default:
 	}
+	c.CheckInvariants("the victim is queued, prod's groups run")
 	for _, pg := range []*sdk.PlacementGroup{first, second} {
 		if err := pg.Remove(ctx); err != nil {
 			t.Fatal(err)
@@ -151,4 +141,172 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	if _, err := victim.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	c.CheckInvariants("the victim runs again")
+}
+
+// inferenceQueues: serve evicts its own lower-priority work; other is a queue of its own
+// (no cohort). The shipped classes get a 1 s grace period, and pinned is a
+// non-preemptible class below training.
+const inferenceQueues = `queues:
+  - name: serve
+    namespaces: ["serve"]
+    resources:
+      GPU: {nominalQuota: 8}
+    preemption:
+      withinClusterQueue: LowerPriority
+  - name: other
+    namespaces: ["other"]
+    resources:
+      GPU: {nominalQuota: 8}
+priorityClasses:
+  - {name: production-inference, value: 10000, gracePeriod: 1s}
+  - {name: training, value: 500, gracePeriod: 1s}
+  - {name: development, value: 100, gracePeriod: 1s}
+  - {name: pinned, value: 50, preemptible: false}
+`
+
+// The issue's inference case on real processes, two simulated DGX H100 nodes, both
+// full: serve runs training (4 GPUs), development (2) and pinned (2, non-preemptible);
+// other runs a development group of 8. A production-inference group of 2 evicts exactly
+// serve's development group (the minimal set of the lowest priority, never other's
+// work); a second of 4 evicts the training group; a third of 2 evicts nothing: what is
+// left is non-preemptible or of equal priority. Invariants hold after every step.
+func TestInferencePreemptsTheLowestTrainingOfItsQueueOnlyAndNeverPinnedOrEqualWork(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "queues.yaml")
+	if err := os.WriteFile(file, []byte(inferenceQueues), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := harness.StartHead(t, "--num-cpus", "4", "--queues", file)
+	c.AddNode("--gpu-sim", "dgx-h100")
+	c.AddNode("--gpu-sim", "dgx-h100")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	connect := func(namespace string) *sdk.Client {
+		client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress, Namespace: namespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		return client
+	}
+	serve, other := connect("serve"), connect("other")
+	waitForGPUs(t, c, 16)
+	create := func(client *sdk.Client, priority string, n int) *sdk.PlacementGroup {
+		t.Helper()
+		bundles := make([]sdk.Bundle, n)
+		for i := range bundles {
+			bundles[i] = sdk.Bundle{"GPU": 1}
+		}
+		pg, err := client.CreatePlacementGroup(ctx, bundles, sdk.Pack, sdk.WithPriority(priority))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pg
+	}
+	running := func(client *sdk.Client, priority string, n int) *sdk.PlacementGroup {
+		t.Helper()
+		pg := create(client, priority, n)
+		if _, err := pg.Ready(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return pg
+	}
+	row := func(pg *sdk.PlacementGroup) *sdk.PlacementGroupInfo {
+		t.Helper()
+		info, err := pg.Table(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info
+	}
+	otherDev := running(other, "development", 8)
+	training := running(serve, "training", 4)
+	dev := running(serve, "development", 2)
+	pinned := running(serve, "pinned", 2)
+	c.CheckInvariants("both nodes full")
+
+	// noticed reports which groups got a notice so far, and checks it came from by.
+	groups := map[string]*sdk.PlacementGroup{"other's development": otherDev, "training": training, "serve's development": dev, "pinned": pinned}
+	noticed := func() map[string]string {
+		out := map[string]string{}
+		for name, pg := range groups {
+			if n := row(pg).LastPreemption; n != nil {
+				out[name] = n.Reason + " by " + n.PreemptorID
+			}
+		}
+		return out
+	}
+
+	first := create(serve, "production-inference", 2)
+	if _, err := first.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := noticed(), map[string]string{"serve's development": "InClusterQueue by " + first.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the first inference group: notices %v, want %v", got, want)
+	}
+	c.CheckInvariants("the first inference group runs")
+
+	second := create(serve, "production-inference", 4)
+	if _, err := second.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := noticed(), map[string]string{"serve's development": "InClusterQueue by " + first.ID, "training": "InClusterQueue by " + second.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the second inference group: notices %v, want %v", got, want)
+	}
+	c.CheckInvariants("the second inference group runs")
+
+	// Left in serve: pinned (non-preemptible) and two groups of equal priority.
+	third := create(serve, "production-inference", 2)
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, "the third inference group decided", func() error {
+		if info := row(third); info.PendingReasonCode != "QuotaExceeded" {
+			return fmt.Errorf("%s %q", info.State, info.PendingReasonCode)
+		}
+		return nil
+	})
+	// Its preemption decision follows admission in the same round; a group of other's
+	// (held by its quota) that admission records afterwards shows that round ended.
+	marker := create(other, "development", 1)
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, "a later round", func() error {
+		if info := row(marker); info.PendingReasonCode != "QuotaExceeded" {
+			return fmt.Errorf("%s %q", info.State, info.PendingReasonCode)
+		}
+		return nil
+	})
+	if got := noticed(); len(got) != 2 {
+		t.Fatalf("the third inference group evicted something: notices %v", got)
+	}
+	for _, pg := range []*sdk.PlacementGroup{first, second, pinned} {
+		if info := row(pg); info.State != "CREATED" || info.Preemptions != 0 {
+			t.Fatalf("group %s: %s with %d notices, want CREATED and never noticed", pg.ID, info.State, info.Preemptions)
+		}
+	}
+	for name, pg := range map[string]*sdk.PlacementGroup{"serve's development": dev, "training": training} {
+		if info := row(pg); info.State != "PENDING" || info.PendingReasonCode != "Preempted" {
+			t.Fatalf("%s: %s %q, want PENDING Preempted", name, info.State, info.PendingReasonCode)
+		}
+	}
+	if info := row(otherDev); info.State != "CREATED" {
+		t.Fatalf("other's development group: %s, want CREATED", info.State)
+	}
+	c.CheckInvariants("the third inference group waits")
+}
+
+// waitForGPUs waits until the cluster's nodes offer n GPUs in all.
+func waitForGPUs(t *testing.T, c *harness.Cluster, n float64) {
+	t.Helper()
+	poll.Until(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("%g GPUs", n), func() error {
+		nodes, err := c.Nodes()
+		if err != nil {
+			return err
+		}
+		gpus := 0.0
+		for _, node := range nodes {
+			gpus += node.ResourcesTotal["GPU"]
+		}
+		if gpus != n {
+			return fmt.Errorf("%g GPUs", gpus)
+		}
+		return nil
+	})
 }

@@ -236,7 +236,7 @@ class PendingInstance(_message.Message):
     def __init__(self, instance_type_name: _Optional[str] = ..., ray_node_type_name: _Optional[str] = ..., instance_id: _Optional[str] = ..., ip_address: _Optional[str] = ..., details: _Optional[str] = ...) -> None: ...
 
 class AutoscalingState(_message.Message):
-    __slots__ = ("last_seen_cluster_resource_state_version", "autoscaler_state_version", "pending_instance_requests", "infeasible_resource_requests", "infeasible_gang_resource_requests", "infeasible_cluster_resource_constraints", "pending_instances", "failed_instance_requests", "infeasible_reasons", "launched_instances")
+    __slots__ = ("last_seen_cluster_resource_state_version", "autoscaler_state_version", "pending_instance_requests", "infeasible_resource_requests", "infeasible_gang_resource_requests", "infeasible_cluster_resource_constraints", "pending_instances", "failed_instance_requests", "infeasible_reasons", "launched_instances", "new_capacity_estimates")
     class LaunchedInstancesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +254,7 @@ class AutoscalingState(_message.Message):
     FAILED_INSTANCE_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     INFEASIBLE_REASONS_FIELD_NUMBER: _ClassVar[int]
     LAUNCHED_INSTANCES_FIELD_NUMBER: _ClassVar[int]
+    NEW_CAPACITY_ESTIMATES_FIELD_NUMBER: _ClassVar[int]
     last_seen_cluster_resource_state_version: int
     autoscaler_state_version: int
     pending_instance_requests: _containers.RepeatedCompositeFieldContainer[PendingInstanceRequest]
@@ -264,7 +265,20 @@ class AutoscalingState(_message.Message):
     failed_instance_requests: _containers.RepeatedCompositeFieldContainer[FailedInstanceRequest]
     infeasible_reasons: _containers.RepeatedScalarFieldContainer[str]
     launched_instances: _containers.ScalarMap[str, int]
-    def __init__(self, last_seen_cluster_resource_state_version: _Optional[int] = ..., autoscaler_state_version: _Optional[int] = ..., pending_instance_requests: _Optional[_Iterable[_Union[PendingInstanceRequest, _Mapping]]] = ..., infeasible_resource_requests: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., infeasible_gang_resource_requests: _Optional[_Iterable[_Union[GangResourceRequest, _Mapping]]] = ..., infeasible_cluster_resource_constraints: _Optional[_Iterable[_Union[ClusterResourceConstraint, _Mapping]]] = ..., pending_instances: _Optional[_Iterable[_Union[PendingInstance, _Mapping]]] = ..., failed_instance_requests: _Optional[_Iterable[_Union[FailedInstanceRequest, _Mapping]]] = ..., infeasible_reasons: _Optional[_Iterable[str]] = ..., launched_instances: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    new_capacity_estimates: _containers.RepeatedCompositeFieldContainer[NewCapacityEstimate]
+    def __init__(self, last_seen_cluster_resource_state_version: _Optional[int] = ..., autoscaler_state_version: _Optional[int] = ..., pending_instance_requests: _Optional[_Iterable[_Union[PendingInstanceRequest, _Mapping]]] = ..., infeasible_resource_requests: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., infeasible_gang_resource_requests: _Optional[_Iterable[_Union[GangResourceRequest, _Mapping]]] = ..., infeasible_cluster_resource_constraints: _Optional[_Iterable[_Union[ClusterResourceConstraint, _Mapping]]] = ..., pending_instances: _Optional[_Iterable[_Union[PendingInstance, _Mapping]]] = ..., failed_instance_requests: _Optional[_Iterable[_Union[FailedInstanceRequest, _Mapping]]] = ..., infeasible_reasons: _Optional[_Iterable[str]] = ..., launched_instances: _Optional[_Mapping[str, int]] = ..., new_capacity_estimates: _Optional[_Iterable[_Union[NewCapacityEstimate, _Mapping]]] = ...) -> None: ...
+
+class NewCapacityEstimate(_message.Message):
+    __slots__ = ("placement_group_id", "ray_node_type_name", "expected_running_ms", "launch_latency_ms")
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    RAY_NODE_TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_RUNNING_MS_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    placement_group_id: str
+    ray_node_type_name: str
+    expected_running_ms: int
+    launch_latency_ms: int
+    def __init__(self, placement_group_id: _Optional[str] = ..., ray_node_type_name: _Optional[str] = ..., expected_running_ms: _Optional[int] = ..., launch_latency_ms: _Optional[int] = ...) -> None: ...
 
 class ReportAutoscalingStateRequest(_message.Message):
     __slots__ = ("autoscaling_state",)

@@ -89,7 +89,8 @@ class AutoscalerStateServiceServicer:
 
     def ReportAutoscalingState(self, request, context):
         """ReportAutoscalingState stores the autoscaler's latest state (kept in memory; a
-        report older than the one held is ignored) for GetClusterStatus and `raygo status`.
+        report older than the one held is ignored) for GetClusterStatus and `raygo status`,
+        and its new_capacity_estimates for preemption (wait for a new node or preempt).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -288,12 +288,14 @@ class WaitPlacementGroupUntilReadyReply(_message.Message):
     def __init__(self, placement_group: _Optional[_Union[PlacementGroupInfo, _Mapping]] = ...) -> None: ...
 
 class WaitPreemptionNoticeRequest(_message.Message):
-    __slots__ = ("placement_group_id", "wait_ms")
+    __slots__ = ("placement_group_id", "wait_ms", "listener_id")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    LISTENER_ID_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     wait_ms: int
-    def __init__(self, placement_group_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    listener_id: str
+    def __init__(self, placement_group_id: _Optional[str] = ..., wait_ms: _Optional[int] = ..., listener_id: _Optional[str] = ...) -> None: ...
 
 class WaitPreemptionNoticeReply(_message.Message):
     __slots__ = ("notice",)
@@ -302,12 +304,14 @@ class WaitPreemptionNoticeReply(_message.Message):
     def __init__(self, notice: _Optional[_Union[PreemptionNotice, _Mapping]] = ...) -> None: ...
 
 class AckPreemptionNoticeRequest(_message.Message):
-    __slots__ = ("placement_group_id", "time_ms")
+    __slots__ = ("placement_group_id", "time_ms", "listener_id")
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    LISTENER_ID_FIELD_NUMBER: _ClassVar[int]
     placement_group_id: str
     time_ms: int
-    def __init__(self, placement_group_id: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
+    listener_id: str
+    def __init__(self, placement_group_id: _Optional[str] = ..., time_ms: _Optional[int] = ..., listener_id: _Optional[str] = ...) -> None: ...
 
 class AckPreemptionNoticeReply(_message.Message):
     __slots__ = ()

@@ -135,9 +135,11 @@ class PlacementGroupServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def AckPreemptionNotice(self, request, context):
-        """AckPreemptionNotice says the owner's hook returned: the group's bundles are released
-        now rather than at the deadline. Acknowledging a notice that is no longer current
-        (time_ms differs) or a group not being preempted is a no-op.
+        """AckPreemptionNotice says a hook returned: once every listener that was polling when
+        the notice was given (the owner's hook, the Go actors of the group that have a
+        Checkpoint method) has acknowledged, the group's bundles are released now rather than
+        at the deadline. Acknowledging a notice that is no longer current (time_ms differs) or
+        a group not being preempted is a no-op.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
