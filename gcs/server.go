@@ -49,6 +49,8 @@ type Server struct {
 	executables *executableService
 	// autoscaler serves the autoscaler's view of the cluster (autoscaler_state.go).
 	autoscaler *autoscalerState
+	// tokens are the scoped tokens issued (auth_tokens.go).
+	tokens *tokenRegistry
 
 	// dashboard serves /metrics and the dashboard (Config.DashboardAddress); nil when
 	// not served.
@@ -152,11 +154,18 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken)
+	s.tokens = newTokenRegistry(cfg.Store, cfg.AuthToken, cfg.Now)
+	if err := s.tokens.load(ctx); err != nil {
+		return nil, err
+	}
+	tenants := &tenancy{queueOf: s.pgs.queueForNamespace, groups: s.pgs, actors: s.actors, jobs: s.jobs}
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, s.tokens.verifier(), tenants.unary)
 	if err != nil {
 		return nil, err
 	}
+	serverOptions = append(serverOptions, grpc.ChainStreamInterceptor(tenants.stream))
 	s.grpc = grpc.NewServer(append(serverOptions, statusInterceptors()...)...)
+	pb.RegisterAuthServiceServer(s.grpc, s.tokens)
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)

@@ -1,0 +1,326 @@
+package gcs
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/raygo-dev/raygo/internal/auth"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// Who may call what, and tenant isolation: the one place the GCS applies a token's
+// scope (internal/auth). The token check (rpcutil) puts the scope in the call's
+// context; tenancy's interceptors then
+//   - refuse a method the scope may not call (PermissionDenied): AuthService, queue
+//     changes and the KV are admin's; node registration, the autoscaler's service,
+//     executable downloads and the raylets' reports are admin's or a node's; a tenant
+//     (queue:<q> or namespace:<ns>) calls only the methods in tenantMethods;
+//   - for a tenant, check that what a request creates lies in its queue or namespace
+//     (PermissionDenied naming the field), that the group, actor or job a request names
+//     is its own (PermissionDenied), and hide the others from what it reads: lists carry
+//     only its own rows, and a get of another's is answered as for an unknown id.
+//
+// A group is a tenant's when its queue is the tenant's queue (queue scope) or its
+// namespace is the tenant's namespace (namespace scope); an actor or a job, which has no
+// queue, when its namespace is the tenant's or maps to the tenant's queue (--queues).
+type tenancy struct {
+	// queueOf maps a namespace to its queue ("" without queues).
+	queueOf func(namespace string) string
+	groups  *pgManager
+	actors  *actorManager
+	jobs    *jobManager
+}
+
+// access is who may call a method.
+type access int
+
+const (
+	adminOnly   access = iota // the default for any method not listed
+	nodeOrAdmin               // a raylet's or the autoscaler's credential
+	anyScope                  // tenants too, with the checks of tenancy.check
+)
+
+// methodAccess lists every method a non-admin token may call.
+var methodAccess = map[string]access{
+	"/raygo.v1.NodeInfoService/GetClusterInfo":  anyScope,
+	"/raygo.v1.NodeInfoService/GetAllNodeInfo":  anyScope,
+	"/raygo.v1.NodeInfoService/RegisterNode":    nodeOrAdmin,
+	"/raygo.v1.NodeInfoService/ReportHeartbeat": nodeOrAdmin,
+	"/raygo.v1.NodeInfoService/DrainNode":       nodeOrAdmin,
+	"/raygo.v1.NodeInfoService/UnregisterNode":  nodeOrAdmin,
+
+	"/raygo.v1.JobInfoService/AddJob":          anyScope,
+	"/raygo.v1.JobInfoService/RenewJobLease":   anyScope,
+	"/raygo.v1.JobInfoService/MarkJobFinished": anyScope,
+	"/raygo.v1.JobInfoService/GetAllJobInfo":   anyScope,
+
+	"/raygo.v1.PlacementGroupService/CreatePlacementGroup":         anyScope,
+	"/raygo.v1.PlacementGroupService/RemovePlacementGroup":         anyScope,
+	"/raygo.v1.PlacementGroupService/GetPlacementGroup":            anyScope,
+	"/raygo.v1.PlacementGroupService/GetNamedPlacementGroup":       anyScope,
+	"/raygo.v1.PlacementGroupService/GetAllPlacementGroup":         anyScope,
+	"/raygo.v1.PlacementGroupService/WaitPlacementGroupUntilReady": anyScope,
+	"/raygo.v1.PlacementGroupService/WaitPreemptionNotice":         anyScope,
+	"/raygo.v1.PlacementGroupService/AckPreemptionNotice":          anyScope,
+	"/raygo.v1.QueueService/ListQueues":                            anyScope,
+
+	"/raygo.v1.ActorInfoService/CreateActor":         anyScope,
+	"/raygo.v1.ActorInfoService/GetActorInfo":        anyScope,
+	"/raygo.v1.ActorInfoService/GetNamedActorInfo":   anyScope,
+	"/raygo.v1.ActorInfoService/GetAllActorInfo":     anyScope,
+	"/raygo.v1.ActorInfoService/KillActor":           anyScope,
+	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  anyScope,
+	"/raygo.v1.ActorInfoService/ReportWorkerFailure": nodeOrAdmin,
+
+	"/raygo.v1.ExecutableService/HasExecutable":      anyScope,
+	"/raygo.v1.ExecutableService/UploadExecutable":   anyScope,
+	"/raygo.v1.ExecutableService/DownloadExecutable": nodeOrAdmin,
+
+	"/raygo.v1.AutoscalerStateService/GetClusterResourceState":          nodeOrAdmin,
+	"/raygo.v1.AutoscalerStateService/ReportAutoscalingState":           nodeOrAdmin,
+	"/raygo.v1.AutoscalerStateService/RequestClusterResourceConstraint": nodeOrAdmin,
+	"/raygo.v1.AutoscalerStateService/GetClusterStatus":                 nodeOrAdmin,
+	"/raygo.v1.AutoscalerStateService/DrainNode":                        nodeOrAdmin,
+}
+
+// allowed refuses a method the scope may not call.
+func allowed(scope auth.Scope, method string) error {
+	if scope.Kind == auth.ScopeAdmin {
+		return nil
+	}
+	need := methodAccess[method]
+	if need == anyScope || (need == nodeOrAdmin && scope.Kind == auth.ScopeNode) {
+		return nil
+	}
+	who := "an admin token"
+	if need == nodeOrAdmin {
+		who = "an admin or node token"
+	}
+	return errorf(errPermissionDenied, "%s needs %s; the call's token has scope %s", method, who, scope)
+}
+
+// owns reports whether a tenant owns an object of the given namespace and queue ("":
+// the one its namespace maps to).
+func (t *tenancy) owns(scope auth.Scope, namespace, queue string) bool {
+	switch scope.Kind {
+	case auth.ScopeNamespace:
+		return namespace == scope.Name
+	case auth.ScopeQueue:
+		if queue == "" {
+			queue = t.queueOf(namespace)
+		}
+		return queue == scope.Name
+	default:
+		return true
+	}
+}
+
+func (t *tenancy) ownsGroup(scope auth.Scope, g *pb.PlacementGroupInfo) bool {
+	return g != nil && t.owns(scope, g.Namespace, g.Queue)
+}
+
+func (t *tenancy) ownsActor(scope auth.Scope, a *pb.ActorInfo) bool {
+	return a != nil && t.owns(scope, a.Namespace, "")
+}
+
+func (t *tenancy) ownsJob(scope auth.Scope, j *pb.JobInfo) bool {
+	return j != nil && t.owns(scope, j.Namespace, "")
+}
+
+// notYours is the refusal of a request naming another tenant's object.
+func notYours(scope auth.Scope, field, id string) error {
+	return errorf(errPermissionDenied, "%s %s: not in this token's %s", field, id, scope)
+}
+
+// outside is the refusal of a request that would create work outside the tenant.
+func outside(scope auth.Scope, field, value string) error {
+	return errorf(errPermissionDenied, "%s %q: this token (scope %s) may only create work in its own %s", field, value, scope, scope.Kind)
+}
+
+// check applies a tenant's checks to a request before its handler runs; it may fill
+// a namespace or queue the request left empty with the tenant's own.
+func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
+	switch req := req.(type) {
+	case *pb.CreatePlacementGroupRequest:
+		return t.checkNewGroup(scope, req)
+	case *pb.CreateActorRequest:
+		if req.JobId != "" && !t.ownsJob(scope, t.jobs.get(req.JobId)) {
+			return notYours(scope, "job_id", req.JobId)
+		}
+		if req.Namespace == "" {
+			if job := t.jobs.get(req.JobId); job != nil {
+				req.Namespace = job.Namespace
+			}
+		}
+		if req.Namespace == "" && scope.Kind == auth.ScopeNamespace {
+			req.Namespace = scope.Name
+		}
+		if !t.owns(scope, req.Namespace, "") {
+			return outside(scope, "namespace", req.Namespace)
+		}
+		if id := req.GetSchedulingStrategy().GetPlacementGroupId(); id != "" {
+			return t.checkGroupID(ctx, scope, id)
+		}
+		return nil
+	case *pb.AddJobRequest:
+		if req.Namespace == "" && scope.Kind == auth.ScopeNamespace {
+			req.Namespace = scope.Name
+		}
+		if !t.owns(scope, req.Namespace, "") {
+			return outside(scope, "namespace", req.Namespace)
+		}
+		return nil
+	case interface{ GetPlacementGroupId() string }:
+		if _, isGet := req.(*pb.GetPlacementGroupRequest); isGet {
+			return nil // hidden by filter
+		}
+		return t.checkGroupID(ctx, scope, req.GetPlacementGroupId())
+	case *pb.KillActorRequest:
+		reply, err := t.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: req.ActorId})
+		if err != nil {
+			return err
+		}
+		if !t.ownsActor(scope, reply.Actor) {
+			return notYours(scope, "actor_id", req.ActorId)
+		}
+		return nil
+	case *pb.GetActorInfoRequest:
+		reply, err := t.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: req.ActorId})
+		if err != nil {
+			return err
+		}
+		if !t.ownsActor(scope, reply.Actor) {
+			return errorf(errNotFound, "actor_id %s: no such actor", req.ActorId) // as unknown
+		}
+		return nil
+	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ChooseLeaseTargets
+		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.jobs.get(id)) {
+			return notYours(scope, "job_id", id)
+		}
+		return nil
+	}
+	return nil
+}
+
+func (t *tenancy) checkNewGroup(scope auth.Scope, req *pb.CreatePlacementGroupRequest) error {
+	switch scope.Kind {
+	case auth.ScopeNamespace:
+		if req.Namespace == "" {
+			req.Namespace = scope.Name
+		}
+		if req.Namespace != scope.Name {
+			return outside(scope, "namespace", req.Namespace)
+		}
+	case auth.ScopeQueue:
+		if req.Queue == "" && t.queueOf(req.Namespace) != scope.Name {
+			req.Queue = scope.Name
+		}
+		if req.Queue != "" && req.Queue != scope.Name {
+			return outside(scope, "queue", req.Queue)
+		}
+	}
+	return nil
+}
+
+func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string) error {
+	reply, err := t.groups.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+	if err != nil {
+		return err
+	}
+	if reply.PlacementGroup == nil {
+		return nil // unknown: the handler answers as for anyone
+	}
+	if !t.ownsGroup(scope, reply.PlacementGroup) {
+		return notYours(scope, "placement_group_id", id)
+	}
+	return nil
+}
+
+// filter hides from a tenant's reply what is not its own.
+func (t *tenancy) filter(scope auth.Scope, reply any) {
+	switch reply := reply.(type) {
+	case *pb.GetPlacementGroupReply:
+		if !t.ownsGroup(scope, reply.PlacementGroup) {
+			reply.PlacementGroup = nil
+		}
+	case *pb.GetNamedPlacementGroupReply:
+		if !t.ownsGroup(scope, reply.PlacementGroup) {
+			reply.PlacementGroup = nil
+		}
+	case *pb.WaitPlacementGroupUntilReadyReply:
+		if !t.ownsGroup(scope, reply.PlacementGroup) {
+			reply.PlacementGroup = nil
+		}
+	case *pb.GetAllPlacementGroupReply:
+		kept := reply.PlacementGroups[:0]
+		for _, g := range reply.PlacementGroups {
+			if t.ownsGroup(scope, g) {
+				kept = append(kept, g)
+			}
+		}
+		reply.PlacementGroups = kept
+	case *pb.GetAllActorInfoReply:
+		kept := reply.Actors[:0]
+		for _, a := range reply.Actors {
+			if t.ownsActor(scope, a) {
+				kept = append(kept, a)
+			}
+		}
+		reply.Actors = kept
+	case *pb.GetAllJobInfoReply:
+		kept := reply.Jobs[:0]
+		for _, j := range reply.Jobs {
+			if t.ownsJob(scope, j) {
+				kept = append(kept, j)
+			}
+		}
+		reply.Jobs = kept
+	}
+}
+
+// unary is the GCS's interceptor of unary calls (after the token check). It runs
+// outside statusInterceptors, so it maps its own errors.
+func (t *tenancy) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	reply, err := t.unaryChecked(ctx, req, info, handler)
+	return reply, statusOf(err)
+}
+
+func (t *tenancy) unaryChecked(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	scope := auth.ScopeFrom(ctx)
+	if err := allowed(scope, info.FullMethod); err != nil {
+		return nil, err
+	}
+	if !scope.IsTenant() {
+		return handler(ctx, req)
+	}
+	if err := t.check(ctx, scope, req); err != nil {
+		return nil, err
+	}
+	reply, err := handler(ctx, req)
+	if err == nil {
+		t.filter(scope, reply)
+		if named, ok := reply.(*pb.GetNamedActorInfoReply); ok && !t.ownsActor(scope, named.Actor) {
+			return nil, errorf(errNotFound, "%s", "no live actor of that name in this token's namespace")
+		}
+	}
+	return reply, err
+}
+
+// stream is the GCS's interceptor of streaming calls: only who may call.
+func (t *tenancy) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := allowed(auth.ScopeFrom(ss.Context()), info.FullMethod); err != nil {
+		return statusOf(err)
+	}
+	return handler(srv, ss)
+}
+
+// queueForNamespace is the queue a namespace's work is charged to ("" without queues).
+func (m *pgManager) queueForNamespace(namespace string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.admission == nil {
+		return ""
+	}
+	return m.admission.config.QueueForNamespace(namespace)
+}
