@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/auth"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -38,43 +39,44 @@ type access int
 const (
 	adminOnly   access = iota // the default for any method not listed
 	nodeOrAdmin               // a raylet's or the autoscaler's credential
-	anyScope                  // tenants too, with the checks of tenancy.check
+	reader                    // any token; a tenant sees only its own (tenancy.filter)
+	tenantWork                // admin and tenants, within their own (tenancy.check); not node
 )
 
 // methodAccess lists every method a non-admin token may call.
 var methodAccess = map[string]access{
-	"/raygo.v1.NodeInfoService/GetClusterInfo":  anyScope,
-	"/raygo.v1.NodeInfoService/GetAllNodeInfo":  anyScope,
+	"/raygo.v1.NodeInfoService/GetClusterInfo":  reader,
+	"/raygo.v1.NodeInfoService/GetAllNodeInfo":  reader,
 	"/raygo.v1.NodeInfoService/RegisterNode":    nodeOrAdmin,
 	"/raygo.v1.NodeInfoService/ReportHeartbeat": nodeOrAdmin,
 	"/raygo.v1.NodeInfoService/DrainNode":       nodeOrAdmin,
 	"/raygo.v1.NodeInfoService/UnregisterNode":  nodeOrAdmin,
 
-	"/raygo.v1.JobInfoService/AddJob":          anyScope,
-	"/raygo.v1.JobInfoService/RenewJobLease":   anyScope,
-	"/raygo.v1.JobInfoService/MarkJobFinished": anyScope,
-	"/raygo.v1.JobInfoService/GetAllJobInfo":   anyScope,
+	"/raygo.v1.JobInfoService/AddJob":          tenantWork,
+	"/raygo.v1.JobInfoService/RenewJobLease":   tenantWork,
+	"/raygo.v1.JobInfoService/MarkJobFinished": tenantWork,
+	"/raygo.v1.JobInfoService/GetAllJobInfo":   reader,
 
-	"/raygo.v1.PlacementGroupService/CreatePlacementGroup":         anyScope,
-	"/raygo.v1.PlacementGroupService/RemovePlacementGroup":         anyScope,
-	"/raygo.v1.PlacementGroupService/GetPlacementGroup":            anyScope,
-	"/raygo.v1.PlacementGroupService/GetNamedPlacementGroup":       anyScope,
-	"/raygo.v1.PlacementGroupService/GetAllPlacementGroup":         anyScope,
-	"/raygo.v1.PlacementGroupService/WaitPlacementGroupUntilReady": anyScope,
-	"/raygo.v1.PlacementGroupService/WaitPreemptionNotice":         anyScope,
-	"/raygo.v1.PlacementGroupService/AckPreemptionNotice":          anyScope,
-	"/raygo.v1.QueueService/ListQueues":                            anyScope,
+	"/raygo.v1.PlacementGroupService/CreatePlacementGroup":         tenantWork,
+	"/raygo.v1.PlacementGroupService/RemovePlacementGroup":         tenantWork,
+	"/raygo.v1.PlacementGroupService/GetPlacementGroup":            reader,
+	"/raygo.v1.PlacementGroupService/GetNamedPlacementGroup":       reader,
+	"/raygo.v1.PlacementGroupService/GetAllPlacementGroup":         reader,
+	"/raygo.v1.PlacementGroupService/WaitPlacementGroupUntilReady": reader,
+	"/raygo.v1.PlacementGroupService/WaitPreemptionNotice":         tenantWork,
+	"/raygo.v1.PlacementGroupService/AckPreemptionNotice":          tenantWork,
+	"/raygo.v1.QueueService/ListQueues":                            reader,
 
-	"/raygo.v1.ActorInfoService/CreateActor":         anyScope,
-	"/raygo.v1.ActorInfoService/GetActorInfo":        anyScope,
-	"/raygo.v1.ActorInfoService/GetNamedActorInfo":   anyScope,
-	"/raygo.v1.ActorInfoService/GetAllActorInfo":     anyScope,
-	"/raygo.v1.ActorInfoService/KillActor":           anyScope,
-	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  anyScope,
+	"/raygo.v1.ActorInfoService/CreateActor":         tenantWork,
+	"/raygo.v1.ActorInfoService/GetActorInfo":        reader,
+	"/raygo.v1.ActorInfoService/GetNamedActorInfo":   reader,
+	"/raygo.v1.ActorInfoService/GetAllActorInfo":     reader,
+	"/raygo.v1.ActorInfoService/KillActor":           tenantWork,
+	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  reader,
 	"/raygo.v1.ActorInfoService/ReportWorkerFailure": nodeOrAdmin,
 
-	"/raygo.v1.ExecutableService/HasExecutable":      anyScope,
-	"/raygo.v1.ExecutableService/UploadExecutable":   anyScope,
+	"/raygo.v1.ExecutableService/HasExecutable":      reader,
+	"/raygo.v1.ExecutableService/UploadExecutable":   tenantWork,
 	"/raygo.v1.ExecutableService/DownloadExecutable": nodeOrAdmin,
 
 	"/raygo.v1.AutoscalerStateService/GetClusterResourceState":          nodeOrAdmin,
@@ -86,16 +88,20 @@ var methodAccess = map[string]access{
 
 // allowed refuses a method the scope may not call.
 func allowed(scope auth.Scope, method string) error {
-	if scope.Kind == auth.ScopeAdmin {
-		return nil
-	}
 	need := methodAccess[method]
-	if need == anyScope || (need == nodeOrAdmin && scope.Kind == auth.ScopeNode) {
+	switch {
+	case scope.Kind == auth.ScopeAdmin,
+		need == reader,
+		need == nodeOrAdmin && scope.Kind == auth.ScopeNode,
+		need == tenantWork && scope.IsTenant():
 		return nil
 	}
 	who := "an admin token"
-	if need == nodeOrAdmin {
+	switch need {
+	case nodeOrAdmin:
 		who = "an admin or node token"
+	case tenantWork:
+		who = "an admin or tenant (queue:<q>, namespace:<ns>) token"
 	}
 	return errorf(errPermissionDenied, "%s needs %s; the call's token has scope %s", method, who, scope)
 }
@@ -213,11 +219,18 @@ func (t *tenancy) checkNewGroup(scope auth.Scope, req *pb.CreatePlacementGroupRe
 			return outside(scope, "namespace", req.Namespace)
 		}
 	case auth.ScopeQueue:
-		if req.Queue == "" && t.queueOf(req.Namespace) != scope.Name {
-			req.Queue = scope.Name
-		}
 		if req.Queue != "" && req.Queue != scope.Name {
 			return outside(scope, "queue", req.Queue)
+		}
+		if req.Queue == "" {
+			// The queue the namespace maps to must be the tenant's; without queues
+			// (none maps) the group is recorded as the tenant's queue.
+			switch mapped := t.queueOf(req.Namespace); mapped {
+			case "", scope.Name:
+				req.Queue = scope.Name
+			default:
+				return outside(scope, "namespace", req.Namespace)
+			}
 		}
 	}
 	return nil
@@ -253,6 +266,16 @@ func (t *tenancy) filter(scope auth.Scope, reply any) {
 			reply.PlacementGroup = nil
 		}
 	case *pb.GetAllPlacementGroupReply:
+		// The handler sends the rows in wire form (unknown fields): read them back.
+		if wire := reply.ProtoReflect().GetUnknown(); len(wire) > 0 {
+			decoded := &pb.GetAllPlacementGroupReply{}
+			if err := proto.Unmarshal(wire, decoded); err == nil {
+				reply.ProtoReflect().SetUnknown(nil)
+				reply.PlacementGroups = append(reply.PlacementGroups, decoded.PlacementGroups...)
+			} else {
+				reply.ProtoReflect().SetUnknown(nil) // hide what cannot be checked
+			}
+		}
 		kept := reply.PlacementGroups[:0]
 		for _, g := range reply.PlacementGroups {
 			if t.ownsGroup(scope, g) {
