@@ -18,7 +18,7 @@ import (
 
 // tokenRegistry holds the scoped tokens the GCS issued (raygo auth issue|list|revoke):
 // their SHA-256 and scope, one row per token in store.TableAuthTokens, and in memory
-// for the check of every call. It is the GCS's rpcutil.Verifier: the cluster token is
+// for the check of every call. It is the GCS's auth.Verifier: the cluster token is
 // admin; an issued token has its scope until it is revoked.
 type tokenRegistry struct {
 	pb.UnimplementedAuthServiceServer
@@ -55,8 +55,8 @@ func (r *tokenRegistry) load(ctx context.Context) error {
 	return nil
 }
 
-// verifier is the GCS's rpcutil.Verifier; nil without a cluster token (auth disabled).
-func (r *tokenRegistry) verifier() func(string) (auth.Scope, bool) {
+// verifier is the GCS's auth.Verifier, for gRPC and the dashboard; nil without a cluster token (auth disabled).
+func (r *tokenRegistry) verifier() auth.Verifier {
 	if r.clusterToken == "" {
 		return nil
 	}

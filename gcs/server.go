@@ -189,8 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
 	// As Ray's dashboard: a port already taken is a warning, not a failure.
-	s.dashboard = metricsserver.ServeWith(cfg.DashboardAddress, registry, cfg.AuthToken, s.log, newDashboard(dashboardSources{
-		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry}))
+	s.dashboard = metricsserver.ServeVerified(cfg.DashboardAddress, registry, s.tokens.verifier(), s.log, newDashboard(dashboardSources{
+		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry, tenants: tenants}))
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

@@ -302,6 +302,14 @@ func (t *tenancy) filter(scope auth.Scope, reply any) {
 	}
 }
 
+// hide applies filter to a reply read for ctx when its scope is a tenant's (the
+// dashboard, which calls the handlers in process, past the interceptors).
+func (t *tenancy) hide(ctx context.Context, reply any) {
+	if scope := auth.ScopeFrom(ctx); scope.IsTenant() {
+		t.filter(scope, reply)
+	}
+}
+
 // unary is the GCS's interceptor of unary calls (after the token check). It runs
 // outside statusInterceptors, so it maps its own errors.
 func (t *tenancy) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

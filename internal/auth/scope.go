@@ -96,3 +96,19 @@ func ScopeFrom(ctx context.Context) Scope {
 	}
 	return Admin
 }
+
+// Verifier says whose a presented token is: its scope, or false to refuse it. A nil
+// Verifier lets everything in (auth disabled). Servers of gRPC (internal/rpcutil) and
+// HTTP (internal/metricsserver) take one.
+type Verifier func(presented string) (Scope, bool)
+
+// ClusterToken is the Verifier that accepts only the cluster token, as admin (nil for
+// an empty token: auth disabled).
+func ClusterToken(token string) Verifier {
+	if token == "" {
+		return nil
+	}
+	return func(presented string) (Scope, bool) {
+		return Admin, Equal(presented, token)
+	}
+}

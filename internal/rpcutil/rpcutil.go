@@ -48,28 +48,13 @@ const (
 // call in (auth disabled). With RAYGO_USE_TLS=1, mutual TLS (ServerTLS); its settings
 // are the only error.
 func ServerOptions(serverVersion uint32, token string, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
-	return VerifiedServerOptions(serverVersion, ClusterToken(token), extra...)
-}
-
-// Verifier says whose a presented token is: its scope, or false to refuse the call. A
-// nil Verifier lets every call in (auth disabled).
-type Verifier func(presented string) (auth.Scope, bool)
-
-// ClusterToken is the Verifier that accepts only the cluster token, as admin (nil for
-// an empty token: auth disabled).
-func ClusterToken(token string) Verifier {
-	if token == "" {
-		return nil
-	}
-	return func(presented string) (auth.Scope, bool) {
-		return auth.Admin, auth.Equal(presented, token)
-	}
+	return VerifiedServerOptions(serverVersion, auth.ClusterToken(token), extra...)
 }
 
 // VerifiedServerOptions is ServerOptions with a Verifier deciding which tokens are let
 // in (the GCS's also accepts the scoped tokens it issued); the scope of the call's token
 // is in the handler's context (auth.ScopeFrom).
-func VerifiedServerOptions(serverVersion uint32, verify Verifier, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
+func VerifiedServerOptions(serverVersion uint32, verify auth.Verifier, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
 	tlsOptions, err := ServerTLS()
 	if err != nil {
 		return nil, err
@@ -84,7 +69,7 @@ func VerifiedServerOptions(serverVersion uint32, verify Verifier, extra ...grpc.
 	), nil
 }
 
-func versionServerInterceptor(serverVersion uint32, verify Verifier) grpc.UnaryServerInterceptor {
+func versionServerInterceptor(serverVersion uint32, verify auth.Verifier) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(ctx, req)
@@ -109,7 +94,7 @@ type scopedStream struct {
 
 func (s scopedStream) Context() context.Context { return s.ctx }
 
-func versionStreamServerInterceptor(serverVersion uint32, verify Verifier) grpc.StreamServerInterceptor {
+func versionStreamServerInterceptor(serverVersion uint32, verify auth.Verifier) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(srv, ss)
@@ -128,7 +113,7 @@ func versionStreamServerInterceptor(serverVersion uint32, verify Verifier) grpc.
 
 // checkToken refuses a call whose token verify does not accept (nil verify: no check)
 // and returns ctx carrying the token's scope.
-func checkToken(ctx context.Context, verify Verifier) (context.Context, error) {
+func checkToken(ctx context.Context, verify auth.Verifier) (context.Context, error) {
 	if verify == nil {
 		return ctx, nil
 	}

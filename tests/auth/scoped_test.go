@@ -2,8 +2,11 @@ package auth
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,7 +111,7 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	redis := redisserver.Start(t)
-	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "4",
+	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
 		"--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "scoped-tokens", "--queues", queues)
 	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
 	if err != nil {
@@ -238,6 +241,43 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 		_, err := pb.NewPlacementGroupServiceClient(node).CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{
 			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}, Strategy: "PACK", Lifetime: "detached"})
 		denied(t, "CreatePlacementGroup with a node token", err, "tenant")
+	})
+	t.Run("TenantDashboardShowsOnlyItsOwn", func(t *testing.T) {
+		info, err := pb.NewNodeInfoServiceClient(tenant).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+		if err != nil || info.DashboardAddress == "" {
+			t.Fatalf("GetClusterInfo: %v %v; want the dashboard's address", info, err)
+		}
+		get := func(path, token string) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+info.DashboardAddress+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		for path, ids := range map[string][2]string{"/api/v0/placement_groups": {a.group, b.group}, "/api/v0/actors": {a.actor, b.actor}} {
+			own, others := ids[0], ids[1]
+			if code, body := get(path, tokenA); code != http.StatusOK || !strings.Contains(body, own) || strings.Contains(body, others) {
+				t.Errorf("tenant A's %s: %d %s; want its own %s and not B's %s", path, code, body, own, others)
+			}
+			if code, body := get(path, admin); code != http.StatusOK || !strings.Contains(body, others) {
+				t.Errorf("admin's %s: %d %s; want B's %s too", path, code, body, others)
+			}
+		}
+		for _, path := range []string{"/api/v0/cluster_status", "/metrics"} {
+			if code, body := get(path, tokenA); code != http.StatusForbidden {
+				t.Errorf("tenant A's %s: %d %.200s; want 403", path, code, body)
+			}
+		}
+		if code, _ := get("/api/v0/placement_groups", "not-a-token"); code != http.StatusUnauthorized {
+			t.Errorf("the dashboard with a wrong token: %d, want 401", code)
+		}
 	})
 	t.Run("AuthListNeverPrintsAToken", func(t *testing.T) {
 		stdout, stderr, code := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
