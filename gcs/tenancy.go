@@ -276,30 +276,23 @@ func (t *tenancy) filter(scope auth.Scope, reply any) {
 				reply.ProtoReflect().SetUnknown(nil) // hide what cannot be checked
 			}
 		}
-		kept := reply.PlacementGroups[:0]
-		for _, g := range reply.PlacementGroups {
-			if t.ownsGroup(scope, g) {
-				kept = append(kept, g)
-			}
-		}
-		reply.PlacementGroups = kept
+		reply.PlacementGroups = keep(reply.PlacementGroups, func(g *pb.PlacementGroupInfo) bool { return t.ownsGroup(scope, g) })
 	case *pb.GetAllActorInfoReply:
-		kept := reply.Actors[:0]
-		for _, a := range reply.Actors {
-			if t.ownsActor(scope, a) {
-				kept = append(kept, a)
-			}
-		}
-		reply.Actors = kept
+		reply.Actors = keep(reply.Actors, func(a *pb.ActorInfo) bool { return t.ownsActor(scope, a) })
 	case *pb.GetAllJobInfoReply:
-		kept := reply.Jobs[:0]
-		for _, j := range reply.Jobs {
-			if t.ownsJob(scope, j) {
-				kept = append(kept, j)
-			}
-		}
-		reply.Jobs = kept
+		reply.Jobs = keep(reply.Jobs, func(j *pb.JobInfo) bool { return t.ownsJob(scope, j) })
 	}
+}
+
+// keep returns the rows own accepts, in place.
+func keep[T any](rows []T, own func(T) bool) []T {
+	kept := rows[:0]
+	for _, row := range rows {
+		if own(row) {
+			kept = append(kept, row)
+		}
+	}
+	return kept
 }
 
 // hide applies filter to a reply read for ctx when its scope is a tenant's (the

@@ -122,14 +122,10 @@ func runAuthRevoke(args []string, stdout io.Writer) error {
 	fs := newFlagSet("auth revoke", "Revoke a scoped token by its id (raygo auth list); calls carrying it are refused at once (needs an admin token).",
 		"  raygo auth revoke 3f9c2a1b7d6e5f40\n", stdout)
 	address := addressFlag(fs)
-	var positional []string
-	for len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		positional, args = append(positional, args[0]), args[1:]
-	}
-	if err := parseFlags(fs, args); err != nil {
+	positional, err := parseFlagsAnywhere(fs, args)
+	if err != nil {
 		return err
 	}
-	positional = append(positional, fs.Args()...)
 	if len(positional) != 1 {
 		return badInput("auth revoke: give one token id (raygo auth list shows them)")
 	}
