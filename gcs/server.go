@@ -158,7 +158,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if err := s.tokens.load(ctx); err != nil {
 		return nil, err
 	}
-	tenants := &tenancy{queueOf: s.pgs.queueForNamespace, groups: s.pgs, actors: s.actors, jobs: s.jobs}
+	tenants := newTenancy(s.pgs, s.actors, s.jobs)
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, s.tokens.verifier(), tenants.unary)
 	if err != nil {
 		return nil, err

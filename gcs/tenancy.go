@@ -25,12 +25,33 @@ import (
 // A group is a tenant's when its queue is the tenant's queue (queue scope) or its
 // namespace is the tenant's namespace (namespace scope); an actor or a job, which has no
 // queue, when its namespace is the tenant's or maps to the tenant's queue (--queues).
+//
+// It reads the tables through these functions only (the managers' own handlers and
+// lookups, which lock them): it runs outside every handler, so no lock is held.
 type tenancy struct {
 	// queueOf maps a namespace to its queue ("" without queues).
 	queueOf func(namespace string) string
-	groups  *pgManager
-	actors  *actorManager
-	jobs    *jobManager
+	// group is a group's row (nil for an unknown id); actor an actor's (NotFound for an
+	// unknown id); job a job's (nil for an unknown id).
+	group func(ctx context.Context, id string) (*pb.PlacementGroupInfo, error)
+	actor func(ctx context.Context, id string) (*pb.ActorInfo, error)
+	job   func(id string) *pb.JobInfo
+}
+
+// newTenancy reads the tables through the managers' handlers.
+func newTenancy(groups *pgManager, actors *actorManager, jobs *jobManager) *tenancy {
+	return &tenancy{
+		queueOf: groups.queueForNamespace,
+		group: func(ctx context.Context, id string) (*pb.PlacementGroupInfo, error) {
+			reply, err := groups.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+			return reply.GetPlacementGroup(), err
+		},
+		actor: func(ctx context.Context, id string) (*pb.ActorInfo, error) {
+			reply, err := actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: id})
+			return reply.GetActor(), err
+		},
+		job: jobs.get,
+	}
 }
 
 // access is who may call a method.
@@ -151,11 +172,11 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 	case *pb.CreatePlacementGroupRequest:
 		return t.checkNewGroup(scope, req)
 	case *pb.CreateActorRequest:
-		if req.JobId != "" && !t.ownsJob(scope, t.jobs.get(req.JobId)) {
+		if req.JobId != "" && !t.ownsJob(scope, t.job(req.JobId)) {
 			return notYours(scope, "job_id", req.JobId)
 		}
 		if req.Namespace == "" {
-			if job := t.jobs.get(req.JobId); job != nil {
+			if job := t.job(req.JobId); job != nil {
 				req.Namespace = job.Namespace
 			}
 		}
@@ -183,25 +204,25 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 		}
 		return t.checkGroupID(ctx, scope, req.GetPlacementGroupId())
 	case *pb.KillActorRequest:
-		reply, err := t.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: req.ActorId})
+		actor, err := t.actor(ctx, req.ActorId)
 		if err != nil {
 			return err
 		}
-		if !t.ownsActor(scope, reply.Actor) {
+		if !t.ownsActor(scope, actor) {
 			return notYours(scope, "actor_id", req.ActorId)
 		}
 		return nil
 	case *pb.GetActorInfoRequest:
-		reply, err := t.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: req.ActorId})
+		actor, err := t.actor(ctx, req.ActorId)
 		if err != nil {
 			return err
 		}
-		if !t.ownsActor(scope, reply.Actor) {
+		if !t.ownsActor(scope, actor) {
 			return errorf(errNotFound, "actor_id %s: no such actor", req.ActorId) // as unknown
 		}
 		return nil
 	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ChooseLeaseTargets
-		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.jobs.get(id)) {
+		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.job(id)) {
 			return notYours(scope, "job_id", id)
 		}
 		return nil
@@ -237,14 +258,14 @@ func (t *tenancy) checkNewGroup(scope auth.Scope, req *pb.CreatePlacementGroupRe
 }
 
 func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string) error {
-	reply, err := t.groups.GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: id})
+	group, err := t.group(ctx, id)
 	if err != nil {
 		return err
 	}
-	if reply.PlacementGroup == nil {
+	if group == nil {
 		return nil // unknown: the handler answers as for anyone
 	}
-	if !t.ownsGroup(scope, reply.PlacementGroup) {
+	if !t.ownsGroup(scope, group) {
 		return notYours(scope, "placement_group_id", id)
 	}
 	return nil
