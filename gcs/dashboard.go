@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -38,6 +39,8 @@ type dashboardSources struct {
 	queues     queueService
 	autoscaler *autoscalerState
 	metrics    prometheus.Gatherer
+	// tenants hides from a tenant token what it may not see, as on gRPC.
+	tenants *tenancy
 }
 
 // newDashboard is the dashboard's handler (every path but /metrics).
@@ -68,6 +71,7 @@ func newDashboard(src dashboardSources) http.Handler {
 		if err := proto.Unmarshal(wire, reply); err != nil {
 			return nil, err
 		}
+		src.tenants.hide(ctx, reply)
 		return mapRows(reply.PlacementGroups, stateapi.FromPlacementGroup), nil
 	}))
 	mux.HandleFunc("GET /api/v0/actors", listHandler(func(ctx context.Context) ([]stateapi.Actor, error) {
@@ -75,6 +79,7 @@ func newDashboard(src dashboardSources) http.Handler {
 		if err != nil {
 			return nil, err
 		}
+		src.tenants.hide(ctx, reply)
 		return mapRows(reply.Actors, stateapi.FromActor), nil
 	}))
 	mux.HandleFunc("GET /api/v0/jobs", listHandler(func(ctx context.Context) ([]stateapi.Job, error) {
@@ -82,11 +87,16 @@ func newDashboard(src dashboardSources) http.Handler {
 		if err != nil {
 			return nil, err
 		}
+		src.tenants.hide(ctx, reply)
 		return mapRows(reply.Jobs, stateapi.FromJob), nil
 	}))
 	mux.HandleFunc("GET /api/v0/cluster_status", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), dashboardCallTimeout)
 		defer cancel()
+		if err := allowed(auth.ScopeFrom(ctx), "/raygo.v1.AutoscalerStateService/GetClusterStatus"); err != nil {
+			writeReply(w, http.StatusForbidden, stateapi.Refused(err.Error()))
+			return
+		}
 		reply, err := src.autoscaler.GetClusterStatus(ctx, &pb.GetClusterStatusRequest{})
 		if err != nil {
 			writeReply(w, http.StatusInternalServerError, stateapi.Refused(err.Error()))

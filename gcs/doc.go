@@ -20,6 +20,10 @@
 // tables through the same kind of narrow interfaces (autoscaler_demand.go), keeps the
 // request_resources constraint and the autoscaler's last report, tracks how long each node
 // has been idle and drains nodes before termination. What the
-// managers share about rows is in rows.go; the clock is Config.Now. Domain code returns
+// managers share about rows is in rows.go; the clock is Config.Now. Who may call what:
+// auth_tokens.go keeps the scoped tokens (raygo auth) and verifies every call's token;
+// tenancy.go is the one table of which scope may call each method and the one
+// interceptor that keeps a tenant token to its own groups, actors and jobs, on gRPC and
+// on the dashboard. Domain code returns
 // plain errors (errors.go); statusOf maps them to gRPC codes at the boundary.
 package gcs

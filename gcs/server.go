@@ -49,6 +49,8 @@ type Server struct {
 	executables *executableService
 	// autoscaler serves the autoscaler's view of the cluster (autoscaler_state.go).
 	autoscaler *autoscalerState
+	// tokens are the scoped tokens issued (auth_tokens.go).
+	tokens *tokenRegistry
 
 	// dashboard serves /metrics and the dashboard (Config.DashboardAddress); nil when
 	// not served.
@@ -152,11 +154,18 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken)
+	s.tokens = newTokenRegistry(cfg.Store, cfg.AuthToken, cfg.Now)
+	if err := s.tokens.load(ctx); err != nil {
+		return nil, err
+	}
+	tenants := newTenancy(s.pgs, s.actors, s.jobs)
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, s.tokens.verifier(), tenants.unary)
 	if err != nil {
 		return nil, err
 	}
+	serverOptions = append(serverOptions, grpc.ChainStreamInterceptor(tenants.stream))
 	s.grpc = grpc.NewServer(append(serverOptions, statusInterceptors()...)...)
+	pb.RegisterAuthServiceServer(s.grpc, s.tokens)
 	pb.RegisterNodeInfoServiceServer(s.grpc, s.nodes)
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
@@ -180,8 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
 	// As Ray's dashboard: a port already taken is a warning, not a failure.
-	s.dashboard = metricsserver.ServeWith(cfg.DashboardAddress, registry, cfg.AuthToken, s.log, newDashboard(dashboardSources{
-		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry}))
+	s.dashboard = metricsserver.ServeVerified(cfg.DashboardAddress, registry, s.tokens.verifier(), s.log, newDashboard(dashboardSources{
+		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry, tenants: tenants}))
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

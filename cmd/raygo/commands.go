@@ -256,7 +256,7 @@ func formatBytes(v float64) string {
 func runList(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprint(stdout, "Usage: raygo list <resource> [flags]\n\nResources:\n  nodes             the node table (Ray's state API fields)\n  placement-groups  the placement-group table (Ray's state API fields)\n  actors            the actor table (Ray's state API fields)\n\nExamples:\n  raygo list nodes\n  raygo list placement-groups --format json\n  raygo list actors --format json\n")
+			fmt.Fprint(stdout, "Usage: raygo list <resource> [flags]\n\nResources:\n  nodes             the node table (Ray's state API fields)\n  placement-groups  the placement-group table (Ray's state API fields)\n  actors            the actor table (Ray's state API fields)\n\nToken (with auth on): "+commandScopes["list"]+".\n\nExamples:\n  raygo list nodes\n  raygo list placement-groups --format json\n  raygo list actors --format json\n")
 			return errHelp
 		}
 		return badInput("list: name what to list: nodes, placement-groups or actors (see 'raygo list --help')")

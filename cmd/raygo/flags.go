@@ -31,11 +31,32 @@ func newFlagSet(name, description, examples string, stdout io.Writer) *flag.Flag
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fs.SetOutput(stdout)
-		fmt.Fprintf(stdout, "Usage: raygo %s [flags]\n\n%s\n\nFlags:\n", name, description)
+		fmt.Fprintf(stdout, "Usage: raygo %s [flags]\n\n%s\n", name, description)
+		if scope := commandScopes[strings.Fields(name)[0]]; scope != "" {
+			fmt.Fprintf(stdout, "\nToken (with auth on): %s.\n", scope)
+		}
+		fmt.Fprint(stdout, "\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(stdout, "\nExamples:\n%s", examples)
 	}
 	return fs
+}
+
+// commandScopes says which token scope (raygo auth --help) each command that talks to
+// a cluster needs; a command's --help prints it.
+var commandScopes = map[string]string{
+	"status":     "admin or node (it reads the autoscaler's cluster status)",
+	"list":       "any scope; a tenant token (queue:<q>, namespace:<ns>) lists only its own placement groups and actors",
+	"queues":     "list: any scope; apply: admin",
+	"drain":      "admin or node",
+	"debug":      "admin: the cluster token itself (it asks the raylets, which know no other)",
+	"auth":       "admin",
+	"start":      "the cluster token itself (raylets and workers know no other)",
+	"up":         "the cluster token itself (raylets and workers know no other)",
+	"down":       "the cluster token itself",
+	"raylet":     "the cluster token itself",
+	"gcs-server": "the cluster token itself (it is the admin token)",
+	"autoscaler": "the cluster token itself (it starts raylets)",
 }
 
 // parseFlags parses args; --help prints usage (the flag package calls fs.Usage) and

@@ -40,6 +40,7 @@ func commands() []command {
 		{name: "up", summary: "Start a cluster from a Ray cluster YAML: the head, its autoscaler, min_workers of each node type.", run: runUp},
 		{name: "down", summary: "Stop a cluster `raygo up` started: the head, then every node its autoscaler launched.", run: runDown},
 		{name: "drain", summary: "Mark a node DRAINING: it takes no new work and keeps what it runs.", run: runDrain},
+		{name: "auth", summary: "Scoped tokens (admin): `raygo auth issue --scope admin|node|queue:Q|namespace:NS`, `list`, `revoke ID`.", run: runAuth},
 		{name: "get-auth-token", summary: "Print this machine's cluster token (--generate makes one): what clients send when auth is on.", run: runGetAuthToken},
 		{name: "debug", summary: "Operator tools: `raygo debug check-invariants` (partial gangs, double allocation, leaks).", run: runDebug},
 		{name: "gcs-server", summary: "Run the GCS in the foreground (started by `raygo start --head`).", run: runGCSServer, hidden: true},

@@ -39,6 +39,8 @@ lending per resource, and the placement groups waiting for admission.
           and make it the running one; it is saved in the store and survives a GCS
           restart. Lowering a quota below usage evicts nothing.
 
+Token (with auth on): list: any scope; apply: admin (raygo auth --help).
+
 Examples:
   raygo queues list
   raygo queues list --format json

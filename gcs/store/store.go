@@ -29,6 +29,9 @@ const (
 	// TableAutoscaler holds the request_resources constraint (a ClusterResourceConstraint)
 	// under "cluster_resource_constraint".
 	TableAutoscaler = "autoscaler"
+	// TableAuthTokens holds the scoped tokens issued (raygo auth issue), by id: each
+	// one's scope, creation time and SHA-256, never the token.
+	TableAuthTokens = "auth_tokens"
 )
 
 // OpKind says what one Op of a batch does.

@@ -39,6 +39,13 @@ func Serve(address string, registry *prometheus.Registry, token string, log zero
 // ServeWith is Serve with app answering every path but /metrics (nil: none), behind
 // the same token.
 func ServeWith(address string, registry *prometheus.Registry, token string, log zerolog.Logger, app http.Handler) *Server {
+	return ServeVerified(address, registry, auth.ClusterToken(token), log, app)
+}
+
+// ServeVerified is ServeWith with verify deciding which tokens are let in (RequireVerified):
+// app finds the request's scope in its context (auth.ScopeFrom). /metrics, which shows
+// every queue and node, needs an admin or node token.
+func ServeVerified(address string, registry *prometheus.Registry, verify auth.Verifier, log zerolog.Logger, app http.Handler) *Server {
 	if address == "" {
 		return nil
 	}
@@ -48,11 +55,18 @@ func ServeWith(address string, registry *prometheus.Registry, token string, log 
 		return nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if auth.ScopeFrom(r.Context()).IsTenant() {
+			http.Error(w, "/metrics needs an admin or node token", http.StatusForbidden)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	}))
 	if app != nil {
 		mux.Handle("/", app)
 	}
-	s := &Server{http: &http.Server{Handler: RequireToken(token, mux), ReadHeaderTimeout: 10 * time.Second}, addr: listener.Addr().String()}
+	s := &Server{http: &http.Server{Handler: RequireVerified(verify, mux), ReadHeaderTimeout: 10 * time.Second}, addr: listener.Addr().String()}
 	go func() {
 		if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn().Err(err).Msg("/metrics stopped")
@@ -63,21 +77,35 @@ func ServeWith(address string, registry *prometheus.Registry, token string, log 
 }
 
 // RequireToken lets through only requests that carry token (all of them when token is
-// ""): as `Authorization: Bearer <token>` (scrapers, scripts), as the TokenCookie, or
-// once as `?token=<token>`, which sets the cookie (HttpOnly, SameSite=Strict) and, for
-// a GET, redirects to the same URL without the token, so it stays out of the address
-// bar and the browser's history.
+// ""): see RequireVerified.
 func RequireToken(token string, next http.Handler) http.Handler {
-	if token == "" {
+	return RequireVerified(auth.ClusterToken(token), next)
+}
+
+// RequireVerified lets through only requests whose token verify accepts (all of them
+// when verify is nil), with its scope in the request's context (auth.WithScope): as
+// `Authorization: Bearer <token>` (scrapers, scripts), as the TokenCookie, or once as
+// `?token=<token>`, which sets the cookie (HttpOnly, SameSite=Strict) and, for a GET,
+// redirects to the same URL without the token, so it stays out of the address bar and
+// the browser's history.
+func RequireVerified(verify auth.Verifier, next http.Handler) http.Handler {
+	if verify == nil {
 		return next
 	}
+	serve := func(w http.ResponseWriter, r *http.Request, scope auth.Scope) {
+		next.ServeHTTP(w, r.WithContext(auth.WithScope(r.Context(), scope)))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && auth.Equal(bearer, token) {
-			next.ServeHTTP(w, r)
-			return
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			if scope, ok := verify(bearer); ok {
+				serve(w, r, scope)
+				return
+			}
 		}
 		if query := r.URL.Query(); query.Has("token") {
-			if !auth.Equal(query.Get("token"), token) {
+			token := query.Get("token")
+			scope, ok := verify(token)
+			if !ok {
 				refuse(w)
 				return
 			}
@@ -89,12 +117,14 @@ func RequireToken(token string, next http.Handler) http.Handler {
 				http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
 				return
 			}
-			next.ServeHTTP(w, r)
+			serve(w, r, scope)
 			return
 		}
-		if cookie, err := r.Cookie(TokenCookie); err == nil && auth.Equal(cookie.Value, token) {
-			next.ServeHTTP(w, r)
-			return
+		if cookie, err := r.Cookie(TokenCookie); err == nil {
+			if scope, ok := verify(cookie.Value); ok {
+				serve(w, r, scope)
+				return
+			}
 		}
 		refuse(w)
 	})

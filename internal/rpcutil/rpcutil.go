@@ -48,26 +48,34 @@ const (
 // call in (auth disabled). With RAYGO_USE_TLS=1, mutual TLS (ServerTLS); its settings
 // are the only error.
 func ServerOptions(serverVersion uint32, token string, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
+	return VerifiedServerOptions(serverVersion, auth.ClusterToken(token), extra...)
+}
+
+// VerifiedServerOptions is ServerOptions with a Verifier deciding which tokens are let
+// in (the GCS's also accepts the scoped tokens it issued); the scope of the call's token
+// is in the handler's context (auth.ScopeFrom).
+func VerifiedServerOptions(serverVersion uint32, verify auth.Verifier, extra ...grpc.UnaryServerInterceptor) ([]grpc.ServerOption, error) {
 	tlsOptions, err := ServerTLS()
 	if err != nil {
 		return nil, err
 	}
-	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion, token)}, extra...)
+	chain := append([]grpc.UnaryServerInterceptor{versionServerInterceptor(serverVersion, verify)}, extra...)
 	return append(tlsOptions,
 		grpc.ChainUnaryInterceptor(chain...),
-		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, token)),
+		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, verify)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		// Clients ping every KeepaliveTime; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 	), nil
 }
 
-func versionServerInterceptor(serverVersion uint32, token string) grpc.UnaryServerInterceptor {
+func versionServerInterceptor(serverVersion uint32, verify auth.Verifier) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(ctx, req)
 		}
-		if err := checkToken(ctx, token); err != nil {
+		ctx, err := checkToken(ctx, verify)
+		if err != nil {
 			return nil, err
 		}
 		_ = grpc.SetHeader(ctx, versionHeader(serverVersion))
@@ -78,36 +86,47 @@ func versionServerInterceptor(serverVersion uint32, token string) grpc.UnaryServ
 	}
 }
 
-func versionStreamServerInterceptor(serverVersion uint32, token string) grpc.StreamServerInterceptor {
+// scopedStream is a server stream whose context carries the call's scope.
+type scopedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s scopedStream) Context() context.Context { return s.ctx }
+
+func versionStreamServerInterceptor(serverVersion uint32, verify auth.Verifier) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if strings.HasPrefix(info.FullMethod, healthServicePrefix) {
 			return handler(srv, ss)
 		}
-		if err := checkToken(ss.Context(), token); err != nil {
+		ctx, err := checkToken(ss.Context(), verify)
+		if err != nil {
 			return err
 		}
 		_ = ss.SetHeader(versionHeader(serverVersion))
 		if err := checkClientVersion(ss.Context(), serverVersion); err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		return handler(srv, scopedStream{ServerStream: ss, ctx: ctx})
 	}
 }
 
-// checkToken refuses a call that does not carry the server's token (none: no check).
-func checkToken(ctx context.Context, token string) error {
-	if token == "" {
-		return nil
+// checkToken refuses a call whose token verify does not accept (nil verify: no check)
+// and returns ctx carrying the token's scope.
+func checkToken(ctx context.Context, verify auth.Verifier) (context.Context, error) {
+	if verify == nil {
+		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	values := md.Get(metadataAuthorization)
 	if len(values) == 0 || !strings.HasPrefix(values[0], bearerPrefix) {
-		return status.Error(codes.Unauthenticated, "this raygo cluster requires its token and the call carried none: "+auth.Hint)
+		return ctx, status.Error(codes.Unauthenticated, "this raygo cluster requires its token and the call carried none: "+auth.Hint)
 	}
-	if !auth.Equal(strings.TrimPrefix(values[0], bearerPrefix), token) {
-		return status.Error(codes.Unauthenticated, "this raygo cluster refused the token the call carried (not the cluster's): "+auth.Hint)
+	scope, ok := verify(strings.TrimPrefix(values[0], bearerPrefix))
+	if !ok {
+		return ctx, status.Error(codes.Unauthenticated, "this raygo cluster refused the token the call carried (not the cluster's, nor a scoped token it issued and has not revoked): "+auth.Hint)
 	}
-	return nil
+	return auth.WithScope(ctx, scope), nil
 }
 
 func versionHeader(version uint32) metadata.MD {

@@ -55,3 +55,51 @@ def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, 
     finally:
         raygo.shutdown()
         cluster.stop()
+
+
+def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A namespace:a token from `raygo auth issue`: the driver places groups in its own
+    namespace, lists only those (gRPC and the state API), and cannot remove a group of
+    namespace b; the admin token can."""
+    from conftest import RAYGO_BIN
+    import subprocess
+
+    admin = secrets.token_hex(32)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.temp_dir.mkdir()
+    cluster.start_head("--num-cpus", "4")
+    try:
+        issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
+                                capture_output=True, text=True, check=True, timeout=60)
+        tenant = issued.stdout.strip()
+        assert len(tenant) == 64 and tenant not in issued.stderr
+
+        raygo.init(address=cluster.address, namespace="b")
+        other = placement_group([{"CPU": 1}], strategy="PACK", lifetime="detached")
+        assert other.wait(timeout_seconds=30)
+        raygo.shutdown()
+
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", tenant)
+        raygo.init(address=cluster.address, namespace="a")
+        own = placement_group([{"CPU": 1}], strategy="PACK")
+        assert own.wait(timeout_seconds=30)
+        listed = {row.placement_group_id for row in state.list_placement_groups()}
+        assert listed == {own.id.hex()}, listed
+        with pytest.raises(Exception, match="not in this token's namespace:a"):
+            remove_placement_group(other)
+        remove_placement_group(own)
+        raygo.shutdown()
+
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+        raygo.init(address=cluster.address)
+        assert state.get_placement_group(other.id.hex()).state == "CREATED"
+        remove_placement_group(other)
+    finally:
+        raygo.shutdown()
+        cluster.stop()

@@ -88,7 +88,8 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 	bin := harness.Binary(t)
 	for _, args := range [][]string{{"--help"}, {"start", "--help"}, {"stop", "--help"}, {"status", "--help"},
 		{"list", "--help"}, {"list", "nodes", "--help"}, {"list", "placement-groups", "--help"}, {"list", "actors", "--help"},
-		{"drain", "--help"}, {"debug", "--help"}, {"debug", "check-invariants", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"}} {
+		{"drain", "--help"}, {"debug", "--help"}, {"debug", "check-invariants", "--help"}, {"gcs-server", "--help"}, {"raylet", "--help"},
+		{"auth", "--help"}, {"auth", "issue", "--help"}, {"auth", "list", "--help"}, {"auth", "revoke", "--help"}} {
 		stdout, stderr, code := harness.Run(t, bin, args)
 		if code != 0 {
 			t.Errorf("raygo %v: exit %d: %s", args, code, stderr)
@@ -98,6 +99,14 @@ func TestEveryCommandHasHelpWithAnExample(t *testing.T) {
 		}
 		if n := strings.Count(stdout, "Usage:"); n != 1 {
 			t.Errorf("raygo %v: help printed %d times:\n%s", args, n, stdout)
+		}
+	}
+	// Commands that talk to a cluster say which token scope they need.
+	for _, args := range [][]string{{"status", "--help"}, {"list", "--help"}, {"list", "actors", "--help"}, {"drain", "--help"},
+		{"queues", "--help"}, {"debug", "check-invariants", "--help"}, {"auth", "issue", "--help"}, {"auth", "list", "--help"}} {
+		stdout, _, _ := harness.Run(t, bin, args)
+		if !strings.Contains(stdout, "Token (with auth on): ") {
+			t.Errorf("raygo %v: help does not say which token scope it needs:\n%s", args, stdout)
 		}
 	}
 }
