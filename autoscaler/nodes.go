@@ -333,10 +333,23 @@ func covers(vector []resources.Amount, need []columnAmount) bool {
 
 // update copies back the rows of the snapshot's nodes a plan of demand d used, pins the
 // running ones and records d among the nodes' holders.
+// Each node is read back once, however many bundles the plan put on it.
 func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan, d *demand) {
-	for _, placed := range plan.Placements {
+	var seen map[placement.NodeID]bool // for long plans (a shape's many instances)
+	if len(plan.Placements) > 16 {
+		seen = make(map[placement.NodeID]bool)
+	}
+	for i, placed := range plan.Placements {
 		position, ok := p.index[placed.NodeID]
 		if !ok {
+			continue
+		}
+		if seen != nil {
+			if seen[placed.NodeID] {
+				continue
+			}
+			seen[placed.NodeID] = true
+		} else if placedBefore(plan.Placements[:i], placed.NodeID) {
 			continue
 		}
 		if holders := p.holders[placed.NodeID]; !slices.Contains(holders, d) {
@@ -353,6 +366,16 @@ func (p *pool) update(snapshot *placement.Snapshot, plan placement.Plan, d *dema
 			node.closed = true
 		}
 	}
+}
+
+// placedBefore: one of the placements is on the node.
+func placedBefore(placements []placement.BundlePlacement, id placement.NodeID) bool {
+	for i := len(placements) - 1; i >= 0; i-- {
+		if placements[i].NodeID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // sumOf is the demand's bundles summed, as (column, amount) pairs.
