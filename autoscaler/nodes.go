@@ -112,6 +112,10 @@ type pool struct {
 	// holders are, per node, the demand placed on it through update, in placement
 	// order: the improvement search attributes the nodes it seeds by them.
 	holders map[placement.NodeID][]*demand
+	// openRows, openPositions and openHeads are open's buffers.
+	openRows      []placement.Node
+	openPositions []int
+	openHeads     []int
 }
 
 func newPool() *pool {
@@ -249,10 +253,13 @@ func (p *pool) prevOtherFit(fc *fitClass, i int) int {
 // open returns the rows of nodes of kind at most maxKind on which at least one of the
 // demand's bundles fits by resource amounts, the only nodes placement could use for it;
 // at most maxOpenNodes of them: running nodes in pool order, then launching and planned
-// ones, newest first. positions are the rows' positions in nodes.
+// ones, newest first. positions are the rows' positions in nodes. Both slices are the
+// pool's buffers: valid until the next call.
 func (p *pool) open(d *demand, maxKind nodeKind) (rows []placement.Node, positions []int) {
 	classes := p.classesOf(d)
-	heads := make([]int, len(classes))
+	heads := slices.Grow(p.openHeads[:0], len(classes))[:len(classes)]
+	rows, positions = p.openRows[:0], p.openPositions[:0]
+	defer func() { p.openRows, p.openPositions, p.openHeads = rows, positions, heads }()
 	for k, class := range classes {
 		heads[k] = p.nextRunningFit(p.classes[class], 0)
 	}
