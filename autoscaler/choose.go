@@ -663,7 +663,8 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 	}
 	return option{t: t, nodes: fresh.nodes, commit: func() {
 		for _, row := range fresh.rows {
-			p.pool.add(withID(row, p.newID(t)), kindPlanned, t.Name)
+			p.nextID++
+			p.pool.addPlanned(row, t.Name, p.nextID)
 		}
 		p.launch(t, fresh.nodes, d.name)
 	}}, true
@@ -753,7 +754,8 @@ func (p *planner) planShape(d *demand) {
 		launch := min(need, p.allowance(t), p.shapeBudget)
 		for i := range launch {
 			held := min(perNode, remaining-i*perNode)
-			p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
+			p.nextID++
+			p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
 		}
 		remaining -= min(remaining, launch*perNode)
 		p.shapeBudget -= launch
@@ -828,10 +830,8 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 func (p *planner) fitsExistingTotals(d *demand) bool {
 	if p.idleRunning == nil {
 		var rows []placement.Node
-		for _, node := range p.pool.nodes {
-			if node.kind == kindRunning {
-				rows = append(rows, atTotal(node.row))
-			}
+		for _, position := range p.pool.running {
+			rows = append(rows, atTotal(p.pool.nodes[position].row))
 		}
 		if len(rows) == 0 {
 			return false
