@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -97,16 +98,24 @@ func benchInput(seed uint64) Input {
 // TestPlanLatencyBench is the planner's benchmark of `make bench`: 20 plans, each for
 // 10,000 pending demands on 20 node types and 200 running nodes (different seeds). It
 // prints "BENCH autoscaler_plan_p99_ms <value> ms", the 99th percentile of the 20
-// decision times. It is not a test and is skipped unless RAYGO_BENCH=1.
+// decision times, and the memory one decision allocates on average
+// (autoscaler_plan_alloc_mb, autoscaler_plan_allocs): unlike times, these do not depend
+// on the machine's load. It is not a test and is skipped unless RAYGO_BENCH=1.
 func TestPlanLatencyBench(t *testing.T) {
 	benchgate.Require(t)
 	var durations []time.Duration
 	totalLaunches, totalCost := 0, 0.0
+	var allocBytes, allocs uint64
+	var before, after runtime.MemStats
 	for seed := range uint64(benchPlans) {
 		in := benchInput(seed)
+		runtime.ReadMemStats(&before)
 		start := time.Now()
 		plan := Decide(in)
 		durations = append(durations, time.Since(start))
+		runtime.ReadMemStats(&after)
+		allocBytes += after.TotalAlloc - before.TotalAlloc
+		allocs += after.Mallocs - before.Mallocs
 		launches, cost := launchTotals(in, plan)
 		totalLaunches += launches
 		totalCost += cost
@@ -117,6 +126,8 @@ func TestPlanLatencyBench(t *testing.T) {
 	slices.Sort(durations)
 	p99 := durations[min(len(durations)-1, (len(durations)*99+99)/100-1)]
 	fmt.Printf("BENCH autoscaler_plan_p99_ms %.1f ms\n", float64(p99.Microseconds())/1000)
+	fmt.Printf("BENCH autoscaler_plan_alloc_mb %.1f MB\n", float64(allocBytes)/benchPlans/1e6)
+	fmt.Printf("BENCH autoscaler_plan_allocs %d allocs\n", allocs/benchPlans)
 }
 
 // launchTotals is how many nodes a plan launches and what they cost per hour.

@@ -50,13 +50,15 @@ type typeCache struct {
 	shapes map[cacheKey]*freshShape
 	// rejects caches quickRejects.
 	rejects map[cacheKey]bool
+	// templateRows are templateNodes' rows per type.
+	templateRows map[*NodeType][]placement.Node
 }
 
 type cacheKey struct{ demand, typ string }
 
 func newTypeCache() *typeCache {
 	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape),
-		rejects: make(map[cacheKey]bool)}
+		rejects: make(map[cacheKey]bool), templateRows: make(map[*NodeType][]placement.Node)}
 }
 
 // freshGroup is a gang on new nodes of one type alone.
@@ -83,13 +85,15 @@ type freshShape struct {
 // new node (a bound on work, not a rule: only tiny shapes reach it).
 const maxInstancesPerNode = 1024
 
-// templateNodes are n new nodes of type t under template ids.
-func templateNodes(t *NodeType, n int) []placement.Node {
-	rows := make([]placement.Node, n)
-	for i := range rows {
-		rows[i] = NewNode(placement.NodeID(fmt.Sprintf("template-%04d", i)), t)
+// templateNodes are n new nodes of type t under template ids ("template-0000", ...),
+// built once per type and plan: callers only read them.
+func (c *typeCache) templateNodes(t *NodeType, n int) []placement.Node {
+	rows := c.templateRows[t]
+	for len(rows) < n {
+		rows = append(rows, NewNode(placement.NodeID(fmt.Sprintf("template-%04d", len(rows))), t))
 	}
-	return rows
+	c.templateRows[t] = rows
+	return rows[:n:n]
 }
 
 // couldHoldEach is a quick necessary condition before asking placement: every bundle fits
@@ -137,7 +141,7 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 		return result // placement's words for it only when a reason is needed (groupErr)
 	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
-		return scheduleOn(templateNodes(t, n), d.request)
+		return scheduleOn(p.cache.templateNodes(t, n), d.request)
 	}
 	// STRICT_PACK uses one node (its island); STRICT_SPREAD one per bundle; PACK and
 	// SPREAD are bin-packed (Ray plans both as plain bundles): the fewest nodes that
@@ -207,7 +211,7 @@ func (p *planner) template(t *NodeType) placement.Node {
 func (p *planner) groupErr(d *demand, t *NodeType) error {
 	result := p.freshGroup(d, t)
 	if result.nodes == 0 && result.err == nil { // rejected by the quick check
-		_, _, result.err = scheduleOn(templateNodes(t, len(d.request.Bundles)), d.request)
+		_, _, result.err = scheduleOn(p.cache.templateNodes(t, len(d.request.Bundles)), d.request)
 		if result.err == nil { // the quick check is only ever stricter than placement
 			result.err = fmt.Errorf("a bundle fits no node of type %s", t.Name)
 		}
@@ -659,7 +663,8 @@ func (p *planner) groupOption(d *demand, t *NodeType, fresh *freshGroup, open []
 	}
 	return option{t: t, nodes: fresh.nodes, commit: func() {
 		for _, row := range fresh.rows {
-			p.pool.add(withID(row, p.newID(t)), kindPlanned, t.Name)
+			p.nextID++
+			p.pool.addPlanned(row, t.Name, p.nextID)
 		}
 		p.launch(t, fresh.nodes, d.name)
 	}}, true
@@ -749,7 +754,8 @@ func (p *planner) planShape(d *demand) {
 		launch := min(need, p.allowance(t), p.shapeBudget)
 		for i := range launch {
 			held := min(perNode, remaining-i*perNode)
-			p.pool.add(withID(fresh.fills[held-1], p.newID(t)), kindPlanned, t.Name)
+			p.nextID++
+			p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
 		}
 		remaining -= min(remaining, launch*perNode)
 		p.shapeBudget -= launch
@@ -824,10 +830,8 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 func (p *planner) fitsExistingTotals(d *demand) bool {
 	if p.idleRunning == nil {
 		var rows []placement.Node
-		for _, node := range p.pool.nodes {
-			if node.kind == kindRunning {
-				rows = append(rows, atTotal(node.row))
-			}
+		for _, position := range p.pool.running {
+			rows = append(rows, atTotal(p.pool.nodes[position].row))
 		}
 		if len(rows) == 0 {
 			return false

@@ -31,11 +31,11 @@ func (p *planner) planConstraint() {
 			strings.Compare(a.String(), b.String()))
 	})
 	var rows []placement.Node
-	for _, node := range p.pool.nodes {
+	for position, node := range p.pool.nodes {
 		if node.kind == kindRunning {
 			rows = append(rows, atTotal(node.row))
 		} else {
-			rows = append(rows, node.row) // launching and planned nodes are still empty
+			rows = append(rows, p.pool.rowAt(position)) // launching and planned nodes are still empty
 		}
 	}
 	snapshot, err := placement.NewSnapshot(rows)

@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -192,15 +193,24 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	var key strings.Builder
 	fmt.Fprintf(&key, "%s|%s|", request.Strategy, request.Topology)
 	seen := make(map[string]bool)
+	var text string
 	for index, bundle := range original.Bundles {
-		counted := countedMIG(bundle)
-		request.Bundles[index] = counted
 		d.gpus += bundle[resources.GPU]
 		d.cpus += bundle[resources.CPU]
+		// Gangs are mostly runs of equal bundles: one like the bundle before it (and
+		// without selectors) is that bundle again.
+		if index > 0 && len(request.BundleLabelSelectors) == 0 && maps.Equal(bundle, original.Bundles[index-1]) {
+			request.Bundles[index] = request.Bundles[index-1]
+			key.WriteString(text)
+			key.WriteByte(';')
+			continue
+		}
+		counted := countedMIG(bundle)
+		request.Bundles[index] = counted
 		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
 			d.anyGPU = true
 		}
-		text := counted.String()
+		text = counted.String()
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}

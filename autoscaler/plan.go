@@ -2,7 +2,6 @@ package autoscaler
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -213,7 +212,7 @@ func (p *planner) launch(t *NodeType, n int, forName string) {
 // newID names the next planned node.
 func (p *planner) newID(t *NodeType) placement.NodeID {
 	p.nextID++
-	return placement.NodeID(fmt.Sprintf("planned-%s-%d", t.Name, p.nextID))
+	return plannedID(t.Name, p.nextID)
 }
 
 // launchMinWorkers brings every type up to its min_workers (within max_workers).

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -56,7 +57,10 @@ func newProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, tem
 	if cfg.Provider.Type == provider.AWS {
 		return newAWSProvider(ctx, cfg, gcsAddress)
 	}
-	return fakemultinode.New(fakemultinode.Config{Dir: clusterStateDir(temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(temp)})
+	return fakemultinode.New(fakemultinode.Config{
+		Dir: clusterStateDir(temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(temp),
+		Commands: func(nodeType string) ([]string, []string) { return cfg.NodeCommands(nodeType, false) },
+	})
 }
 
 func newAWSProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress string) (*aws.Provider, error) {
@@ -79,7 +83,8 @@ func clusterStateDir(temp, name string) string {
 const autoscalerDescription = `Run the autoscaler in the foreground until SIGTERM: every --tick it reads the
 cluster's nodes and pending demand from the GCS, plans what to launch and terminate
 for the node types of the cluster YAML, and does it through the YAML's provider
-(fake_multinode: each node is a 'raygo start' raylet process on this machine; aws:
+(fake_multinode: each node is a 'raygo start' raylet process on this machine, after
+the YAML's initialization and setup commands for its type, in its log; aws:
 each node is an EC2 instance whose user data runs 'raygo start' joining this GCS).
 'raygo start --head --autoscaling-config FILE' and 'raygo up FILE' run it for you.`
 
@@ -155,7 +160,9 @@ with the autoscaler in it, which launches min_workers of every node type at once
 more nodes for pending work, and terminates idle ones. Waits until every type has its
 min_workers. The YAML must pass Ray's schema; raygo's own settings live under
 provider.raygo. Each problem of a bad YAML is one line with its field path, exit
-status 2, and nothing starts.`
+status 2, and nothing starts. For a fake_multinode cluster the head's
+initialization_commands, setup_commands and head_setup_commands run on this machine
+first, echoed; a failing one stops up with nothing started.`
 
 func runUp(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("up", upDescription, "  raygo up examples/autoscaler/local.yaml --yes\n", stdout)
@@ -185,6 +192,9 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 	if !*yes && !confirm(os.Stdin, stdout, fmt.Sprintf("Start cluster %q (head type %s)?", cfg.ClusterName, cfg.HeadNodeType)) {
 		return badInput("up: not confirmed (pass --yes to skip the question)")
 	}
+	if err := runHeadSetup(cfg, stdout, stderr); err != nil {
+		return err
+	}
 	head := cfg.HeadType()
 	startArgs := []string{"--head", "--port", strconv.Itoa(*port), "--node-ip-address", *nodeIP, "--autoscaling-config", path}
 	if *temp != "" {
@@ -201,6 +211,27 @@ func runUp(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return waitForMinWorkers(cfg, net.JoinHostPort(*nodeIP, strconv.Itoa(*port)), *wait, stdout)
+}
+
+// runHeadSetup runs, for a fake_multinode cluster, the head's initialization commands
+// and setup_commands + head_setup_commands on this machine (the head's) before the head
+// starts, as the provider does for its nodes; their output goes to up's. A failing
+// command is an error: nothing starts. The aws provider's head is this machine too, not
+// one it set up: its commands are not run here.
+func runHeadSetup(cfg *clusterconfig.Config, stdout, stderr io.Writer) error {
+	if cfg.Provider.Type != provider.FakeMultinode {
+		return nil
+	}
+	script := fakemultinode.SetupScript(cfg.NodeCommands(cfg.HeadNodeType, true))
+	if script == "" {
+		return nil
+	}
+	cmd := exec.Command(fakemultinode.Shell, "-c", script)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("up: the head's setup commands: %w; the cluster is not started", err)
+	}
+	return nil
 }
 
 // confirm asks question on out and reads y or yes from in.

@@ -248,6 +248,69 @@ func TestAGangLaunchesTheNodesThatHoldItAndIdleNodesGo(t *testing.T) {
 	})
 }
 
+// TestSetupCommandsRunBeforeTheNodeJoins: a fake_multinode node runs the YAML's
+// setup_commands, then worker_setup_commands, before its raylet starts: the file they
+// write is complete when the node is first seen alive in the GCS, and the node's log
+// echoes them. The head, started by raygo start and not raygo up, runs none.
+func TestSetupCommandsRunBeforeTheNodeJoins(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "setup")
+	a := startAutoscaled(t, clusterYAML("setup", 4, 1, 60)+fmt.Sprintf(`setup_commands:
+  - echo common >> '%[1]s'
+head_setup_commands:
+  - echo head >> '%[1]s'
+worker_setup_commands:
+  - echo worker >> '%[1]s'
+`, file))
+	var nodes []*pb.NodeInfo
+	harness.Eventually(t, 60*time.Second, "the min_workers node alive", func() error {
+		if nodes = a.launched(t)["cpu4"]; len(nodes) != 1 {
+			return fmt.Errorf("cpu4 nodes %d, want 1", len(nodes))
+		}
+		return nil
+	})
+	raw, err := os.ReadFile(file)
+	if err != nil || string(raw) != "common\nworker\n" {
+		t.Fatalf("the setup commands wrote %q (%v); want common then worker", raw, err)
+	}
+	id := nodes[0].Labels[nodelabel.InstanceID]
+	log, err := os.ReadFile(filepath.Join(a.stateDir, "logs", id+".out"))
+	if err != nil || !strings.Contains(string(log), "+ echo worker") {
+		t.Fatalf("the node's log does not echo its setup commands (%v):\n%s", err, log)
+	}
+}
+
+// TestAFailingSetupCommandFailsTheInstance: a worker whose setup command fails never
+// starts a raylet; its process ends and raygo status lists the failure.
+func TestAFailingSetupCommandFailsTheInstance(t *testing.T) {
+	a := startAutoscaled(t, clusterYAML("setupfail", 4, 1, 60)+`worker_setup_commands:
+  - echo installing; exit 7
+`)
+	harness.Eventually(t, 60*time.Second, "status lists the failed cpu4 instance", func() error {
+		out, _, code := a.Run("status")
+		if code != 0 {
+			return fmt.Errorf("status exit %d", code)
+		}
+		_, failures, _ := strings.Cut(out, "Recent failures (why):\n cpu4: ")
+		if failures == "" {
+			return fmt.Errorf("no cpu4 failure in status:\n%s", out)
+		}
+		t.Logf("status: cpu4: %s", strings.SplitN(failures, "\n", 2)[0])
+		return nil
+	})
+	if got := a.launched(t); len(got) != 0 {
+		t.Fatalf("a node whose setup failed joined: %d types", len(got))
+	}
+	// The instance is gone from the provider's table; its log stays.
+	entries, _ := os.ReadDir(filepath.Join(a.stateDir, "logs"))
+	for _, e := range entries {
+		log, _ := os.ReadFile(filepath.Join(a.stateDir, "logs", e.Name()))
+		if strings.Contains(string(log), "a setup command failed (exit status 7)") {
+			return
+		}
+	}
+	t.Fatal("no node log says its setup command failed with status 7")
+}
+
 // TestAnInfeasibleGangLaunchesNothingAndStatusNamesIt: a 16-GPU STRICT_PACK when the
 // largest NVLink island of any type is 8.
 func TestAnInfeasibleGangLaunchesNothingAndStatusNamesIt(t *testing.T) {
@@ -291,14 +354,21 @@ func TestMinWorkersAreKeptAndTheGlobalMaxWorkersHoldsAGangBack(t *testing.T) {
 	}
 }
 
-// TestUpAndDown: `raygo up` starts the head and waits for min_workers; `raygo down`
-// leaves no process of the cluster running.
+// TestUpAndDown: `raygo up` runs the head's setup commands, starts the head and waits
+// for min_workers (which run theirs); `raygo down` leaves no process of the cluster
+// running.
 func TestUpAndDown(t *testing.T) {
 	bin := harness.Binary(t)
 	dir := t.TempDir()
 	temp := filepath.Join(dir, "temp")
 	path := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(path, []byte(clusterYAML("updown", 4, 2, 60)), 0o600); err != nil {
+	setupFile := filepath.Join(dir, "setup")
+	yaml := clusterYAML("updown", 4, 2, 60) + fmt.Sprintf(`setup_commands:
+  - echo common >> '%[1]s'
+head_setup_commands:
+  - echo head >> '%[1]s'
+`, setupFile)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	port := strconv.Itoa(harness.FreePort(t))
@@ -309,6 +379,10 @@ func TestUpAndDown(t *testing.T) {
 	}
 	if !strings.Contains(out, "cpu4 2/2") {
 		t.Fatalf("up did not report min_workers up:\n%s", out)
+	}
+	// The head's commands first (before it started), then each worker's.
+	if raw, err := os.ReadFile(setupFile); err != nil || string(raw) != "common\nhead\ncommon\ncommon\n" {
+		t.Fatalf("setup commands wrote %q (%v); want the head's common and head, then common for each of 2 workers", raw, err)
 	}
 	raw, err := os.ReadFile(filepath.Join(temp, "clusters", "updown", "instances.json"))
 	if err != nil {
@@ -339,6 +413,27 @@ func TestUpAndDown(t *testing.T) {
 			t.Error("the head's GCS still answers after down")
 		}
 		conn.Close()
+	}
+}
+
+// TestUpStopsWhenAHeadSetupCommandFails: nothing starts, and up says why.
+func TestUpStopsWhenAHeadSetupCommandFails(t *testing.T) {
+	bin := harness.Binary(t)
+	dir := t.TempDir()
+	temp := filepath.Join(dir, "temp")
+	path := filepath.Join(dir, "cluster.yaml")
+	yaml := clusterYAML("headfail", 4, 1, 60) + "head_setup_commands:\n  - exit 4\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(harness.FreePort(t))
+	t.Cleanup(func() { harness.Run(t, bin, []string{"stop", "--temp-dir", temp, "--grace", "5s"}) })
+	out, errOut, code := harness.Run(t, bin, []string{"up", path, "--yes", "--port", port, "--temp-dir", temp})
+	if code == 0 || !strings.Contains(errOut, "the head's setup commands: exit status 4") {
+		t.Fatalf("up: exit %d\n%s\n%s; want a failure naming the head's setup commands", code, out, errOut)
+	}
+	if out, _, _ := harness.Run(t, bin, []string{"stop", "--temp-dir", temp}); !strings.Contains(out, "No raygo nodes are running") {
+		t.Fatalf("nodes started after the head's setup failed:\n%s", out)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package fakemultinode is the provider Ray calls fake_multinode: every node it launches
 // is a real `raygo start --block` process on this machine that joins the cluster's GCS
-// with the node type's resources, labels and simulated GPUs. Its instances are kept in
-// a JSON file in its directory, so an autoscaler that restarts finds them again and
-// `raygo down` terminates them.
+// with the node type's resources, labels and simulated GPUs, after the cluster YAML's
+// initialization and setup commands for the type have run in the node's shell. Its
+// instances are kept in a JSON file in its directory, so an autoscaler that restarts
+// finds them again and `raygo down` terminates them.
 package fakemultinode
 
 import (
@@ -47,6 +48,11 @@ type Config struct {
 	TerminateGrace time.Duration
 	// Now is the clock of LaunchedAt (default time.Now).
 	Now func() time.Time
+	// Commands gives a worker type's initialization and setup commands, in order
+	// (clusterconfig.Config.NodeCommands); nil, or none returned, starts the node at once.
+	// They run in /bin/sh (set -e, each command echoed) in the node's session, with their
+	// output in the node's log; when one fails the shell exits and the node never starts.
+	Commands func(nodeType string) (initialization, setup []string)
 }
 
 // Provider launches local raylet processes. It is safe for concurrent use; the state
@@ -211,6 +217,10 @@ func (p *Provider) start(id string, req provider.LaunchRequest) (int, error) {
 	}
 	defer out.Close()
 	cmd := exec.Command(p.cfg.Raygo, args...)
+	if script := p.setupScript(req.NodeType); script != "" {
+		// sh -c SCRIPT NAME ARGS...: the script ends with exec "$0" "$@", the raylet.
+		cmd = exec.Command(Shell, append([]string{"-c", script, p.cfg.Raygo}, args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -219,6 +229,46 @@ func (p *Provider) start(id string, req provider.LaunchRequest) (int, error) {
 	go func() { _ = cmd.Wait() }() // reaps it if it exits while this process lives
 	return cmd.Process.Pid, nil
 }
+
+// setupScript is the shell script that runs the type's initialization and setup commands
+// and then execs the node's `raygo start` (its "$0" "$@"); "" when there are none.
+func (p *Provider) setupScript(nodeType string) string {
+	if p.cfg.Commands == nil {
+		return ""
+	}
+	script := SetupScript(p.cfg.Commands(nodeType))
+	if script == "" {
+		return ""
+	}
+	return script + "exec \"$0\" \"$@\"\n"
+}
+
+// SetupScript is a /bin/sh script that runs a node's initialization commands, then its
+// setup commands, in order, each echoed (set -x) and the first failure ending it (set
+// -e) after a last line saying so on stderr; "" when there are none. The fake_multinode
+// provider runs it before each node's `raygo start`, and `raygo up` before the head's.
+func SetupScript(initialization, setup []string) string {
+	if len(initialization) == 0 && len(setup) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("trap 'status=$?; [ $status -eq 0 ] || echo \"raygo: a setup command failed (exit status $status); the node does not start\" >&2' EXIT\nset -ex\n")
+	for _, part := range []struct {
+		name     string
+		commands []string
+	}{{"initialization_commands", initialization}, {"setup_commands", setup}} {
+		if len(part.commands) > 0 {
+			b.WriteString("# " + part.name + "\n")
+			for _, c := range part.commands {
+				b.WriteString(c + "\n")
+			}
+		}
+	}
+	return b.String()
+}
+
+// Shell runs SetupScript.
+const Shell = "/bin/sh"
 
 // Terminate sends SIGTERM to each node and SIGKILL after the grace period; it returns at
 // once. A node still stopping stays listed by Instances until its process is gone.
@@ -237,12 +287,20 @@ func (p *Provider) Terminate(_ context.Context, ids []string) error {
 	return nil
 }
 
-// kill stops r's process: SIGTERM, then SIGKILL after grace (at once for grace 0).
+// kill stops r's process: SIGTERM, then SIGKILL after grace (at once for grace 0). A
+// node still running its setup commands is its shell and their processes: the signals go
+// to its whole process group (the node's session), so no command outlives it. Once the
+// shell has exec'd `raygo start`, only that process is signalled, and it stops its
+// raylet in order.
 func (p *Provider) kill(r record, grace time.Duration) {
 	if !p.alive(r) {
 		return
 	}
-	_ = syscall.Kill(r.PID, syscall.SIGTERM)
+	target := r.PID
+	if p.inSetup(r) {
+		target = -r.PID // Setsid: the group's id is the shell's pid
+	}
+	_ = syscall.Kill(target, syscall.SIGTERM)
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
 		if !p.alive(r) {
@@ -251,8 +309,14 @@ func (p *Provider) kill(r record, grace time.Duration) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if p.alive(r) {
-		_ = syscall.Kill(r.PID, syscall.SIGKILL)
+		_ = syscall.Kill(target, syscall.SIGKILL)
 	}
+}
+
+// inSetup: r's process is still the shell running its setup commands.
+func (p *Provider) inSetup(r record) bool {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(r.PID), "cmdline"))
+	return err == nil && strings.HasPrefix(string(cmdline), Shell+"\x00-c\x00")
 }
 
 // alive reports whether r's process still runs: its pid is alive and its command line
