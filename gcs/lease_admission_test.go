@@ -2,10 +2,16 @@ package gcs
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -95,4 +101,62 @@ func TestLeasesShareTheQueueQuotaWithGroups(t *testing.T) {
 	if d := f.m.admitLeases(first); d.enabled || len(d.waiting) != 0 {
 		t.Fatalf("without queues: %+v", d)
 	}
+}
+
+// An actor's charge survives a GCS restart: its ALIVE row names its queue, and the next
+// GCS charges it again before it admits anything, so a new actor that would pass the
+// quota waits with QuotaExceeded.
+func TestActorChargesSurviveAGCSRestart(t *testing.T) {
+	st := keepOpenStore{store.NewMemory()}
+	ctx := context.Background()
+	withQueues := func(c *Config) {
+		c.ReconnectGrace = time.Hour
+		c.Queues = []byte("queues: [{name: team, namespaces: [team], resources: {CPU: {nominalQuota: 2}}}]\n")
+	}
+	f := newActorFixture(t, st, withQueues)
+	alive := &pb.NodeInfo{NodeId: "node-alive", RayletAddress: "127.0.0.1:1", State: pb.NodeState_ALIVE, ResourcesTotal: map[string]float64{"CPU": 8}}
+	raw, _ := proto.Marshal(alive)
+	if err := st.Put(ctx, store.TableNodes, alive.NodeId, raw); err != nil {
+		t.Fatal(err)
+	}
+	row := &pb.ActorInfo{ActorId: "aa", JobId: f.jobID, ClassName: "Counter", Namespace: "team", State: pb.ActorState_ACTOR_ALIVE,
+		NodeId: "node-alive", Pid: 42, WorkerId: "w-aa", Address: "127.0.0.1:2", BundleIndex: -1, Queue: "team",
+		RequiredResources: map[string]float64{"CPU": 1}, SchedulingStrategy: &pb.SchedulingStrategy{Kind: strategyDefault}, StartTimeMs: 1, ExecutableSha256: f.sha}
+	raw, _ = proto.Marshal(row)
+	if err := st.Put(ctx, store.TableActors, row.ActorId, raw); err != nil {
+		t.Fatal(err)
+	}
+	f.s.Stop()
+
+	second := startGCS(t, st, withQueues)
+	reply, err := (queueService{m: second.pgs}).ListQueues(ctx, &pb.ListQueuesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var usage float64
+	for _, q := range reply.Queues {
+		for _, r := range q.Resources {
+			if q.Queue == "team" && r.Resource == "CPU" {
+				usage = r.Usage
+			}
+		}
+	}
+	if usage != 1 {
+		t.Fatalf("team's CPU usage after the restart: %g, want the ALIVE actor's 1", usage)
+	}
+	c := dialActors(t, second.Address())
+	created, err := c.actors.CreateActor(ctx, f.request(func(r *pb.CreateActorRequest) { r.RequiredResources = map[string]float64{"CPU": 2} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 10*time.Millisecond, "the new actor waits for quota", func() error {
+		got, err := c.actors.GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: created.Actor.ActorId})
+		if err != nil {
+			return err
+		}
+		if got.Actor.PendingReasonCode != string(pending.QuotaExceeded) {
+			return fmt.Errorf("%v %q %q", got.Actor.State, got.Actor.PendingReasonCode, got.Actor.PendingReason)
+		}
+		return nil
+	})
 }
