@@ -411,14 +411,19 @@ func (m *actorManager) admitTaskLease(req *pb.ChooseLeaseTargetsRequest, request
 		return false, nil, nil
 	}
 	job := m.jobs.get(req.JobId)
-	if job == nil || job.IsDead {
-		return false, nil, status.Errorf(codes.InvalidArgument, "job_id: %q is not a running job (a lease's charge belongs to its job)", req.JobId)
+	namespace := defaultNamespace
+	if job != nil {
+		namespace = cmp.Or(job.Namespace, defaultNamespace)
 	}
-	namespace := cmp.Or(job.Namespace, defaultNamespace)
 	id := taskLeaseID(req.JobId, req.ChargeId)
 	d := m.leases.admitLeases([]leaseWork{{id: id, namespace: namespace, resources: request, arrival: m.now().UnixMilli()}})
 	if !d.enabled {
 		return false, nil, nil
+	}
+	if job == nil || job.IsDead {
+		// Its end returned its job's charges already: this one would never be.
+		m.leases.returnLeases([]string{id})
+		return false, nil, status.Errorf(codes.InvalidArgument, "job_id: %q is not a running job (a lease's charge belongs to its job)", req.JobId)
 	}
 	if _, ok := d.admitted[id]; ok {
 		return true, nil, nil
