@@ -83,6 +83,8 @@ type tenantTask struct {
 	gpuMilli  int64
 	admitted  bool
 	startMs   int64
+	// hash identifies the task in a heldSignature.
+	hash uint64
 }
 
 // RunTenants replays the trace through admission and placement.
@@ -226,7 +228,8 @@ func tenantStream(config TenantConfig) []tenantTask {
 			stream = append(stream, tenantTask{task: task, id: strconv.Itoa(c) + "/" + strconv.Itoa(i), queue: config.TenantOf(task),
 				arrivalMs: int64(c)*spanMs + int64(float64(task.CreationS)*1000/config.TimeScale),
 				runMs:     max(task.DeletionS-task.CreationS, 1) * 1000,
-				bundles:   request.Bundles, request: request, gpuMilli: task.GPUMilliTotal()})
+				bundles:   request.Bundles, request: request, gpuMilli: task.GPUMilliTotal(),
+				hash: splitmix64(uint64(len(stream)) + 1)})
 		}
 	}
 	slices.SortStableFunc(stream, func(a, b tenantTask) int { return cmp.Compare(a.arrivalMs, b.arrivalMs) })
@@ -289,6 +292,14 @@ func jainOfEntitlements(config *queues.Config, usage, demand map[string]float64)
 	return sum * sum / (float64(n) * squares)
 }
 
+// splitmix64 spreads x over 64 bits (Steele et al.'s SplitMix64 finalizer).
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
 func percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
@@ -329,9 +340,28 @@ type replayCapacity struct {
 	taken   map[*tenantTask]int64
 	nowMs   int64
 	maxFree resources.Set
-	// failed: bundles that did not fit in this cycle since capacity last grew, by key
-	// (a later identical bundle cannot fit either).
+	// failed: bundles that did not fit in this cycle, by key (a later identical bundle
+	// cannot fit either: within a cycle capacity only shrinks, Release undoing a Take).
 	failed map[string]bool
+	// fitsAt memoizes FitsAt by gang and time: its answer depends only on the work taken
+	// in this cycle that is still held then (the running work is fixed in a cycle).
+	fitsAt map[fitsAtKey]fitsAtAnswer
+}
+
+type fitsAtKey struct {
+	gang *resources.Set
+	at   int64
+}
+
+type fitsAtAnswer struct {
+	held heldSignature
+	fits bool
+}
+
+// heldSignature names a set of taken tasks: their count and the xor of their ids' hashes.
+type heldSignature struct {
+	count int
+	hash  uint64
 }
 
 var _ admission.Capacity = (*replayCapacity)(nil)
@@ -340,6 +370,19 @@ func (c *replayCapacity) start(nowMs int64, running runningHeap) {
 	c.nowMs, c.running, c.taken, c.maxFree = nowMs, running, map[*tenantTask]int64{}, nil
 	clear(c.plans)
 	clear(c.failed)
+	c.fitsAt = map[fitsAtKey]fitsAtAnswer{}
+}
+
+// heldAt is the signature of the tasks taken in this cycle that still run at at.
+func (c *replayCapacity) heldAt(at int64) heldSignature {
+	var s heldSignature
+	for t, end := range c.taken {
+		if end > at {
+			s.count++
+			s.hash ^= t.hash
+		}
+	}
+	return s
 }
 
 func shapeKey(t *tenantTask) string {
@@ -383,7 +426,6 @@ func (c *replayCapacity) Release(w admission.Workload) {
 		delete(c.plans, t)
 		delete(c.taken, t)
 		c.maxFree = nil
-		clear(c.failed)
 	}
 }
 
@@ -391,6 +433,10 @@ func (c *replayCapacity) Release(w admission.Workload) {
 // takes them again.
 func (c *replayCapacity) FitsAt(gang []resources.Set, at int64) bool {
 	t := c.byBundle[&gang[0]]
+	key, signature := fitsAtKey{&gang[0], at}, c.heldAt(at)
+	if answer, ok := c.fitsAt[key]; ok && answer.held == signature {
+		return answer.fits
+	}
 	type held struct {
 		bundles []resources.Set
 		plan    placement.Plan
@@ -410,6 +456,7 @@ func (c *replayCapacity) FitsAt(gang []resources.Set, at int64) bool {
 	for _, h := range freed {
 		_ = c.snapshot.Reserve(h.bundles, h.plan)
 	}
+	c.fitsAt[key] = fitsAtAnswer{signature, err == nil}
 	return err == nil
 }
 
