@@ -57,6 +57,12 @@ func (l *Ledger) Holds(id string) bool {
 	return ok
 }
 
+// Queue returns the queue workload id is charged to; false if it holds no charge.
+func (l *Ledger) Queue(id string) (string, bool) {
+	c, ok := l.charges[id]
+	return c.queue, ok
+}
+
 // Usage returns a copy of the usage per queue.
 func (l *Ledger) Usage() map[string]resources.Set {
 	out := make(map[string]resources.Set, len(l.usage))

@@ -148,6 +148,18 @@ func (m *actorManager) requestLease(t leaseTarget, lease *pb.RequestWorkerLeaseR
 	return reply.Worker, nil
 }
 
+// returnChargeLocked gives back the charge an actor's lease holds in its queue, if any:
+// at the next round, which calls leases without mu.
+func (m *actorManager) returnChargeLocked(e *actorEntry) {
+	if e.info.Queue == "" {
+		return
+	}
+	e.info.Queue = ""
+	m.leaseReturns = append(m.leaseReturns, actorLeaseID(e.info.ActorId))
+	m.retryAll.Store(true) // freed quota may admit an actor that waits for it
+	m.kick()
+}
+
 // markAliveLocked records the worker an actor now runs on once that is saved; when it
 // cannot be, it changes nothing and returns the error.
 func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid int64) error {
@@ -160,7 +172,7 @@ func (m *actorManager) markAliveLocked(e *actorEntry, worker *pb.WorkerInfo, pid
 	} else {
 		row.BundleIndex = e.requestedBundle()
 	}
-	row.PendingReason = ""
+	row.PendingReason, row.PendingReasonCode = "", ""
 	if err := m.saveRow(row); err != nil {
 		return err
 	}
@@ -184,7 +196,8 @@ func (m *actorManager) workerLostLocked(e *actorEntry, why string) {
 	e.info.NodeId, e.info.Pid, e.info.WorkerId, e.info.Address = "", 0, "", ""
 	e.info.GpuIds, e.info.CudaVisibleDevices = nil, ""
 	e.info.BundleIndex = e.requestedBundle()
-	e.info.PendingReason = "restarting: " + why
+	m.returnChargeLocked(e) // the lease ended; the restart is admitted again
+	e.info.PendingReason, e.info.PendingReasonCode = "restarting: "+why, ""
 	e.retry.reset()
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
@@ -213,13 +226,15 @@ func (m *actorManager) deadRowLocked(e *actorEntry, cause string) *pb.ActorInfo 
 	row.State = pb.ActorState_ACTOR_DEAD
 	row.DeathCause = cause
 	row.EndTimeMs = m.now().UnixMilli()
-	row.PendingReason = ""
+	row.PendingReason, row.PendingReasonCode = "", ""
+	row.Queue = "" // buriedLocked returns the charge
 	return row
 }
 
 // buriedLocked makes row, the actor's DEAD row (saved, or its failure logged), the
 // entry's: its attempt ends, its name is free again and its waiters hear of it.
 func (m *actorManager) buriedLocked(e *actorEntry, row *pb.ActorInfo) {
+	m.returnChargeLocked(e)
 	e.endAttemptLocked()
 	m.closeWorkerConn(e.info.Address)
 	e.info = row

@@ -6,6 +6,7 @@ package gcs
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/raygo-dev/raygo/internal/resources"
@@ -42,15 +43,28 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	m.mu.Lock()
 	groupIDs := map[string]bool{}
 	waiting := false
+	var leases []leaseWork
 	for _, e := range m.actors {
 		if e.pending() && !e.placing {
 			waiting = true
 			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
 				groupIDs[pg] = true
+			} else if e.info.Queue == "" {
+				leases = append(leases, leaseWork{id: actorLeaseID(e.info.ActorId), namespace: e.info.Namespace, resources: e.request, arrival: e.info.StartTimeMs})
 			}
 		}
 	}
+	returns := m.leaseReturns
+	m.leaseReturns = nil
 	m.mu.Unlock()
+	// Charges go back before new ones are taken: an actor that restarts is charged again.
+	var admitted leaseDecision
+	if m.leases != nil {
+		m.leases.returnLeases(returns)
+		if len(leases) > 0 {
+			admitted = m.leases.admitLeases(leases)
+		}
+	}
 	if !waiting {
 		return next
 	}
@@ -62,9 +76,10 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.applyLeaseDecisionLocked(admitted, now)
 	var queue []*actorEntry
 	for _, e := range m.actors {
-		if !e.pending() || e.placing {
+		if !e.pending() || e.placing || e.heldByAdmission() {
 			continue
 		}
 		if !retryAll && e.retry.next.After(now) {
@@ -107,6 +122,40 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 		}
 	}
 	return next
+}
+
+// applyLeaseDecisionLocked records admission's answer for actors outside groups: the
+// admitted hold their queue's charge (one that died meanwhile gives it back), the others
+// wait with the reason code.
+func (m *actorManager) applyLeaseDecisionLocked(d leaseDecision, now time.Time) {
+	if !d.enabled {
+		return
+	}
+	for id, queue := range d.admitted {
+		e := m.actors[strings.TrimPrefix(id, actorLeasePrefix)]
+		switch {
+		case e == nil || !e.pending():
+			m.leaseReturns = append(m.leaseReturns, id)
+		case e.info.Queue == "":
+			e.info.Queue = queue
+			if e.info.PendingReasonCode != "" {
+				e.info.PendingReason, e.info.PendingReasonCode = "", ""
+				m.logPersistError(m.persistLocked(e))
+			}
+		}
+	}
+	for id, wait := range d.waiting {
+		e := m.actors[strings.TrimPrefix(id, actorLeasePrefix)]
+		if e == nil || !e.pending() || e.info.Queue != "" {
+			continue
+		}
+		if e.info.PendingReasonCode != string(wait.reason) {
+			e.info.PendingReasonCode = string(wait.reason)
+			e.info.PendingReason = admissionWaitText(wait.reason, wait.queue)
+			m.logPersistError(m.persistLocked(e))
+			m.log.Debug().Str("actor_id", e.info.ActorId).Str("queue", wait.queue).Str("reason", string(wait.reason)).Msg("actor held by admission")
+		}
+	}
 }
 
 // sortActors orders actors by start time, then id.

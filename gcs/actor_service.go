@@ -4,6 +4,7 @@ package gcs
 // lookups, kills and the raylets' worker-failure reports.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -375,10 +376,18 @@ func (m *actorManager) ChooseLeaseTargets(ctx context.Context, req *pb.ChooseLea
 	for _, n := range nodes {
 		addresses[n.NodeId] = n.RayletAddress
 	}
+	reply := &pb.ChooseLeaseTargetsReply{Outcome: leaseOutcomes[choice.Outcome], Reason: choice.Message, ReasonCode: string(choice.Cause.Code)}
+	if strategy.GetKind() != strategyPlacementGroup && choice.Outcome == placement.WorkPlaced && len(choice.Targets) > 0 {
+		// Outside groups a lease is charged to its job's queue before it may be had.
+		charged, held, err := m.admitTaskLease(req, request)
+		if err != nil || held != nil {
+			return held, err
+		}
+		reply.Charged = charged
+	}
 	if strategy.GetKind() != strategyPlacementGroup { // a group's tasks wait for the group: it is the demand
 		m.tasks.note(req.RequestId, request, leaseSelector(strategy), int(req.Backlog), choice.Outcome, len(choice.Targets) > 0, m.now())
 	}
-	reply := &pb.ChooseLeaseTargetsReply{Outcome: leaseOutcomes[choice.Outcome], Reason: choice.Message, ReasonCode: string(choice.Cause.Code)}
 	target := func(t placement.Target, now bool) *pb.LeaseTarget {
 		return &pb.LeaseTarget{NodeId: string(t.Node), RayletAddress: addresses[string(t.Node)], BundleIndex: int32(t.BundleIndex), AvailableNow: now}
 	}
@@ -392,6 +401,47 @@ func (m *actorManager) ChooseLeaseTargets(ctx context.Context, req *pb.ChooseLea
 		reply.Rejected = append(reply.Rejected, &pb.RejectedNode{NodeId: string(r.Node), Code: string(r.Reason.Code), Message: r.Reason.String()})
 	}
 	return reply, nil
+}
+
+// admitTaskLease charges a task lease outside groups (one that names its charge) to
+// its job's queue; held is the reply when admission holds it back. With queues off it
+// charges nothing.
+func (m *actorManager) admitTaskLease(req *pb.ChooseLeaseTargetsRequest, request resources.Set) (charged bool, held *pb.ChooseLeaseTargetsReply, err error) {
+	if m.leases == nil || req.ChargeId == "" {
+		return false, nil, nil
+	}
+	job := m.jobs.get(req.JobId)
+	namespace := defaultNamespace
+	if job != nil {
+		namespace = cmp.Or(job.Namespace, defaultNamespace)
+	}
+	id := taskLeaseID(req.JobId, req.ChargeId)
+	d := m.leases.admitLeases([]leaseWork{{id: id, namespace: namespace, resources: request, arrival: m.now().UnixMilli()}})
+	if !d.enabled {
+		return false, nil, nil
+	}
+	if job == nil || job.IsDead {
+		// Its end returned its job's charges already: this one would never be.
+		m.leases.returnLeases([]string{id})
+		return false, nil, status.Errorf(codes.InvalidArgument, "job_id: %q is not a running job (a lease's charge belongs to its job)", req.JobId)
+	}
+	if _, ok := d.admitted[id]; ok {
+		return true, nil, nil
+	}
+	wait := d.waiting[id]
+	return false, &pb.ChooseLeaseTargetsReply{Outcome: pb.LeaseOutcome_LEASE_OUTCOME_NOT_NOW,
+		Reason: admissionWaitText(wait.reason, wait.queue), PendingReasonCode: string(wait.reason)}, nil
+}
+
+// ReturnLeaseCharge implements pb.ActorInfoServiceServer.
+func (m *actorManager) ReturnLeaseCharge(ctx context.Context, req *pb.ReturnLeaseChargeRequest) (*pb.ReturnLeaseChargeReply, error) {
+	if req.ChargeId == "" {
+		return nil, status.Errorf(codes.InvalidArgument, "charge_id: empty")
+	}
+	if m.leases != nil {
+		m.leases.returnLeases([]string{taskLeaseID(req.JobId, req.ChargeId)})
+	}
+	return &pb.ReturnLeaseChargeReply{}, nil
 }
 
 var leaseOutcomes = map[placement.WorkOutcome]pb.LeaseOutcome{

@@ -90,6 +90,12 @@ func (e *actorEntry) pending() bool {
 	return e.info.State == pb.ActorState_ACTOR_PENDING_CREATION || e.info.State == pb.ActorState_ACTOR_RESTARTING
 }
 
+// heldByAdmission: the actor waits for its queue's quota (it holds no charge and
+// admission gave a reason); each round asks admission again.
+func (e *actorEntry) heldByAdmission() bool {
+	return e.info.Queue == "" && e.info.PendingReasonCode != "" && e.info.SchedulingStrategy.GetPlacementGroupId() == ""
+}
+
 func (e *actorEntry) dead() bool { return e.info.State == pb.ActorState_ACTOR_DEAD }
 
 // requestedBundle is the bundle index the actor asked for (-1: none or any).
@@ -149,6 +155,9 @@ type actorManager struct {
 
 	// tasks is the SDK's tasks waiting for a worker, for the autoscaler.
 	tasks taskBacklogs
+	// leaseReturns: ledger ids of lease charges to give back (actors that died or lost
+	// their worker), handed to leases at the next round, without mu.
+	leaseReturns []string
 }
 
 // actorDeps is what the actor manager is given: the store, the tables it reads, the
@@ -159,8 +168,10 @@ type actorDeps struct {
 	groups      groupDirectory
 	jobs        jobDirectory
 	executables executableChecker
-	now         func() time.Time
-	log         zerolog.Logger
+	// leases charges actors outside placement groups to their queue (nil: never).
+	leases leaseAdmitter
+	now    func() time.Time
+	log    zerolog.Logger
 	// deadActorRetention and maxDeadActors are Config.DeadActorRetention and MaxDeadActors.
 	deadActorRetention time.Duration
 	maxDeadActors      int
@@ -264,7 +275,6 @@ func (m *actorManager) load(ctx context.Context) error {
 	}
 	sortActors(entries)
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, e := range entries {
 		m.actors[e.info.ActorId] = e
 		if !e.dead() && e.info.Name != "" {
@@ -282,7 +292,31 @@ func (m *actorManager) load(ctx context.Context) error {
 			m.workerLostLocked(e, fmt.Sprintf("node %s died", e.info.NodeId))
 		}
 	}
+	// The charges of the actors that kept running (or were admitted) hold on.
+	var charged []leaseWork
+	for _, e := range entries {
+		if !e.dead() && e.info.Queue != "" {
+			charged = append(charged, leaseWork{id: actorLeaseID(e.info.ActorId), namespace: e.info.Namespace, resources: e.request, queue: e.info.Queue})
+		}
+	}
+	m.mu.Unlock()
+	if m.leases != nil {
+		m.leases.restoreLeases(charged)
+	}
 	return nil
+}
+
+// pendingByReason counts the actors waiting for a worker by pending-reason code.
+func (m *actorManager) pendingByReason() map[string]float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]float64{}
+	for _, e := range m.actors {
+		if e.pending() {
+			out[e.info.PendingReasonCode]++
+		}
+	}
+	return out
 }
 
 // pruneDead forgets DEAD actors beyond the configured age and count.

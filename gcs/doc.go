@@ -15,7 +15,9 @@
 // actors.go (the table, its entries, loading and pruning), actor_service.go (the
 // ActorInfoService handlers, ChooseLeaseTargets among them), actor_scheduler.go (the loop,
 // the queue, backoff, the node view handed to placement.ChooseNodes) and actor_commit.go
-// (leasing a worker, running the constructor, restarts, deaths, worker kills). The
+// (leasing a worker, running the constructor, restarts, deaths, worker kills). With
+// queues, admission (pg_admission.go for groups, lease_admission.go for actors and task
+// leases outside groups) charges work to its queue in one ledger. The
 // autoscaler's AutoscalerStateService (autoscaler_state.go) reads the node, group and actor
 // tables through the same kind of narrow interfaces (autoscaler_demand.go), keeps the
 // request_resources constraint and the autoscaler's last report, tracks how long each node

@@ -68,3 +68,18 @@ type groupListener interface {
 	onPlacementGroupRemoved(placementGroupID string)
 	onPlacementGroupCreated(placementGroupID string)
 }
+
+// leaseAdmitter charges work outside placement groups (actors' workers, the SDK's task
+// leases) to its job's queue, in the ledger admission keeps for groups (pg_admission.go,
+// lease_admission.go). Safe for concurrent use; callers hold none of their locks.
+type leaseAdmitter interface {
+	// admitLeases decides which leases may start under their queues' quotas now and
+	// charges them; an id charged already stays admitted. Off (no queue configuration):
+	// nothing is charged and every lease may start.
+	admitLeases(leases []leaseWork) leaseDecision
+	// returnLeases gives the charges of ended leases back (ids without one are ignored).
+	returnLeases(ids []string)
+	// restoreLeases charges leases that ran before a GCS restart, whatever the quota
+	// says now (an apply that lowers a quota evicts nothing either).
+	restoreLeases(leases []leaseWork)
+}

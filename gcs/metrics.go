@@ -65,6 +65,7 @@ type tableCollector struct {
 	s *Server
 
 	nodes, resourcesTotal, resourcesAllocated, gpus, groups, pending, pendingAge, unschedulable, expected *prometheus.Desc
+	pendingActors                                                                                         *prometheus.Desc
 	queueNominal, queueUsage, queueBorrowed, queuePending, queueShare                                     *prometheus.Desc
 	autoscalerInstances, autoscalerFailures, autoscalerInfeasible                                         *prometheus.Desc
 	allocatedIdle                                                                                         *prometheus.Desc
@@ -84,11 +85,12 @@ func newTableCollector(s *Server) *tableCollector {
 		gpus:               d("raygo_gpus", "Whole GPUs of the ALIVE nodes: total, allocated and free (MIG GPUs are counted by their slices, not here).", "state"),
 		groups:             d("raygo_placement_groups", "Placement groups by state (REMOVED ones while they are listed).", "state"),
 		pending:            d("raygo_pending_workloads", "PENDING and RESCHEDULING placement groups by pending-reason code (the one list of raygo's codes; empty: not tried yet).", "reason"),
+		pendingActors:      d("raygo_pending_actors", "PENDING_CREATION and RESTARTING actors by pending-reason code (the one list of raygo's codes; empty: not held by admission).", "reason"),
 		pendingAge:         d("raygo_pending_workload_age_seconds", "How long the PENDING and RESCHEDULING placement groups have waited so far (since creation), as a histogram of the groups waiting now."),
 		unschedulable:      d("raygo_gpus_free_unschedulable", "Free GPUs a request of the shape (k whole GPUs in one NVLink island) could not use: the sum over the NVLink islands of the ALIVE nodes of (wholly free GPUs mod k); for shape mig-<profile>, the free compute slices of the MIG GPUs where no instance of the profile can be had now.", "shape"),
 		expected:           d("raygo_gpu_fragmentation_expected", "Expected free GPUs a request drawn from the recent workload could not use (FGD's expectation over the shapes the GCS saw asked)."),
 		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
-		queueUsage:         d("raygo_queue_usage", "What a queue's admitted groups hold, per resource.", "queue", "resource"),
+		queueUsage:         d("raygo_queue_usage", "What a queue's admitted work holds (groups, actors and task leases outside groups), per resource.", "queue", "resource"),
 		queueBorrowed:      d("raygo_queue_borrowed", "A queue's usage above its nominal quota, per resource.", "queue", "resource"),
 		queuePending:       d("raygo_queue_pending_workloads", "Placement groups waiting for admission in a queue.", "queue"),
 		queueShare:         d("raygo_queue_dominant_share", "A queue's fair-sharing dominant share.", "queue"),
@@ -150,6 +152,9 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, count := range byReason {
 		gauge(c.pending, count, reason)
+	}
+	for reason, count := range c.s.actors.pendingByReason() {
+		gauge(c.pendingActors, count, reason)
 	}
 	buckets := map[float64]uint64{}
 	sum := 0.0

@@ -286,6 +286,11 @@ func (m *pgManager) admitRound(now time.Time, workload *placement.WorkloadDistri
 	return capacity.decisions, decision.Waiting
 }
 
+// admissionWaitText is the pending_reason of work admission holds back.
+func admissionWaitText(reason pending.Reason, queue string) string {
+	return fmt.Sprintf("%s in queue %q", reason, queue)
+}
+
 // recordWaitingLocked records why admission holds a group back. A preempted group keeps
 // saying Preempted until it runs again, unless it can never run or preempts in turn.
 func (m *pgManager) recordWaitingLocked(e *pgEntry, reason pending.Reason, now time.Time) {
@@ -305,7 +310,7 @@ func (m *pgManager) recordWaitingLocked(e *pgEntry, reason pending.Reason, now t
 	case !reason.HeldByAdmission():
 		state = pb.SchedulingState_NO_RESOURCES
 	}
-	text := fmt.Sprintf("%s in queue %q", reason, e.info.Queue)
+	text := admissionWaitText(reason, e.info.Queue)
 	stats := e.info.Stats
 	if stats.SchedulingStartedTimeMs == 0 {
 		stats.SchedulingStartedTimeMs = now.UnixMilli()

@@ -241,7 +241,7 @@ func checkLedgerMatchesTable(t *testing.T, m *pgManager, step int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if overruns := invariants.CheckQuotas(groups, reply.Queues); len(overruns) > 0 {
+	if overruns := invariants.CheckQuotas(groups, nil, reply.Queues); len(overruns) > 0 {
 		t.Fatalf("step %d: %v", step, overruns)
 	}
 }

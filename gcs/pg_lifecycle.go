@@ -252,11 +252,14 @@ var (
 	_ nodeListener   = (*pgManager)(nil)
 	_ jobListener    = (*pgManager)(nil)
 	_ groupDirectory = (*pgManager)(nil)
+	_ leaseAdmitter  = (*pgManager)(nil)
 )
 
-// onJobDead removes the non-detached groups the job created.
+// onJobDead removes the non-detached groups the job created and returns the charges of
+// its task leases.
 func (m *pgManager) onJobDead(job *pb.JobInfo) {
 	m.mu.Lock()
+	m.returnJobLeasesLocked(job.JobId)
 	var ids []string
 	for id, e := range m.groups {
 		if !e.info.IsDetached && e.info.CreatorJobId == job.JobId {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -187,11 +189,17 @@ type taskSubmitter struct {
 
 	mu     sync.Mutex
 	queues map[string]*schedulingQueue
+
+	// chargePrefix and charges name the quota charge of each lease (with queues on the
+	// GCS charges a lease outside groups to its job's queue): unique in the job, whose
+	// driver and workers each submit tasks.
+	chargePrefix string
+	charges      atomic.Uint64
 }
 
 func newTaskSubmitter(c *Client) *taskSubmitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &taskSubmitter{c: c, ctx: ctx, cancel: cancel, queues: map[string]*schedulingQueue{}}
+	return &taskSubmitter{c: c, ctx: ctx, cancel: cancel, queues: map[string]*schedulingQueue{}, chargePrefix: ids.Random(8)}
 }
 
 // close stops the lease loops and fails the tasks still waiting for a worker.
@@ -291,9 +299,12 @@ func (q *schedulingQueue) dropAbandonedLocked() {
 	q.pending = kept
 }
 
-// lease gets one worker for q and runs q's tasks on it.
+// lease gets one worker for q and runs q's tasks on it. The quota charge the GCS takes
+// for the lease (queues on) is held across its attempts and returned when it ends.
 func (s *taskSubmitter) lease(q *schedulingQueue) {
 	backoff := rpcutil.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	charge := &leaseCharge{id: s.chargePrefix + "-" + strconv.FormatUint(s.charges.Add(1), 10)}
+	defer s.returnCharge(charge)
 	for {
 		s.mu.Lock()
 		q.dropAbandonedLocked()
@@ -305,7 +316,7 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 		waitForRoom := q.leases == 0
 		s.mu.Unlock()
 
-		worker, raylet, err := s.requestWorker(q, waitForRoom)
+		worker, raylet, err := s.requestWorker(q, waitForRoom, charge)
 		switch {
 		case err == nil:
 			s.mu.Lock()
@@ -350,17 +361,22 @@ func (s *taskSubmitter) lease(q *schedulingQueue) {
 // candidateRaylets asks the GCS where q may lease a worker (ActorInfoService.
 // ChooseLeaseTargets: the node choice the GCS makes for actors) and returns the raylet
 // addresses, best first. A group not placed yet is waited for here.
-func (s *taskSubmitter) candidateRaylets(q *schedulingQueue) ([]string, error) {
+func (s *taskSubmitter) candidateRaylets(q *schedulingQueue, charge *leaseCharge) ([]string, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, leaseTimeout)
 	defer cancel()
 	s.mu.Lock()
 	backlog := int32(len(q.pending))
 	s.mu.Unlock()
-	req := &pb.ChooseLeaseTargetsRequest{RequestId: q.key, Resources: q.resources, SchedulingStrategy: q.strategy, Backlog: backlog}
+	req := &pb.ChooseLeaseTargetsRequest{RequestId: q.key, Resources: q.resources, SchedulingStrategy: q.strategy, Backlog: backlog,
+		JobId: s.c.jobID, ChargeId: charge.id}
 	for {
 		reply, err := s.c.actors.ChooseLeaseTargets(ctx, req)
 		if err != nil {
 			return nil, s.c.wrap("choose lease targets", err)
+		}
+		charge.held = charge.held || reply.Charged
+		if reply.PendingReasonCode != "" { // its queue's quota holds it back
+			return nil, status.Errorf(codes.Unavailable, "%s", reply.Reason)
 		}
 		switch reply.Outcome {
 		case pb.LeaseOutcome_LEASE_OUTCOME_PLACED, pb.LeaseOutcome_LEASE_OUTCOME_NOT_NOW:
@@ -392,6 +408,26 @@ const (
 	reasonGroupRemoved  = "group_removed"
 )
 
+// leaseCharge is one lease's quota charge at the GCS: its id, and whether the GCS holds
+// it. Owned by the lease goroutine.
+type leaseCharge struct {
+	id   string
+	held bool
+}
+
+// returnCharge gives a lease's charge back to its queue (best effort: the job's end
+// returns whatever is left).
+func (s *taskSubmitter) returnCharge(charge *leaseCharge) {
+	if !charge.held {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.c.actors.ReturnLeaseCharge(ctx, &pb.ReturnLeaseChargeRequest{JobId: s.c.jobID, ChargeId: charge.id}); err == nil {
+		charge.held = false
+	}
+}
+
 // waitGroupReady blocks until a placement group is placed (ErrRemoved if it is removed).
 func (s *taskSubmitter) waitGroupReady(ctx context.Context, placementGroupID string) error {
 	_, err := s.c.pgs.WaitPlacementGroupUntilReady(ctx, &pb.WaitPlacementGroupUntilReadyRequest{PlacementGroupId: placementGroupID})
@@ -403,8 +439,8 @@ func (s *taskSubmitter) waitGroupReady(ctx context.Context, placementGroupID str
 
 // requestWorker asks the candidate raylets for a worker in turn. With waitForRoom the
 // last one asked queues the request until room frees up (bounded by leaseTimeout).
-func (s *taskSubmitter) requestWorker(q *schedulingQueue, waitForRoom bool) (*pb.WorkerInfo, pb.NodeManagerServiceClient, error) {
-	raylets, err := s.candidateRaylets(q)
+func (s *taskSubmitter) requestWorker(q *schedulingQueue, waitForRoom bool, charge *leaseCharge) (*pb.WorkerInfo, pb.NodeManagerServiceClient, error) {
+	raylets, err := s.candidateRaylets(q, charge)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -105,7 +105,11 @@ func takeView(c *gcsClient) ([]invariants.Violation, error) {
 		return nil, fmt.Errorf("read the queues: %w", err)
 	}
 	if queues.Enabled {
-		found = append(found, invariants.CheckQuotas(groups.PlacementGroups, queues.Queues)...)
+		actors, err := pb.NewActorInfoServiceClient(c.conn).GetAllActorInfo(ctx, &pb.GetAllActorInfoRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("read the actor table: %w", err)
+		}
+		found = append(found, invariants.CheckQuotas(groups.PlacementGroups, actors.Actors, queues.Queues)...)
 	}
 	return found, nil
 }

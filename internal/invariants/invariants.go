@@ -157,14 +157,25 @@ func sortViolations(out []Violation) {
 	})
 }
 
-// CheckQuotas returns the quota overruns of the groups in the queues (ListQueues), sorted.
-// A group holds its queue's quota from admission to removal: every group neither
-// PENDING nor REMOVED is charged the sum of its bundles, as admission charges it. The
-// usage it counts is the table's, not the GCS's ledger, so an overrun the ledger hides is
-// found. Resources a queue does not list are not limited. A queue whose quota was lowered
-// below its usage (evicting nothing) is over quota too, and reported.
-func CheckQuotas(groups []*pb.PlacementGroupInfo, queues []*pb.QueueStatus) []Violation {
+// CheckQuotas returns the quota overruns of the groups and actors in the queues
+// (ListQueues), sorted. A group holds its queue's quota from admission to removal: every
+// group neither PENDING nor REMOVED is charged the sum of its bundles, as admission
+// charges it. An actor outside groups holds its queue's quota while its row names the
+// queue (from admission until it dies or loses its worker): its required resources.
+// The usage it counts is the tables', not the GCS's ledger, so an overrun the ledger
+// hides is found; task leases, which no table lists, are not counted. Resources a queue
+// does not list are not limited. A queue whose quota was lowered below its usage
+// (evicting nothing) is over quota too, and reported.
+func CheckQuotas(groups []*pb.PlacementGroupInfo, actors []*pb.ActorInfo, queues []*pb.QueueStatus) []Violation {
 	usage := map[string]resources.Set{}
+	for _, a := range actors {
+		if a.Queue == "" || a.State == pb.ActorState_ACTOR_DEAD || a.PlacementGroupId != "" {
+			continue
+		}
+		if set, err := resources.SetFromFloat(a.RequiredResources); err == nil {
+			usage[a.Queue] = usage[a.Queue].Add(set)
+		}
+	}
 	for _, g := range groups {
 		if g.Queue == "" || g.State == pb.PlacementGroupState_PENDING || g.State == pb.PlacementGroupState_REMOVED {
 			continue

@@ -92,34 +92,48 @@ func queue(name, cohort string, nominal, borrowing float64) *pb.QueueStatus {
 		Resources: []*pb.QueueResourceStatus{{Resource: "GPU", Limited: true, NominalQuota: nominal, BorrowingLimit: borrowing}}}
 }
 
+// chargedActor is a 1-GPU actor whose row names queue (empty: holds no charge).
+func chargedActor(id, queue string, state pb.ActorState, group string) *pb.ActorInfo {
+	return &pb.ActorInfo{ActorId: id, Queue: queue, State: state, PlacementGroupId: group, RequiredResources: map[string]float64{"GPU": 1}}
+}
+
 func TestCheckQuotas(t *testing.T) {
 	const pendingState, removed, rescheduling = pb.PlacementGroupState_PENDING, pb.PlacementGroupState_REMOVED, pb.PlacementGroupState_RESCHEDULING
 	cases := []struct {
 		name   string
 		groups []*pb.PlacementGroupInfo
+		actors []*pb.ActorInfo
 		queues []*pb.QueueStatus
 		want   []Violation
 	}{
-		{"within nominal", []*pb.PlacementGroupInfo{queued("g", "a", created, 2, 2)}, []*pb.QueueStatus{queue("a", "", 4, 0)}, nil},
-		{"over nominal without a cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 4), queued("h", "a", rescheduling, 1)},
+		{"within nominal", []*pb.PlacementGroupInfo{queued("g", "a", created, 2, 2)}, nil, []*pb.QueueStatus{queue("a", "", 4, 0)}, nil},
+		{"over nominal without a cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 4), queued("h", "a", rescheduling, 1)}, nil,
 			[]*pb.QueueStatus{queue("a", "", 4, -1)},
 			[]Violation{{QuotaOverrun, "queue a holds 5 GPU, its limit is 4 (nominal 4)"}}},
-		{"pending and removed groups hold nothing", []*pb.PlacementGroupInfo{queued("g", "a", pendingState, 8), queued("h", "a", removed, 8), queued("i", "a", created, 4)},
+		{"pending and removed groups hold nothing", []*pb.PlacementGroupInfo{queued("g", "a", pendingState, 8), queued("h", "a", removed, 8), queued("i", "a", created, 4)}, nil,
 			[]*pb.QueueStatus{queue("a", "", 4, 0)}, nil},
-		{"borrowing within the limit and the cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)},
+		{"borrowing within the limit and the cohort", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)}, nil,
 			[]*pb.QueueStatus{queue("a", "c", 4, 2), queue("b", "c", 4, 0)}, nil},
-		{"borrowing over the limit", []*pb.PlacementGroupInfo{queued("g", "a", created, 7)},
+		{"borrowing over the limit", []*pb.PlacementGroupInfo{queued("g", "a", created, 7)}, nil,
 			[]*pb.QueueStatus{queue("a", "c", 4, 2), queue("b", "c", 4, 0)},
 			[]Violation{{QuotaOverrun, "queue a holds 7 GPU, its limit is 6 (nominal 4)"}}},
-		{"a cohort over its queues' quotas", []*pb.PlacementGroupInfo{queued("g", "a", created, 6), queued("h", "b", created, 3)},
+		{"a cohort over its queues' quotas", []*pb.PlacementGroupInfo{queued("g", "a", created, 6), queued("h", "b", created, 3)}, nil,
 			[]*pb.QueueStatus{queue("a", "c", 4, -1), queue("b", "c", 4, -1)},
 			[]Violation{{QuotaOverrun, "cohort c holds 9 GPU, its queues' nominal quotas add up to 8"}}},
-		{"resources a queue does not list are not limited", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)},
+		{"resources a queue does not list are not limited", []*pb.PlacementGroupInfo{queued("g", "a", created, 6)}, nil,
 			[]*pb.QueueStatus{{Queue: "a", Resources: []*pb.QueueResourceStatus{{Resource: "GPU", NominalQuota: 0, Usage: 6}}}}, nil},
+		{"actors outside groups hold their queue's quota", []*pb.PlacementGroupInfo{queued("g", "a", created, 2)},
+			[]*pb.ActorInfo{chargedActor("x", "a", pb.ActorState_ACTOR_ALIVE, ""), chargedActor("y", "a", pb.ActorState_ACTOR_PENDING_CREATION, "")},
+			[]*pb.QueueStatus{queue("a", "", 3, 0)},
+			[]Violation{{QuotaOverrun, "queue a holds 4 GPU, its limit is 3 (nominal 3)"}}},
+		{"dead actors, actors in groups and actors without a charge hold nothing", nil,
+			[]*pb.ActorInfo{chargedActor("x", "a", pb.ActorState_ACTOR_DEAD, ""), chargedActor("y", "a", pb.ActorState_ACTOR_ALIVE, "g"),
+				chargedActor("z", "", pb.ActorState_ACTOR_ALIVE, "")},
+			[]*pb.QueueStatus{queue("a", "", 0, 0)}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := CheckQuotas(tc.groups, tc.queues); !reflect.DeepEqual(got, tc.want) {
+			if got := CheckQuotas(tc.groups, tc.actors, tc.queues); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})

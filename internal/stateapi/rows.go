@@ -273,6 +273,10 @@ type Actor struct {
 	MaxRestarts       int64            `json:"max_restarts"`
 	DeathCause        string           `json:"death_cause,omitempty"`
 	PendingReason     string           `json:"pending_reason,omitempty"`
+	// Beyond Ray: why admission holds it back, as a code of internal/pending, and the
+	// queue its lease is charged to (with queues, outside placement groups).
+	PendingReasonCode string `json:"pending_reason_code,omitempty"`
+	Queue             string `json:"queue,omitempty"`
 	// Beyond Ray: the GPUs of the actor's worker (NVML indices) and its
 	// CUDA_VISIBLE_DEVICES.
 	GPUIDs             []int32 `json:"gpu_ids"`
@@ -288,7 +292,7 @@ func FromActor(a *pb.ActorInfo) Actor {
 		ActorID: a.ActorId, ClassName: a.ClassName, State: ActorStateName(a.State), Name: a.Name, RayNamespace: a.Namespace,
 		JobID: a.JobId, NodeID: a.NodeId, PID: a.Pid, PlacementGroupID: a.PlacementGroupId, RequiredResources: Floats(a.RequiredResources),
 		IsDetached: a.IsDetached, NumRestarts: a.NumRestarts, MaxRestarts: a.MaxRestarts, DeathCause: a.DeathCause,
-		PendingReason: a.PendingReason, GPUIDs: a.GpuIds, CUDAVisibleDevices: a.CudaVisibleDevices,
+		PendingReason: a.PendingReason, PendingReasonCode: a.PendingReasonCode, Queue: a.Queue, GPUIDs: a.GpuIds, CUDAVisibleDevices: a.CudaVisibleDevices,
 	}
 	if s.GPUIDs == nil {
 		s.GPUIDs = []int32{}

@@ -37,14 +37,26 @@ func (p *Raygo) Name() string {
 }
 
 func (p *Raygo) Start(c *Cluster, _ []Task) error {
-	nodes := make([]placement.Node, len(c.Nodes))
-	p.nodeOf = make(map[placement.NodeID]int, len(c.Nodes))
-	for i, spec := range c.Nodes {
+	snapshot, nodeOf, err := newSnapshot(c.Nodes)
+	if err != nil {
+		return err
+	}
+	p.snapshot, p.nodeOf = snapshot, nodeOf
+	p.histogram = placement.NewWorkloadHistogram()
+	return nil
+}
+
+// newSnapshot is the trace's nodes as placement sees them, with each node's position in
+// specs by id.
+func newSnapshot(specs []NodeSpec) (*placement.Snapshot, map[placement.NodeID]int, error) {
+	nodes := make([]placement.Node, len(specs))
+	nodeOf := make(map[placement.NodeID]int, len(specs))
+	for i, spec := range specs {
 		id := placement.NodeID(spec.Name)
-		if _, duplicate := p.nodeOf[id]; duplicate {
-			return fmt.Errorf("node %s is listed twice", spec.Name)
+		if _, duplicate := nodeOf[id]; duplicate {
+			return nil, nil, fmt.Errorf("node %s is listed twice", spec.Name)
 		}
-		p.nodeOf[id] = i
+		nodeOf[id] = i
 		total := resources.Set{"CPU": milliToAmount(spec.CPUMilli), "memory": mibToAmount(spec.MemoryMiB)}
 		node := placement.Node{ID: id, Total: total, Available: total, Alive: true, Labels: map[string]string{}}
 		if spec.GPUs > 0 {
@@ -57,21 +69,23 @@ func (p *Raygo) Start(c *Cluster, _ []Task) error {
 		nodes[i] = node
 	}
 	snapshot, err := placement.NewSnapshot(nodes)
-	if err != nil {
-		return err
-	}
-	p.snapshot = snapshot
-	p.histogram = placement.NewWorkloadHistogram()
-	return nil
+	return snapshot, nodeOf, err
 }
 
-func (p *Raygo) Choose(_ *Cluster, task *Task, _ *rand.Rand) (Choice, bool) {
+// requestOf is a task as a one-bundle PACK placement group, gpu_spec as the bundle's
+// label selector.
+func requestOf(task *Task) (placement.Request, nodelabel.Selector) {
 	request := placement.Request{Bundles: []resources.Set{BundleOf(task)}, Strategy: placement.StrategyPack}
 	var selector nodelabel.Selector
 	if len(task.GPUModels) > 0 && task.GPUs > 0 {
 		selector = modelSelector(task.GPUModels)
 		request.BundleLabelSelectors = []nodelabel.Selector{selector}
 	}
+	return request, selector
+}
+
+func (p *Raygo) Choose(_ *Cluster, task *Task, _ *rand.Rand) (Choice, bool) {
+	request, selector := requestOf(task)
 	if !p.NoWorkload {
 		p.histogram.Observe(placement.ShapeOfBundle(request.Bundles[0], selector, false))
 		workload := heaviestShapes(p.histogram.Distribution(), 0.95)

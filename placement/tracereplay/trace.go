@@ -42,6 +42,11 @@ type Task struct {
 	GPUMilli int64
 	// GPUModels are the models gpu_spec accepts ("V100M16|V100M32"); empty: any.
 	GPUModels []string
+	// QoS is the qos column (LS, Burstable, BE, Guaranteed), "" where the list has none.
+	QoS string
+	// CreationS and DeletionS are creation_time and deletion_time in seconds from the
+	// trace's start (0 where the list has none).
+	CreationS, DeletionS int64
 }
 
 // GPUMilliTotal is the GPU the task asks for in all, in milli-GPUs.
@@ -131,6 +136,22 @@ func ParseTasks(data []byte) ([]Task, error) {
 			return nil, fmt.Errorf("line %d: gpu_milli: %d with num_gpu %d, only one GPU may be shared", line, task.GPUMilli, task.GPUs)
 		case task.GPUs == 0:
 			task.GPUMilli = 0
+		}
+		if qos, ok := columns["qos"]; ok {
+			task.QoS = strings.TrimSpace(row[qos])
+		}
+		for _, field := range []struct {
+			name string
+			into *int64
+		}{{"creation_time", &task.CreationS}, {"deletion_time", &task.DeletionS}} {
+			if column, ok := columns[field.name]; ok && strings.TrimSpace(row[column]) != "" {
+				if *field.into, err = parseCount(row[column], line, field.name); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if task.DeletionS < task.CreationS {
+			return nil, fmt.Errorf("line %d: deletion_time: %d before creation_time %d", line, task.DeletionS, task.CreationS)
 		}
 		if specColumn, ok := columns["gpu_spec"]; ok && row[specColumn] != "" && row[specColumn] != "nan" {
 			for _, model := range strings.Split(row[specColumn], "|") {

@@ -340,8 +340,14 @@ type ActorInfo struct {
 	// GPUs of its worker: NVML indices, and the CUDA_VISIBLE_DEVICES it was started with.
 	GpuIds             []int32 `protobuf:"varint,25,rep,packed,name=gpu_ids,json=gpuIds,proto3" json:"gpu_ids,omitempty"`
 	CudaVisibleDevices string  `protobuf:"bytes,26,opt,name=cuda_visible_devices,json=cudaVisibleDevices,proto3" json:"cuda_visible_devices,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The code of pending_reason from the one list of pending reasons (internal/pending):
+	// "QuotaExceeded", ... while admission holds it back; empty otherwise.
+	PendingReasonCode string `protobuf:"bytes,27,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
+	// The queue its lease is charged to, while it holds a charge (an actor outside
+	// placement groups, with queues on); empty otherwise.
+	Queue         string `protobuf:"bytes,28,opt,name=queue,proto3" json:"queue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ActorInfo) Reset() {
@@ -552,6 +558,20 @@ func (x *ActorInfo) GetGpuIds() []int32 {
 func (x *ActorInfo) GetCudaVisibleDevices() string {
 	if x != nil {
 		return x.CudaVisibleDevices
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetPendingReasonCode() string {
+	if x != nil {
+		return x.PendingReasonCode
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
 	}
 	return ""
 }
@@ -1218,7 +1238,13 @@ type ChooseLeaseTargetsRequest struct {
 	// How many tasks of this scheduling key wait for a worker, this one included. The GCS
 	// reports them to the autoscaler as demand (raylets report no lease backlog) until the
 	// key is placed or stops asking.
-	Backlog       int32 `protobuf:"varint,4,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	Backlog int32 `protobuf:"varint,4,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// With queues on, work outside placement groups is charged to its job's queue: the
+	// job (its namespace names the queue) and the id of this lease's charge, unique in
+	// the job. A PLACED reply has charged the lease (charged is true); the caller returns
+	// the charge with ReturnLeaseCharge when the lease ends. The job's end returns them all.
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ChargeId      string `protobuf:"bytes,6,opt,name=charge_id,json=chargeId,proto3" json:"charge_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1279,6 +1305,20 @@ func (x *ChooseLeaseTargetsRequest) GetBacklog() int32 {
 		return x.Backlog
 	}
 	return 0
+}
+
+func (x *ChooseLeaseTargetsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ChooseLeaseTargetsRequest) GetChargeId() string {
+	if x != nil {
+		return x.ChargeId
+	}
+	return ""
 }
 
 // LeaseTarget is one raylet to ask for a worker lease.
@@ -1421,11 +1461,16 @@ type ChooseLeaseTargetsReply struct {
 	Targets []*LeaseTarget `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
 	// Why no node has room now (outcomes other than PLACED), and the cause's code when it
 	// is the placement group's or the affinity node's ("group_removed", "dead", ...).
-	Reason        string          `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	ReasonCode    string          `protobuf:"bytes,4,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
-	Rejected      []*RejectedNode `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason     string          `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	ReasonCode string          `protobuf:"bytes,4,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	Rejected   []*RejectedNode `protobuf:"bytes,5,rep,name=rejected,proto3" json:"rejected,omitempty"`
+	// The lease is charged to its queue (see ChooseLeaseTargetsRequest.charge_id).
+	Charged bool `protobuf:"varint,6,opt,name=charged,proto3" json:"charged,omitempty"`
+	// Admission holds it back: outcome NOT_NOW, and the code from the one list of pending
+	// reasons ("QuotaExceeded", ...).
+	PendingReasonCode string `protobuf:"bytes,7,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ChooseLeaseTargetsReply) Reset() {
@@ -1493,6 +1538,108 @@ func (x *ChooseLeaseTargetsReply) GetRejected() []*RejectedNode {
 	return nil
 }
 
+func (x *ChooseLeaseTargetsReply) GetCharged() bool {
+	if x != nil {
+		return x.Charged
+	}
+	return false
+}
+
+func (x *ChooseLeaseTargetsReply) GetPendingReasonCode() string {
+	if x != nil {
+		return x.PendingReasonCode
+	}
+	return ""
+}
+
+type ReturnLeaseChargeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ChargeId      string                 `protobuf:"bytes,2,opt,name=charge_id,json=chargeId,proto3" json:"charge_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnLeaseChargeRequest) Reset() {
+	*x = ReturnLeaseChargeRequest{}
+	mi := &file_actor_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnLeaseChargeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnLeaseChargeRequest) ProtoMessage() {}
+
+func (x *ReturnLeaseChargeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnLeaseChargeRequest.ProtoReflect.Descriptor instead.
+func (*ReturnLeaseChargeRequest) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReturnLeaseChargeRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReturnLeaseChargeRequest) GetChargeId() string {
+	if x != nil {
+		return x.ChargeId
+	}
+	return ""
+}
+
+type ReturnLeaseChargeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReturnLeaseChargeReply) Reset() {
+	*x = ReturnLeaseChargeReply{}
+	mi := &file_actor_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReturnLeaseChargeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReturnLeaseChargeReply) ProtoMessage() {}
+
+func (x *ReturnLeaseChargeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_actor_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReturnLeaseChargeReply.ProtoReflect.Descriptor instead.
+func (*ReturnLeaseChargeReply) Descriptor() ([]byte, []int) {
+	return file_actor_proto_rawDescGZIP(), []int{19}
+}
+
 var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
@@ -1505,7 +1652,7 @@ const file_actor_proto_rawDesc = "" +
 	"\x12placement_group_id\x18\x02 \x01(\tR\x10placementGroupId\x12!\n" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
-	"\x04soft\x18\x05 \x01(\bR\x04soft\"\x9d\b\n" +
+	"\x04soft\x18\x05 \x01(\bR\x04soft\"\xe3\b\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
@@ -1536,7 +1683,9 @@ const file_actor_proto_rawDesc = "" +
 	"\x11executable_sha256\x18\x17 \x01(\tR\x10executableSha256\x12)\n" +
 	"\x10constructor_args\x18\x18 \x03(\fR\x0fconstructorArgs\x12\x17\n" +
 	"\agpu_ids\x18\x19 \x03(\x05R\x06gpuIds\x120\n" +
-	"\x14cuda_visible_devices\x18\x1a \x01(\tR\x12cudaVisibleDevices\x1aD\n" +
+	"\x14cuda_visible_devices\x18\x1a \x01(\tR\x12cudaVisibleDevices\x12.\n" +
+	"\x13pending_reason_code\x18\x1b \x01(\tR\x11pendingReasonCode\x12\x14\n" +
+	"\x05queue\x18\x1c \x01(\tR\x05queue\x1aD\n" +
 	"\x16RequiredResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xbb\x04\n" +
@@ -1587,13 +1736,15 @@ const file_actor_proto_rawDesc = "" +
 	"\vexit_detail\x18\x04 \x01(\tR\n" +
 	"exitDetail\x12 \n" +
 	"\vintentional\x18\x05 \x01(\bR\vintentional\"\x1a\n" +
-	"\x18ReportWorkerFailureReply\"\xb3\x02\n" +
+	"\x18ReportWorkerFailureReply\"\xe7\x02\n" +
 	"\x19ChooseLeaseTargetsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12P\n" +
 	"\tresources\x18\x02 \x03(\v22.raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntryR\tresources\x12M\n" +
 	"\x13scheduling_strategy\x18\x03 \x01(\v2\x1c.raygo.v1.SchedulingStrategyR\x12schedulingStrategy\x12\x18\n" +
-	"\abacklog\x18\x04 \x01(\x05R\abacklog\x1a<\n" +
+	"\abacklog\x18\x04 \x01(\x05R\abacklog\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tcharge_id\x18\x06 \x01(\tR\bchargeId\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x95\x01\n" +
@@ -1605,14 +1756,20 @@ const file_actor_proto_rawDesc = "" +
 	"\fRejectedNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\xe9\x01\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xb3\x02\n" +
 	"\x17ChooseLeaseTargetsReply\x120\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x16.raygo.v1.LeaseOutcomeR\aoutcome\x12/\n" +
 	"\atargets\x18\x02 \x03(\v2\x15.raygo.v1.LeaseTargetR\atargets\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vreason_code\x18\x04 \x01(\tR\n" +
 	"reasonCode\x122\n" +
-	"\brejected\x18\x05 \x03(\v2\x16.raygo.v1.RejectedNodeR\brejected*\xa9\x01\n" +
+	"\brejected\x18\x05 \x03(\v2\x16.raygo.v1.RejectedNodeR\brejected\x12\x18\n" +
+	"\acharged\x18\x06 \x01(\bR\acharged\x12.\n" +
+	"\x13pending_reason_code\x18\a \x01(\tR\x11pendingReasonCode\"N\n" +
+	"\x18ReturnLeaseChargeRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tcharge_id\x18\x02 \x01(\tR\bchargeId\"\x18\n" +
+	"\x16ReturnLeaseChargeReply*\xa9\x01\n" +
 	"\x16SchedulingStrategyKind\x12\x1f\n" +
 	"\x1bSCHEDULING_STRATEGY_DEFAULT\x10\x00\x12\x1e\n" +
 	"\x1aSCHEDULING_STRATEGY_SPREAD\x10\x01\x12'\n" +
@@ -1631,7 +1788,7 @@ const file_actor_proto_rawDesc = "" +
 	"\x14LEASE_OUTCOME_PLACED\x10\x01\x12\x19\n" +
 	"\x15LEASE_OUTCOME_NOT_NOW\x10\x02\x12\x1c\n" +
 	"\x18LEASE_OUTCOME_INFEASIBLE\x10\x03\x12\x1f\n" +
-	"\x1bLEASE_OUTCOME_UNSCHEDULABLE\x10\x042\xd9\x04\n" +
+	"\x1bLEASE_OUTCOME_UNSCHEDULABLE\x10\x042\xb4\x05\n" +
 	"\x10ActorInfoService\x12G\n" +
 	"\vCreateActor\x12\x1c.raygo.v1.CreateActorRequest\x1a\x1a.raygo.v1.CreateActorReply\x12J\n" +
 	"\fGetActorInfo\x12\x1d.raygo.v1.GetActorInfoRequest\x1a\x1b.raygo.v1.GetActorInfoReply\x12Y\n" +
@@ -1639,7 +1796,8 @@ const file_actor_proto_rawDesc = "" +
 	"\x0fGetAllActorInfo\x12 .raygo.v1.GetAllActorInfoRequest\x1a\x1e.raygo.v1.GetAllActorInfoReply\x12A\n" +
 	"\tKillActor\x12\x1a.raygo.v1.KillActorRequest\x1a\x18.raygo.v1.KillActorReply\x12_\n" +
 	"\x13ReportWorkerFailure\x12$.raygo.v1.ReportWorkerFailureRequest\x1a\".raygo.v1.ReportWorkerFailureReply\x12\\\n" +
-	"\x12ChooseLeaseTargets\x12#.raygo.v1.ChooseLeaseTargetsRequest\x1a!.raygo.v1.ChooseLeaseTargetsReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\x12ChooseLeaseTargets\x12#.raygo.v1.ChooseLeaseTargetsRequest\x1a!.raygo.v1.ChooseLeaseTargetsReply\x12Y\n" +
+	"\x11ReturnLeaseCharge\x12\".raygo.v1.ReturnLeaseChargeRequest\x1a .raygo.v1.ReturnLeaseChargeReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_actor_proto_rawDescOnce sync.Once
@@ -1654,7 +1812,7 @@ func file_actor_proto_rawDescGZIP() []byte {
 }
 
 var file_actor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_actor_proto_goTypes = []any{
 	(SchedulingStrategyKind)(0),        // 0: raygo.v1.SchedulingStrategyKind
 	(ActorState)(0),                    // 1: raygo.v1.ActorState
@@ -1677,22 +1835,24 @@ var file_actor_proto_goTypes = []any{
 	(*LeaseTarget)(nil),                // 18: raygo.v1.LeaseTarget
 	(*RejectedNode)(nil),               // 19: raygo.v1.RejectedNode
 	(*ChooseLeaseTargetsReply)(nil),    // 20: raygo.v1.ChooseLeaseTargetsReply
-	nil,                                // 21: raygo.v1.ActorInfo.RequiredResourcesEntry
-	nil,                                // 22: raygo.v1.CreateActorRequest.RequiredResourcesEntry
-	nil,                                // 23: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	(*ReturnLeaseChargeRequest)(nil),   // 21: raygo.v1.ReturnLeaseChargeRequest
+	(*ReturnLeaseChargeReply)(nil),     // 22: raygo.v1.ReturnLeaseChargeReply
+	nil,                                // 23: raygo.v1.ActorInfo.RequiredResourcesEntry
+	nil,                                // 24: raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	nil,                                // 25: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
 }
 var file_actor_proto_depIdxs = []int32{
 	0,  // 0: raygo.v1.SchedulingStrategy.kind:type_name -> raygo.v1.SchedulingStrategyKind
 	1,  // 1: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
-	21, // 2: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
+	23, // 2: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
 	3,  // 3: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	22, // 4: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	24, // 4: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
 	3,  // 5: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
 	4,  // 6: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
 	4,  // 7: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
 	4,  // 8: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
 	4,  // 9: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
-	23, // 10: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	25, // 10: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
 	3,  // 11: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
 	2,  // 12: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
 	18, // 13: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
@@ -1704,15 +1864,17 @@ var file_actor_proto_depIdxs = []int32{
 	13, // 19: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
 	15, // 20: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
 	17, // 21: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
-	6,  // 22: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
-	8,  // 23: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
-	10, // 24: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
-	12, // 25: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
-	14, // 26: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
-	16, // 27: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
-	20, // 28: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
+	21, // 22: raygo.v1.ActorInfoService.ReturnLeaseCharge:input_type -> raygo.v1.ReturnLeaseChargeRequest
+	6,  // 23: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
+	8,  // 24: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
+	10, // 25: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
+	12, // 26: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
+	14, // 27: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
+	16, // 28: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
+	20, // 29: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
+	22, // 30: raygo.v1.ActorInfoService.ReturnLeaseCharge:output_type -> raygo.v1.ReturnLeaseChargeReply
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1729,7 +1891,7 @@ func file_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actor_proto_rawDesc), len(file_actor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	ActorInfoService_KillActor_FullMethodName           = "/raygo.v1.ActorInfoService/KillActor"
 	ActorInfoService_ReportWorkerFailure_FullMethodName = "/raygo.v1.ActorInfoService/ReportWorkerFailure"
 	ActorInfoService_ChooseLeaseTargets_FullMethodName  = "/raygo.v1.ActorInfoService/ChooseLeaseTargets"
+	ActorInfoService_ReturnLeaseCharge_FullMethodName   = "/raygo.v1.ActorInfoService/ReturnLeaseCharge"
 )
 
 // ActorInfoServiceClient is the client API for ActorInfoService service.
@@ -60,6 +61,9 @@ type ActorInfoServiceClient interface {
 	// over the GCS's view of the nodes. Bad input is InvalidArgument naming the field; a
 	// decision that finds no node is a reply (outcome and reason), not an error.
 	ChooseLeaseTargets(ctx context.Context, in *ChooseLeaseTargetsRequest, opts ...grpc.CallOption) (*ChooseLeaseTargetsReply, error)
+	// ReturnLeaseCharge gives back the quota charge ChooseLeaseTargets took for a lease
+	// (charge_id), once the lease ended or could not be had. Unknown ids are ignored.
+	ReturnLeaseCharge(ctx context.Context, in *ReturnLeaseChargeRequest, opts ...grpc.CallOption) (*ReturnLeaseChargeReply, error)
 }
 
 type actorInfoServiceClient struct {
@@ -140,6 +144,16 @@ func (c *actorInfoServiceClient) ChooseLeaseTargets(ctx context.Context, in *Cho
 	return out, nil
 }
 
+func (c *actorInfoServiceClient) ReturnLeaseCharge(ctx context.Context, in *ReturnLeaseChargeRequest, opts ...grpc.CallOption) (*ReturnLeaseChargeReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReturnLeaseChargeReply)
+	err := c.cc.Invoke(ctx, ActorInfoService_ReturnLeaseCharge_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ActorInfoServiceServer is the server API for ActorInfoService service.
 // All implementations must embed UnimplementedActorInfoServiceServer
 // for forward compatibility.
@@ -172,6 +186,9 @@ type ActorInfoServiceServer interface {
 	// over the GCS's view of the nodes. Bad input is InvalidArgument naming the field; a
 	// decision that finds no node is a reply (outcome and reason), not an error.
 	ChooseLeaseTargets(context.Context, *ChooseLeaseTargetsRequest) (*ChooseLeaseTargetsReply, error)
+	// ReturnLeaseCharge gives back the quota charge ChooseLeaseTargets took for a lease
+	// (charge_id), once the lease ended or could not be had. Unknown ids are ignored.
+	ReturnLeaseCharge(context.Context, *ReturnLeaseChargeRequest) (*ReturnLeaseChargeReply, error)
 	mustEmbedUnimplementedActorInfoServiceServer()
 }
 
@@ -202,6 +219,9 @@ func (UnimplementedActorInfoServiceServer) ReportWorkerFailure(context.Context, 
 }
 func (UnimplementedActorInfoServiceServer) ChooseLeaseTargets(context.Context, *ChooseLeaseTargetsRequest) (*ChooseLeaseTargetsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChooseLeaseTargets not implemented")
+}
+func (UnimplementedActorInfoServiceServer) ReturnLeaseCharge(context.Context, *ReturnLeaseChargeRequest) (*ReturnLeaseChargeReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReturnLeaseCharge not implemented")
 }
 func (UnimplementedActorInfoServiceServer) mustEmbedUnimplementedActorInfoServiceServer() {}
 func (UnimplementedActorInfoServiceServer) testEmbeddedByValue()                          {}
@@ -350,6 +370,24 @@ func _ActorInfoService_ChooseLeaseTargets_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ActorInfoService_ReturnLeaseCharge_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReturnLeaseChargeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ActorInfoServiceServer).ReturnLeaseCharge(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ActorInfoService_ReturnLeaseCharge_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ActorInfoServiceServer).ReturnLeaseCharge(ctx, req.(*ReturnLeaseChargeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ActorInfoService_ServiceDesc is the grpc.ServiceDesc for ActorInfoService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -384,6 +422,10 @@ var ActorInfoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChooseLeaseTargets",
 			Handler:    _ActorInfoService_ChooseLeaseTargets_Handler,
+		},
+		{
+			MethodName: "ReturnLeaseCharge",
+			Handler:    _ActorInfoService_ReturnLeaseCharge_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -68,10 +68,14 @@ type scaleGCS struct {
 	groups pb.PlacementGroupServiceClient
 }
 
-func startScaleGCS(t *testing.T) *scaleGCS {
+func startScaleGCS(t *testing.T) *scaleGCS { return startScaleGCSWithQueues(t, nil) }
+
+// startScaleGCSWithQueues is startScaleGCS with a queue configuration (--queues).
+func startScaleGCSWithQueues(t *testing.T, queues []byte) *scaleGCS {
 	t.Helper()
 	raylets := reservertest.New()
 	cfg := gcs.DefaultConfig()
+	cfg.Queues = queues
 	cfg.Port = 0
 	cfg.Store = store.NewMemory()
 	cfg.WrapReserver = func(gcs.BundleReserver) gcs.BundleReserver { return raylets }

@@ -61,7 +61,7 @@ class SchedulingStrategy(_message.Message):
     def __init__(self, kind: _Optional[_Union[SchedulingStrategyKind, str]] = ..., legacy_kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ...) -> None: ...
 
 class ActorInfo(_message.Message):
-    __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices")
+    __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices", "pending_reason_code", "queue")
     class RequiredResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -95,6 +95,8 @@ class ActorInfo(_message.Message):
     CONSTRUCTOR_ARGS_FIELD_NUMBER: _ClassVar[int]
     GPU_IDS_FIELD_NUMBER: _ClassVar[int]
     CUDA_VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REASON_CODE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     job_id: str
     class_name: str
@@ -121,7 +123,9 @@ class ActorInfo(_message.Message):
     constructor_args: _containers.RepeatedScalarFieldContainer[bytes]
     gpu_ids: _containers.RepeatedScalarFieldContainer[int]
     cuda_visible_devices: str
-    def __init__(self, actor_id: _Optional[str] = ..., job_id: _Optional[str] = ..., class_name: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[ActorState, str]] = ..., node_id: _Optional[str] = ..., pid: _Optional[int] = ..., worker_id: _Optional[str] = ..., address: _Optional[str] = ..., required_resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., is_detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., num_restarts: _Optional[int] = ..., max_task_retries: _Optional[int] = ..., death_cause: _Optional[str] = ..., pending_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ...) -> None: ...
+    pending_reason_code: str
+    queue: str
+    def __init__(self, actor_id: _Optional[str] = ..., job_id: _Optional[str] = ..., class_name: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[ActorState, str]] = ..., node_id: _Optional[str] = ..., pid: _Optional[int] = ..., worker_id: _Optional[str] = ..., address: _Optional[str] = ..., required_resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., is_detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., num_restarts: _Optional[int] = ..., max_task_retries: _Optional[int] = ..., death_cause: _Optional[str] = ..., pending_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class CreateActorRequest(_message.Message):
     __slots__ = ("job_id", "class_name", "name", "namespace", "required_resources", "scheduling_strategy", "is_detached", "max_restarts", "max_task_retries", "executable_sha256", "constructor_args")
@@ -233,7 +237,7 @@ class ReportWorkerFailureReply(_message.Message):
     def __init__(self) -> None: ...
 
 class ChooseLeaseTargetsRequest(_message.Message):
-    __slots__ = ("request_id", "resources", "scheduling_strategy", "backlog")
+    __slots__ = ("request_id", "resources", "scheduling_strategy", "backlog", "job_id", "charge_id")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -245,11 +249,15 @@ class ChooseLeaseTargetsRequest(_message.Message):
     RESOURCES_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BACKLOG_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CHARGE_ID_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     resources: _containers.ScalarMap[str, float]
     scheduling_strategy: SchedulingStrategy
     backlog: int
-    def __init__(self, request_id: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., backlog: _Optional[int] = ...) -> None: ...
+    job_id: str
+    charge_id: str
+    def __init__(self, request_id: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., backlog: _Optional[int] = ..., job_id: _Optional[str] = ..., charge_id: _Optional[str] = ...) -> None: ...
 
 class LeaseTarget(_message.Message):
     __slots__ = ("node_id", "raylet_address", "bundle_index", "available_now")
@@ -274,15 +282,31 @@ class RejectedNode(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ChooseLeaseTargetsReply(_message.Message):
-    __slots__ = ("outcome", "targets", "reason", "reason_code", "rejected")
+    __slots__ = ("outcome", "targets", "reason", "reason_code", "rejected", "charged", "pending_reason_code")
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     REASON_CODE_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    CHARGED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_REASON_CODE_FIELD_NUMBER: _ClassVar[int]
     outcome: LeaseOutcome
     targets: _containers.RepeatedCompositeFieldContainer[LeaseTarget]
     reason: str
     reason_code: str
     rejected: _containers.RepeatedCompositeFieldContainer[RejectedNode]
-    def __init__(self, outcome: _Optional[_Union[LeaseOutcome, str]] = ..., targets: _Optional[_Iterable[_Union[LeaseTarget, _Mapping]]] = ..., reason: _Optional[str] = ..., reason_code: _Optional[str] = ..., rejected: _Optional[_Iterable[_Union[RejectedNode, _Mapping]]] = ...) -> None: ...
+    charged: bool
+    pending_reason_code: str
+    def __init__(self, outcome: _Optional[_Union[LeaseOutcome, str]] = ..., targets: _Optional[_Iterable[_Union[LeaseTarget, _Mapping]]] = ..., reason: _Optional[str] = ..., reason_code: _Optional[str] = ..., rejected: _Optional[_Iterable[_Union[RejectedNode, _Mapping]]] = ..., charged: _Optional[bool] = ..., pending_reason_code: _Optional[str] = ...) -> None: ...
+
+class ReturnLeaseChargeRequest(_message.Message):
+    __slots__ = ("job_id", "charge_id")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    CHARGE_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    charge_id: str
+    def __init__(self, job_id: _Optional[str] = ..., charge_id: _Optional[str] = ...) -> None: ...
+
+class ReturnLeaseChargeReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

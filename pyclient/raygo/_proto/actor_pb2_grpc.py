@@ -72,6 +72,11 @@ class ActorInfoServiceStub:
                 request_serializer=actor__pb2.ChooseLeaseTargetsRequest.SerializeToString,
                 response_deserializer=actor__pb2.ChooseLeaseTargetsReply.FromString,
                 _registered_method=True)
+        self.ReturnLeaseCharge = channel.unary_unary(
+                '/raygo.v1.ActorInfoService/ReturnLeaseCharge',
+                request_serializer=actor__pb2.ReturnLeaseChargeRequest.SerializeToString,
+                response_deserializer=actor__pb2.ReturnLeaseChargeReply.FromString,
+                _registered_method=True)
 
 
 class ActorInfoServiceServicer:
@@ -139,6 +144,14 @@ class ActorInfoServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReturnLeaseCharge(self, request, context):
+        """ReturnLeaseCharge gives back the quota charge ChooseLeaseTargets took for a lease
+        (charge_id), once the lease ended or could not be had. Unknown ids are ignored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ActorInfoServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +189,11 @@ def add_ActorInfoServiceServicer_to_server(servicer, server):
                     servicer.ChooseLeaseTargets,
                     request_deserializer=actor__pb2.ChooseLeaseTargetsRequest.FromString,
                     response_serializer=actor__pb2.ChooseLeaseTargetsReply.SerializeToString,
+            ),
+            'ReturnLeaseCharge': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReturnLeaseCharge,
+                    request_deserializer=actor__pb2.ReturnLeaseChargeRequest.FromString,
+                    response_serializer=actor__pb2.ReturnLeaseChargeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -370,6 +388,33 @@ class ActorInfoService:
             '/raygo.v1.ActorInfoService/ChooseLeaseTargets',
             actor__pb2.ChooseLeaseTargetsRequest.SerializeToString,
             actor__pb2.ChooseLeaseTargetsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReturnLeaseCharge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.ActorInfoService/ReturnLeaseCharge',
+            actor__pb2.ReturnLeaseChargeRequest.SerializeToString,
+            actor__pb2.ReturnLeaseChargeReply.FromString,
             options,
             channel_credentials,
             insecure,
