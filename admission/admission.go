@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/internal/pending"
@@ -416,4 +417,18 @@ func (s *queueState) charge(charge resources.Set) {
 			s.usage[name] += amount
 		}
 	}
+}
+
+// FirstFitAmong returns the first of the declared ends at which fits holds, for
+// Capacity.EarliestFit implementations: ends are sorted and made unique here, and fitting
+// only grows as more work ends, so the search is binary. ok is false when the gang fits at
+// none of them.
+func FirstFitAmong(ends []int64, fits func(at int64) bool) (at int64, ok bool) {
+	slices.Sort(ends)
+	ends = slices.Compact(ends)
+	i := sort.Search(len(ends), func(i int) bool { return fits(ends[i]) })
+	if i == len(ends) {
+		return 0, false
+	}
+	return ends[i], true
 }

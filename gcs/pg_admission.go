@@ -3,8 +3,6 @@ package gcs
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"time"
 
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -133,14 +131,7 @@ func (c *viewCapacity) EarliestFit(gang []resources.Set) (int64, bool) {
 			ends = append(ends, max(end, c.now))
 		}
 	}
-	slices.Sort(ends)
-	ends = slices.Compact(ends)
-	// Fitting only grows as more work ends: the first end at which it fits.
-	i := sort.Search(len(ends), func(i int) bool { return c.FitsAt(gang, ends[i]) })
-	if i == len(ends) {
-		return 0, false
-	}
-	return ends[i], true
+	return admission.FirstFitAmong(ends, func(at int64) bool { return c.FitsAt(gang, at) })
 }
 
 // FitsAt reports whether the gang would fit once the held work that declared an end at

@@ -469,11 +469,5 @@ func (c *replayCapacity) EarliestFit(gang []resources.Set) (int64, bool) {
 	for _, end := range c.taken {
 		ends = append(ends, end)
 	}
-	slices.Sort(ends)
-	ends = slices.Compact(ends)
-	i := sort.Search(len(ends), func(i int) bool { return c.FitsAt(gang, ends[i]) })
-	if i == len(ends) {
-		return 0, false
-	}
-	return ends[i], true
+	return admission.FirstFitAmong(ends, func(at int64) bool { return c.FitsAt(gang, at) })
 }
