@@ -13,11 +13,12 @@ import (
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
-// kueueClass is one workload class shaped after Kueue's scheduler performance test
-// generator (test/performance/scheduler): per queue, count workloads created one every
-// interval, each asking cpus CPUs for runtime, at priority. The counts, intervals,
-// sizes and priorities below are ours, in the spirit of its default configuration, not a
-// copy of it.
+// kueueClass is one workload class of Kueue's scheduler performance test
+// (test/performance/scheduler, configs/baseline/generator.yaml): per queue, count
+// workloads created one every interval, each asking cpus CPUs for runtime, at priority.
+// The counts, intervals, sizes, priorities, quotas and preemption policies below are
+// that file's. Its workloads stand for no process, so an evicted one is gone at once:
+// gracePeriod 0s.
 type kueueClass struct {
 	name     string
 	count    int
@@ -27,8 +28,9 @@ type kueueClass struct {
 	priority int
 }
 
-// The shape of Kueue's run: 5 cohorts × 6 queues (nominal 20 CPUs, borrowing limit 100),
-// per queue 350 small, 100 medium and 50 large workloads: 15,000 in all.
+// The shape of Kueue's run: 5 cohorts × 6 queues (nominal 20 CPUs, borrowing limit 100,
+// reclaimWithinCohort Any, withinClusterQueue LowerPriority), per queue 350 small, 100
+// medium and 50 large workloads: 15,000 in all.
 var kueueClasses = []kueueClass{
 	{"small", 350, 100 * time.Millisecond, 200 * time.Millisecond, 1, 50},
 	{"medium", 100, 500 * time.Millisecond, 500 * time.Millisecond, 5, 100},
@@ -49,7 +51,7 @@ func kueueQueuesYAML() string {
 	var b strings.Builder
 	b.WriteString("priorityClasses:\n")
 	for _, c := range kueueClasses {
-		fmt.Fprintf(&b, "  - {name: %s, value: %d}\n", c.name, c.priority)
+		fmt.Fprintf(&b, "  - {name: %s, value: %d, gracePeriod: 0s}\n", c.name, c.priority)
 	}
 	b.WriteString("cohorts:\n")
 	for c := range kueueCohorts {
@@ -59,7 +61,7 @@ func kueueQueuesYAML() string {
 	for c := range kueueCohorts {
 		for q := range kueueQueuesInCohort {
 			name := fmt.Sprintf("cq-%d-%d", c, q)
-			fmt.Fprintf(&b, "  - {name: %s, cohort: cohort-%d, namespaces: [%q], resources: {CPU: {nominalQuota: %d, borrowingLimit: 100}}}\n",
+			fmt.Fprintf(&b, "  - {name: %s, cohort: cohort-%d, namespaces: [%q], resources: {CPU: {nominalQuota: %d, borrowingLimit: 100}}, preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}}\n",
 				name, c, name, kueueNominalCPUs)
 		}
 	}
