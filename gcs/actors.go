@@ -306,6 +306,20 @@ func (m *actorManager) load(ctx context.Context) error {
 	return nil
 }
 
+// heldNamespaces lists the namespace of each actor that admission holds back (one entry
+// per actor), for the queues' pending counts.
+func (m *actorManager) heldNamespaces() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, e := range m.actors {
+		if e.pending() && e.heldByAdmission() {
+			out = append(out, e.info.Namespace)
+		}
+	}
+	return out
+}
+
 // pendingByReason counts the actors waiting for a worker by pending-reason code.
 func (m *actorManager) pendingByReason() map[string]float64 {
 	m.mu.Lock()

@@ -92,7 +92,7 @@ func newTableCollector(s *Server) *tableCollector {
 		queueNominal:       d("raygo_queue_nominal_quota", "A queue's nominal quota per resource (with --queues).", "queue", "resource"),
 		queueUsage:         d("raygo_queue_usage", "What a queue's admitted work holds (groups, actors and task leases outside groups), per resource.", "queue", "resource"),
 		queueBorrowed:      d("raygo_queue_borrowed", "A queue's usage above its nominal quota, per resource.", "queue", "resource"),
-		queuePending:       d("raygo_queue_pending_workloads", "Placement groups waiting for admission in a queue.", "queue"),
+		queuePending:       d("raygo_queue_pending_workloads", "Placement groups, and actors outside groups, waiting for admission in a queue.", "queue"),
 		queueShare:         d("raygo_queue_dominant_share", "A queue's fair-sharing dominant share.", "queue"),
 		autoscalerInstances: d("raygo_autoscaler_pending_instances", "Instances the autoscaler is launching that have not joined yet, by node type and Ray instance state (QUEUED/REQUESTED, ALLOCATED, RAY_INSTALLING), from its last report.",
 			"node_type", "state"),
@@ -236,7 +236,7 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	// Queues, as `raygo queues list` shows them.
-	if queues, err := (queueService{m: c.s.pgs}).ListQueues(context.Background(), &pb.ListQueuesRequest{}); err == nil && queues.Enabled {
+	if queues, err := c.s.queueService().ListQueues(context.Background(), &pb.ListQueuesRequest{}); err == nil && queues.Enabled {
 		for _, q := range queues.Queues {
 			gauge(c.queuePending, float64(q.Pending), q.Queue)
 			gauge(c.queueShare, q.DominantShare, q.Queue)

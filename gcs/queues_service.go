@@ -43,6 +43,14 @@ func (s *Server) loadQueueConfig(ctx context.Context, fromFlag []byte) (*queues.
 type queueService struct {
 	pb.UnimplementedQueueServiceServer
 	m *pgManager
+	// heldActors lists the namespaces of the actors admission holds back; nil: none.
+	heldActors func() []string
+}
+
+// queueService is the server's QueueService, counting the actors admission holds back as
+// pending beside the groups.
+func (s *Server) queueService() queueService {
+	return queueService{m: s.pgs, heldActors: s.actors.heldNamespaces}
 }
 
 // ApplyQueues implements pb.QueueServiceServer.
@@ -70,12 +78,19 @@ func (q queueService) ApplyQueues(ctx context.Context, req *pb.ApplyQueuesReques
 // ListQueues implements pb.QueueServiceServer.
 func (q queueService) ListQueues(ctx context.Context, _ *pb.ListQueuesRequest) (*pb.ListQueuesReply, error) {
 	m := q.m
+	var heldActors []string
+	if q.heldActors != nil {
+		heldActors = q.heldActors() // before m.mu: the actor manager calls into m holding its own lock
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.admission == nil {
 		return &pb.ListQueuesReply{}, nil
 	}
 	var waiting []admission.Workload
+	for _, namespace := range heldActors {
+		waiting = append(waiting, admission.Workload{Queue: m.admission.config.QueueForNamespace(namespace)})
+	}
 	for _, s := range m.queue.shapes {
 		for _, e := range s.entries {
 			if !m.admission.ledger.Holds(e.info.PlacementGroupId) {

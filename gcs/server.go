@@ -170,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	pb.RegisterInternalKVServiceServer(s.grpc, s.kv)
 	pb.RegisterJobInfoServiceServer(s.grpc, s.jobs)
 	pb.RegisterPlacementGroupServiceServer(s.grpc, s.pgs)
-	pb.RegisterQueueServiceServer(s.grpc, queueService{m: s.pgs})
+	pb.RegisterQueueServiceServer(s.grpc, s.queueService())
 	pb.RegisterActorInfoServiceServer(s.grpc, s.actors)
 	pb.RegisterExecutableServiceServer(s.grpc, s.executables)
 	pb.RegisterAutoscalerStateServiceServer(s.grpc, s.autoscaler)
@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	registry.MustRegister(newTableCollector(s), s.pgs.metrics.decisionSeconds, s.pgs.metrics.commits)
 	// As Ray's dashboard: a port already taken is a warning, not a failure.
 	s.dashboard = metricsserver.ServeVerified(cfg.DashboardAddress, registry, s.tokens.verifier(), s.log, newDashboard(dashboardSources{
-		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: queueService{m: s.pgs}, autoscaler: s.autoscaler, metrics: registry, tenants: tenants}))
+		nodes: s.nodes, groups: s.pgs, actors: s.actors, jobs: s.jobs, queues: s.queueService(), autoscaler: s.autoscaler, metrics: registry, tenants: tenants}))
 	s.log.Info().Str("address", s.Address()).Str("gossip_address", s.gossip.Address()).
 		Str("store", cfg.Store.Name()).Int("reloaded_nodes", reloaded).Msg("GCS started")
 	return s, nil

@@ -30,11 +30,11 @@ func runQueues(args []string, stdout, stderr io.Writer) error {
 const queuesUsage = `Usage: raygo queues list [--format table|json] | raygo queues apply FILE
 
 The queues of admission (a head started with --queues FILE): quotas, usage, borrowing and
-lending per resource, and the placement groups waiting for admission.
+lending per resource, and the placement groups and actors waiting for admission.
 
   list    one line per queue and resource: nominal quota, borrowing limit, usage,
           borrowed (above nominal), lent (its part of what the cohort borrows), pending
-          groups and the fair-sharing dominant share
+          groups and held actors, and the fair-sharing dominant share
   apply   validate FILE whole (an error names the field, the running configuration stays)
           and make it the running one; it is saved in the store and survives a GCS
           restart. Lowering a quota below usage evicts nothing.
@@ -48,7 +48,7 @@ Examples:
 `
 
 func runQueuesList(args []string, stdout io.Writer) error {
-	fs := newFlagSet("queues list", "List the queues of admission: quotas, usage, borrowing, lending and pending groups.",
+	fs := newFlagSet("queues list", "List the queues of admission: quotas, usage, borrowing, lending and pending groups and actors.",
 		"  raygo queues list\n  raygo queues list --format json\n", stdout)
 	address := addressFlag(fs)
 	format := fs.String("format", "table", "table or json")

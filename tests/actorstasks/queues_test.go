@@ -49,42 +49,52 @@ func TestQueuesChargeActorsAndTasksOutsideGroups(t *testing.T) {
 	}
 	t.Cleanup(func() { client.Close() })
 
-	gpuUsage := func() (float64, error) {
+	// team reads team's GPU usage and pending count from raygo queues list.
+	team := func() (usage float64, pending int, err error) {
 		stdout, stderr, code := c.Run("queues", "list", "--format", "json")
 		if code != 0 {
-			return 0, fmt.Errorf("queues list: exit %d: %s", code, stderr)
+			return 0, 0, fmt.Errorf("queues list: exit %d: %s", code, stderr)
 		}
 		var listed []struct {
 			Queue     string `json:"queue"`
+			Pending   int    `json:"pending"`
 			Resources []struct {
 				Resource string  `json:"resource"`
 				Usage    float64 `json:"usage"`
 			} `json:"resources"`
 		}
 		if err := json.Unmarshal([]byte(stdout), &listed); err != nil {
-			return 0, fmt.Errorf("%v: %s", err, stdout)
+			return 0, 0, fmt.Errorf("%v: %s", err, stdout)
 		}
 		for _, q := range listed {
+			if q.Queue != "team" {
+				continue
+			}
+			pending = q.Pending
 			for _, r := range q.Resources {
-				if q.Queue == "team" && r.Resource == "GPU" {
-					return r.Usage, nil
+				if r.Resource == "GPU" {
+					usage = r.Usage
 				}
 			}
 		}
-		return 0, nil
+		return usage, pending, nil
 	}
-	wantUsage := func(what string, want float64) {
+	wantTeam := func(what string, wantUsage float64, wantPending int) {
 		t.Helper()
 		harness.Eventually(t, 30*time.Second, what, func() error {
-			got, err := gpuUsage()
+			usage, pending, err := team()
 			if err != nil {
 				return err
 			}
-			if got != want {
-				return fmt.Errorf("team uses %g GPUs, want %g", got, want)
+			if usage != wantUsage || pending != wantPending {
+				return fmt.Errorf("team uses %g GPUs with %d pending, want %g with %d", usage, pending, wantUsage, wantPending)
 			}
 			return nil
 		})
+	}
+	wantUsage := func(what string, want float64) {
+		t.Helper()
+		wantTeam(what, want, 0)
 	}
 	invariantsHold := func(when string) {
 		t.Helper()
@@ -132,7 +142,10 @@ func TestQueuesChargeActorsAndTasksOutsideGroups(t *testing.T) {
 	if !strings.Contains(metrics, `raygo_pending_actors{reason="QuotaExceeded"} 1`) {
 		t.Errorf("metrics lack one actor pending with QuotaExceeded:\n%s", grepLines(metrics, "raygo_pending_actors"))
 	}
-	wantUsage("the two actors charged", 2)
+	if !strings.Contains(metrics, `raygo_queue_pending_workloads{queue="team"} 1`) {
+		t.Errorf("metrics lack team's one pending workload (the held actor):\n%s", grepLines(metrics, "raygo_queue_pending_workloads"))
+	}
+	wantTeam("the two actors charged, the third pending", 2, 1)
 	invariantsHold("with two charged actors")
 
 	// Killing one returns its charge: the third starts.
