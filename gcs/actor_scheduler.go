@@ -44,12 +44,14 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	groupIDs := map[string]bool{}
 	waiting := false
 	var leases []leaseWork
+	asked := map[string]bool{} // the uncharged actors outside groups admission is asked about
 	for _, e := range m.actors {
 		if e.pending() && !e.placing {
 			waiting = true
 			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
 				groupIDs[pg] = true
 			} else if e.info.Queue == "" {
+				asked[e.info.ActorId] = true
 				leases = append(leases, leaseWork{id: actorLeaseID(e.info.ActorId), namespace: e.info.Namespace, resources: e.request, arrival: e.info.StartTimeMs})
 			}
 		}
@@ -79,7 +81,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	m.applyLeaseDecisionLocked(admitted, now)
 	var queue []*actorEntry
 	for _, e := range m.actors {
-		if !e.pending() || e.placing || e.heldByAdmission() {
+		if !e.pending() || e.placing || !admittedLocked(e, asked, admitted.enabled) {
 			continue
 		}
 		if !retryAll && e.retry.next.After(now) {
@@ -156,6 +158,18 @@ func (m *actorManager) applyLeaseDecisionLocked(d leaseDecision, now time.Time) 
 			m.log.Debug().Str("actor_id", e.info.ActorId).Str("queue", wait.queue).Str("reason", string(wait.reason)).Msg("actor held by admission")
 		}
 	}
+}
+
+// admittedLocked: admission lets e be placed in this round. An actor in a group is
+// covered by the group's charge; one outside groups must hold its queue's charge when
+// queues are on, and with them off must have been asked about in this round: one
+// created or restarted (its charge given back) while admission decided was not, and
+// waits for the next round, which its creation or restart has woken.
+func admittedLocked(e *actorEntry, asked map[string]bool, queuesOn bool) bool {
+	if e.info.SchedulingStrategy.GetPlacementGroupId() != "" || e.info.Queue != "" {
+		return true
+	}
+	return !queuesOn && asked[e.info.ActorId]
 }
 
 // sortActors orders actors by start time, then id.

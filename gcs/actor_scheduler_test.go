@@ -4,7 +4,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -100,5 +105,74 @@ func TestChooseActorNodes(t *testing.T) {
 				t.Errorf("fail %q, want %q", got.Fail, tc.fail)
 			}
 		})
+	}
+}
+
+// midRoundAdmitter is the queues' admission with something happening while it decides,
+// as a CreateActor or a restart does when it lands between a round's two halves.
+type midRoundAdmitter struct {
+	leaseAdmitter
+	during func()
+}
+
+func (a *midRoundAdmitter) admitLeases(leases []leaseWork) leaseDecision {
+	if a.during != nil {
+		a.during()
+		a.during = nil
+	}
+	return a.leaseAdmitter.admitLeases(leases)
+}
+
+// An actor outside groups that appears while admission decides (created, or restarted
+// with its charge given back) is not placed in that round uncharged: it waits for the
+// next round's decision. With queues off, the actors the round asked about are placed.
+func TestAnActorArrivingWhileAdmissionDecidesIsNotPlacedUncharged(t *testing.T) {
+	for _, queuesOn := range []bool{true, false} {
+		f := newTwoPhaseFixture(t, "a")
+		f.nodes.total = map[string]float64{"CPU": 64, "GPU": 32} // room for both actors
+		if queuesOn {
+			f.queues = issueQueues(t) // prod: 16 GPUs, no borrowing
+		}
+		f.m = f.newManager()
+		newActor := func(id string, gpus float64) *actorEntry {
+			info := &pb.ActorInfo{ActorId: id, JobId: "job", Namespace: "prod", ClassName: "Counter", State: pb.ActorState_ACTOR_PENDING_CREATION,
+				RequiredResources: map[string]float64{"GPU": gpus}, SchedulingStrategy: &pb.SchedulingStrategy{Kind: strategyDefault}, BundleIndex: -1}
+			return &actorEntry{info: info, request: parseResources(t, info.RequiredResources), changed: make(chan struct{})}
+		}
+		adm := &midRoundAdmitter{leaseAdmitter: f.m}
+		m := newActorManager(actorDeps{store: store.NewMemory(), nodes: f.nodes, groups: f.m, leases: adm, now: time.Now, log: zerolog.Nop()})
+		m.cancel() // a placement that starts gives up at once: the test reads who started one
+		held := newActor("held", 17)
+		m.actors[held.info.ActorId] = held
+		late := newActor("late", 1)
+		adm.during = func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.actors[late.info.ActorId] = late
+		}
+		m.scheduleRound(time.Now())
+
+		m.mu.Lock()
+		latePlacing, lateQueue, heldPlacing, heldCode := late.placing, late.info.Queue, held.placing, held.info.PendingReasonCode
+		m.mu.Unlock()
+		if queuesOn {
+			if latePlacing || lateQueue != "" {
+				t.Fatalf("queues on: the actor created mid-round is placing=%v with queue %q, want it unplaced and uncharged until the next round", latePlacing, lateQueue)
+			}
+			if heldPlacing || heldCode != string(pending.QuotaExceeded) {
+				t.Fatalf("queues on: the 17-GPU actor is placing=%v with code %q, want held with QuotaExceeded", heldPlacing, heldCode)
+			}
+			m.scheduleRound(time.Now())
+			m.mu.Lock()
+			latePlacing, lateQueue = late.placing, late.info.Queue
+			m.mu.Unlock()
+			if !latePlacing || lateQueue != "prod" {
+				t.Fatalf("queues on, next round: the late actor is placing=%v with queue %q, want placed charged to prod", latePlacing, lateQueue)
+			}
+			continue
+		}
+		if latePlacing || !heldPlacing {
+			t.Fatalf("queues off: placing late=%v held=%v, want the actor asked about placed and the late one left to the next round", latePlacing, heldPlacing)
+		}
 	}
 }
