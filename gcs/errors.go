@@ -50,6 +50,16 @@ func errorf(kind error, format string, args ...any) error {
 	return &gcsError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
+// errNoSuchGroup answers a call naming a placement group the GCS does not know.
+func errNoSuchGroup(id string) error {
+	return errorf(errNotFound, "placement_group_id %s: no such placement group", id)
+}
+
+// errGroupRemoved answers a call that needs a live group about one that was removed.
+func errGroupRemoved(id string) error {
+	return errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", id)
+}
+
 // statusOf maps an error of the GCS's domain code to its gRPC status: the one mapping of
 // every GCS service, installed as the server's interceptor. Errors that already carry a
 // status (a raylet's answer passed on) keep it.

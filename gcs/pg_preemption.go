@@ -481,11 +481,11 @@ func (m *pgManager) WaitPreemptionNotice(ctx context.Context, req *pb.WaitPreemp
 		e := m.lookupLocked(req.PlacementGroupId)
 		if e == nil {
 			m.mu.Unlock()
-			return nil, errorf(errNotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
+			return nil, errNoSuchGroup(req.PlacementGroupId)
 		}
 		if !e.live() {
 			m.mu.Unlock()
-			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
+			return nil, errGroupRemoved(req.PlacementGroupId)
 		}
 		e.lastNoticePoll = m.now() // a hook listens: a spot interruption notices it first
 		if listener == nil {
@@ -521,7 +521,7 @@ func (m *pgManager) AckPreemptionNotice(ctx context.Context, req *pb.AckPreempti
 	defer m.mu.Unlock()
 	e := m.lookupLocked(req.PlacementGroupId)
 	if e == nil {
-		return nil, errorf(errNotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
+		return nil, errNoSuchGroup(req.PlacementGroupId)
 	}
 	if e.eviction == nil || e.eviction.releasing || (req.TimeMs != 0 && req.TimeMs != e.eviction.notice.TimeMs) {
 		return &pb.AckPreemptionNoticeReply{}, nil

@@ -562,7 +562,7 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 		e := m.lookupLocked(req.PlacementGroupId)
 		if e == nil {
 			m.mu.Unlock()
-			return nil, errorf(errNotFound, "placement_group_id %s: no such placement group", req.PlacementGroupId)
+			return nil, errNoSuchGroup(req.PlacementGroupId)
 		}
 		switch e.info.State {
 		case pb.PlacementGroupState_CREATED:
@@ -571,7 +571,7 @@ func (m *pgManager) WaitPlacementGroupUntilReady(ctx context.Context, req *pb.Wa
 			return reply, nil
 		case pb.PlacementGroupState_REMOVED:
 			m.mu.Unlock()
-			return nil, errorf(errFailedPrecondition, "placement_group_id %s: placement group was removed", req.PlacementGroupId)
+			return nil, errGroupRemoved(req.PlacementGroupId)
 		}
 		changed := e.changedLocked()
 		m.mu.Unlock()
