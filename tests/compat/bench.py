@@ -58,7 +58,7 @@ def main() -> int:
         for backend, python in (("ray", args.ray_python), ("raygo", args.raygo_python)):
             processes = run.Processes()
             try:
-                address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)
+                address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)[0]
                 results[backend] = measure(python, backend, address)
             finally:
                 processes.stop()
