@@ -267,7 +267,12 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if namespace == "" {
 		namespace = "default"
 	}
-	id := newPlacementGroupID(jobIDBytes)
+	id := req.PlacementGroupId
+	if id == "" {
+		id = newPlacementGroupID(jobIDBytes)
+	} else if err := checkClientGroupID(id, jobIDBytes); err != nil {
+		return nil, err
+	}
 	now := m.now().UnixMilli()
 	info := &pb.PlacementGroupInfo{
 		PlacementGroupId: id, Name: req.Name, Namespace: namespace,
@@ -286,6 +291,19 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	e.queuedSince = time.UnixMilli(now)
 
 	m.mu.Lock()
+	if prior := m.lookupLocked(id); prior != nil {
+		// A create sent again (its answer was lost): the group it made, never a second.
+		if prior.info.CreatorJobId != req.CreatorJobId || prior.info.Namespace != namespace {
+			m.mu.Unlock()
+			return nil, errorf(fielderr.ErrInvalid, "placement_group_id: %s is another group's id", id)
+		}
+		reply := proto.Clone(prior.info).(*pb.PlacementGroupInfo)
+		m.mu.Unlock()
+		if req.WaitFirstAttemptMs > 0 && reply.State != pb.PlacementGroupState_REMOVED {
+			reply = m.waitFirstAttempt(ctx, prior, id, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
+		}
+		return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
+	}
 	if req.Name != "" {
 		if _, taken := m.names[nameKey(namespace, req.Name)]; taken {
 			m.mu.Unlock()
@@ -406,6 +424,22 @@ func newPlacementGroupID(jobID []byte) string {
 		jobID = make([]byte, 4)
 	}
 	return ids.Random(placementGroupIDBytes) + hex.EncodeToString(jobID)
+}
+
+// checkClientGroupID checks a placement-group id chosen by the client: Ray's shape, 14
+// bytes then the creator job's 4 (zero without a job), as lowercase hex.
+func checkClientGroupID(id string, jobID []byte) error {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != placementGroupIDBytes+4 || hex.EncodeToString(raw) != id {
+		return errorf(fielderr.ErrInvalid, "placement_group_id: must be %d lowercase hex characters, got %q", 2*(placementGroupIDBytes+4), id)
+	}
+	if len(jobID) != 4 {
+		jobID = make([]byte, 4)
+	}
+	if tail := hex.EncodeToString(jobID); id[2*placementGroupIDBytes:] != tail {
+		return errorf(fielderr.ErrInvalid, "placement_group_id: must end with the creator job's id %s, got %s", tail, id)
+	}
+	return nil
 }
 
 // RemovePlacementGroup implements pb.PlacementGroupServiceServer.
