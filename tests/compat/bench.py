@@ -37,8 +37,7 @@ def measure(python: str, backend: str, address: str) -> Dict[str, Any]:
     if backend == "ray":
         env.update(run.RAY_ENV)
     else:
-        # This tree's client, not whichever one the venv has installed.
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(run.ROOT / "pyclient"), env.get("PYTHONPATH")]))
+        run.use_tree_client(env)
     out = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=1800, check=False)
     sys.stderr.write(out.stderr[-3000:] if out.returncode else "".join(
         line + "\n" for line in out.stderr.splitlines() if line.startswith(backend + ":")))
