@@ -818,8 +818,13 @@ type CreatePlacementGroupRequest struct {
 	// group live or still listed REMOVED) answers that group: a retried create never makes a
 	// second group.
 	PlacementGroupId string `protobuf:"bytes,12,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When > 0, the creator job's count of this create (1, 2, ...): a client that sends
+	// creates without waiting for each other's answers numbers them, and the GCS registers
+	// a job's creates in that order (a create waits, at most a second, for the ones numbered
+	// before it), so its groups queue in the order they were asked for.
+	ClientSeq     int64 `protobuf:"varint,13,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatePlacementGroupRequest) Reset() {
@@ -934,6 +939,13 @@ func (x *CreatePlacementGroupRequest) GetPlacementGroupId() string {
 		return x.PlacementGroupId
 	}
 	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetClientSeq() int64 {
+	if x != nil {
+		return x.ClientSeq
+	}
+	return 0
 }
 
 type CreatePlacementGroupReply struct {
@@ -2082,7 +2094,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\atime_ms\x18\x03 \x01(\x03R\x06timeMs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x04 \x01(\x03R\n" +
 	"deadlineMs\x12\"\n" +
-	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xa6\x06\n" +
+	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xc5\x06\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -2096,7 +2108,9 @@ const file_placement_group_proto_rawDesc = "" +
 	"\bpriority\x18\n" +
 	" \x01(\tR\bpriority\x12\"\n" +
 	"\rmax_runtime_s\x18\v \x01(\x03R\vmaxRuntimeS\x12,\n" +
-	"\x12placement_group_id\x18\f \x01(\tR\x10placementGroupId\x1a\xd7\x02\n" +
+	"\x12placement_group_id\x18\f \x01(\tR\x10placementGroupId\x12\x1d\n" +
+	"\n" +
+	"client_seq\x18\r \x01(\x03R\tclientSeq\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

@@ -8,6 +8,7 @@ Everything that touches the network lives here; the public modules (``raygo``,
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import logging
 import os
 import socket
@@ -47,7 +48,7 @@ SHUTDOWN_RPC_TIMEOUT_S = 5.0
 # Pause before a ready-wait that lost its connection is sent again.
 READY_RETRY_DELAY_S = 0.2
 # How many creates and removes sent without waiting may be in flight at once.
-ASYNC_SENDERS = int(os.environ.get("RAYGO_ASYNC_SENDERS", "16"))
+ASYNC_SENDERS = 16
 
 
 class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
@@ -130,6 +131,8 @@ class GcsClient:
         self.driver_ip = _driver_ip(host)
         self._lock = threading.Lock()
         self._closed = False
+        # Numbers the creates in the order they are asked for: the GCS registers them so.
+        self._create_seq = itertools.count(1)
         # Creates and removes sent without waiting and not answered yet.
         self._in_flight_lock = threading.Lock()
         self._in_flight: Set["concurrent.futures.Future[Any]"] = set()
@@ -321,6 +324,7 @@ class GcsClient:
     def create_placement_group(self, request: "placement_group_pb2.CreatePlacementGroupRequest") -> Any:
         request.namespace = self.namespace
         request.creator_job_id = self.job_id
+        request.client_seq = next(self._create_seq)
         reply = self.call("create placement group", self._pgs.CreatePlacementGroup, request)
         return self._created_row(request, reply)
 
@@ -334,6 +338,9 @@ class GcsClient:
         """
         request.namespace = self.namespace
         request.creator_job_id = self.job_id
+        # Sent alongside others, it may reach the GCS before the ones asked for earlier:
+        # the number keeps the groups queued in the order asked for.
+        request.client_seq = next(self._create_seq)
         return _AsyncCall(
             self, "create placement group", self._pgs.CreatePlacementGroup, request,
             lambda reply: self._created_row(request, reply), self._why_refused,

@@ -234,3 +234,14 @@ def test_groups_created_at_once_get_the_ids_their_handles_have(driver: Cluster) 
         remove_placement_group(pg)
     rows = placement_group_table()
     assert all(rows[pg.id.hex()]["state"] == "REMOVED" for pg in groups)
+
+
+def test_groups_created_at_once_queue_in_the_order_they_were_asked_for(driver: Cluster) -> None:
+    # Sent on several threads and as gRPC futures, they reach the GCS in any order; their
+    # numbers make it queue them as asked (the table lists groups in queue order).
+    groups = [placement_group([{"CPU": 1000}]) for _ in range(3 * raygo._gcs.ASYNC_SENDERS)]
+    wanted = [pg.id.hex() for pg in groups]
+    listed = [pg_id for pg_id in placement_group_table() if pg_id in set(wanted)]
+    assert listed == wanted
+    for pg in groups:
+        remove_placement_group(pg)
