@@ -38,17 +38,18 @@ func (o *createOrder) jobLocked(job string) *jobCreates {
 }
 
 // await returns once seq is the job's next create (or one numbered after it already
-// went), or createOrderWait passed, or ctx ended.
-func (o *createOrder) await(ctx context.Context, job string, seq int64) {
+// went), or createOrderWait passed, or ctx ended; it reports the number it waited for
+// when it stopped waiting for it (0 when it did not).
+func (o *createOrder) await(ctx context.Context, job string, seq int64) (gap int64) {
 	var timeout <-chan time.Time
 	for {
 		o.mu.Lock()
 		j := o.jobLocked(job)
 		if seq <= j.next {
 			o.mu.Unlock()
-			return
+			return 0
 		}
-		changed := j.changed
+		changed, next := j.changed, j.next
 		o.mu.Unlock()
 		if timeout == nil {
 			timer := time.NewTimer(createOrderWait)
@@ -58,9 +59,9 @@ func (o *createOrder) await(ctx context.Context, job string, seq int64) {
 		select {
 		case <-changed:
 		case <-timeout:
-			return
+			return next
 		case <-ctx.Done():
-			return
+			return next
 		}
 	}
 }

@@ -43,9 +43,13 @@ func TestANumberedCreateDoesNotWaitForeverForAGap(t *testing.T) {
 	var o createOrder
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	o.await(ended, "job", 5) // 1 to 4 never come: it goes when its wait ends
+	if gap := o.await(ended, "job", 5); gap != 1 { // 1 to 4 never come: it goes when its wait ends
+		t.Fatalf("gap %d, want 1 (the create waited for)", gap)
+	}
 	o.done("job", 5)
-	o.await(context.Background(), "job", 3) // late: goes at once
+	if gap := o.await(context.Background(), "job", 3); gap != 0 { // late: goes at once
+		t.Fatalf("gap %d for a late create, want 0", gap)
+	}
 	o.done("job", 3)
 	o.mu.Lock()
 	next := o.jobs["job"].next

@@ -222,7 +222,9 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	// A numbered create of a live job is registered after the ones numbered before it.
 	ordered := req.ClientSeq > 0 && req.CreatorJobId != "" && m.jobs.get(req.CreatorJobId) != nil
 	if ordered {
-		m.order.await(ctx, req.CreatorJobId, req.ClientSeq)
+		if gap := m.order.await(ctx, req.CreatorJobId, req.ClientSeq); gap > 0 {
+			m.log.Warn().Str("job_id", req.CreatorJobId).Int64("client_seq", req.ClientSeq).Int64("missing", gap).Msg("registering a numbered create without the ones numbered before it")
+		}
 	}
 	e, reply, err := m.register(req)
 	if ordered {

@@ -47,8 +47,12 @@ DEFAULT_RPC_TIMEOUT_S = 30.0
 SHUTDOWN_RPC_TIMEOUT_S = 5.0
 # Pause before a ready-wait that lost its connection is sent again.
 READY_RETRY_DELAY_S = 0.2
-# How many creates and removes sent without waiting may be in flight at once.
-ASYNC_SENDERS = 16
+# Creates and removes sent without waiting go on the client's sender threads (blocking
+# calls) while at most this many are in flight, and as gRPC futures beyond: a future
+# starts a thread whenever no other is in flight, which costs more than a call, but in a
+# burst one thread serves them all, and futures sent from the caller's thread leave in the
+# order asked for.
+ASYNC_SENDERS = 2
 
 
 class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
@@ -136,10 +140,8 @@ class GcsClient:
         # Creates and removes sent without waiting and not answered yet.
         self._in_flight_lock = threading.Lock()
         self._in_flight: Set["concurrent.futures.Future[Any]"] = set()
-        # Sends them: blocking calls on a few threads of its own, and gRPC's futures beyond
-        # that many (a future starts a thread whenever no other is in flight, which costs
-        # more than a call; in a burst one thread serves them all).
-        self._senders = concurrent.futures.ThreadPoolExecutor(ASYNC_SENDERS, thread_name_prefix="raygo-send")
+        # Sends them (see ASYNC_SENDERS); threads to spare for retries, which sleep first.
+        self._senders = concurrent.futures.ThreadPoolExecutor(2 * ASYNC_SENDERS, thread_name_prefix="raygo-send")
         self._stop_renewal = threading.Event()
         try:
             self.cluster_info = self._handshake()

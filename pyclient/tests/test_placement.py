@@ -222,8 +222,8 @@ def test_a_removal_returns_at_once_and_every_later_call_sees_it(driver: Cluster)
 
 
 def test_groups_created_at_once_get_the_ids_their_handles_have(driver: Cluster) -> None:
-    # More at once than the client's sender threads: the rest go as gRPC futures.
-    groups = [placement_group([{"CPU": 0.01}]) for _ in range(3 * raygo._gcs.ASYNC_SENDERS)]
+    # More at once than the client's sender threads take: the rest go as gRPC futures.
+    groups = [placement_group([{"CPU": 0.01}]) for _ in range(48)]
     assert raygo.get([pg.ready() for pg in groups], timeout=60) == groups
     rows = placement_group_table()
     assert all(rows[pg.id.hex()]["state"] == "CREATED" for pg in groups)
@@ -239,7 +239,7 @@ def test_groups_created_at_once_get_the_ids_their_handles_have(driver: Cluster) 
 def test_groups_created_at_once_queue_in_the_order_they_were_asked_for(driver: Cluster) -> None:
     # Sent on several threads and as gRPC futures, they reach the GCS in any order; their
     # numbers make it queue them as asked (the table lists groups in queue order).
-    groups = [placement_group([{"CPU": 1000}]) for _ in range(3 * raygo._gcs.ASYNC_SENDERS)]
+    groups = [placement_group([{"CPU": 1000}]) for _ in range(48)]
     wanted = [pg.id.hex() for pg in groups]
     listed = [pg_id for pg_id in placement_group_table() if pg_id in set(wanted)]
     assert listed == wanted
