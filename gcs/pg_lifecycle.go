@@ -258,6 +258,7 @@ var (
 // onJobDead removes the non-detached groups the job created and returns the charges of
 // its task leases.
 func (m *pgManager) onJobDead(job *pb.JobInfo) {
+	m.order.forget(job.JobId)
 	m.mu.Lock()
 	m.returnJobLeasesLocked(job.JobId)
 	var ids []string

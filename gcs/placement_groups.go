@@ -155,6 +155,8 @@ type pgManager struct {
 	view      *clusterView
 	viewStale atomic.Bool
 	rounds    roundHistory
+	// order registers each job's numbered creates in their order (pg_create_order.go).
+	order createOrder
 }
 
 // pgDeps is what the placement-group manager is given: the store, the node and job
@@ -217,6 +219,29 @@ func parseBundles(strategy pb.PlacementStrategy, topology string, bundles []*pb.
 
 // CreatePlacementGroup implements pb.PlacementGroupServiceServer.
 func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlacementGroupRequest) (*pb.CreatePlacementGroupReply, error) {
+	// A numbered create of a live job is registered after the ones numbered before it.
+	ordered := req.ClientSeq > 0 && req.CreatorJobId != "" && m.jobs.get(req.CreatorJobId) != nil
+	if ordered {
+		if gap := m.order.await(ctx, req.CreatorJobId, req.ClientSeq); gap > 0 {
+			m.log.Warn().Str("job_id", req.CreatorJobId).Int64("client_seq", req.ClientSeq).Int64("missing", gap).Msg("registering a numbered create without the ones numbered before it")
+		}
+	}
+	e, reply, err := m.register(req)
+	if ordered {
+		m.order.done(req.CreatorJobId, req.ClientSeq)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if req.WaitFirstAttemptMs > 0 && reply.State != pb.PlacementGroupState_REMOVED {
+		reply = m.waitFirstAttempt(ctx, e, reply.PlacementGroupId, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
+	}
+	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
+}
+
+// register validates a create and queues the new group (or, for an id the same creator
+// already used, finds the group it made), returning it and a copy of its row.
+func (m *pgManager) register(req *pb.CreatePlacementGroupRequest) (*pgEntry, *pb.PlacementGroupInfo, error) {
 	spec := placement.RequestSpec{Strategy: req.Strategy, Topology: req.Topology}
 	hasSelector := false
 	for _, b := range req.Bundles {
@@ -229,22 +254,22 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	}
 	request, err := placement.ParseRequest(spec)
 	if err != nil {
-		return nil, errorf(fielderr.ErrInvalid, "%s", err.Error())
+		return nil, nil, errorf(fielderr.ErrInvalid, "%s", err.Error())
 	}
 	if req.Strategy == "" {
-		return nil, errorf(fielderr.ErrInvalid, "%s", "strategy: required: one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
+		return nil, nil, errorf(fielderr.ErrInvalid, "%s", "strategy: required: one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
 	}
 	if err := checkName("name", req.Name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkName("namespace", req.Namespace); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.MaxRuntimeS < 0 || req.MaxRuntimeS > maxRuntimeLimitS {
-		return nil, errorf(fielderr.ErrInvalid, "max_runtime_s: must be from 0 (none) to %d (a year), got %d", maxRuntimeLimitS, req.MaxRuntimeS)
+		return nil, nil, errorf(fielderr.ErrInvalid, "max_runtime_s: must be from 0 (none) to %d (a year), got %d", maxRuntimeLimitS, req.MaxRuntimeS)
 	}
 	if req.Lifetime != "" && req.Lifetime != lifetimeDetached {
-		return nil, errorf(fielderr.ErrInvalid, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
+		return nil, nil, errorf(fielderr.ErrInvalid, "lifetime: must be empty (the creator's) or %q, got %q", lifetimeDetached, req.Lifetime)
 	}
 	detached := req.Lifetime == lifetimeDetached
 	namespace := req.Namespace
@@ -252,22 +277,27 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	if req.CreatorJobId != "" {
 		job := m.jobs.get(req.CreatorJobId)
 		if job == nil {
-			return nil, errorf(fielderr.ErrInvalid, "creator_job_id: no job %q", req.CreatorJobId)
+			return nil, nil, errorf(fielderr.ErrInvalid, "creator_job_id: no job %q", req.CreatorJobId)
 		}
 		if job.IsDead {
-			return nil, errorf(fielderr.ErrInvalid, "creator_job_id: job %s has finished", req.CreatorJobId)
+			return nil, nil, errorf(fielderr.ErrInvalid, "creator_job_id: job %s has finished", req.CreatorJobId)
 		}
 		if namespace == "" {
 			namespace = job.Namespace
 		}
 		jobIDBytes, _ = hex.DecodeString(req.CreatorJobId)
 	} else if !detached {
-		return nil, errorf(fielderr.ErrInvalid, "%s", "creator_job_id: required unless lifetime is \"detached\" (a group dies with the job that created it)")
+		return nil, nil, errorf(fielderr.ErrInvalid, "%s", "creator_job_id: required unless lifetime is \"detached\" (a group dies with the job that created it)")
 	}
 	if namespace == "" {
 		namespace = "default"
 	}
-	id := newPlacementGroupID(jobIDBytes)
+	id := req.PlacementGroupId
+	if id == "" {
+		id = newPlacementGroupID(jobIDBytes)
+	} else if err := checkClientGroupID(id, jobIDBytes); err != nil {
+		return nil, nil, err
+	}
 	now := m.now().UnixMilli()
 	info := &pb.PlacementGroupInfo{
 		PlacementGroupId: id, Name: req.Name, Namespace: namespace,
@@ -280,21 +310,31 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 		info.Bundles = append(info.Bundles, &pb.Bundle{BundleIndex: int32(i), UnitResources: request.Bundles[i].ToFloat(), LabelSelector: b.GetLabelSelector()})
 	}
 	if err := m.resolveQueue(req, info); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e := newPGEntry(info, request)
 	e.queuedSince = time.UnixMilli(now)
 
 	m.mu.Lock()
+	if prior := m.lookupLocked(id); prior != nil {
+		// A create sent again (its answer was lost): the group it made, never a second.
+		if prior.info.CreatorJobId != req.CreatorJobId || prior.info.Namespace != namespace {
+			m.mu.Unlock()
+			return nil, nil, errorf(fielderr.ErrInvalid, "placement_group_id: %s is another group's id", id)
+		}
+		reply := proto.Clone(prior.info).(*pb.PlacementGroupInfo)
+		m.mu.Unlock()
+		return prior, reply, nil
+	}
 	if req.Name != "" {
 		if _, taken := m.names[nameKey(namespace, req.Name)]; taken {
 			m.mu.Unlock()
-			return nil, errorf(fielderr.ErrInvalid, "name: a placement group named %q already exists in namespace %q", req.Name, namespace)
+			return nil, nil, errorf(fielderr.ErrInvalid, "name: a placement group named %q already exists in namespace %q", req.Name, namespace)
 		}
 	}
 	if err := m.persistLocked(e); err != nil {
 		m.mu.Unlock()
-		return nil, errorf(errUnavailable, "%s", err.Error())
+		return nil, nil, errorf(errUnavailable, "%s", err.Error())
 	}
 	m.seq++
 	e.seq = m.seq
@@ -311,10 +351,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	m.mu.Unlock()
 	m.kick()
 	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
-	if req.WaitFirstAttemptMs > 0 {
-		reply = m.waitFirstAttempt(ctx, e, id, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
-	}
-	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
+	return e, reply, nil
 }
 
 // maxWaitFirstAttemptMs caps CreatePlacementGroupRequest.wait_first_attempt_ms.
@@ -406,6 +443,22 @@ func newPlacementGroupID(jobID []byte) string {
 		jobID = make([]byte, 4)
 	}
 	return ids.Random(placementGroupIDBytes) + hex.EncodeToString(jobID)
+}
+
+// checkClientGroupID checks a placement-group id chosen by the client: Ray's shape, 14
+// bytes then the creator job's 4 (zero without a job), as lowercase hex.
+func checkClientGroupID(id string, jobID []byte) error {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) != placementGroupIDBytes+4 || hex.EncodeToString(raw) != id {
+		return errorf(fielderr.ErrInvalid, "placement_group_id: must be %d lowercase hex characters, got %q", 2*(placementGroupIDBytes+4), id)
+	}
+	if len(jobID) != 4 {
+		jobID = make([]byte, 4)
+	}
+	if tail := hex.EncodeToString(jobID); id[2*placementGroupIDBytes:] != tail {
+		return errorf(fielderr.ErrInvalid, "placement_group_id: must end with the creator job's id %s, got %s", tail, id)
+	}
+	return nil
 }
 
 // RemovePlacementGroup implements pb.PlacementGroupServiceServer.

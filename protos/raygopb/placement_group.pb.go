@@ -811,7 +811,18 @@ type CreatePlacementGroupRequest struct {
 	Priority string `protobuf:"bytes,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	// When > 0, the group is removed once it has run (been CREATED) this many seconds,
 	// as Kueue's maximumExecutionTimeSeconds; at most 31,536,000 (a year).
-	MaxRuntimeS   int64 `protobuf:"varint,11,opt,name=max_runtime_s,json=maxRuntimeS,proto3" json:"max_runtime_s,omitempty"`
+	MaxRuntimeS int64 `protobuf:"varint,11,opt,name=max_runtime_s,json=maxRuntimeS,proto3" json:"max_runtime_s,omitempty"`
+	// The group's id chosen by the client (36 hex characters: 14 random bytes, then the
+	// creator job's 4-byte id, zero without one), as a Ray driver makes its own; empty: the
+	// GCS picks one. A create sent again with an id that the same job already created (the
+	// group live or still listed REMOVED) answers that group: a retried create never makes a
+	// second group.
+	PlacementGroupId string `protobuf:"bytes,12,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	// When > 0, the creator job's count of this create (1, 2, ...): a client that sends
+	// creates without waiting for each other's answers numbers them, and the GCS registers
+	// a job's creates in that order (a create waits, at most a second, for the ones numbered
+	// before it), so its groups queue in the order they were asked for.
+	ClientSeq     int64 `protobuf:"varint,13,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +930,20 @@ func (x *CreatePlacementGroupRequest) GetPriority() string {
 func (x *CreatePlacementGroupRequest) GetMaxRuntimeS() int64 {
 	if x != nil {
 		return x.MaxRuntimeS
+	}
+	return 0
+}
+
+func (x *CreatePlacementGroupRequest) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+func (x *CreatePlacementGroupRequest) GetClientSeq() int64 {
+	if x != nil {
+		return x.ClientSeq
 	}
 	return 0
 }
@@ -2069,7 +2094,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\atime_ms\x18\x03 \x01(\x03R\x06timeMs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x04 \x01(\x03R\n" +
 	"deadlineMs\x12\"\n" +
-	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xf8\x05\n" +
+	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xc5\x06\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -2082,7 +2107,10 @@ const file_placement_group_proto_rawDesc = "" +
 	"\x05queue\x18\t \x01(\tR\x05queue\x12\x1a\n" +
 	"\bpriority\x18\n" +
 	" \x01(\tR\bpriority\x12\"\n" +
-	"\rmax_runtime_s\x18\v \x01(\x03R\vmaxRuntimeS\x1a\xd7\x02\n" +
+	"\rmax_runtime_s\x18\v \x01(\x03R\vmaxRuntimeS\x12,\n" +
+	"\x12placement_group_id\x18\f \x01(\tR\x10placementGroupId\x12\x1d\n" +
+	"\n" +
+	"client_seq\x18\r \x01(\x03R\tclientSeq\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

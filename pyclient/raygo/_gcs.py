@@ -8,13 +8,14 @@ Everything that touches the network lives here; the public modules (``raygo``,
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import logging
 import os
 import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple
 
 import grpc
 
@@ -46,6 +47,12 @@ DEFAULT_RPC_TIMEOUT_S = 30.0
 SHUTDOWN_RPC_TIMEOUT_S = 5.0
 # Pause before a ready-wait that lost its connection is sent again.
 READY_RETRY_DELAY_S = 0.2
+# Creates and removes sent without waiting go on the client's sender threads (blocking
+# calls) while at most this many are in flight, and as gRPC futures beyond: a future
+# starts a thread whenever no other is in flight, which costs more than a call, but in a
+# burst one thread serves them all, and futures sent from the caller's thread leave in the
+# order asked for.
+ASYNC_SENDERS = 2
 
 
 class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
@@ -94,8 +101,12 @@ def _driver_ip(gcs_host: str) -> str:
 class GcsClient:
     """One connection to a GCS, registered as one job whose lease a daemon thread renews.
 
-    Safe for concurrent use: gRPC stubs are thread-safe and the only mutable state (the
-    closing flag and the renewal thread) is guarded by a lock.
+    Safe for concurrent use: gRPC stubs are thread-safe and the mutable state (the closing
+    flag, the renewal thread, the creates and removes in flight) is guarded by locks.
+
+    Creates and removes may be sent without waiting (``create_placement_group_async``,
+    ``remove_placement_group_async``); every synchronous call waits for the ones in flight
+    first, so a driver's later calls see what it asked for before.
     """
 
     def __init__(self, address: str, namespace: str, connect_timeout_s: float) -> None:
@@ -124,6 +135,13 @@ class GcsClient:
         self.driver_ip = _driver_ip(host)
         self._lock = threading.Lock()
         self._closed = False
+        # Numbers the creates in the order they are asked for: the GCS registers them so.
+        self._create_seq = itertools.count(1)
+        # Creates and removes sent without waiting and not answered yet.
+        self._in_flight_lock = threading.Lock()
+        self._in_flight: Set["concurrent.futures.Future[Any]"] = set()
+        # Sends them (see ASYNC_SENDERS); threads to spare for retries, which sleep first.
+        self._senders = concurrent.futures.ThreadPoolExecutor(2 * ASYNC_SENDERS, thread_name_prefix="raygo-send")
         self._stop_renewal = threading.Event()
         try:
             self.cluster_info = self._handshake()
@@ -206,7 +224,10 @@ class GcsClient:
         return RaySystemError(f"{what}: GCS at {self.address} answered {name}: {details}")
 
     def call(self, what: str, method: Callable, request: Any, timeout: float = DEFAULT_RPC_TIMEOUT_S) -> Any:
-        """Makes one unary call; waits for a reconnecting GCS up to timeout."""
+        """Makes one unary call, after the creates and removes in flight are answered;
+        waits for a reconnecting GCS up to timeout.
+        """
+        self.flush(timeout)
         try:
             return method(request, timeout=timeout, wait_for_ready=True)
         except grpc.RpcError as err:
@@ -245,7 +266,9 @@ class GcsClient:
                     warned = True
 
     def close(self) -> None:
-        """Marks the job finished (its non-detached groups are removed) and closes the channel."""
+        """Waits for the creates and removes in flight, marks the job finished (its
+        non-detached groups are removed) and closes the channel."""
+        self.flush(SHUTDOWN_RPC_TIMEOUT_S)
         with self._lock:
             if self._closed:
                 return
@@ -259,6 +282,7 @@ class GcsClient:
                                self.job_id, self.address, rpc_status(err)[1])
             self._closed = True
             self._channel.close()
+        self._senders.shutdown(wait=False)
 
     @property
     def closed(self) -> bool:
@@ -302,7 +326,42 @@ class GcsClient:
     def create_placement_group(self, request: "placement_group_pb2.CreatePlacementGroupRequest") -> Any:
         request.namespace = self.namespace
         request.creator_job_id = self.job_id
+        request.client_seq = next(self._create_seq)
         reply = self.call("create placement group", self._pgs.CreatePlacementGroup, request)
+        return self._created_row(request, reply)
+
+    def create_placement_group_async(
+        self, request: "placement_group_pb2.CreatePlacementGroupRequest"
+    ) -> "concurrent.futures.Future[Any]":
+        """Sends the create without waiting: a future of the group's row as the GCS
+        answered it (or of the error, as ``create_placement_group`` would raise it). The
+        request must carry the group's id, so that a create sent again after a lost
+        connection answers the same group.
+        """
+        request.namespace = self.namespace
+        request.creator_job_id = self.job_id
+        # Sent alongside others, it may reach the GCS before the ones asked for earlier:
+        # the number keeps the groups queued in the order asked for.
+        request.client_seq = next(self._create_seq)
+        return _AsyncCall(
+            self, "create placement group", self._pgs.CreatePlacementGroup, request,
+            lambda reply: self._created_row(request, reply), self._why_refused,
+        ).result
+
+    def _why_refused(self, err: Exception) -> Exception:
+        """A create's refusal, or the reason behind it: a GCS restarted on its empty memory
+        store no longer knows this driver's job."""
+        emptied = None if self._closed else self.store_emptied_note()
+        return RaySystemError(emptied) if emptied else err
+
+    def _created_row(self, request: Any, reply: Any) -> Any:
+        """The row a create answered, checked to be the group asked for."""
+        if request.placement_group_id and reply.placement_group.placement_group_id != request.placement_group_id:
+            raise RaySystemError(
+                f"create placement group: the GCS at {self.address} answered group "
+                f"{reply.placement_group.placement_group_id}, not {request.placement_group_id}: it does not take "
+                "client-chosen ids (an older raygo); upgrade it"
+            )
         return reply.placement_group
 
     def remove_placement_group(self, pg_id: str) -> None:
@@ -311,6 +370,63 @@ class GcsClient:
             self._pgs.RemovePlacementGroup,
             placement_group_pb2.RemovePlacementGroupRequest(placement_group_id=pg_id),
         )
+
+    def remove_placement_group_async(
+        self, pg_id: str, after: "Optional[concurrent.futures.Future[Any]]" = None
+    ) -> "concurrent.futures.Future[Any]":
+        """Sends the removal without waiting (after ``after``, the group's create, when it
+        is still in flight); an error is logged, as a Ray driver's removal reports none.
+        """
+        what = f"remove placement group {pg_id}"
+        removal = _AsyncCall(
+            self, what, self._pgs.RemovePlacementGroup,
+            placement_group_pb2.RemovePlacementGroupRequest(placement_group_id=pg_id), lambda r: None, after=after,
+        ).result
+        removal.add_done_callback(_log_failure)
+        return removal
+
+    # --- calls in flight ---------------------------------------------------------------
+
+    def _track(self, future: "concurrent.futures.Future[Any]") -> None:
+        with self._in_flight_lock:
+            self._in_flight.add(future)
+        future.add_done_callback(self._untrack)
+
+    def _untrack(self, future: "concurrent.futures.Future[Any]") -> None:
+        with self._in_flight_lock:
+            self._in_flight.discard(future)
+
+    def in_flight(self) -> int:
+        """How many creates and removes sent without waiting are not answered yet."""
+        return len(self._in_flight)
+
+    def flush(self, timeout: Optional[float] = DEFAULT_RPC_TIMEOUT_S) -> None:
+        """Waits (up to timeout) until the creates and removes sent so far are answered."""
+        with self._in_flight_lock:
+            pending = list(self._in_flight)
+        if pending:
+            concurrent.futures.wait(pending, timeout=timeout)
+
+    def _after_in_flight(self, fn: Callable[[], None]) -> None:
+        """Calls fn once the creates and removes sent so far are answered (at once when
+        none is in flight)."""
+        with self._in_flight_lock:
+            pending = list(self._in_flight)
+        if not pending:
+            fn()
+            return
+        left = [len(pending)]
+        lock = threading.Lock()
+
+        def one_done(_: Any) -> None:
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                fn()
+
+        for future in pending:
+            future.add_done_callback(one_done)
 
     def get_placement_group(self, pg_id: str) -> Optional[Any]:
         reply = self.call(
@@ -339,6 +455,7 @@ class GcsClient:
         Returns ("created", info), ("timeout", None), ("removed", None) or ("unknown", None).
         """
         deadline = time.monotonic() + max(timeout_s, 0.0)
+        self.flush(max(timeout_s, 0.0))
         try:
             reply = self._pgs.WaitPlacementGroupUntilReady(
                 placement_group_pb2.WaitPlacementGroupUntilReadyRequest(placement_group_id=pg_id),
@@ -388,14 +505,138 @@ class GcsClient:
             placement_group_pb2.AckPreemptionNoticeRequest(placement_group_id=pg_id, time_ms=time_ms),
         )
 
-    def ready_future(self, pg_id: str, value: Any) -> "concurrent.futures.Future[Any]":
+    def ready_future(
+        self, pg_id: str, value: Any, created: "Optional[concurrent.futures.Future[Any]]" = None
+    ) -> "concurrent.futures.Future[Any]":
         """A future that resolves to value once the group is CREATED.
 
         It fails with TaskPlacementGroupRemoved if the group is removed first, and with
         RaySystemError for an unknown group or when the client shuts down. A wait cut by a
-        lost connection (a GCS restart) is sent again.
+        lost connection (a GCS restart) is sent again. ``created`` is the group's create
+        when it is in flight: its answer settles the future when it says CREATED (or the
+        create failed); the long poll, when needed, starts after it. Without one, the long
+        poll starts once the creates and removes in flight are answered.
         """
-        return _ReadyWaiter(self, pg_id, value).result
+        waiter = _ReadyWaiter(self, pg_id, value)
+        if created is None:
+            self._after_in_flight(waiter.start)
+        else:
+            created.add_done_callback(waiter.on_created)
+        return waiter.result
+
+
+def _log_failure(future: "concurrent.futures.Future[Any]") -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("raygo: %s", future.exception())
+
+
+class _AsyncCall:
+    """One unary call sent without blocking the caller (after ``after`` settles, when
+    given), settled into a concurrent Future with ``answer(reply)`` or the translated error.
+    A call cut by a lost connection is sent again until its deadline: creates (by their
+    client-chosen id) and removes are idempotent. The client flushes it before its other
+    calls.
+    """
+
+    def __init__(
+        self, client: GcsClient, what: str, method: Any, request: Any, answer: Callable[[Any], Any],
+        explain: Callable[[Exception], Exception] = lambda err: err,
+        after: "Optional[concurrent.futures.Future[Any]]" = None,
+    ) -> None:
+        self._client = client
+        self._explain = explain
+        self._what = what
+        self._method = method
+        self._request = request
+        self._answer = answer
+        self._deadline = time.monotonic() + DEFAULT_RPC_TIMEOUT_S
+        self.result: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+        client._track(self.result)
+        if after is None or after.done():
+            self._send()
+        else:
+            after.add_done_callback(lambda _: self._send())
+
+    def _send(self) -> None:
+        if self._client.in_flight() > ASYNC_SENDERS:
+            self._send_future()
+            return
+        try:
+            self._client._senders.submit(self._run)
+        except RuntimeError:  # shut down
+            self._settle(error=self._client.translate(_Cancelled(), self._what))
+
+    def _send_future(self) -> None:
+        if self._client.closed:
+            self._settle(error=self._client.translate(_Cancelled(), self._what))
+            return
+        try:
+            call = self._method.future(
+                self._request, timeout=max(self._deadline - time.monotonic(), 0.0), wait_for_ready=True
+            )
+        except ValueError:  # the channel was closed under us
+            self._settle(error=self._client.translate(_Cancelled(), self._what))
+            return
+        call.add_done_callback(self._on_future_done)
+
+    def _on_future_done(self, call: grpc.Future) -> None:
+        err = _Cancelled() if call.cancelled() else call.exception()
+        if err is None:
+            self._answered(call.result())
+        elif not self._retry(err):
+            self._settle(error=self._client.translate(err, self._what))
+        else:
+            # On a sender thread: it sleeps before sending again.
+            self._send_on_sender()
+
+    def _send_on_sender(self) -> None:
+        try:
+            self._client._senders.submit(self._run, True)
+        except RuntimeError:  # shut down
+            self._settle(error=self._client.translate(_Cancelled(), self._what))
+
+    def _retry(self, err: BaseException) -> bool:
+        """Whether a call that failed with err is sent again: a lost connection, while
+        the deadline allows."""
+        code, _ = rpc_status(err)
+        return (
+            code == grpc.StatusCode.UNAVAILABLE
+            and not self._client.closed
+            and time.monotonic() + READY_RETRY_DELAY_S < self._deadline
+        )
+
+    def _answered(self, reply: Any) -> None:
+        try:
+            self._settle(value=self._answer(reply))
+        except Exception as answer_err:  # noqa: BLE001 (an unreadable reply fails the call)
+            self._settle(error=answer_err)
+
+    def _run(self, pause: bool = False) -> None:
+        if pause:
+            time.sleep(READY_RETRY_DELAY_S)
+        while True:
+            if self._client.closed:
+                self._settle(error=self._client.translate(_Cancelled(), self._what))
+                return
+            try:
+                reply = self._method(self._request, timeout=max(self._deadline - time.monotonic(), 0.0), wait_for_ready=True)
+            except ValueError:  # the channel was closed under us
+                self._settle(error=self._client.translate(_Cancelled(), self._what))
+                return
+            except grpc.RpcError as err:
+                if self._retry(err):
+                    time.sleep(READY_RETRY_DELAY_S)
+                    continue
+                self._settle(error=self._client.translate(err, self._what))
+                return
+            self._answered(reply)
+            return
+
+    def _settle(self, value: Any = None, error: Optional[Exception] = None) -> None:
+        if error is not None:
+            self.result.set_exception(self._explain(error))
+        else:
+            self.result.set_result(value)
 
 
 class _ReadyWaiter:
@@ -408,7 +649,26 @@ class _ReadyWaiter:
         self._call: Optional[grpc.Future] = None
         self.result: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
         self.result.add_done_callback(self._on_result_done)
+
+    def start(self) -> None:
+        """Sends the long poll."""
         self._start()
+
+    def on_created(self, create: "concurrent.futures.Future[Any]") -> None:
+        """The group's create was answered: settles the future, or starts the long poll."""
+        if self.result.done():
+            return
+        err = create.exception()
+        if err is not None:
+            self._settle(error=err)
+            return
+        state = create.result().state
+        if state == placement_group_pb2.PlacementGroupState.CREATED:
+            self._settle(value=self._value)
+        elif state == placement_group_pb2.PlacementGroupState.REMOVED:
+            self._settle(error=TaskPlacementGroupRemoved(f"placement group {self._pg_id} was removed"))
+        else:
+            self._start()
 
     def _start(self) -> None:
         if self.result.done() or self._client.closed:

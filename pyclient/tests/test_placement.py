@@ -12,6 +12,8 @@ import pytest
 
 import raygo
 from raygo.util import placement_group, placement_group_table, remove_placement_group
+from raygo._proto import placement_group_pb2 as pg_pb2
+from raygo.exceptions import TaskPlacementGroupRemoved
 from raygo.util.placement_group import PlacementGroup
 
 from conftest import Cluster, nodes_by_id, poll, table_state
@@ -143,13 +145,13 @@ def test_reservations_show_in_available_resources(driver: Cluster) -> None:
 def test_topology_is_passed_through(driver: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     client = raygo._worker.global_client()
     sent: Dict[str, str] = {}
-    original = client.create_placement_group
+    for method in ("create_placement_group", "create_placement_group_async"):
 
-    def spy(request):  # type: ignore[no-untyped-def]
-        sent["topology"] = request.topology
-        return original(request)
+        def spy(request, original=getattr(client, method)):  # type: ignore[no-untyped-def]
+            sent["topology"] = request.topology
+            return original(request)
 
-    monkeypatch.setattr(client, "create_placement_group", spy)
+        monkeypatch.setattr(client, method, spy)
     pg = ready(placement_group([{"CPU": 1}, {"CPU": 1}], strategy="STRICT_PACK", topology="node"))
     assert sent["topology"] == "node"
     assert len(set(placed_nodes(pg))) == 1
@@ -176,8 +178,9 @@ def test_a_group_that_fits_is_ready_when_create_returns(driver: Cluster) -> None
     import pickle
 
     pg = placement_group([{"CPU": 1}])
-    # The GCS answered the create once the group was CREATED: nothing more to wait for.
-    assert pg._created
+    # The GCS answers the create once the group is CREATED: nothing more to wait for.
+    assert pg._create is not None and pg._create.result(timeout=30).state == pg_pb2.PlacementGroupState.CREATED
+    assert pg._created_now() and pg._created
     assert placement_group_table(pg)["state"] == "CREATED"
     assert raygo.get(pg.ready(), timeout=0) is pg
     assert pg.wait(0)
@@ -194,3 +197,51 @@ def test_a_group_that_cannot_fit_returns_at_once_with_its_reason(driver: Cluster
     row = placement_group_table(pg)
     assert row["state"] == "PENDING" and "1000" in row["pending_reason"]
     remove_placement_group(pg)
+
+
+def test_a_removal_returns_at_once_and_every_later_call_sees_it(driver: Cluster) -> None:
+    client = raygo._worker.global_client()
+    pg = placement_group([{"CPU": 1}])
+    assert raygo.get(pg.ready(), timeout=30) is pg
+    remove_placement_group(pg)
+    assert placement_group_table(pg)["state"] == "REMOVED"
+    with pytest.raises(TaskPlacementGroupRemoved):
+        raygo.get(pg.ready(), timeout=30)
+    # Removed while its create is still in flight: the removal follows the create.
+    early = placement_group([{"CPU": 1}])
+    remove_placement_group(early)
+    assert placement_group_table(early)["state"] == "REMOVED"
+    # A name is free again for the next call.
+    named = placement_group([{"CPU": 1}], name="reused")
+    remove_placement_group(named)
+    again = placement_group([{"CPU": 1}], name="reused")
+    assert raygo.util.get_placement_group("reused") == again != named
+    remove_placement_group(again)
+    client.flush()
+    assert client.in_flight() == 0
+
+
+def test_groups_created_at_once_get_the_ids_their_handles_have(driver: Cluster) -> None:
+    # More at once than the client's sender threads take: the rest go as gRPC futures.
+    groups = [placement_group([{"CPU": 0.01}]) for _ in range(48)]
+    assert raygo.get([pg.ready() for pg in groups], timeout=60) == groups
+    rows = placement_group_table()
+    assert all(rows[pg.id.hex()]["state"] == "CREATED" for pg in groups)
+    assert len({pg.id for pg in groups}) == len(groups)
+    job = raygo._worker.global_client().job_id
+    assert all(pg.id.hex().endswith(job) for pg in groups)
+    for pg in groups:
+        remove_placement_group(pg)
+    rows = placement_group_table()
+    assert all(rows[pg.id.hex()]["state"] == "REMOVED" for pg in groups)
+
+
+def test_groups_created_at_once_queue_in_the_order_they_were_asked_for(driver: Cluster) -> None:
+    # Sent on several threads and as gRPC futures, they reach the GCS in any order; their
+    # numbers make it queue them as asked (the table lists groups in queue order).
+    groups = [placement_group([{"CPU": 1000}]) for _ in range(48)]
+    wanted = [pg.id.hex() for pg in groups]
+    listed = [pg_id for pg_id in placement_group_table() if pg_id in set(wanted)]
+    assert listed == wanted
+    for pg in groups:
+        remove_placement_group(pg)

@@ -36,6 +36,8 @@ def measure(python: str, backend: str, address: str) -> Dict[str, Any]:
     env.pop("RAYGO_ADDRESS", None)
     if backend == "ray":
         env.update(run.RAY_ENV)
+    else:
+        run.use_tree_client(env)
     out = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=1800, check=False)
     sys.stderr.write(out.stderr[-3000:] if out.returncode else "".join(
         line + "\n" for line in out.stderr.splitlines() if line.startswith(backend + ":")))
@@ -58,7 +60,7 @@ def main() -> int:
         for backend, python in (("ray", args.ray_python), ("raygo", args.raygo_python)):
             processes = run.Processes()
             try:
-                address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)
+                address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)[0]
                 results[backend] = measure(python, backend, address)
             finally:
                 processes.stop()

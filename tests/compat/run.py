@@ -188,11 +188,19 @@ def run_ray_client_script(name: str, ray_python: str, raygo_python: str, address
     return f"exit status {out.returncode}\n{out.stdout[-1000:]}{out.stderr[-3000:]}"
 
 
+def use_tree_client(env: Dict[str, str]) -> None:
+    """Makes raygo's side import this tree's Python client, not whichever one the venv has
+    installed (an editable install may point at another checkout)."""
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "pyclient"), env.get("PYTHONPATH")]))
+
+
 def run_script(name: str, python: str, backend: str, address: str) -> Tuple[Optional[Dict[str, Any]], str]:
     env = dict(os.environ, COMPAT_BACKEND=backend, COMPAT_ADDRESS=address, PYTHONUNBUFFERED="1", RAY_ADDRESS=address)
     env.pop("RAYGO_ADDRESS", None)
     if backend == "ray":
         env.update(RAY_ENV)
+    else:
+        use_tree_client(env)
     try:
         out = subprocess.run([python, str(HERE / f"{name}.py")], capture_output=True, text=True, env=env,
                              cwd=HERE, timeout=300, check=False)

@@ -1,8 +1,11 @@
 """Placement groups with Ray's API (``ray.util.placement_group``), served by raygo's GCS.
 
-A placement group reserves a gang of resource bundles, all or nothing. ``placement_group``
-returns once the GCS accepted the request (it validated and persisted it); the group is
-placed asynchronously: wait with ``raygo.get(pg.ready())`` or ``pg.wait(seconds)``.
+A placement group reserves a gang of resource bundles, all or nothing. As Ray's,
+``placement_group`` returns the handle of a group whose id the driver chose, and the group
+is placed asynchronously: wait with ``raygo.get(pg.ready())`` or ``pg.wait(seconds)``.
+Without a name, queue, priority or label selector the create is sent without waiting for
+its answer (a refusal by the GCS is raised by ``ready()`` / ``wait()``); with one,
+``placement_group`` waits for the GCS to accept it, so a name already taken raises at once.
 
 Beyond Ray, ``placement_group_table`` says where each bundle lives on the hardware:
 ``bundles_to_node_address`` (the raylet's ``host:port``), ``bundles_to_gpu_ids`` (GPU
@@ -12,8 +15,11 @@ device UUIDs) and ``bundles_to_cuda_visible_devices`` (the exact ``CUDA_VISIBLE_
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -88,6 +94,12 @@ class PlacementGroup:
         # True when the GCS answered the create with the group already CREATED: ready()
         # and wait() then need no call. Removing the group through this handle clears it.
         self._created = False
+        # The create, while this handle's placement_group() sent it without waiting: a
+        # future of the row the GCS answered. Cleared with _created.
+        self._create: "Optional[concurrent.futures.Future[Any]]" = None
+        # The connection whose placement_group() returned this handle: the GCS, which took
+        # the group from it, takes its removal through it too (remove needs no answer).
+        self._owner: Any = None
 
     @staticmethod
     def empty() -> "PlacementGroup":
@@ -106,9 +118,20 @@ class PlacementGroup:
         ``raygo.get`` on it raises ``raygo.exceptions.TaskPlacementGroupRemoved`` if the
         group is removed first, and ``GetTimeoutError`` when its timeout passes.
         """
-        if self.is_empty or self._created:
+        if self.is_empty or self._created_now():
             return ObjectRef._resolved(self)
-        return ObjectRef(_worker.global_client().ready_future(self.id.hex(), self))
+        return ObjectRef(_worker.global_client().ready_future(self.id.hex(), self, created=self._create))
+
+    def _created_now(self) -> bool:
+        """Whether the create's answer already said CREATED (no call needed)."""
+        create = self._create
+        if not self._created and create is not None and create.done() and create.exception() is None:
+            self._created = create.result().state == pg_pb2.PlacementGroupState.CREATED
+        return self._created
+
+    def _forget_created(self) -> None:
+        self._created = False
+        self._create = None
 
     def wait(self, timeout_seconds: Union[float, int] = 30) -> bool:
         """Waits up to ``timeout_seconds`` for the group to be CREATED.
@@ -118,10 +141,23 @@ class PlacementGroup:
         """
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)):
             raise TypeError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
-        if self._created:
+        if self._created_now():
             return True
         client = _worker.global_client()
-        outcome, _ = client.wait_placement_group(self.id.hex(), float(timeout_seconds))
+        timeout_s = float(timeout_seconds)
+        create = self._create
+        if create is not None:
+            # The create in flight answers first (raising the GCS's refusal, as Ray's
+            # placement_group() would); a group it found CREATED needs no other call.
+            start = time.monotonic()
+            try:
+                info = create.result(timeout=max(timeout_s, 0.0))
+            except concurrent.futures.TimeoutError:
+                return False
+            if info.state == pg_pb2.PlacementGroupState.CREATED:
+                return self._created_now()
+            timeout_s = max(timeout_s - (time.monotonic() - start), 0.0)
+        outcome, _ = client.wait_placement_group(self.id.hex(), timeout_s)
         if outcome == "removed":
             raise RaySystemError(f"Placement group {self.id!r} does not exist.")
         if outcome == "unknown":
@@ -159,7 +195,7 @@ class PlacementGroup:
                     return
                 if notice is None:
                     continue
-                self._created = False
+                self._forget_created()
                 try:
                     fn(PreemptionNotice._from_proto(notice))
                 except Exception:
@@ -360,7 +396,14 @@ def placement_group(
     priority: Optional[str] = None,
     max_runtime_s: Optional[int] = None,
 ) -> PlacementGroup:
-    """Asks the GCS for a placement group and returns its handle once the GCS accepted it.
+    """Asks the GCS for a placement group and returns its handle.
+
+    As Ray's, the driver picks the group's id and the group is placed asynchronously.
+    Without ``name``, ``queue``, ``priority`` or ``bundle_label_selector`` it returns
+    without waiting for the GCS: a refusal by the GCS (a finished job, the store down) is
+    raised by ``ready()`` / ``wait()``. With one of them it returns once the GCS accepted
+    the group, so that a name already taken, an unknown queue or a selector the GCS cannot
+    parse raises here.
 
     Args:
         bundles: one ``{resource: amount}`` dict per bundle, e.g. ``[{"GPU": 1, "CPU": 4}] * 8``.
@@ -392,15 +435,17 @@ def placement_group(
 
     Raises:
         ValueError: bad bundles, strategy, lifetime, selector or topology strategy, before
-            any RPC; or the GCS's refusal (its message names the field). A name already taken
-            raises ``PlacementGroupNameConflictError``, both a ValueError and a RaySystemError.
+            any RPC; or (with a name, queue, priority or selector) the GCS's refusal (its message names
+            the field). A name already taken raises ``PlacementGroupNameConflictError``, both
+            a ValueError and a RaySystemError.
         TypeError: a name that is no str.
-        ConnectionError: the GCS did not answer.
+        ConnectionError: (with a name, queue, priority or selector) the GCS did not answer.
     """
     validate_placement_group(
         bundles, strategy, lifetime, _soft_target_node_id, bundle_label_selector, topology_strategy,
         name=name, topology=topology,
     )
+    client = _worker.global_client()
     for field, value in (("queue", queue), ("priority", priority)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{field} must be a str or None, got {type(value).__name__}")
@@ -427,12 +472,24 @@ def placement_group(
         # milliseconds): a group that fits needs no second call to be ready.
         wait_first_attempt_ms=_WAIT_FIRST_ATTEMPT_MS,
     )
-    info = _worker.global_client().create_placement_group(request)
-    pg = PlacementGroup(
-        PlacementGroupID.from_hex(info.placement_group_id),
-        bundle_cache=[{k: float(v) for k, v in bundle.items()} for bundle in bundles],
-    )
-    pg._created = info.state == pg_pb2.PlacementGroupState.CREATED
+    bundle_cache = [{k: float(v) for k, v in bundle.items()} for bundle in bundles]
+    job_id = bytes.fromhex(client.job_id)
+    if len(job_id) != 4:  # pragma: no cover (a GCS that hands out other job ids picks the id)
+        info = client.create_placement_group(request)
+        pg = PlacementGroup(PlacementGroupID.from_hex(info.placement_group_id), bundle_cache=bundle_cache)
+        pg._created = info.state == pg_pb2.PlacementGroupState.CREATED
+        return pg
+    # As a Ray driver, this one makes the id: 14 random bytes and the job's id.
+    pg = PlacementGroup(PlacementGroupID(os.urandom(PlacementGroupID.size() - 4) + job_id), bundle_cache=bundle_cache)
+    pg._owner = client
+    request.placement_group_id = pg.id.hex()
+    if name or queue or priority or bundle_label_selector:
+        # The GCS may refuse these (a name taken, an unknown queue, a selector's syntax):
+        # raise here, as Ray.
+        info = client.create_placement_group(request)
+        pg._created = info.state == pg_pb2.PlacementGroupState.CREATED
+    else:
+        pg._create = client.create_placement_group_async(request)
     return pg
 
 
@@ -442,13 +499,27 @@ _WAIT_FIRST_ATTEMPT_MS = 1000
 
 def remove_placement_group(placement_group: PlacementGroup) -> None:
     """Removes the group and releases its bundles. Removing an unknown or already removed
-    group does nothing. Returns once the GCS recorded the removal.
+    group does nothing.
+
+    The handle ``placement_group()`` returned to this driver is removed without waiting for
+    the GCS, which took the group from this driver and takes its removal too: the removal is
+    sent in the background (after the group's create, if that is still in flight) and a
+    failure (the GCS unreachable for 30 s) is logged. Every later call of this driver
+    (``placement_group_table``, ``get_placement_group``, ``wait``, ``ready``, a new group
+    with the same name, ``shutdown``) waits for it first. Any other handle (from
+    ``get_placement_group``, unpickled, made from an id) waits for the GCS's answer and
+    raises its refusal (another tenant's group).
     """
     if placement_group is None:
         # Ray asserts here; raise the same type without depending on `python -O`.
         raise AssertionError("remove_placement_group needs a PlacementGroup, got None")
-    placement_group._created = False
-    _worker.global_client().remove_placement_group(placement_group.id.hex())
+    create = placement_group._create
+    placement_group._forget_created()
+    client = _worker.global_client()
+    if placement_group._owner is client:
+        client.remove_placement_group_async(placement_group.id.hex(), after=create)
+    else:
+        client.remove_placement_group(placement_group.id.hex())
 
 
 def get_placement_group(placement_group_name: str) -> PlacementGroup:
