@@ -12,12 +12,14 @@ import to ``import raygo as ray``::
     row = ray.util.placement_group_table(pg)
     row["bundles_to_node_id"], row["bundles_to_cuda_visible_devices"]
 
-The client talks gRPC to the GCS only; it runs no tasks or actors.
+``@raygo.remote`` functions run as tasks in Python workers that raylets start (inside
+placement-group bundles with ``PlacementGroupSchedulingStrategy``); actors are not built yet.
 """
 
 from raygo import exceptions, util
 from raygo._ids import ActorID, JobID, NodeID, PlacementGroupID, WorkerID
 from raygo._object_ref import ObjectRef, get, wait
+from raygo._remote import put, remote
 from raygo._version import __version__
 from raygo._worker import (
     RaygoContext,
@@ -51,6 +53,8 @@ __all__ = [
     "init",
     "is_initialized",
     "nodes",
+    "put",
+    "remote",
     "shutdown",
     "util",
     "wait",

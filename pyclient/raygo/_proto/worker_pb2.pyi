@@ -21,12 +21,14 @@ class PushTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., function_name: _Optional[str] = ..., actor_id: _Optional[str] = ..., args: _Optional[_Iterable[bytes]] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class TaskError(_message.Message):
-    __slots__ = ("type", "message")
+    __slots__ = ("type", "message", "python_exception")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_EXCEPTION_FIELD_NUMBER: _ClassVar[int]
     type: str
     message: str
-    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    python_exception: bytes
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., python_exception: _Optional[bytes] = ...) -> None: ...
 
 class PushTaskReply(_message.Message):
     __slots__ = ("returns", "error", "worker_id", "pid")
