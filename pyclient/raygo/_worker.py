@@ -174,7 +174,7 @@ def init(
     if unknown:
         raise TypeError(f"raygo.init() got unexpected keyword arguments: {', '.join(unknown)}")
     for option in sorted(set(ray_options) & _TASK_OPTIONS):
-        logger.warning("raygo.init: ignoring %s: raygo's Python client runs no tasks", option)
+        logger.warning("raygo.init: ignoring %s: raygo's Python tasks run without a runtime environment", option)
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, got {type(namespace).__name__}")
     if namespace is not None and not namespace:
@@ -457,7 +457,7 @@ class RuntimeContext:
         return {"GPU": []}
 
     def get_runtime_env_string(self) -> str:
-        """``"{}"``: raygo's Python client runs no tasks, so it has no runtime env."""
+        """``"{}"``: raygo has no runtime environments."""
         return "{}"
 
 
