@@ -8,7 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 
@@ -18,7 +18,7 @@ from raygo.util import placement_group, placement_group_table
 from raygo.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from conftest import Cluster, Node, nodes_by_id, poll
-from test_gpu import _gpu_sim_supported
+from test_gpu import _gpu_sim_supported, gpu_node  # noqa: F401 (a fixture)
 
 
 @raygo.remote
@@ -175,19 +175,7 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
         add(1)
 
 
-@pytest.fixture
-def gpu_node(driver: Cluster) -> Iterator[Node]:
-    if not _gpu_sim_supported():
-        pytest.skip("bin/raygo has no --gpu-sim dgx-h100")
-    node = driver.add_node("--num-cpus", "8", "--gpu-sim", "dgx-h100", "--node-name", "gpu-tasks")
-    try:
-        poll("the GPU node in the node table", lambda: node.node_id in nodes_by_id())
-        yield node
-    finally:
-        driver.remove_node(node)
-        poll("the GPU node to be dead", lambda: node.node_id not in nodes_by_id())
-
-
+@pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
 def test_task_in_gpu_bundle_sees_the_bundles_gpus(gpu_node: Node) -> None:
     pg = placement_group([{"GPU": 2, "CPU": 1}, {"GPU": 1, "CPU": 1}], strategy="STRICT_PACK")
     raygo.get(pg.ready(), timeout=20)
