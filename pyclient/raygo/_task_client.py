@@ -25,6 +25,7 @@ import collections
 import concurrent.futures
 import hashlib
 import itertools
+import logging
 import os
 import sys
 import threading
@@ -53,6 +54,8 @@ from raygo.exceptions import (
     TaskUnschedulableError,
     WorkerCrashedError,
 )
+
+logger = logging.getLogger("raygo")
 
 FUNCTION_KV_NAMESPACE = "fun"
 # Bounds the lease requests in flight for one scheduling key (sdk/tasks.go's value).
@@ -274,7 +277,7 @@ class TaskSubmitter:
     def _request_leases_locked(self, queue: _Queue) -> None:
         while queue.requesting < len(queue.pending) and queue.requesting < MAX_LEASE_REQUESTS_PER_KEY:
             queue.requesting += 1
-            threading.Thread(target=self._lease, args=(queue,), name="raygo-lease", daemon=True).start()
+            threading.Thread(target=self._lease_thread, args=(queue,), name="raygo-lease", daemon=True).start()
 
     def close(self) -> None:
         """Stops the lease threads and fails the tasks still waiting for a worker."""
@@ -288,6 +291,21 @@ class TaskSubmitter:
         self._channels.close()
 
     # --- leases -------------------------------------------------------------------------
+
+    def _lease_thread(self, queue: _Queue) -> None:
+        """Runs one lease; after shutdown (channels closed under it) it just ends. An
+        unexpected error fails the queue's waiting tasks rather than leaving them waiting."""
+        try:
+            self._lease(queue)
+        except Exception as err:
+            if self._closed.is_set():
+                return
+            logger.exception("raygo: task lease failed")
+            with self._lock:
+                failed = list(queue.pending)
+                queue.pending.clear()
+            for task in failed:
+                _settle(task.future, error=RaySystemError(f"task {task.name}: the driver's lease of a worker failed: {err!r}"))
 
     def _lease(self, queue: _Queue) -> None:
         """Gets one worker for the queue and runs its tasks on it; the quota charge the
@@ -336,7 +354,7 @@ class TaskSubmitter:
             self._actors.ReturnLeaseCharge(
                 actor_pb2.ReturnLeaseChargeRequest(job_id=self._client.job_id, charge_id=lease.charge_id), timeout=5.0
             )
-        except grpc.RpcError:
+        except (grpc.RpcError, ValueError):
             pass  # the job's end returns what is left
 
     def _lease_targets(self, queue: _Queue, lease: _Lease) -> List[str]:
@@ -423,8 +441,8 @@ class TaskSubmitter:
         finally:
             try:
                 raylet.ReturnWorker(raylet_pb2.ReturnWorkerRequest(worker_id=worker.worker_id, disconnect=disconnect), timeout=5.0)
-            except grpc.RpcError:
-                pass  # a raylet that is gone took the worker with it
+            except (grpc.RpcError, ValueError):
+                pass  # a raylet that is gone took the worker with it (ValueError: shut down)
             if disconnect:
                 self._channels.forget(worker.address)
             with self._lock:
