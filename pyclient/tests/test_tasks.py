@@ -13,8 +13,8 @@ from typing import Any, Dict
 import pytest
 
 import raygo
-from raygo.exceptions import RayTaskError, WorkerCrashedError
-from raygo.util import placement_group, placement_group_table
+from raygo.exceptions import RayTaskError, TaskPlacementGroupRemoved, WorkerCrashedError
+from raygo.util import placement_group, placement_group_table, remove_placement_group
 from raygo.util.scheduling_strategies import NodeAffinitySchedulingStrategy, PlacementGroupSchedulingStrategy
 
 from conftest import Cluster, Node, nodes_by_id, poll
@@ -136,6 +136,20 @@ def test_task_whose_worker_dies_is_retried(driver: Cluster, tmp_path: Path) -> N
     _kill_when_started(marker)
     with pytest.raises(WorkerCrashedError, match="max_retries=0"):
         raygo.get(ref, timeout=60)
+
+
+def test_removing_the_group_kills_its_running_task(driver: Cluster, tmp_path: Path) -> None:
+    pg = placement_group([{"CPU": 1}], strategy="PACK")
+    raygo.get(pg.ready(), timeout=20)
+    marker = tmp_path / "in-group"
+    ref = crash_first_attempt.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)).remote(str(marker))
+    pid = int(poll("the task to write its pid", lambda: marker.exists() and marker.read_text(), timeout=60))
+    remove_placement_group(pg)
+    # Its worker is killed with the bundle; the retry finds the group gone.
+    with pytest.raises(TaskPlacementGroupRemoved):
+        raygo.get(ref, timeout=60)
+    poll(f"worker pid {pid} to be gone", lambda: not Path(f"/proc/{pid}").exists() or
+         Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z")
 
 
 def test_task_larger_than_its_bundle_is_refused_naming_it(driver: Cluster) -> None:
