@@ -247,8 +247,11 @@ type CreateActorOnWorkerRequest struct {
 	ClassName       string                 `protobuf:"bytes,2,opt,name=class_name,json=className,proto3" json:"class_name,omitempty"`
 	ConstructorArgs [][]byte               `protobuf:"bytes,3,rep,name=constructor_args,json=constructorArgs,proto3" json:"constructor_args,omitempty"`
 	NumRestarts     int64                  `protobuf:"varint,4,opt,name=num_restarts,json=numRestarts,proto3" json:"num_restarts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A Python actor's class: its key in the GCS's internal KV (ActorInfo.python_class_key).
+	// constructor_args then holds one pickled (args, kwargs) tuple.
+	PythonClassKey string `protobuf:"bytes,5,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateActorOnWorkerRequest) Reset() {
@@ -307,6 +310,13 @@ func (x *CreateActorOnWorkerRequest) GetNumRestarts() int64 {
 		return x.NumRestarts
 	}
 	return 0
+}
+
+func (x *CreateActorOnWorkerRequest) GetPythonClassKey() string {
+	if x != nil {
+		return x.PythonClassKey
+	}
+	return ""
 }
 
 type CreateActorOnWorkerReply struct {
@@ -381,13 +391,14 @@ const file_worker_proto_rawDesc = "" +
 	"\areturns\x18\x01 \x03(\fR\areturns\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xa4\x01\n" +
+	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xce\x01\n" +
 	"\x1aCreateActorOnWorkerRequest\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x1d\n" +
 	"\n" +
 	"class_name\x18\x02 \x01(\tR\tclassName\x12)\n" +
 	"\x10constructor_args\x18\x03 \x03(\fR\x0fconstructorArgs\x12!\n" +
-	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\"W\n" +
+	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\x12(\n" +
+	"\x10python_class_key\x18\x05 \x01(\tR\x0epythonClassKey\"W\n" +
 	"\x18CreateActorOnWorkerReply\x12)\n" +
 	"\x05error\x18\x01 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x03R\x03pid2\xac\x01\n" +

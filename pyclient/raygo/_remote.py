@@ -58,6 +58,21 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
             raise ValueError(f"The option '{option}' is not supported by raygo's Python tasks yet.")
         if option not in _BUILT_OPTIONS:
             raise ValueError(f"Invalid option keyword {option} for remote functions.")
+    _check_resources(options)
+    retries = options.get("max_retries")
+    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < -1):
+        raise ValueError(f"The option 'max_retries' must be an integer >= -1, got {retries!r}")
+    if options.get("num_returns", 1) != 1:
+        raise ValueError(f"The option 'num_returns' is not supported by raygo's Python tasks yet (only 1), got {options['num_returns']!r}")
+    if options.get("retry_exceptions", False) not in (False, None):
+        raise ValueError("The option 'retry_exceptions' is not supported by raygo's Python tasks yet (only False).")
+    if "scheduling_strategy" in options:
+        _strategy(options["scheduling_strategy"])  # refuses what it cannot express
+    return options
+
+
+def _check_resources(options: Dict[str, Any]) -> None:
+    """Checks num_cpus, num_gpus and resources, as Ray does for tasks and actors."""
     for option in ("num_cpus", "num_gpus"):
         if options.get(option) is not None:
             _number(option, options[option])
@@ -71,16 +86,6 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"The option 'resources': resource names must be non-empty strings, got {name!r}")
             _number(f"resources[{name!r}]", amount)
-    retries = options.get("max_retries")
-    if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < -1):
-        raise ValueError(f"The option 'max_retries' must be an integer >= -1, got {retries!r}")
-    if options.get("num_returns", 1) != 1:
-        raise ValueError(f"The option 'num_returns' is not supported by raygo's Python tasks yet (only 1), got {options['num_returns']!r}")
-    if options.get("retry_exceptions", False) not in (False, None):
-        raise ValueError("The option 'retry_exceptions' is not supported by raygo's Python tasks yet (only False).")
-    if "scheduling_strategy" in options:
-        _strategy(options["scheduling_strategy"])  # refuses what it cannot express
-    return options
 
 
 def _strategy(strategy: Any) -> Any:
@@ -199,13 +204,14 @@ class _BoundOptions:
 
 
 def remote(*args: Any, **options: Any) -> Any:
-    """Ray's ``@ray.remote`` for functions: ``@remote`` or ``@remote(num_cpus=..., ...)``.
+    """Ray's ``@ray.remote``: ``@remote`` or ``@remote(num_cpus=..., ...)`` on a function
+    (a task) or a class (an actor, see raygo._actor).
 
-    Options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``max_retries``
+    Task options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``max_retries``
     (default 3; -1 without limit), ``scheduling_strategy`` (``"DEFAULT"``, ``"SPREAD"``,
     ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``), ``name``;
     ``num_returns`` only 1, ``retry_exceptions`` only False. Other Ray options are refused
-    with a ValueError naming them; so are classes (actors are not built yet).
+    with a ValueError naming them.
     """
     if len(args) == 1 and not options and callable(args[0]):
         return _make(args[0], {})
@@ -216,16 +222,17 @@ def remote(*args: Any, **options: Any) -> Any:
             "['num_cpus', 'num_gpus', 'resources', 'max_retries', 'scheduling_strategy', 'name'], "
             "for example '@raygo.remote(num_gpus=1)'."
         )
-    checked = _check_options(options)
-    return lambda function: _make(function, checked)
+    return lambda target: _make(target, options)
 
 
-def _make(target: Any, options: Dict[str, Any]) -> RemoteFunction:
+def _make(target: Any, options: Dict[str, Any]) -> Any:
     if isinstance(target, type):
-        raise TypeError(f"raygo.remote: actors (@remote on class {target.__name__}) are not supported by raygo's Python client yet")
+        from raygo._actor import ActorClass, _check_actor_options
+
+        return ActorClass(target, _check_actor_options(options))
     if not callable(target):
         raise TypeError("The @raygo.remote decorator must be applied to either a function or a class.")
-    return RemoteFunction(target, options)
+    return RemoteFunction(target, _check_options(options))
 
 
 def put(value: Any, *, _owner: Any = None) -> ObjectRef:

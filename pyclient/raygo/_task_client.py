@@ -83,29 +83,29 @@ class _Channels:
         self._token = load_token()
         self._credentials = tls_credentials()
         self._lock = threading.Lock()
-        self._channels: Dict[str, Tuple[grpc.Channel, grpc.Channel]] = {}
+        self.channels: Dict[str, Tuple[grpc.Channel, grpc.Channel]] = {}
 
     def get(self, address: str) -> grpc.Channel:
         with self._lock:
-            pair = self._channels.get(address)
+            pair = self.channels.get(address)
             if pair is None:
                 if self._credentials is None:
                     raw = grpc.insecure_channel(address)
                 else:
                     raw = grpc.secure_channel(address, self._credentials)
                 pair = (raw, grpc.intercept_channel(raw, _VersionInterceptor(self._token)))
-                self._channels[address] = pair
+                self.channels[address] = pair
             return pair[1]
 
     def forget(self, address: str) -> None:
         with self._lock:
-            pair = self._channels.pop(address, None)
+            pair = self.channels.pop(address, None)
         if pair is not None:
             pair[0].close()
 
     def close(self) -> None:
         with self._lock:
-            pairs, self._channels = list(self._channels.values()), {}
+            pairs, self.channels = list(self.channels.values()), {}
         for raw, _ in pairs:
             raw.close()
 
@@ -178,11 +178,11 @@ class TaskSubmitter:
 
     def __init__(self, client: GcsClient) -> None:
         self._client = client
-        self._channels = _Channels()
-        gcs = self._channels.get(client.address)
-        self._actors = actor_pb2_grpc.ActorInfoServiceStub(gcs)
+        self.channels = _Channels()
+        gcs = self.channels.get(client.address)
+        self.actors = actor_pb2_grpc.ActorInfoServiceStub(gcs)
         self._kv = gcs_pb2_grpc.InternalKVServiceStub(gcs)
-        self._python = _python_worker()
+        self.python_worker = _python_worker()
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._queues: Dict[str, _Queue] = {}
@@ -288,7 +288,7 @@ class TaskSubmitter:
                 q.pending.clear()
         for task in waiting:
             _settle(task.future, error=RaySystemError(f"task {task.name}: raygo.shutdown() was called"))
-        self._channels.close()
+        self.channels.close()
 
     # --- leases -------------------------------------------------------------------------
 
@@ -351,7 +351,7 @@ class TaskSubmitter:
         if not lease.charged:
             return
         try:
-            self._actors.ReturnLeaseCharge(
+            self.actors.ReturnLeaseCharge(
                 actor_pb2.ReturnLeaseChargeRequest(job_id=self._client.job_id, charge_id=lease.charge_id), timeout=5.0
             )
         except (grpc.RpcError, ValueError):
@@ -367,7 +367,7 @@ class TaskSubmitter:
         )
         while True:
             try:
-                reply = self._actors.ChooseLeaseTargets(request, timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True)
+                reply = self.actors.ChooseLeaseTargets(request, timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True)
             except grpc.RpcError as err:
                 code, _ = rpc_status(err)
                 if code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -401,12 +401,12 @@ class TaskSubmitter:
         strategy = queue.strategy
         in_group = strategy.kind == actor_pb2.SCHEDULING_STRATEGY_PLACEMENT_GROUP
         request = raylet_pb2.RequestWorkerLeaseRequest(
-            job_id=self._client.job_id, resources=queue.resources, python_worker=self._python,
+            job_id=self._client.job_id, resources=queue.resources, python_worker=self.python_worker,
             placement_group_id=strategy.placement_group_id if in_group else "",
             bundle_index=strategy.bundle_index if in_group else -1,
         )
         for i, address in enumerate(raylets):
-            raylet = raylet_pb2_grpc.NodeManagerServiceStub(self._channels.get(address))
+            raylet = raylet_pb2_grpc.NodeManagerServiceStub(self.channels.get(address))
             request.queue = wait_for_room and i == len(raylets) - 1
             try:
                 reply = raylet.RequestWorkerLease(request, timeout=LEASE_TIMEOUT_S)
@@ -423,7 +423,7 @@ class TaskSubmitter:
         """Pushes the queue's tasks to one leased worker until none waits, then returns it."""
         disconnect = False
         try:
-            stub = worker_pb2_grpc.CoreWorkerServiceStub(self._channels.get(worker.address))
+            stub = worker_pb2_grpc.CoreWorkerServiceStub(self.channels.get(worker.address))
             while True:
                 with self._lock:
                     task = queue.pending.popleft() if queue.pending and not self._closed.is_set() else None
@@ -444,7 +444,7 @@ class TaskSubmitter:
             except (grpc.RpcError, ValueError):
                 pass  # a raylet that is gone took the worker with it (ValueError: shut down)
             if disconnect:
-                self._channels.forget(worker.address)
+                self.channels.forget(worker.address)
             with self._lock:
                 queue.leases -= 1
                 if not self._closed.is_set():

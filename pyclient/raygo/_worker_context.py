@@ -33,6 +33,9 @@ class WorkerContext:
         self._lock = threading.Lock()
         self.task_id: Optional[str] = None
         self.task_name: Optional[str] = None
+        # Set when the worker hosts an actor.
+        self.actor_id: Optional[str] = None
+        self.num_restarts = 0
 
     def begin_task(self, task_id: str, name: str) -> None:
         with self._lock:
@@ -87,7 +90,11 @@ class WorkerRuntimeContext:
         return self._context.task_name
 
     def get_actor_id(self) -> Optional[str]:
-        return None
+        return self._context.actor_id
+
+    @property
+    def was_current_actor_reconstructed(self) -> bool:
+        return self._context.num_restarts > 0
 
     def get_actor_name(self) -> Optional[str]:
         return None

@@ -82,6 +82,9 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
         self._kv = kv
         self._functions: Dict[str, Callable[..., Any]] = {}
         self._run_lock = threading.Lock()
+        # The actor this worker hosts (CreateActor), if any.
+        self._actor_id = ""
+        self._actor: Any = None
 
     def _function(self, key: str) -> Callable[..., Any]:
         function = self._functions.get(key)
@@ -97,12 +100,17 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
         return function
 
     def PushTask(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Runs one task, or one method call of the hosted actor."""
         reply = worker_pb2.PushTaskReply(worker_id=_worker.worker_context().worker_id, pid=os.getpid())
         with self._run_lock:
+            if request.actor_id != self._actor_id:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"worker hosts actor {self._actor_id or 'none'}, not {request.actor_id or 'none'}")
             try:
                 if request.actor_id:
-                    raise NotImplementedError("raygo runs no Python actors yet")
-                function = self._function(request.function_name)
+                    function = getattr(self._actor, request.function_name)
+                else:
+                    function = self._function(request.function_name)
                 args, kwargs = self._pickle.loads(request.args[0]) if request.args else ((), {})
                 _worker.worker_context().begin_task(request.task_id, getattr(function, "__name__", "task"))
                 try:
@@ -126,7 +134,21 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
         )
 
     def CreateActor(self, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "raygo runs no Python actors yet")
+        """Runs a Python actor's constructor; the worker then hosts the actor."""
+        reply = worker_pb2.CreateActorOnWorkerReply(pid=os.getpid())
+        with self._run_lock:
+            if self._actor_id and self._actor_id != request.actor_id:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"worker hosts actor {self._actor_id} already")
+            try:
+                cls = self._function(request.python_class_key)
+                args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
+                _worker.worker_context().actor_id = request.actor_id
+                _worker.worker_context().num_restarts = request.num_restarts
+                self._actor = cls(*args, **kwargs)
+                self._actor_id = request.actor_id
+            except Exception as exc:  # the constructor's failure: the GCS buries the actor
+                reply.error.CopyFrom(self._task_error(exc))
+        return reply
 
 
 def main() -> None:

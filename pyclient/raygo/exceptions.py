@@ -16,6 +16,8 @@ __all__ = [
     "RayTaskError",
     "WorkerCrashedError",
     "TaskUnschedulableError",
+    "RayActorError",
+    "ActorDiedError",
 ]
 
 
@@ -141,3 +143,21 @@ class WorkerCrashedError(RayError):
 class TaskUnschedulableError(RayError):
     """A task can never run as asked: its hard node affinity names a node that is gone or
     too small (Ray's ``TaskUnschedulableError``)."""
+
+
+class RayActorError(RayError):
+    """An actor could not run a method call: it died, or its worker died during the call
+    with no ``max_task_retries`` left (Ray's ``RayActorError``)."""
+
+    def __init__(self, message: str = "The actor died unexpectedly before finishing this task.", actor_id: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.actor_id = actor_id
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ActorDiedError(RayActorError):
+    """The actor is DEAD (killed, out of restarts, its group removed, its job ended); the
+    message has the GCS's death cause (Ray's ``ActorDiedError``)."""

@@ -183,8 +183,6 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
     ):
         with pytest.raises(ValueError, match=named):
             add.options(**options)
-    with pytest.raises(TypeError, match="actors"):
-        raygo.remote(type("Actor", (), {}))
     with pytest.raises(TypeError, match="cannot be called directly"):
         add(1)
 
