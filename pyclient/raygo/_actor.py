@@ -13,9 +13,9 @@ whose worker died is sent again to the restarted actor up to ``max_task_retries`
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Deque, Dict, Optional, Tuple
 
 import grpc
 
@@ -168,8 +168,10 @@ class ActorHandle:
         self._class_name = class_name
         self._max_task_retries = max_task_retries
         self._cls = cls
-        self._calls: "queue.Queue[Optional[_Call]]" = queue.Queue()
-        self._sender: Optional[threading.Thread] = None
+        # Calls not sent yet, and whether a sender thread runs: one at a time per handle,
+        # started when a call comes and ending when none is left.
+        self._calls: Deque[_Call] = collections.deque()
+        self._sending = False
         self._lock = threading.Lock()
         self._address = ""
         self._num_restarts = 0
@@ -201,18 +203,20 @@ class ActorHandle:
         future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
         future.set_running_or_notify_cancel()
         with self._lock:
-            if self._sender is None:
-                self._sender = threading.Thread(target=self._send_loop, name=f"raygo-actor-{self._actor_id[:8]}", daemon=True)
-                self._sender.start()
-        self._calls.put(_Call(method, args, kwargs, future))
+            self._calls.append(_Call(method, args, kwargs, future))
+            if not self._sending:
+                self._sending = True
+                threading.Thread(target=self._send_loop, name=f"raygo-actor-{self._actor_id[:8]}", daemon=True).start()
         return ObjectRef(future)
 
     def _send_loop(self) -> None:
-        """Sends the handle's calls one at a time, in order."""
+        """Sends the handle's calls one at a time, in order, until none is left."""
         while True:
-            call = self._calls.get()
-            if call is None:
-                return
+            with self._lock:
+                if not self._calls:
+                    self._sending = False
+                    return
+                call = self._calls.popleft()
             try:
                 value = self._run(call)
             except BaseException as err:

@@ -238,12 +238,13 @@ class TaskSubmitter:
         deps = [a for a in itertools.chain(args, kwargs.values()) if isinstance(a, ObjectRef)]
         key = _scheduling_key(resources, strategy)
 
-        def enqueue(call_args: Tuple[Any, ...], call_kwargs: Dict[str, Any]) -> None:
+        def pickled(call_args: Tuple[Any, ...], call_kwargs: Dict[str, Any]) -> bytes:
             try:
-                blob = _pickle().dumps((call_args, call_kwargs))
+                return bytes(_pickle().dumps((call_args, call_kwargs)))
             except Exception as err:
-                _settle(future, error=TypeError(f"Could not serialize the arguments of {name}: {err}"))
-                return
+                raise TypeError(f"Could not serialize the arguments of {name}: {err!r}") from err
+
+        def enqueue(blob: bytes) -> None:
             task = _Task(function_key, name, blob, future, max_retries)
             with self._lock:
                 if self._closed.is_set():
@@ -256,7 +257,7 @@ class TaskSubmitter:
                 self._request_leases_locked(queue)
 
         if not deps:
-            enqueue(args, kwargs)
+            enqueue(pickled(args, kwargs))  # arguments that do not pickle raise here, as in Ray
             return ref
 
         def resolve() -> None:
@@ -264,12 +265,11 @@ class TaskSubmitter:
                 return arg._future.result() if isinstance(arg, ObjectRef) else arg
 
             try:
-                call_args = tuple(value(a) for a in args)
-                call_kwargs = {k: value(v) for k, v in kwargs.items()}
+                blob = pickled(tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()})
             except BaseException as err:  # a failed argument fails the task with its error
                 _settle(future, error=err)
                 return
-            enqueue(call_args, call_kwargs)
+            enqueue(blob)
 
         threading.Thread(target=resolve, name=f"raygo-task-{name}-args", daemon=True).start()
         return ref

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict
@@ -185,6 +186,8 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
             add.options(**options)
     with pytest.raises(TypeError, match="cannot be called directly"):
         add(1)
+    with pytest.raises(TypeError, match="Could not serialize the arguments of add"):
+        add.remote(threading.Lock())
 
 
 @pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
