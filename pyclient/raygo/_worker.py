@@ -35,7 +35,7 @@ _LOCAL_CLUSTER_OPTIONS = frozenset({
     "_system_config", "_memory", "_redis_password", "_plasma_directory",
     "_driver_object_store_memory", "storage", "_enable_object_reconstruction",
 })
-# ray.init options about tasks (raygo's Python client runs none); accepted with a warning.
+# ray.init options about tasks' environment (raygo has none); accepted with a warning.
 _TASK_OPTIONS = frozenset({"runtime_env", "job_config"})
 # ray.init options that change only logging, the dashboard or a local cluster's set-up;
 # accepted and ignored.
