@@ -322,6 +322,11 @@ func (r *Raylet) workerCommand(ctx context.Context, req *pb.RequestWorkerLeaseRe
 	if info, err := os.Stat(p.Interpreter); err != nil || info.IsDir() {
 		return nil, fielderr.New(ErrInvalidLease, "python_worker.interpreter", "%s: not an interpreter on node %s (%v)", p.Interpreter, r.cfg.NodeID, err)
 	}
+	if p.WorkingDir != "" {
+		if info, err := os.Stat(p.WorkingDir); err != nil || !info.IsDir() {
+			return nil, fielderr.New(ErrInvalidLease, "python_worker.working_dir", "%s: not a directory on node %s (%v)", p.WorkingDir, r.cfg.NodeID, err)
+		}
+	}
 	cmd := exec.Command(p.Interpreter, "-m", pythonWorkerModule)
 	cmd.Dir = p.WorkingDir
 	return cmd, nil

@@ -132,6 +132,7 @@ func TestLeaseRequestValidation(t *testing.T) {
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh", WorkingDir: "tmp"}}, codes.InvalidArgument, "python_worker.working_dir"},
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: h.sha, PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh"}}, codes.InvalidArgument, "executable_sha256"},
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/nonexistent/python"}, Resources: map[string]float64{"CPU": 1}}, codes.InvalidArgument, "not an interpreter on node"},
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh", WorkingDir: "/nonexistent/dir"}, Resources: map[string]float64{"CPU": 1}}, codes.InvalidArgument, "not a directory on node"},
 	}
 	if h.uploaded { // a GCS with ExecutableService says which executables it lacks
 		cases = append(cases, leaseCase{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: strings.Repeat("0", 64)}, codes.NotFound, "executable_sha256"})

@@ -415,6 +415,11 @@ class TaskSubmitter:
                 code, details = rpc_status(err)
                 if code == grpc.StatusCode.INVALID_ARGUMENT:
                     raise ValueError(f"Cannot schedule a task of shape {dict(queue.resources)}: raylet {address}: {details}") from None
+                if code == grpc.StatusCode.INTERNAL:
+                    # The worker could not start, or exited before it registered: most
+                    # likely this interpreter or sys.path cannot run raygo._worker_main
+                    # there (the message quotes its stderr). Starting more would fail alike.
+                    raise RaySystemError(f"raylet {address} could not start a Python worker: {details}") from None
                 if self._closed.is_set():
                     raise _Retry() from None
         raise _Retry()

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -206,3 +209,35 @@ def test_task_in_gpu_bundle_sees_the_bundles_gpus(gpu_node: Node) -> None:
     # One GPU of bundle 0's two: one of the bundle's GPUs, nothing else.
     ran = raygo.get(where.options(num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)).remote(), timeout=60)
     assert len(ran["gpu_ids"]) == 1 and ran["gpu_ids"][0] in row["bundles_to_gpu_ids"][0]
+
+
+def test_worker_that_cannot_start_fails_the_task_with_its_stderr(driver: Cluster, tmp_path: Path) -> None:
+    """A driver whose working directory shadows the raygo package: its workers (started
+    there) exit before registering, and the task fails with their stderr, not silently
+    waiting for a worker that will never come."""
+    shadow = tmp_path / "cwd" / "raygo"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise SystemExit('no raygo in this directory')\n")
+    script = tmp_path / "scripts" / "driver.py"
+    script.parent.mkdir()
+    script.write_text(textwrap.dedent('''
+        import os, sys
+        import raygo
+        from raygo.exceptions import RaySystemError
+
+        @raygo.remote
+        def one():
+            return 1
+
+        raygo.init()
+        try:
+            raygo.get(one.remote(), timeout=60)
+        except RaySystemError as err:
+            print("FAILED:", err)
+        raygo.shutdown()
+    '''))
+    env = dict(os.environ, RAYGO_ADDRESS=driver.address)
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path / "cwd", env=env, capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert "FAILED:" in out.stdout and "could not start a Python worker" in out.stdout, out.stdout + out.stderr
+    assert "no raygo in this directory" in out.stdout
