@@ -209,6 +209,17 @@ def test_task_in_gpu_bundle_sees_the_bundles_gpus(gpu_node: Node) -> None:
     # One GPU of bundle 0's two: one of the bundle's GPUs, nothing else.
     ran = raygo.get(where.options(num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)).remote(), timeout=60)
     assert len(ran["gpu_ids"]) == 1 and ran["gpu_ids"][0] in row["bundles_to_gpu_ids"][0]
+    remove_placement_group(pg)
+    # Every strategy's bundles: a task in each sees that bundle's GPU.
+    for strategy in ("PACK", "SPREAD", "STRICT_PACK"):
+        pg = placement_group([{"GPU": 1, "CPU": 1}] * 2, strategy=strategy)
+        raygo.get(pg.ready(), timeout=20)
+        row = placement_group_table(pg)
+        refs = [where.options(num_gpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote() for i in range(2)]
+        for index, ran in enumerate(raygo.get(refs, timeout=60)):
+            assert ran["cuda_visible_devices"] == row["bundles_to_cuda_visible_devices"][index], strategy
+            assert ran["node_id"] == row["bundles_to_node_id"][index], strategy
+        remove_placement_group(pg)
 
 
 def test_worker_that_cannot_start_fails_the_task_with_its_stderr(driver: Cluster, tmp_path: Path) -> None:
