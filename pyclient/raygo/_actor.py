@@ -22,9 +22,9 @@ import grpc
 from raygo._gcs import rpc_status
 from raygo._object_ref import ObjectRef
 from raygo._proto import actor_pb2, worker_pb2, worker_pb2_grpc
-from raygo._remote import _check_fits_group, _check_resources, _strategy
+from raygo._remote import _check_fits_group, _check_resources, _strategy, check_option_names
 from raygo._worker import global_client
-from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError, RayTaskError
+from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError
 
 # Ray's actor options that raygo builds.
 _BUILT_OPTIONS = frozenset({
@@ -43,13 +43,7 @@ ALIVE_WAIT_S = 30.0
 
 
 def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    for option, value in options.items():
-        if option in _NOT_BUILT_OPTIONS:
-            if option == "runtime_env" and not value:
-                continue
-            raise ValueError(f"The option '{option}' is not supported by raygo's Python actors yet.")
-        if option not in _BUILT_OPTIONS:
-            raise ValueError(f"Invalid option keyword {option} for actors.")
+    check_option_names(options, _BUILT_OPTIONS, _NOT_BUILT_OPTIONS, "actors")
     _check_resources(options)
     for option in ("max_restarts", "max_task_retries"):
         value = options.get(option)
@@ -217,12 +211,14 @@ class ActorHandle:
                     self._sending = False
                     return
                 call = self._calls.popleft()
+            from raygo._task_client import settle
+
             try:
                 value = self._run(call)
             except BaseException as err:
-                _set(call.future, error=err)
+                settle(call.future, error=err)
             else:
-                _set(call.future, value=value)
+                settle(call.future, value=value)
 
     def _run(self, call: _Call) -> Any:
         from raygo import _task_client
@@ -236,7 +232,7 @@ class ActorHandle:
         while True:
             address = self._alive_address(client, submitter)
             stub = worker_pb2_grpc.CoreWorkerServiceStub(submitter.channels.get(address))
-            request = worker_pb2.PushTaskRequest(task_id=_task_id(), function_name=call.method, actor_id=self._actor_id,
+            request = worker_pb2.PushTaskRequest(task_id=_task_client.new_task_id(), function_name=call.method, actor_id=self._actor_id,
                                                  args=[blob], attempt=attempt)
             try:
                 reply = stub.PushTask(request)
@@ -254,16 +250,7 @@ class ActorHandle:
                 self._num_restarts += 1  # the next call waits for the restarted actor
                 self._address = ""
                 continue
-            if reply.HasField("error"):
-                cause = None
-                if reply.error.python_exception:
-                    try:
-                        cause = pickle.loads(reply.error.python_exception)
-                    except Exception:
-                        cause = None
-                raise RayTaskError(f"{self._class_name}.{call.method}", reply.error.message, cause, int(reply.pid),
-                                   address.rsplit(":", 1)[0], cause_class=reply.error.type).as_instanceof_cause()
-            return pickle.loads(reply.returns[0]) if reply.returns else None
+            return _task_client.reply_value(f"{self._class_name}.{call.method}", reply, address)
 
     def _raise_if_dead(self, submitter: Any) -> None:
         """ActorDiedError, with the GCS's cause, when the actor is DEAD (its worker was
@@ -321,24 +308,6 @@ class ActorMethod:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"Actor methods cannot be called directly. Instead of running 'object.{self._name}()', "
                         f"try 'object.{self._name}.remote()'.")
-
-
-def _set(future: Any, value: Any = None, error: Optional[BaseException] = None) -> None:
-    import concurrent.futures
-
-    try:
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-    except concurrent.futures.InvalidStateError:
-        pass
-
-
-def _task_id() -> str:
-    import os
-
-    return os.urandom(16).hex()
 
 
 def kill(actor: Any, *, no_restart: bool = True) -> None:

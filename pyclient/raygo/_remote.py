@@ -47,17 +47,24 @@ def _number(option: str, value: Any) -> float:
     return float(value)
 
 
-def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
-    """Checks task options as Ray does; returns them."""
+def check_option_names(options: Dict[str, Any], built: frozenset, not_built: frozenset, what: str) -> None:
+    """Refuses an option raygo has not built (naming it) or that Ray does not have for
+    what ("tasks", "actors"); an empty runtime_env is no runtime environment."""
     for option, value in options.items():
-        if option in _ACTOR_OPTIONS:
-            raise ValueError(f"The option '{option}' applies to actors only, not to remote functions.")
-        if option in _NOT_BUILT_OPTIONS:
+        if option in not_built:
             if option == "runtime_env" and not value:
                 continue
-            raise ValueError(f"The option '{option}' is not supported by raygo's Python tasks yet.")
-        if option not in _BUILT_OPTIONS:
-            raise ValueError(f"Invalid option keyword {option} for remote functions.")
+            raise ValueError(f"The option '{option}' is not supported by raygo's Python {what} yet.")
+        if option not in built:
+            raise ValueError(f"Invalid option keyword {option} for {'remote functions' if what == 'tasks' else what}.")
+
+
+def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Checks task options as Ray does; returns them."""
+    for option in options:
+        if option in _ACTOR_OPTIONS:
+            raise ValueError(f"The option '{option}' applies to actors only, not to remote functions.")
+    check_option_names(options, _BUILT_OPTIONS, _NOT_BUILT_OPTIONS, "tasks")
     _check_resources(options)
     retries = options.get("max_retries")
     if retries is not None and (isinstance(retries, bool) or not isinstance(retries, int) or retries < -1):

@@ -114,7 +114,7 @@ class _Task:
     __slots__ = ("task_id", "function_key", "name", "args", "future", "attempt", "max_retries")
 
     def __init__(self, function_key: str, name: str, args: bytes, future: "concurrent.futures.Future[Any]", max_retries: int) -> None:
-        self.task_id = os.urandom(16).hex()
+        self.task_id = new_task_id()
         self.function_key = function_key
         self.name = name
         self.args = args
@@ -135,7 +135,7 @@ class _Queue:
         self.requesting = 0
 
 
-def _settle(future: "concurrent.futures.Future[Any]", value: Any = None, error: Optional[BaseException] = None) -> None:
+def settle(future: "concurrent.futures.Future[Any]", value: Any = None, error: Optional[BaseException] = None) -> None:
     try:
         if error is not None:
             future.set_exception(error)
@@ -248,7 +248,7 @@ class TaskSubmitter:
             task = _Task(function_key, name, blob, future, max_retries)
             with self._lock:
                 if self._closed.is_set():
-                    _settle(future, error=RaySystemError(f"task {name}: raygo.shutdown() was called"))
+                    settle(future, error=RaySystemError(f"task {name}: raygo.shutdown() was called"))
                     return
                 queue = self._queues.get(key)
                 if queue is None:
@@ -267,7 +267,7 @@ class TaskSubmitter:
             try:
                 blob = pickled(tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()})
             except BaseException as err:  # a failed argument fails the task with its error
-                _settle(future, error=err)
+                settle(future, error=err)
                 return
             enqueue(blob)
 
@@ -287,7 +287,7 @@ class TaskSubmitter:
             for q in self._queues.values():
                 q.pending.clear()
         for task in waiting:
-            _settle(task.future, error=RaySystemError(f"task {task.name}: raygo.shutdown() was called"))
+            settle(task.future, error=RaySystemError(f"task {task.name}: raygo.shutdown() was called"))
         self.channels.close()
 
     # --- leases -------------------------------------------------------------------------
@@ -305,7 +305,7 @@ class TaskSubmitter:
                 failed = list(queue.pending)
                 queue.pending.clear()
             for task in failed:
-                _settle(task.future, error=RaySystemError(f"task {task.name}: the driver's lease of a worker failed: {err!r}"))
+                settle(task.future, error=RaySystemError(f"task {task.name}: the driver's lease of a worker failed: {err!r}"))
 
     def _lease(self, queue: _Queue) -> None:
         """Gets one worker for the queue and runs its tasks on it; the quota charge the
@@ -337,7 +337,7 @@ class TaskSubmitter:
                         failed = list(queue.pending)
                         queue.pending.clear()
                     for task in failed:
-                        _settle(task.future, error=err)
+                        settle(task.future, error=err)
                     return
                 with self._lock:
                     queue.requesting -= 1
@@ -461,39 +461,48 @@ class TaskSubmitter:
         if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) or self._closed.is_set():
             # Not a dead worker (e.g. a result over the message size limit): running the
             # task again would fail the same way.
-            _settle(task.future, error=RaySystemError(f"task {task.name} on {where}: {code}: {details}"))
+            settle(task.future, error=RaySystemError(f"task {task.name} on {where}: {code}: {details}"))
             return
         task.attempt += 1
         if 0 <= task.max_retries < task.attempt:
-            _settle(task.future, error=WorkerCrashedError(
+            settle(task.future, error=WorkerCrashedError(
                 f"Task {task.name}: its {where} died {task.attempt} time(s) (max_retries={task.max_retries}): {details}"))
             return
         with self._lock:
             queue.pending.appendleft(task)
 
     def _complete(self, task: _Task, reply: Any, worker: Any) -> None:
-        pickle = _pickle()
-        if reply.HasField("error"):
-            cause: Optional[BaseException] = None
-            if reply.error.python_exception:
-                try:
-                    cause = pickle.loads(reply.error.python_exception)
-                except Exception:  # its class does not import here: the traceback still tells
-                    cause = None
-            error = RayTaskError(task.name, reply.error.message, cause, int(reply.pid), _ip(worker.address),
-                                 cause_class=reply.error.type)
-            _settle(task.future, error=error.as_instanceof_cause())
-            return
         try:
-            value = pickle.loads(reply.returns[0]) if reply.returns else None
+            value = reply_value(task.name, reply, worker.address)
         except Exception as err:
-            _settle(task.future, error=RaySystemError(f"task {task.name}: could not unpickle its result: {err!r}"))
+            settle(task.future, error=err)
             return
-        _settle(task.future, value=value)
+        settle(task.future, value=value)
 
 
-def _ip(address: str) -> str:
-    return address.rsplit(":", 1)[0].strip("[]")
+def reply_value(name: str, reply: Any, address: str) -> Any:
+    """The result a PushTaskReply carries, or raises what the call raised: the task's
+    exception as a RayTaskError that is also an instance of its class."""
+    pickle = _pickle()
+    if reply.HasField("error"):
+        cause: Optional[BaseException] = None
+        if reply.error.python_exception:
+            try:
+                cause = pickle.loads(reply.error.python_exception)
+            except Exception:  # its class does not import here: the traceback still tells
+                cause = None
+        ip = address.rsplit(":", 1)[0].strip("[]")
+        raise RayTaskError(name, reply.error.message, cause, int(reply.pid), ip,
+                           cause_class=reply.error.type).as_instanceof_cause()
+    try:
+        return pickle.loads(reply.returns[0]) if reply.returns else None
+    except Exception as err:
+        raise RaySystemError(f"{name}: could not unpickle its result: {err!r}") from None
+
+
+def new_task_id() -> str:
+    """A task's (or an actor call's) id: 16 random bytes in hex."""
+    return os.urandom(16).hex()
 
 
 _submitters: Dict[int, TaskSubmitter] = {}
@@ -517,4 +526,4 @@ def close_submitter(client: GcsClient) -> None:
         found.close()
 
 
-__all__: List[str] = ["TaskSubmitter", "submitter", "close_submitter", "FUNCTION_KV_NAMESPACE"]
+__all__: List[str] = ["TaskSubmitter", "submitter", "close_submitter", "settle", "reply_value", "new_task_id", "FUNCTION_KV_NAMESPACE"]
