@@ -218,9 +218,10 @@ func (m *actorManager) startPlacementLocked(e *actorEntry, targets []leaseTarget
 	lease := &pb.RequestWorkerLeaseRequest{
 		JobId: e.info.JobId, ExecutableSha256: e.info.ExecutableSha256, Resources: e.info.RequiredResources,
 		PlacementGroupId: e.info.SchedulingStrategy.GetPlacementGroupId(), ActorId: e.info.ActorId, Detached: e.info.IsDetached,
+		PythonWorker: e.info.PythonWorker,
 	}
 	create := &pb.CreateActorOnWorkerRequest{ActorId: e.info.ActorId, ClassName: e.info.ClassName,
-		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts}
+		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts, PythonClassKey: e.info.PythonClassKey}
 	go m.place(e, e.attempt, targets, lease, create)
 }
 

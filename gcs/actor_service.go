@@ -49,6 +49,16 @@ func checkActorRequest(req *pb.CreateActorRequest) (resources.Set, error) {
 	if err := checkSchedulingStrategy(req.SchedulingStrategy); err != nil {
 		return nil, err
 	}
+	if req.PythonWorker != nil {
+		// A Python actor: its workers run the interpreter (the raylet checks the paths).
+		if req.ExecutableSha256 != "" {
+			return nil, invalid("executable_sha256: must be empty with python_worker")
+		}
+		if req.PythonClassKey == "" {
+			return nil, invalid("python_class_key: required with python_worker")
+		}
+		return required, nil
+	}
 	if req.ExecutableSha256 == "" {
 		return nil, invalid("executable_sha256: required (upload the worker executable with ExecutableService first)")
 	}
@@ -128,12 +138,14 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		}
 		pgID, bundleIndex = strategy.PlacementGroupId, strategy.BundleIndex
 	}
-	held, err := m.executables.has(ctx, req.ExecutableSha256)
-	if err != nil {
-		return nil, err
-	}
-	if !held {
-		return nil, status.Errorf(codes.FailedPrecondition, "executable %s not uploaded", req.ExecutableSha256)
+	if req.PythonWorker == nil {
+		held, err := m.executables.has(ctx, req.ExecutableSha256)
+		if err != nil {
+			return nil, err
+		}
+		if !held {
+			return nil, status.Errorf(codes.FailedPrecondition, "executable %s not uploaded", req.ExecutableSha256)
+		}
 	}
 	namespace := req.Namespace
 	if namespace == "" {
@@ -148,6 +160,7 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		PlacementGroupId: pgID, BundleIndex: bundleIndex, IsDetached: req.IsDetached,
 		MaxRestarts: req.MaxRestarts, MaxTaskRetries: req.MaxTaskRetries, StartTimeMs: m.now().UnixMilli(),
 		ExecutableSha256: req.ExecutableSha256, ConstructorArgs: req.ConstructorArgs,
+		PythonWorker: req.PythonWorker, PythonClassKey: req.PythonClassKey,
 		PendingReason: "waiting for its first scheduling attempt",
 	}
 	e := &actorEntry{info: info, request: required, changed: make(chan struct{})}

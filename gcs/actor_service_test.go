@@ -47,6 +47,13 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 		}, []string{"scheduling_strategy.node_id", "NODE_AFFINITY"}},
 		{"no executable", func(r *pb.CreateActorRequest) { r.ExecutableSha256 = "" }, []string{"executable_sha256", "required"}},
 		{"malformed executable", func(r *pb.CreateActorRequest) { r.ExecutableSha256 = "ABC" }, []string{"executable_sha256", `"ABC"`}},
+		// A Python actor runs its interpreter: no executable, and its class's key.
+		{"python actor with an executable", func(r *pb.CreateActorRequest) {
+			r.PythonWorker, r.PythonClassKey = &pb.PythonWorker{Interpreter: "/usr/bin/python3"}, "RemoteFunction:01000000:ab"
+		}, []string{"executable_sha256", "python_worker"}},
+		{"python actor without its class", func(r *pb.CreateActorRequest) {
+			r.ExecutableSha256, r.PythonWorker = "", &pb.PythonWorker{Interpreter: "/usr/bin/python3"}
+		}, []string{"python_class_key", "required"}},
 		{"NUL in name", func(r *pb.CreateActorRequest) { r.Name = "a\x00b" }, []string{"name"}},
 		{"name over 1 KiB", func(r *pb.CreateActorRequest) { r.Name = strings.Repeat("n", maxNameBytes+1) }, []string{"name", "1024"}},
 		{"namespace over 1 KiB", func(r *pb.CreateActorRequest) { r.Namespace = strings.Repeat("n", maxNameBytes+1) }, []string{"namespace"}},
@@ -66,6 +73,11 @@ func TestCheckActorRequestNamesTheField(t *testing.T) {
 				}
 			}
 		})
+	}
+	python := &pb.CreateActorRequest{JobId: "01000000", ClassName: "Counter", PythonClassKey: "RemoteFunction:01000000:ab",
+		PythonWorker: &pb.PythonWorker{Interpreter: "/usr/bin/python3"}}
+	if _, err := checkActorRequest(python); err != nil {
+		t.Errorf("a Python actor: %v", err)
 	}
 	for _, kind := range []pb.SchedulingStrategyKind{strategyDefault, strategySpread} {
 		req := valid()

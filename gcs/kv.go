@@ -2,6 +2,9 @@ package gcs
 
 import (
 	"context"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/fielderr"
@@ -16,6 +19,33 @@ const kvNamespaceSeparator = "\x00"
 type kvService struct {
 	pb.UnimplementedInternalKVServiceServer
 	store store.Store
+	log   zerolog.Logger
+}
+
+// Python drivers keep the functions their tasks run in the KV, as Ray keeps its function
+// table there: namespace "fun", key "RemoteFunction:<job id>:<sha256>"
+// (pyclient/raygo/_task_client.py). A finished job's functions are deleted with it.
+const (
+	functionKVNamespace = "fun"
+	functionKeyPrefix   = "RemoteFunction:"
+	// functionCleanupTimeout bounds the deletion of one finished job's functions.
+	functionCleanupTimeout = 10 * time.Second
+)
+
+var _ jobListener = (*kvService)(nil)
+
+// onJobDead deletes the functions the finished job put (its workers are killed with it).
+func (k *kvService) onJobDead(job *pb.JobInfo) {
+	ctx, cancel := context.WithTimeout(context.Background(), functionCleanupTimeout)
+	defer cancel()
+	prefix := functionKVNamespace + kvNamespaceSeparator + functionKeyPrefix + job.JobId + ":"
+	keys, err := k.store.Keys(ctx, store.TableKV, prefix)
+	if err == nil && len(keys) > 0 {
+		_, err = k.store.Delete(ctx, store.TableKV, keys...)
+	}
+	if err != nil {
+		k.log.Warn().Err(err).Str("job_id", job.JobId).Msg("could not delete the finished job's functions from the KV")
+	}
 }
 
 func kvKey(namespace string, key []byte) (string, error) {

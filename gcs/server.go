@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, nodeTimeout: cfg.NodeTimeout,
 		dashboardAddress: func() string { return s.DashboardAddress() }})
 	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
-	s.kv = &kvService{store: cfg.Store}
+	s.kv = &kvService{store: cfg.Store, log: s.log}
 	var reserver BundleReserver = rayletReserver{nodes: s.nodes}
 	if cfg.WrapReserver != nil {
 		reserver = cfg.WrapReserver(reserver)
@@ -116,6 +116,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	// not as members of the groups removed with it.
 	s.jobs.subscribe(s.actors)
 	s.jobs.subscribe(s.pgs)
+	s.jobs.subscribe(s.kv) // a finished job's Python functions
 	s.pgs.subscribe(s.actors)
 	reloaded, err := s.nodes.load(ctx)
 	if err != nil {

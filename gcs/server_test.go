@@ -125,6 +125,40 @@ func TestKVIsNamespaced(t *testing.T) {
 	}
 }
 
+// A finished job's Python functions (namespace "fun", Ray's RemoteFunction:<job>:<sha>)
+// are deleted with it; another job's stay.
+func TestFinishedJobsFunctionsLeaveTheKV(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	var jobs []string
+	for pid := int64(1); pid <= 2; pid++ {
+		reply, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: "ns", DriverPid: pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, reply.Job.JobId)
+		for _, sha := range []string{"aa", "bb"} {
+			key := []byte("RemoteFunction:" + reply.Job.JobId + ":" + sha)
+			if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "fun", Key: key, Value: []byte("pickled")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: jobs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for i, job := range jobs {
+		keys, err := c.kv.KVKeys(ctx, &pb.KVKeysRequest{Namespace: "fun", Prefix: []byte("RemoteFunction:" + job + ":")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{0, 2}[i]; len(keys.Keys) != want {
+			t.Errorf("job %s (finished: %t) has %d functions in the KV, want %d", job, i == 0, len(keys.Keys), want)
+		}
+	}
+}
+
 func TestProtocolVersionMismatchNamesBothVersions(t *testing.T) {
 	s := startGCS(t, store.NewMemory())
 	c := dial(t, s.Address(), rpcutil.ProtocolVersion+1)

@@ -41,6 +41,8 @@ type workerKey struct {
 	jobID, executableSHA256, cudaVisibleDevices string
 	// leaseEnv is the rest of the lease's environment: RAYGO_RESOURCES and the bundle.
 	leaseEnv string
+	// python is a Python worker's command (pythonCommand); empty for an executable.
+	python string
 }
 
 // newWorkerKey is the key of a worker started for req and lease.
@@ -49,7 +51,36 @@ func newWorkerKey(req *pb.RequestWorkerLeaseRequest, lease *workerLease) workerK
 	if lease.holder != nil {
 		env += " " + lease.bundle.String()
 	}
-	return workerKey{jobID: req.JobId, executableSHA256: req.ExecutableSha256, cudaVisibleDevices: lease.cudaVisibleDevices, leaseEnv: env}
+	return workerKey{jobID: req.JobId, executableSHA256: req.ExecutableSha256, cudaVisibleDevices: lease.cudaVisibleDevices, leaseEnv: env,
+		python: pythonCommand(req.PythonWorker)}
+}
+
+// pythonWorkerModule is what a Python worker runs: `<interpreter> -m raygo._worker_main`.
+const pythonWorkerModule = "raygo._worker_main"
+
+// pythonCommand describes a Python worker's interpreter, directory and path as one
+// comparable string ("" for none), so only a worker started the same way is reused.
+func pythonCommand(p *pb.PythonWorker) string {
+	if p == nil {
+		return ""
+	}
+	return p.Interpreter + "\x00" + p.WorkingDir + "\x00" + strings.Join(p.SysPath, string(os.PathListSeparator))
+}
+
+// validatePythonWorker checks a Python worker request: a Python job names no executable
+// and an absolute interpreter path.
+func validatePythonWorker(req *pb.RequestWorkerLeaseRequest) error {
+	p := req.PythonWorker
+	if req.ExecutableSha256 != "" {
+		return fielderr.New(ErrInvalidLease, "executable_sha256", "must be empty with python_worker (a Python worker runs its interpreter)")
+	}
+	if !filepath.IsAbs(p.Interpreter) {
+		return fielderr.New(ErrInvalidLease, "python_worker.interpreter", "want an absolute path, got %q", p.Interpreter)
+	}
+	if p.WorkingDir != "" && !filepath.IsAbs(p.WorkingDir) {
+		return fielderr.New(ErrInvalidLease, "python_worker.working_dir", "want an absolute path, got %q", p.WorkingDir)
+	}
+	return nil
 }
 
 // worker is one worker process the raylet started. The fields after the channels are
@@ -93,7 +124,11 @@ func validateLeaseRequest(req *pb.RequestWorkerLeaseRequest) (resources.Set, err
 	if req.JobId == "" {
 		return nil, fielderr.New(ErrRequired, "job_id", "required")
 	}
-	if err := checkSHA256(req.ExecutableSha256); err != nil {
+	if req.PythonWorker != nil {
+		if err := validatePythonWorker(req); err != nil {
+			return nil, err
+		}
+	} else if err := checkSHA256(req.ExecutableSha256); err != nil {
 		return nil, err
 	}
 	if req.PlacementGroupId != "" && req.BundleIndex < resources.AnyBundle {
@@ -218,10 +253,12 @@ func (r *Raylet) resourcesChangedLocked() {
 // leaseWorker hands the lease to an idle worker with the same environment, or starts
 // one and waits until it registers. On failure the lease is released.
 func (r *Raylet) leaseWorker(ctx context.Context, req *pb.RequestWorkerLeaseRequest, lease *workerLease) (*worker, error) {
-	// The pin keeps the executable cached until the worker is in the pool, whose live
-	// workers keep theirs.
-	release := r.executables.use(req.ExecutableSha256, time.Now())
-	defer release()
+	if req.PythonWorker == nil {
+		// The pin keeps the executable cached until the worker is in the pool, whose live
+		// workers keep theirs.
+		release := r.executables.use(req.ExecutableSha256, time.Now())
+		defer release()
+	}
 	key := newWorkerKey(req, lease)
 	r.mu.Lock()
 	if err := r.checkNotOrphanedLocked(lease); err != nil {
@@ -234,12 +271,12 @@ func (r *Raylet) leaseWorker(ctx context.Context, req *pb.RequestWorkerLeaseRequ
 		return w, nil
 	}
 	r.mu.Unlock()
-	path, err := r.executables.path(ctx, req.ExecutableSha256)
+	cmd, err := r.workerCommand(ctx, req)
 	if err != nil {
 		r.releaseLease(lease)
 		return nil, err
 	}
-	w, err := r.startWorker(path, key, req, lease)
+	w, err := r.startWorker(cmd, key, req, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -270,17 +307,45 @@ func (r *Raylet) idleWorkerLocked(key workerKey) *worker {
 	return best
 }
 
-// startWorker starts the executable as a new worker holding lease. The worker joins the
+// workerCommand is the command a new worker of req runs: the job's executable (fetched
+// from the GCS on first use), or for a Python job its interpreter running the worker
+// module in the driver's directory with the driver's sys.path.
+func (r *Raylet) workerCommand(ctx context.Context, req *pb.RequestWorkerLeaseRequest) (*exec.Cmd, error) {
+	p := req.PythonWorker
+	if p == nil {
+		path, err := r.executables.path(ctx, req.ExecutableSha256)
+		if err != nil {
+			return nil, err
+		}
+		return exec.Command(path), nil
+	}
+	if info, err := os.Stat(p.Interpreter); err != nil || info.IsDir() {
+		return nil, fielderr.New(ErrInvalidLease, "python_worker.interpreter", "%s: not an interpreter on node %s (%v)", p.Interpreter, r.cfg.NodeID, err)
+	}
+	if p.WorkingDir != "" {
+		if info, err := os.Stat(p.WorkingDir); err != nil || !info.IsDir() {
+			return nil, fielderr.New(ErrInvalidLease, "python_worker.working_dir", "%s: not a directory on node %s (%v)", p.WorkingDir, r.cfg.NodeID, err)
+		}
+	}
+	cmd := exec.Command(p.Interpreter, "-m", pythonWorkerModule)
+	cmd.Dir = p.WorkingDir
+	return cmd, nil
+}
+
+// startWorker starts cmd as a new worker holding lease. The worker joins the
 // pool before its process starts, so a fast RegisterWorker always finds it; from then on
 // the worker owns the lease, and killing it releases the lease.
-func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLeaseRequest, lease *workerLease) (*worker, error) {
+func (r *Raylet) startWorker(cmd *exec.Cmd, key workerKey, req *pb.RequestWorkerLeaseRequest, lease *workerLease) (*worker, error) {
 	w := &worker{
 		id: newWorkerID(), key: key, registered: make(chan struct{}), exited: make(chan struct{}),
 		state: workerStarting, lease: lease, actorID: req.ActorId, detached: req.Detached,
 		bundle: lease.bundle, bundleHolder: lease.holder,
 	}
-	w.cmd = exec.Command(path)
+	w.cmd = cmd
 	w.cmd.Env = r.workerEnv(w.id, req.JobId, lease)
+	if req.PythonWorker != nil {
+		w.cmd.Env = append(w.cmd.Env, "PYTHONPATH="+strings.Join(req.PythonWorker.SysPath, string(os.PathListSeparator)))
+	}
 	// Workers die with their raylet, as Ray's. (Pdeathsig follows the thread that
 	// started the child; the Go runtime does not end threads of goroutines that never
 	// locked them.)
@@ -313,7 +378,7 @@ func (r *Raylet) startWorker(path string, key workerKey, req *pb.RequestWorkerLe
 		r.bundles.releaseLease(lease)
 		r.resourcesChangedLocked()
 		r.mu.Unlock()
-		return nil, refusef(ErrWorkerFailed, "start worker %s (%s): %w", w.id, path, err)
+		return nil, refusef(ErrWorkerFailed, "start worker %s (%s): %w", w.id, w.cmd.Path, err)
 	}
 	r.mu.Lock()
 	w.process = w.cmd.Process

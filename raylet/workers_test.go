@@ -127,6 +127,12 @@ func TestLeaseRequestValidation(t *testing.T) {
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: h.sha, Resources: map[string]float64{"GPU": 1.5}}, codes.InvalidArgument, `resources["GPU"]`},
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: h.sha, Resources: map[string]float64{"CPU": 5}}, codes.InvalidArgument, "resources: the request asks"},
 		{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: h.sha, PlacementGroupId: "pg", BundleIndex: -2}, codes.InvalidArgument, "bundle_index"},
+		// A Python job's worker: its interpreter, and no executable.
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "python3"}}, codes.InvalidArgument, "python_worker.interpreter"},
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh", WorkingDir: "tmp"}}, codes.InvalidArgument, "python_worker.working_dir"},
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: h.sha, PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh"}}, codes.InvalidArgument, "executable_sha256"},
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/nonexistent/python"}, Resources: map[string]float64{"CPU": 1}}, codes.InvalidArgument, "not an interpreter on node"},
+		{&pb.RequestWorkerLeaseRequest{JobId: "j", PythonWorker: &pb.PythonWorker{Interpreter: "/bin/sh", WorkingDir: "/nonexistent/dir"}, Resources: map[string]float64{"CPU": 1}}, codes.InvalidArgument, "not a directory on node"},
 	}
 	if h.uploaded { // a GCS with ExecutableService says which executables it lacks
 		cases = append(cases, leaseCase{&pb.RequestWorkerLeaseRequest{JobId: "j", ExecutableSha256: strings.Repeat("0", 64)}, codes.NotFound, "executable_sha256"})

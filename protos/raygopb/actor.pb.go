@@ -300,7 +300,7 @@ type ActorInfo struct {
 	// 32 hex characters.
 	ActorId string `protobuf:"bytes,1,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	JobId   string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// The registered actor type's name (sdk.RegisterActor).
+	// The registered actor type's name (sdk.RegisterActor), or a Python actor's class name.
 	ClassName string `protobuf:"bytes,3,opt,name=class_name,json=className,proto3" json:"class_name,omitempty"`
 	// Empty for an unnamed actor; unique among live actors of its namespace.
 	Name      string     `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
@@ -345,9 +345,13 @@ type ActorInfo struct {
 	PendingReasonCode string `protobuf:"bytes,27,opt,name=pending_reason_code,json=pendingReasonCode,proto3" json:"pending_reason_code,omitempty"`
 	// The queue its lease is charged to, while it holds a charge (an actor outside
 	// placement groups, with queues on); empty otherwise.
-	Queue         string `protobuf:"bytes,28,opt,name=queue,proto3" json:"queue,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Queue string `protobuf:"bytes,28,opt,name=queue,proto3" json:"queue,omitempty"`
+	// A Python actor (executable_sha256 empty): how raylets start its workers, and the key
+	// of its class in the GCS's internal KV (namespace "fun", pickled with cloudpickle).
+	PythonWorker   *PythonWorker `protobuf:"bytes,29,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
+	PythonClassKey string        `protobuf:"bytes,30,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ActorInfo) Reset() {
@@ -576,6 +580,20 @@ func (x *ActorInfo) GetQueue() string {
 	return ""
 }
 
+func (x *ActorInfo) GetPythonWorker() *PythonWorker {
+	if x != nil {
+		return x.PythonWorker
+	}
+	return nil
+}
+
+func (x *ActorInfo) GetPythonClassKey() string {
+	if x != nil {
+		return x.PythonClassKey
+	}
+	return ""
+}
+
 type CreateActorRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	JobId     string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -590,8 +608,11 @@ type CreateActorRequest struct {
 	MaxTaskRetries     int64               `protobuf:"varint,9,opt,name=max_task_retries,json=maxTaskRetries,proto3" json:"max_task_retries,omitempty"`
 	ExecutableSha256   string              `protobuf:"bytes,10,opt,name=executable_sha256,json=executableSha256,proto3" json:"executable_sha256,omitempty"`
 	ConstructorArgs    [][]byte            `protobuf:"bytes,11,rep,name=constructor_args,json=constructorArgs,proto3" json:"constructor_args,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A Python actor: set both, and no executable_sha256 (ActorInfo's fields).
+	PythonWorker   *PythonWorker `protobuf:"bytes,12,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
+	PythonClassKey string        `protobuf:"bytes,13,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateActorRequest) Reset() {
@@ -699,6 +720,20 @@ func (x *CreateActorRequest) GetConstructorArgs() [][]byte {
 		return x.ConstructorArgs
 	}
 	return nil
+}
+
+func (x *CreateActorRequest) GetPythonWorker() *PythonWorker {
+	if x != nil {
+		return x.PythonWorker
+	}
+	return nil
+}
+
+func (x *CreateActorRequest) GetPythonClassKey() string {
+	if x != nil {
+		return x.PythonClassKey
+	}
+	return ""
 }
 
 type CreateActorReply struct {
@@ -1644,7 +1679,7 @@ var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
 	"\n" +
-	"\vactor.proto\x12\braygo.v1\"\xed\x01\n" +
+	"\vactor.proto\x12\braygo.v1\x1a\fraylet.proto\"\xed\x01\n" +
 	"\x12SchedulingStrategy\x124\n" +
 	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12#\n" +
 	"\vlegacy_kind\x18\x01 \x01(\tB\x02\x18\x01R\n" +
@@ -1652,7 +1687,7 @@ const file_actor_proto_rawDesc = "" +
 	"\x12placement_group_id\x18\x02 \x01(\tR\x10placementGroupId\x12!\n" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
-	"\x04soft\x18\x05 \x01(\bR\x04soft\"\xe3\b\n" +
+	"\x04soft\x18\x05 \x01(\bR\x04soft\"\xca\t\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
@@ -1685,10 +1720,12 @@ const file_actor_proto_rawDesc = "" +
 	"\agpu_ids\x18\x19 \x03(\x05R\x06gpuIds\x120\n" +
 	"\x14cuda_visible_devices\x18\x1a \x01(\tR\x12cudaVisibleDevices\x12.\n" +
 	"\x13pending_reason_code\x18\x1b \x01(\tR\x11pendingReasonCode\x12\x14\n" +
-	"\x05queue\x18\x1c \x01(\tR\x05queue\x1aD\n" +
+	"\x05queue\x18\x1c \x01(\tR\x05queue\x12;\n" +
+	"\rpython_worker\x18\x1d \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x12(\n" +
+	"\x10python_class_key\x18\x1e \x01(\tR\x0epythonClassKey\x1aD\n" +
 	"\x16RequiredResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xbb\x04\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xa2\x05\n" +
 	"\x12CreateActorRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -1703,7 +1740,9 @@ const file_actor_proto_rawDesc = "" +
 	"\x10max_task_retries\x18\t \x01(\x03R\x0emaxTaskRetries\x12+\n" +
 	"\x11executable_sha256\x18\n" +
 	" \x01(\tR\x10executableSha256\x12)\n" +
-	"\x10constructor_args\x18\v \x03(\fR\x0fconstructorArgs\x1aD\n" +
+	"\x10constructor_args\x18\v \x03(\fR\x0fconstructorArgs\x12;\n" +
+	"\rpython_worker\x18\f \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x12(\n" +
+	"\x10python_class_key\x18\r \x01(\tR\x0epythonClassKey\x1aD\n" +
 	"\x16RequiredResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"=\n" +
@@ -1840,44 +1879,47 @@ var file_actor_proto_goTypes = []any{
 	nil,                                // 23: raygo.v1.ActorInfo.RequiredResourcesEntry
 	nil,                                // 24: raygo.v1.CreateActorRequest.RequiredResourcesEntry
 	nil,                                // 25: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	(*PythonWorker)(nil),               // 26: raygo.v1.PythonWorker
 }
 var file_actor_proto_depIdxs = []int32{
 	0,  // 0: raygo.v1.SchedulingStrategy.kind:type_name -> raygo.v1.SchedulingStrategyKind
 	1,  // 1: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
 	23, // 2: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
 	3,  // 3: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	24, // 4: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
-	3,  // 5: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	4,  // 6: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 7: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 8: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 9: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
-	25, // 10: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
-	3,  // 11: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	2,  // 12: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
-	18, // 13: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
-	19, // 14: raygo.v1.ChooseLeaseTargetsReply.rejected:type_name -> raygo.v1.RejectedNode
-	5,  // 15: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
-	7,  // 16: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
-	9,  // 17: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
-	11, // 18: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
-	13, // 19: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
-	15, // 20: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
-	17, // 21: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
-	21, // 22: raygo.v1.ActorInfoService.ReturnLeaseCharge:input_type -> raygo.v1.ReturnLeaseChargeRequest
-	6,  // 23: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
-	8,  // 24: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
-	10, // 25: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
-	12, // 26: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
-	14, // 27: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
-	16, // 28: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
-	20, // 29: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
-	22, // 30: raygo.v1.ActorInfoService.ReturnLeaseCharge:output_type -> raygo.v1.ReturnLeaseChargeReply
-	23, // [23:31] is the sub-list for method output_type
-	15, // [15:23] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	26, // 4: raygo.v1.ActorInfo.python_worker:type_name -> raygo.v1.PythonWorker
+	24, // 5: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	3,  // 6: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	26, // 7: raygo.v1.CreateActorRequest.python_worker:type_name -> raygo.v1.PythonWorker
+	4,  // 8: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 9: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 10: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 11: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
+	25, // 12: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	3,  // 13: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	2,  // 14: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
+	18, // 15: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
+	19, // 16: raygo.v1.ChooseLeaseTargetsReply.rejected:type_name -> raygo.v1.RejectedNode
+	5,  // 17: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
+	7,  // 18: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
+	9,  // 19: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
+	11, // 20: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
+	13, // 21: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
+	15, // 22: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
+	17, // 23: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
+	21, // 24: raygo.v1.ActorInfoService.ReturnLeaseCharge:input_type -> raygo.v1.ReturnLeaseChargeRequest
+	6,  // 25: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
+	8,  // 26: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
+	10, // 27: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
+	12, // 28: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
+	14, // 29: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
+	16, // 30: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
+	20, // 31: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
+	22, // 32: raygo.v1.ActorInfoService.ReturnLeaseCharge:output_type -> raygo.v1.ReturnLeaseChargeReply
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_actor_proto_init() }
@@ -1885,6 +1927,7 @@ func file_actor_proto_init() {
 	if File_actor_proto != nil {
 		return
 	}
+	file_raylet_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -948,7 +948,10 @@ type RequestWorkerLeaseRequest struct {
 	ActorId  string `protobuf:"bytes,6,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	Detached bool   `protobuf:"varint,7,opt,name=detached,proto3" json:"detached,omitempty"`
 	// Wait for room instead of failing with ResourceExhausted.
-	Queue         bool `protobuf:"varint,8,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue bool `protobuf:"varint,8,opt,name=queue,proto3" json:"queue,omitempty"`
+	// Set for a Python job's worker (executable_sha256 then empty): the raylet starts
+	// `<interpreter> -m raygo._worker_main` instead of an executable.
+	PythonWorker  *PythonWorker `protobuf:"bytes,9,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,6 +1042,79 @@ func (x *RequestWorkerLeaseRequest) GetQueue() bool {
 	return false
 }
 
+func (x *RequestWorkerLeaseRequest) GetPythonWorker() *PythonWorker {
+	if x != nil {
+		return x.PythonWorker
+	}
+	return nil
+}
+
+// PythonWorker is how a raylet starts a worker for a Python driver: with the driver's
+// interpreter, working directory and sys.path (as PYTHONPATH), so the worker imports what
+// the driver imports. The interpreter must exist on the node at that path (as it does
+// when every node runs the same image, or on one machine).
+type PythonWorker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An absolute path.
+	Interpreter string `protobuf:"bytes,1,opt,name=interpreter,proto3" json:"interpreter,omitempty"`
+	// The worker's working directory; empty: the raylet's.
+	WorkingDir    string   `protobuf:"bytes,2,opt,name=working_dir,json=workingDir,proto3" json:"working_dir,omitempty"`
+	SysPath       []string `protobuf:"bytes,3,rep,name=sys_path,json=sysPath,proto3" json:"sys_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PythonWorker) Reset() {
+	*x = PythonWorker{}
+	mi := &file_raylet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PythonWorker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PythonWorker) ProtoMessage() {}
+
+func (x *PythonWorker) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PythonWorker.ProtoReflect.Descriptor instead.
+func (*PythonWorker) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PythonWorker) GetInterpreter() string {
+	if x != nil {
+		return x.Interpreter
+	}
+	return ""
+}
+
+func (x *PythonWorker) GetWorkingDir() string {
+	if x != nil {
+		return x.WorkingDir
+	}
+	return ""
+}
+
+func (x *PythonWorker) GetSysPath() []string {
+	if x != nil {
+		return x.SysPath
+	}
+	return nil
+}
+
 type RequestWorkerLeaseReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Worker        *WorkerInfo            `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
@@ -1049,7 +1125,7 @@ type RequestWorkerLeaseReply struct {
 
 func (x *RequestWorkerLeaseReply) Reset() {
 	*x = RequestWorkerLeaseReply{}
-	mi := &file_raylet_proto_msgTypes[17]
+	mi := &file_raylet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1137,7 @@ func (x *RequestWorkerLeaseReply) String() string {
 func (*RequestWorkerLeaseReply) ProtoMessage() {}
 
 func (x *RequestWorkerLeaseReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[17]
+	mi := &file_raylet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1150,7 @@ func (x *RequestWorkerLeaseReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestWorkerLeaseReply.ProtoReflect.Descriptor instead.
 func (*RequestWorkerLeaseReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{17}
+	return file_raylet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RequestWorkerLeaseReply) GetWorker() *WorkerInfo {
@@ -1116,7 +1192,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_raylet_proto_msgTypes[18]
+	mi := &file_raylet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1204,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[18]
+	mi := &file_raylet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1217,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{18}
+	return file_raylet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1245,7 +1321,7 @@ type ReturnWorkerRequest struct {
 
 func (x *ReturnWorkerRequest) Reset() {
 	*x = ReturnWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[19]
+	mi := &file_raylet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1333,7 @@ func (x *ReturnWorkerRequest) String() string {
 func (*ReturnWorkerRequest) ProtoMessage() {}
 
 func (x *ReturnWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[19]
+	mi := &file_raylet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1346,7 @@ func (x *ReturnWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReturnWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReturnWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{19}
+	return file_raylet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReturnWorkerRequest) GetWorkerId() string {
@@ -1296,7 +1372,7 @@ type ReturnWorkerReply struct {
 
 func (x *ReturnWorkerReply) Reset() {
 	*x = ReturnWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[20]
+	mi := &file_raylet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1384,7 @@ func (x *ReturnWorkerReply) String() string {
 func (*ReturnWorkerReply) ProtoMessage() {}
 
 func (x *ReturnWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[20]
+	mi := &file_raylet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1397,7 @@ func (x *ReturnWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReturnWorkerReply.ProtoReflect.Descriptor instead.
 func (*ReturnWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{20}
+	return file_raylet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReturnWorkerReply) GetResources() *ResourceReport {
@@ -1342,7 +1418,7 @@ type KillWorkerRequest struct {
 
 func (x *KillWorkerRequest) Reset() {
 	*x = KillWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[21]
+	mi := &file_raylet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1430,7 @@ func (x *KillWorkerRequest) String() string {
 func (*KillWorkerRequest) ProtoMessage() {}
 
 func (x *KillWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[21]
+	mi := &file_raylet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1443,7 @@ func (x *KillWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillWorkerRequest.ProtoReflect.Descriptor instead.
 func (*KillWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{21}
+	return file_raylet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KillWorkerRequest) GetWorkerId() string {
@@ -1393,7 +1469,7 @@ type KillWorkerReply struct {
 
 func (x *KillWorkerReply) Reset() {
 	*x = KillWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[22]
+	mi := &file_raylet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1481,7 @@ func (x *KillWorkerReply) String() string {
 func (*KillWorkerReply) ProtoMessage() {}
 
 func (x *KillWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[22]
+	mi := &file_raylet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1494,7 @@ func (x *KillWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillWorkerReply.ProtoReflect.Descriptor instead.
 func (*KillWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{22}
+	return file_raylet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KillWorkerReply) GetResources() *ResourceReport {
@@ -1437,7 +1513,7 @@ type KillJobWorkersRequest struct {
 
 func (x *KillJobWorkersRequest) Reset() {
 	*x = KillJobWorkersRequest{}
-	mi := &file_raylet_proto_msgTypes[23]
+	mi := &file_raylet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1525,7 @@ func (x *KillJobWorkersRequest) String() string {
 func (*KillJobWorkersRequest) ProtoMessage() {}
 
 func (x *KillJobWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[23]
+	mi := &file_raylet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +1538,7 @@ func (x *KillJobWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJobWorkersRequest.ProtoReflect.Descriptor instead.
 func (*KillJobWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{23}
+	return file_raylet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KillJobWorkersRequest) GetJobId() string {
@@ -1481,7 +1557,7 @@ type KillJobWorkersReply struct {
 
 func (x *KillJobWorkersReply) Reset() {
 	*x = KillJobWorkersReply{}
-	mi := &file_raylet_proto_msgTypes[24]
+	mi := &file_raylet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1569,7 @@ func (x *KillJobWorkersReply) String() string {
 func (*KillJobWorkersReply) ProtoMessage() {}
 
 func (x *KillJobWorkersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[24]
+	mi := &file_raylet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1582,7 @@ func (x *KillJobWorkersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJobWorkersReply.ProtoReflect.Descriptor instead.
 func (*KillJobWorkersReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{24}
+	return file_raylet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KillJobWorkersReply) GetKilled() int32 {
@@ -1527,7 +1603,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[25]
+	mi := &file_raylet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1615,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[25]
+	mi := &file_raylet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1628,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{25}
+	return file_raylet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RegisterWorkerRequest) GetWorkerId() string {
@@ -1584,7 +1660,7 @@ type RegisterWorkerReply struct {
 
 func (x *RegisterWorkerReply) Reset() {
 	*x = RegisterWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[26]
+	mi := &file_raylet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1672,7 @@ func (x *RegisterWorkerReply) String() string {
 func (*RegisterWorkerReply) ProtoMessage() {}
 
 func (x *RegisterWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[26]
+	mi := &file_raylet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1685,7 @@ func (x *RegisterWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerReply.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{26}
+	return file_raylet_proto_rawDescGZIP(), []int{27}
 }
 
 type GetWorkersRequest struct {
@@ -1620,7 +1696,7 @@ type GetWorkersRequest struct {
 
 func (x *GetWorkersRequest) Reset() {
 	*x = GetWorkersRequest{}
-	mi := &file_raylet_proto_msgTypes[27]
+	mi := &file_raylet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1708,7 @@ func (x *GetWorkersRequest) String() string {
 func (*GetWorkersRequest) ProtoMessage() {}
 
 func (x *GetWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[27]
+	mi := &file_raylet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1721,7 @@ func (x *GetWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkersRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{27}
+	return file_raylet_proto_rawDescGZIP(), []int{28}
 }
 
 type GetWorkersReply struct {
@@ -1657,7 +1733,7 @@ type GetWorkersReply struct {
 
 func (x *GetWorkersReply) Reset() {
 	*x = GetWorkersReply{}
-	mi := &file_raylet_proto_msgTypes[28]
+	mi := &file_raylet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1745,7 @@ func (x *GetWorkersReply) String() string {
 func (*GetWorkersReply) ProtoMessage() {}
 
 func (x *GetWorkersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[28]
+	mi := &file_raylet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1758,7 @@ func (x *GetWorkersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkersReply.ProtoReflect.Descriptor instead.
 func (*GetWorkersReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{28}
+	return file_raylet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetWorkersReply) GetWorkers() []*WorkerInfo {
@@ -1756,7 +1832,7 @@ const file_raylet_proto_rawDesc = "" +
 	"\abundles\x18\x03 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\",\n" +
 	"\x12DrainRayletRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10DrainRayletReply\"\x8d\x03\n" +
+	"\x10DrainRayletReply\"\xca\x03\n" +
 	"\x19RequestWorkerLeaseRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
 	"\x11executable_sha256\x18\x02 \x01(\tR\x10executableSha256\x12P\n" +
@@ -1765,10 +1841,16 @@ const file_raylet_proto_rawDesc = "" +
 	"\fbundle_index\x18\x05 \x01(\x05R\vbundleIndex\x12\x19\n" +
 	"\bactor_id\x18\x06 \x01(\tR\aactorId\x12\x1a\n" +
 	"\bdetached\x18\a \x01(\bR\bdetached\x12\x14\n" +
-	"\x05queue\x18\b \x01(\bR\x05queue\x1a<\n" +
+	"\x05queue\x18\b \x01(\bR\x05queue\x12;\n" +
+	"\rpython_worker\x18\t \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x7f\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"l\n" +
+	"\fPythonWorker\x12 \n" +
+	"\vinterpreter\x18\x01 \x01(\tR\vinterpreter\x12\x1f\n" +
+	"\vworking_dir\x18\x02 \x01(\tR\n" +
+	"workingDir\x12\x19\n" +
+	"\bsys_path\x18\x03 \x03(\tR\asysPath\"\x7f\n" +
 	"\x17RequestWorkerLeaseReply\x12,\n" +
 	"\x06worker\x18\x01 \x01(\v2\x14.raygo.v1.WorkerInfoR\x06worker\x126\n" +
 	"\tresources\x18\x02 \x01(\v2\x18.raygo.v1.ResourceReportR\tresources\"\x82\x04\n" +
@@ -1848,7 +1930,7 @@ func file_raylet_proto_rawDescGZIP() []byte {
 }
 
 var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_raylet_proto_goTypes = []any{
 	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
 	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
@@ -1868,33 +1950,34 @@ var file_raylet_proto_goTypes = []any{
 	(*DrainRayletRequest)(nil),            // 15: raygo.v1.DrainRayletRequest
 	(*DrainRayletReply)(nil),              // 16: raygo.v1.DrainRayletReply
 	(*RequestWorkerLeaseRequest)(nil),     // 17: raygo.v1.RequestWorkerLeaseRequest
-	(*RequestWorkerLeaseReply)(nil),       // 18: raygo.v1.RequestWorkerLeaseReply
-	(*WorkerInfo)(nil),                    // 19: raygo.v1.WorkerInfo
-	(*ReturnWorkerRequest)(nil),           // 20: raygo.v1.ReturnWorkerRequest
-	(*ReturnWorkerReply)(nil),             // 21: raygo.v1.ReturnWorkerReply
-	(*KillWorkerRequest)(nil),             // 22: raygo.v1.KillWorkerRequest
-	(*KillWorkerReply)(nil),               // 23: raygo.v1.KillWorkerReply
-	(*KillJobWorkersRequest)(nil),         // 24: raygo.v1.KillJobWorkersRequest
-	(*KillJobWorkersReply)(nil),           // 25: raygo.v1.KillJobWorkersReply
-	(*RegisterWorkerRequest)(nil),         // 26: raygo.v1.RegisterWorkerRequest
-	(*RegisterWorkerReply)(nil),           // 27: raygo.v1.RegisterWorkerReply
-	(*GetWorkersRequest)(nil),             // 28: raygo.v1.GetWorkersRequest
-	(*GetWorkersReply)(nil),               // 29: raygo.v1.GetWorkersReply
-	nil,                                   // 30: raygo.v1.BundleReservation.ResourcesEntry
-	nil,                                   // 31: raygo.v1.ResourceReport.ResourcesAvailableEntry
-	nil,                                   // 32: raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
-	nil,                                   // 33: raygo.v1.WorkerInfo.ResourcesEntry
-	(*MIGGPUInfo)(nil),                    // 34: raygo.v1.MIGGPUInfo
-	(*NodeInfo)(nil),                      // 35: raygo.v1.NodeInfo
+	(*PythonWorker)(nil),                  // 18: raygo.v1.PythonWorker
+	(*RequestWorkerLeaseReply)(nil),       // 19: raygo.v1.RequestWorkerLeaseReply
+	(*WorkerInfo)(nil),                    // 20: raygo.v1.WorkerInfo
+	(*ReturnWorkerRequest)(nil),           // 21: raygo.v1.ReturnWorkerRequest
+	(*ReturnWorkerReply)(nil),             // 22: raygo.v1.ReturnWorkerReply
+	(*KillWorkerRequest)(nil),             // 23: raygo.v1.KillWorkerRequest
+	(*KillWorkerReply)(nil),               // 24: raygo.v1.KillWorkerReply
+	(*KillJobWorkersRequest)(nil),         // 25: raygo.v1.KillJobWorkersRequest
+	(*KillJobWorkersReply)(nil),           // 26: raygo.v1.KillJobWorkersReply
+	(*RegisterWorkerRequest)(nil),         // 27: raygo.v1.RegisterWorkerRequest
+	(*RegisterWorkerReply)(nil),           // 28: raygo.v1.RegisterWorkerReply
+	(*GetWorkersRequest)(nil),             // 29: raygo.v1.GetWorkersRequest
+	(*GetWorkersReply)(nil),               // 30: raygo.v1.GetWorkersReply
+	nil,                                   // 31: raygo.v1.BundleReservation.ResourcesEntry
+	nil,                                   // 32: raygo.v1.ResourceReport.ResourcesAvailableEntry
+	nil,                                   // 33: raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	nil,                                   // 34: raygo.v1.WorkerInfo.ResourcesEntry
+	(*MIGGPUInfo)(nil),                    // 35: raygo.v1.MIGGPUInfo
+	(*NodeInfo)(nil),                      // 36: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
 	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
-	30, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	31, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
 	3,  // 3: raygo.v1.BundleReservation.mig:type_name -> raygo.v1.MIGStep
 	2,  // 4: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	31, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
-	34, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	32, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	35, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	5,  // 7: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
 	2,  // 8: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
 	1,  // 9: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
@@ -1905,44 +1988,45 @@ var file_raylet_proto_depIdxs = []int32{
 	2,  // 14: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
 	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
 	5,  // 16: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	35, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	36, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
 	2,  // 18: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	32, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
-	19, // 20: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
-	5,  // 21: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
-	33, // 22: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
-	5,  // 23: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
-	5,  // 24: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
-	19, // 25: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
-	13, // 26: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	15, // 27: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	4,  // 28: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	7,  // 29: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	9,  // 30: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	11, // 31: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	17, // 32: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
-	20, // 33: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
-	22, // 34: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
-	24, // 35: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
-	26, // 36: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
-	28, // 37: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
-	14, // 38: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	16, // 39: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	6,  // 40: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	8,  // 41: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	10, // 42: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	12, // 43: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	18, // 44: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
-	21, // 45: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
-	23, // 46: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
-	25, // 47: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
-	27, // 48: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
-	29, // 49: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
-	38, // [38:50] is the sub-list for method output_type
-	26, // [26:38] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	33, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	18, // 20: raygo.v1.RequestWorkerLeaseRequest.python_worker:type_name -> raygo.v1.PythonWorker
+	20, // 21: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
+	5,  // 22: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
+	34, // 23: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
+	5,  // 24: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	5,  // 25: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	20, // 26: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
+	13, // 27: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	15, // 28: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	4,  // 29: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	7,  // 30: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	9,  // 31: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	11, // 32: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	17, // 33: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
+	21, // 34: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
+	23, // 35: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
+	25, // 36: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
+	27, // 37: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
+	29, // 38: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
+	14, // 39: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	16, // 40: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	6,  // 41: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	8,  // 42: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	10, // 43: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	12, // 44: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	19, // 45: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
+	22, // 46: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
+	24, // 47: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
+	26, // 48: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
+	28, // 49: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
+	30, // 50: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
+	39, // [39:51] is the sub-list for method output_type
+	27, // [27:39] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }
@@ -1957,7 +2041,7 @@ func file_raylet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

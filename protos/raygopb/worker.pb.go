@@ -24,11 +24,14 @@ const (
 type PushTaskRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// A registered task function, or the method's name for an actor call.
+	// A registered task function, or the method's name for an actor call. For a Python
+	// worker, the key of the function in the GCS's internal KV (namespace "fun"), where the
+	// driver put it pickled with cloudpickle.
 	FunctionName string `protobuf:"bytes,2,opt,name=function_name,json=functionName,proto3" json:"function_name,omitempty"`
 	// Set for an actor method call: it must be the actor this worker hosts.
 	ActorId string `protobuf:"bytes,3,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
-	// Each argument msgpack-encoded.
+	// Each argument msgpack-encoded. For a Python worker, one entry: the (args, kwargs)
+	// tuple pickled with cloudpickle.
 	Args [][]byte `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
 	// 0 for the first attempt.
 	Attempt       int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -104,11 +107,15 @@ func (x *PushTaskRequest) GetAttempt() int32 {
 // TaskError is a function's error as the caller sees it.
 type TaskError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The Go type of the error ("*errors.errorString", "*fs.PathError"), or "panic".
-	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The Go type of the error ("*errors.errorString", "*fs.PathError"), or "panic"; for a
+	// Python worker the exception's class ("builtins.ValueError").
+	Type    string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// A Python worker's exception, pickled with cloudpickle (empty when it does not pickle),
+	// so the driver raises an instance of its class.
+	PythonException []byte `protobuf:"bytes,3,opt,name=python_exception,json=pythonException,proto3" json:"python_exception,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskError) Reset() {
@@ -155,9 +162,17 @@ func (x *TaskError) GetMessage() string {
 	return ""
 }
 
+func (x *TaskError) GetPythonException() []byte {
+	if x != nil {
+		return x.PythonException
+	}
+	return nil
+}
+
 type PushTaskReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The function's results (its error aside), each msgpack-encoded.
+	// The function's results (its error aside), each msgpack-encoded; a Python worker's
+	// one result pickled with cloudpickle.
 	Returns [][]byte `protobuf:"bytes,1,rep,name=returns,proto3" json:"returns,omitempty"`
 	// Set when the function returned an error or panicked.
 	Error *TaskError `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
@@ -232,8 +247,11 @@ type CreateActorOnWorkerRequest struct {
 	ClassName       string                 `protobuf:"bytes,2,opt,name=class_name,json=className,proto3" json:"class_name,omitempty"`
 	ConstructorArgs [][]byte               `protobuf:"bytes,3,rep,name=constructor_args,json=constructorArgs,proto3" json:"constructor_args,omitempty"`
 	NumRestarts     int64                  `protobuf:"varint,4,opt,name=num_restarts,json=numRestarts,proto3" json:"num_restarts,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A Python actor's class: its key in the GCS's internal KV (ActorInfo.python_class_key).
+	// constructor_args then holds one pickled (args, kwargs) tuple.
+	PythonClassKey string `protobuf:"bytes,5,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateActorOnWorkerRequest) Reset() {
@@ -292,6 +310,13 @@ func (x *CreateActorOnWorkerRequest) GetNumRestarts() int64 {
 		return x.NumRestarts
 	}
 	return 0
+}
+
+func (x *CreateActorOnWorkerRequest) GetPythonClassKey() string {
+	if x != nil {
+		return x.PythonClassKey
+	}
+	return ""
 }
 
 type CreateActorOnWorkerReply struct {
@@ -357,21 +382,23 @@ const file_worker_proto_rawDesc = "" +
 	"\rfunction_name\x18\x02 \x01(\tR\ffunctionName\x12\x19\n" +
 	"\bactor_id\x18\x03 \x01(\tR\aactorId\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\fR\x04args\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\x05R\aattempt\"9\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\"d\n" +
 	"\tTaskError\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x83\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12)\n" +
+	"\x10python_exception\x18\x03 \x01(\fR\x0fpythonException\"\x83\x01\n" +
 	"\rPushTaskReply\x12\x18\n" +
 	"\areturns\x18\x01 \x03(\fR\areturns\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xa4\x01\n" +
+	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xce\x01\n" +
 	"\x1aCreateActorOnWorkerRequest\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x1d\n" +
 	"\n" +
 	"class_name\x18\x02 \x01(\tR\tclassName\x12)\n" +
 	"\x10constructor_args\x18\x03 \x03(\fR\x0fconstructorArgs\x12!\n" +
-	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\"W\n" +
+	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\x12(\n" +
+	"\x10python_class_key\x18\x05 \x01(\tR\x0epythonClassKey\"W\n" +
 	"\x18CreateActorOnWorkerReply\x12)\n" +
 	"\x05error\x18\x01 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x03R\x03pid2\xac\x01\n" +

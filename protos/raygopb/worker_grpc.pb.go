@@ -28,7 +28,8 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // CoreWorkerService is served by every worker process: the driver's own executable
-// started by a raylet in worker mode (environment RAYGO_WORKER_ID set). Drivers push
+// started by a raylet in worker mode (environment RAYGO_WORKER_ID set), or for a Python
+// job `<interpreter> -m raygo._worker_main` (raylet.proto's PythonWorker). Drivers push
 // tasks and actor method calls to it directly; the GCS creates actors in it.
 //
 // Environment of a worker (set by the raylet):
@@ -80,7 +81,8 @@ func (c *coreWorkerServiceClient) CreateActor(ctx context.Context, in *CreateAct
 // for forward compatibility.
 //
 // CoreWorkerService is served by every worker process: the driver's own executable
-// started by a raylet in worker mode (environment RAYGO_WORKER_ID set). Drivers push
+// started by a raylet in worker mode (environment RAYGO_WORKER_ID set), or for a Python
+// job `<interpreter> -m raygo._worker_main` (raylet.proto's PythonWorker). Drivers push
 // tasks and actor method calls to it directly; the GCS creates actors in it.
 //
 // Environment of a worker (set by the raylet):

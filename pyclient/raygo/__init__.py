@@ -12,12 +12,15 @@ import to ``import raygo as ray``::
     row = ray.util.placement_group_table(pg)
     row["bundles_to_node_id"], row["bundles_to_cuda_visible_devices"]
 
-The client talks gRPC to the GCS only; it runs no tasks or actors.
+``@raygo.remote`` functions run as tasks in Python workers that raylets start (inside
+placement-group bundles with ``PlacementGroupSchedulingStrategy``), and on classes as actors.
 """
 
 from raygo import exceptions, util
 from raygo._ids import ActorID, JobID, NodeID, PlacementGroupID, WorkerID
 from raygo._object_ref import ObjectRef, get, wait
+from raygo._actor import ActorClass, ActorHandle, get_actor, kill
+from raygo._remote import put, remote
 from raygo._version import __version__
 from raygo._worker import (
     RaygoContext,
@@ -33,6 +36,8 @@ from raygo._worker import (
 )
 
 __all__ = [
+    "ActorClass",
+    "ActorHandle",
     "ActorID",
     "JobID",
     "NodeID",
@@ -46,11 +51,15 @@ __all__ = [
     "cluster_resources",
     "exceptions",
     "get",
+    "get_actor",
     "get_gpu_ids",
     "get_runtime_context",
     "init",
     "is_initialized",
+    "kill",
     "nodes",
+    "put",
+    "remote",
     "shutdown",
     "util",
     "wait",

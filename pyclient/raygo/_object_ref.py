@@ -1,7 +1,8 @@
 """``ObjectRef`` and the ``get`` / ``wait`` calls that resolve it, with Ray's semantics.
 
-raygo runs no Python tasks, so the only references are the ones ``PlacementGroup.ready()``
-returns: each is backed by a future that a long-poll on the GCS settles.
+Each reference is backed by a future: ``PlacementGroup.ready()``'s is settled by a long-poll
+on the GCS, a task's or an actor call's by the reply of the worker that ran it
+(raygo._task_client, raygo._actor), ``put``'s at once.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional
 from raygo._gcs import GcsClient, parse_address
 from raygo._ids import JobID, NodeID
 from raygo._version import __version__
+from raygo._worker_context import WorkerContext, WorkerRuntimeContext
 from raygo.exceptions import RaySystemError
 
 logger = logging.getLogger("raygo")
@@ -34,7 +35,7 @@ _LOCAL_CLUSTER_OPTIONS = frozenset({
     "_system_config", "_memory", "_redis_password", "_plasma_directory",
     "_driver_object_store_memory", "storage", "_enable_object_reconstruction",
 })
-# ray.init options about tasks (raygo's Python client runs none); accepted with a warning.
+# ray.init options about tasks' environment (raygo has none); accepted with a warning.
 _TASK_OPTIONS = frozenset({"runtime_env", "job_config"})
 # ray.init options that change only logging, the dashboard or a local cluster's set-up;
 # accepted and ignored.
@@ -47,6 +48,22 @@ _IGNORED_OPTIONS = frozenset({
 
 _lock = threading.RLock()
 _client: Optional[GcsClient] = None
+# Set in a worker process (raygo._worker_main): the process runs tasks and is no driver.
+_worker_ctx: Optional[WorkerContext] = None
+
+
+def enter_worker_mode() -> WorkerContext:
+    """Marks this process as a Python worker (called by raygo._worker_main)."""
+    global _worker_ctx
+    _worker_ctx = WorkerContext()
+    return _worker_ctx
+
+
+def worker_context() -> WorkerContext:
+    """The worker's context; RuntimeError outside a worker."""
+    if _worker_ctx is None:
+        raise RuntimeError("not a raygo worker process")
+    return _worker_ctx
 
 
 class RaygoContext:
@@ -157,7 +174,7 @@ def init(
     if unknown:
         raise TypeError(f"raygo.init() got unexpected keyword arguments: {', '.join(unknown)}")
     for option in sorted(set(ray_options) & _TASK_OPTIONS):
-        logger.warning("raygo.init: ignoring %s: raygo's Python client runs no tasks", option)
+        logger.warning("raygo.init: ignoring %s: raygo's Python tasks run without a runtime environment", option)
     if namespace is not None and not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, got {type(namespace).__name__}")
     if namespace is not None and not namespace:
@@ -217,6 +234,9 @@ def shutdown(_exiting_interpreter: bool = False) -> None:
     with _lock:
         client, _client = _client, None
     if client is not None:
+        from raygo._task_client import close_submitter
+
+        close_submitter(client)
         client.close()
 
 
@@ -230,6 +250,8 @@ def global_client() -> GcsClient:
     client = _client
     if client is not None:
         return client
+    if _worker_ctx is not None:
+        raise RaySystemError("a raygo worker is no driver: tasks cannot submit tasks, create groups or read cluster state yet")
     if os.environ.get("RAYGO_ENABLE_AUTO_CONNECT", "1").lower() in ("0", "false", "no"):
         raise RaySystemError("raygo has not been started yet. You can start it with 'raygo.init()'.")
     with _lock:
@@ -435,16 +457,19 @@ class RuntimeContext:
         return {"GPU": []}
 
     def get_runtime_env_string(self) -> str:
-        """``"{}"``: raygo's Python client runs no tasks, so it has no runtime env."""
+        """``"{}"``: raygo has no runtime environments."""
         return "{}"
 
 
 _runtime_context: Optional[RuntimeContext] = None
 
 
-def get_runtime_context() -> RuntimeContext:
-    """The driver's runtime context (Ray's ``ray.get_runtime_context()``), connecting if needed."""
+def get_runtime_context() -> Any:
+    """The runtime context (Ray's ``ray.get_runtime_context()``): inside a task the
+    worker's (its node, placement group, GPUs), else the driver's, connecting if needed."""
     global _runtime_context
+    if _worker_ctx is not None:
+        return WorkerRuntimeContext(_worker_ctx)
     global_client()
     with _lock:
         if _runtime_context is None:
@@ -452,8 +477,11 @@ def get_runtime_context() -> RuntimeContext:
         return _runtime_context
 
 
-def get_gpu_ids() -> List[int]:
-    """The GPUs this process holds: none, for a driver (Ray's ``ray.get_gpu_ids()``)."""
+def get_gpu_ids() -> List[Any]:
+    """The GPUs this process holds (Ray's ``ray.get_gpu_ids()``): inside a task its lease's
+    (``CUDA_VISIBLE_DEVICES``: indices as ints, MIG UUIDs as strings); none for a driver."""
+    if _worker_ctx is not None:
+        return _worker_ctx.gpu_ids()
     global_client()
     return []
 

@@ -52,6 +52,7 @@ def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, 
         # ray.util.state reads the head's /api/v0, which wants the token too: it sends it.
         assert state.get_placement_group(pg.id.hex()).state == "CREATED"
         remove_placement_group(pg)
+        _tasks_run_with_the_token(token)
     finally:
         raygo.shutdown()
         cluster.stop()
@@ -103,3 +104,25 @@ def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, mon
     finally:
         raygo.shutdown()
         cluster.stop()
+
+
+def _tasks_run_with_the_token(token: str) -> None:
+    """A Python task runs (its worker registers and fetches its function with the token
+    the raylet gave it), and the worker's own server refuses a call without the token."""
+    import grpc
+
+    from raygo._proto import raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
+    from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
+    from test_tasks import add
+
+    assert raygo.get(add.remote(1, b=2), timeout=60) == 3
+    raylet_address = raygo.nodes()[0]["RayletAddress"]
+    with grpc.insecure_channel(raylet_address) as channel:
+        workers = raylet_pb2_grpc.NodeManagerServiceStub(channel).GetWorkers(
+            raylet_pb2.GetWorkersRequest(), timeout=10,
+            metadata=[("authorization", "Bearer " + token), (PROTOCOL_METADATA_KEY, str(PROTOCOL_VERSION))]).workers
+    assert workers, "the task's worker stays idle in the raylet's pool"
+    with grpc.insecure_channel(workers[0].address) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            worker_pb2_grpc.CoreWorkerServiceStub(channel).PushTask(worker_pb2.PushTaskRequest(task_id="x"), timeout=10)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -37,8 +37,10 @@ for name in ("get_node_ip_address", "get_node_instance_id", "placement_group", "
     record(f"has.util.{name}", callable(getattr(ray.util, name, None)))
 for name in ("NodeID", "JobID", "WorkerID", "ActorID", "PlacementGroupID", "ObjectRef", "get_runtime_context",
              "nodes", "cluster_resources", "available_resources", "is_initialized", "shutdown", "init", "get", "wait",
-             "get_gpu_ids"):
+             "get_gpu_ids", "remote", "put", "kill", "get_actor"):
     record(f"has.ray.{name}", hasattr(ray, name))
+for name in ("kill", "get_actor"):
+    record(f"params.ray.{name}", params(getattr(ray, name)))
 context = ray.get_runtime_context()
 for name in ("get_job_id", "get_node_id", "get_worker_id", "get_node_labels", "get", "get_placement_group_id",
              "get_task_id", "get_actor_id", "get_accelerator_ids"):

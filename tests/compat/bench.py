@@ -1,7 +1,8 @@
-"""make bench-ray: the same Ray-API benchmark script (tests/compat/bench/pg_rate.py) on a
-Ray cluster and on a raygo cluster of one shape (run.py's: a head and three nodes on this
-machine, memory store on both sides), one after the other in one run, inside a network
-namespace (scripts/compat.sh creates it). Prints each side's figures and the ratios:
+"""make bench-ray: the same Ray-API benchmark scripts (tests/compat/bench/pg_rate.py and
+py_tasks.py) on a Ray cluster and on a raygo cluster of one shape (run.py's: a head and
+three nodes on this machine, memory store on both sides), one after the other in one run,
+inside a network namespace (scripts/compat.sh creates it). Prints each side's figures and
+the ratios:
 
     BENCH pg_rate_ray <n> groups/s
     BENCH pg_rate_raygo <n> groups/s
@@ -9,6 +10,8 @@ namespace (scripts/compat.sh creates it). Prints each side's figures and the rat
     BENCH pg_1000_concurrent_ready_s_ray <s> s
     BENCH pg_1000_concurrent_ready_s_raygo <s> s
     BENCH pg_1000_concurrent_ready_vs_ray <raygo ÷ Ray> x
+    BENCH py_tasks_sync_per_s_ray|_raygo <n> tasks/s, py_tasks_sync_vs_ray <raygo ÷ Ray> x
+    BENCH py_tasks_async_per_s_ray|_raygo <n> tasks/s, py_tasks_async_vs_ray <raygo ÷ Ray> x
 
     python tests/compat/bench.py [--ray-python .venv-ray/bin/python] [--raygo-python .venv/bin/python]
 """
@@ -28,17 +31,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run  # noqa: E402  the compat harness: clusters, processes, the namespace check
 
-SCRIPT = HERE / "bench" / "pg_rate.py"
+SCRIPTS = (HERE / "bench" / "pg_rate.py", HERE / "bench" / "py_tasks.py")
 
 
-def measure(python: str, backend: str, address: str) -> Dict[str, Any]:
+def measure(python: str, backend: str, address: str, script: Path) -> Dict[str, Any]:
     env = dict(os.environ, COMPAT_BACKEND=backend, PYTHONUNBUFFERED="1", RAY_ADDRESS=address)
     env.pop("RAYGO_ADDRESS", None)
     if backend == "ray":
         env.update(run.RAY_ENV)
     else:
         run.use_tree_client(env)
-    out = subprocess.run([python, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=1800, check=False)
+    out = subprocess.run([python, str(script)], capture_output=True, text=True, env=env, timeout=1800, check=False)
     sys.stderr.write(out.stderr[-3000:] if out.returncode else "".join(
         line + "\n" for line in out.stderr.splitlines() if line.startswith(backend + ":")))
     for line in reversed(out.stdout.splitlines()):
@@ -60,8 +63,11 @@ def main() -> int:
         for backend, python in (("ray", args.ray_python), ("raygo", args.raygo_python)):
             processes = run.Processes()
             try:
+                # start_raygo also returns the dashboard's URL.
                 address = run.start_ray(processes, python, tmp) if backend == "ray" else run.start_raygo(processes, tmp)[0]
-                results[backend] = measure(python, backend, address)
+                results[backend] = {}
+                for script in SCRIPTS:
+                    results[backend].update(measure(python, backend, address, script))
             finally:
                 processes.stop()
     ray, raygo = results["ray"], results["raygo"]
@@ -71,6 +77,10 @@ def main() -> int:
     print(f"BENCH pg_1000_concurrent_ready_s_ray {ray['concurrent_ready_s']:.2f} s")
     print(f"BENCH pg_1000_concurrent_ready_s_raygo {raygo['concurrent_ready_s']:.2f} s")
     print(f"BENCH pg_1000_concurrent_ready_vs_ray {raygo['concurrent_ready_s'] / ray['concurrent_ready_s']:.2f} x")
+    for mode in ("sync", "async"):
+        print(f"BENCH py_tasks_{mode}_per_s_ray {ray[mode + '_per_s']:.0f} tasks/s")
+        print(f"BENCH py_tasks_{mode}_per_s_raygo {raygo[mode + '_per_s']:.0f} tasks/s")
+        print(f"BENCH py_tasks_{mode}_vs_ray {raygo[mode + '_per_s'] / ray[mode + '_per_s']:.2f} x")
     return 0
 
 

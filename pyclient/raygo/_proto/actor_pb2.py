@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from . import raylet_pb2 as raylet__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x61\x63tor.proto\x12\x08raygo.v1\"\xae\x01\n\x12SchedulingStrategy\x12.\n\x04kind\x18\x06 \x01(\x0e\x32 .raygo.v1.SchedulingStrategyKind\x12\x17\n\x0blegacy_kind\x18\x01 \x01(\tB\x02\x18\x01\x12\x1a\n\x12placement_group_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x03 \x01(\x05\x12\x0f\n\x07node_id\x18\x04 \x01(\t\x12\x0c\n\x04soft\x18\x05 \x01(\x08\"\xfc\x05\n\tActorInfo\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.raygo.v1.ActorState\x12\x0f\n\x07node_id\x18\x07 \x01(\t\x12\x0b\n\x03pid\x18\x08 \x01(\x03\x12\x11\n\tworker_id\x18\t \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\n \x01(\t\x12\x46\n\x12required_resources\x18\x0b \x03(\x0b\x32*.raygo.v1.ActorInfo.RequiredResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x0c \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x1a\n\x12placement_group_id\x18\r \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x0e \x01(\x05\x12\x13\n\x0bis_detached\x18\x0f \x01(\x08\x12\x14\n\x0cmax_restarts\x18\x10 \x01(\x03\x12\x14\n\x0cnum_restarts\x18\x11 \x01(\x03\x12\x18\n\x10max_task_retries\x18\x12 \x01(\x03\x12\x13\n\x0b\x64\x65\x61th_cause\x18\x13 \x01(\t\x12\x16\n\x0epending_reason\x18\x14 \x01(\t\x12\x15\n\rstart_time_ms\x18\x15 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x16 \x01(\x03\x12\x19\n\x11\x65xecutable_sha256\x18\x17 \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x18 \x03(\x0c\x12\x0f\n\x07gpu_ids\x18\x19 \x03(\x05\x12\x1c\n\x14\x63uda_visible_devices\x18\x1a \x01(\t\x12\x1b\n\x13pending_reason_code\x18\x1b \x01(\t\x12\r\n\x05queue\x18\x1c \x01(\t\x1a\x38\n\x16RequiredResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x99\x03\n\x12\x43reateActorRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12O\n\x12required_resources\x18\x05 \x03(\x0b\x32\x33.raygo.v1.CreateActorRequest.RequiredResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x06 \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x13\n\x0bis_detached\x18\x07 \x01(\x08\x12\x14\n\x0cmax_restarts\x18\x08 \x01(\x03\x12\x18\n\x10max_task_retries\x18\t \x01(\x03\x12\x19\n\x11\x65xecutable_sha256\x18\n \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x0b \x03(\x0c\x1a\x38\n\x16RequiredResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"6\n\x10\x43reateActorReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\"U\n\x13GetActorInfoRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nwait_alive\x18\x02 \x01(\x08\x12\x18\n\x10min_num_restarts\x18\x03 \x01(\x03\"7\n\x11GetActorInfoReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\";\n\x18GetNamedActorInfoRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"<\n\x16GetNamedActorInfoReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\"\x18\n\x16GetAllActorInfoRequest\";\n\x14GetAllActorInfoReply\x12#\n\x06\x61\x63tors\x18\x01 \x03(\x0b\x32\x13.raygo.v1.ActorInfo\"8\n\x10KillActorRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nno_restart\x18\x02 \x01(\x08\"\x10\n\x0eKillActorReply\"|\n\x1aReportWorkerFailureRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xit_detail\x18\x04 \x01(\t\x12\x13\n\x0bintentional\x18\x05 \x01(\x08\"\x1a\n\x18ReportWorkerFailureReply\"\x97\x02\n\x19\x43hooseLeaseTargetsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x45\n\tresources\x18\x02 \x03(\x0b\x32\x32.raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x03 \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x0f\n\x07\x62\x61\x63klog\x18\x04 \x01(\x05\x12\x0e\n\x06job_id\x18\x05 \x01(\t\x12\x11\n\tcharge_id\x18\x06 \x01(\t\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"c\n\x0bLeaseTarget\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x16\n\x0eraylet_address\x18\x02 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x03 \x01(\x05\x12\x15\n\ravailable_now\x18\x04 \x01(\x08\">\n\x0cRejectedNode\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xe7\x01\n\x17\x43hooseLeaseTargetsReply\x12\'\n\x07outcome\x18\x01 \x01(\x0e\x32\x16.raygo.v1.LeaseOutcome\x12&\n\x07targets\x18\x02 \x03(\x0b\x32\x15.raygo.v1.LeaseTarget\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12(\n\x08rejected\x18\x05 \x03(\x0b\x32\x16.raygo.v1.RejectedNode\x12\x0f\n\x07\x63harged\x18\x06 \x01(\x08\x12\x1b\n\x13pending_reason_code\x18\x07 \x01(\t\"=\n\x18ReturnLeaseChargeRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tcharge_id\x18\x02 \x01(\t\"\x18\n\x16ReturnLeaseChargeReply*\xa9\x01\n\x16SchedulingStrategyKind\x12\x1f\n\x1bSCHEDULING_STRATEGY_DEFAULT\x10\x00\x12\x1e\n\x1aSCHEDULING_STRATEGY_SPREAD\x10\x01\x12\'\n#SCHEDULING_STRATEGY_PLACEMENT_GROUP\x10\x02\x12%\n!SCHEDULING_STRATEGY_NODE_AFFINITY\x10\x03*|\n\nActorState\x12\x1b\n\x17\x41\x43TOR_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43TOR_PENDING_CREATION\x10\x01\x12\x0f\n\x0b\x41\x43TOR_ALIVE\x10\x02\x12\x14\n\x10\x41\x43TOR_RESTARTING\x10\x03\x12\x0e\n\nACTOR_DEAD\x10\x04*\xa1\x01\n\x0cLeaseOutcome\x12\x1d\n\x19LEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14LEASE_OUTCOME_PLACED\x10\x01\x12\x19\n\x15LEASE_OUTCOME_NOT_NOW\x10\x02\x12\x1c\n\x18LEASE_OUTCOME_INFEASIBLE\x10\x03\x12\x1f\n\x1bLEASE_OUTCOME_UNSCHEDULABLE\x10\x04\x32\xb4\x05\n\x10\x41\x63torInfoService\x12G\n\x0b\x43reateActor\x12\x1c.raygo.v1.CreateActorRequest\x1a\x1a.raygo.v1.CreateActorReply\x12J\n\x0cGetActorInfo\x12\x1d.raygo.v1.GetActorInfoRequest\x1a\x1b.raygo.v1.GetActorInfoReply\x12Y\n\x11GetNamedActorInfo\x12\".raygo.v1.GetNamedActorInfoRequest\x1a .raygo.v1.GetNamedActorInfoReply\x12S\n\x0fGetAllActorInfo\x12 .raygo.v1.GetAllActorInfoRequest\x1a\x1e.raygo.v1.GetAllActorInfoReply\x12\x41\n\tKillActor\x12\x1a.raygo.v1.KillActorRequest\x1a\x18.raygo.v1.KillActorReply\x12_\n\x13ReportWorkerFailure\x12$.raygo.v1.ReportWorkerFailureRequest\x1a\".raygo.v1.ReportWorkerFailureReply\x12\\\n\x12\x43hooseLeaseTargets\x12#.raygo.v1.ChooseLeaseTargetsRequest\x1a!.raygo.v1.ChooseLeaseTargetsReply\x12Y\n\x11ReturnLeaseCharge\x12\".raygo.v1.ReturnLeaseChargeRequest\x1a .raygo.v1.ReturnLeaseChargeReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x61\x63tor.proto\x12\x08raygo.v1\x1a\x0craylet.proto\"\xae\x01\n\x12SchedulingStrategy\x12.\n\x04kind\x18\x06 \x01(\x0e\x32 .raygo.v1.SchedulingStrategyKind\x12\x17\n\x0blegacy_kind\x18\x01 \x01(\tB\x02\x18\x01\x12\x1a\n\x12placement_group_id\x18\x02 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x03 \x01(\x05\x12\x0f\n\x07node_id\x18\x04 \x01(\t\x12\x0c\n\x04soft\x18\x05 \x01(\x08\"\xc5\x06\n\tActorInfo\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12#\n\x05state\x18\x06 \x01(\x0e\x32\x14.raygo.v1.ActorState\x12\x0f\n\x07node_id\x18\x07 \x01(\t\x12\x0b\n\x03pid\x18\x08 \x01(\x03\x12\x11\n\tworker_id\x18\t \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\n \x01(\t\x12\x46\n\x12required_resources\x18\x0b \x03(\x0b\x32*.raygo.v1.ActorInfo.RequiredResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x0c \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x1a\n\x12placement_group_id\x18\r \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x0e \x01(\x05\x12\x13\n\x0bis_detached\x18\x0f \x01(\x08\x12\x14\n\x0cmax_restarts\x18\x10 \x01(\x03\x12\x14\n\x0cnum_restarts\x18\x11 \x01(\x03\x12\x18\n\x10max_task_retries\x18\x12 \x01(\x03\x12\x13\n\x0b\x64\x65\x61th_cause\x18\x13 \x01(\t\x12\x16\n\x0epending_reason\x18\x14 \x01(\t\x12\x15\n\rstart_time_ms\x18\x15 \x01(\x03\x12\x13\n\x0b\x65nd_time_ms\x18\x16 \x01(\x03\x12\x19\n\x11\x65xecutable_sha256\x18\x17 \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x18 \x03(\x0c\x12\x0f\n\x07gpu_ids\x18\x19 \x03(\x05\x12\x1c\n\x14\x63uda_visible_devices\x18\x1a \x01(\t\x12\x1b\n\x13pending_reason_code\x18\x1b \x01(\t\x12\r\n\x05queue\x18\x1c \x01(\t\x12-\n\rpython_worker\x18\x1d \x01(\x0b\x32\x16.raygo.v1.PythonWorker\x12\x18\n\x10python_class_key\x18\x1e \x01(\t\x1a\x38\n\x16RequiredResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xe2\x03\n\x12\x43reateActorRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x11\n\tnamespace\x18\x04 \x01(\t\x12O\n\x12required_resources\x18\x05 \x03(\x0b\x32\x33.raygo.v1.CreateActorRequest.RequiredResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x06 \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x13\n\x0bis_detached\x18\x07 \x01(\x08\x12\x14\n\x0cmax_restarts\x18\x08 \x01(\x03\x12\x18\n\x10max_task_retries\x18\t \x01(\x03\x12\x19\n\x11\x65xecutable_sha256\x18\n \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x0b \x03(\x0c\x12-\n\rpython_worker\x18\x0c \x01(\x0b\x32\x16.raygo.v1.PythonWorker\x12\x18\n\x10python_class_key\x18\r \x01(\t\x1a\x38\n\x16RequiredResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"6\n\x10\x43reateActorReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\"U\n\x13GetActorInfoRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nwait_alive\x18\x02 \x01(\x08\x12\x18\n\x10min_num_restarts\x18\x03 \x01(\x03\"7\n\x11GetActorInfoReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\";\n\x18GetNamedActorInfoRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\"<\n\x16GetNamedActorInfoReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.raygo.v1.ActorInfo\"\x18\n\x16GetAllActorInfoRequest\";\n\x14GetAllActorInfoReply\x12#\n\x06\x61\x63tors\x18\x01 \x03(\x0b\x32\x13.raygo.v1.ActorInfo\"8\n\x10KillActorRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nno_restart\x18\x02 \x01(\x08\"\x10\n\x0eKillActorReply\"|\n\x1aReportWorkerFailureRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\x12\x13\n\x0b\x65xit_detail\x18\x04 \x01(\t\x12\x13\n\x0bintentional\x18\x05 \x01(\x08\"\x1a\n\x18ReportWorkerFailureReply\"\x97\x02\n\x19\x43hooseLeaseTargetsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x45\n\tresources\x18\x02 \x03(\x0b\x32\x32.raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry\x12\x39\n\x13scheduling_strategy\x18\x03 \x01(\x0b\x32\x1c.raygo.v1.SchedulingStrategy\x12\x0f\n\x07\x62\x61\x63klog\x18\x04 \x01(\x05\x12\x0e\n\x06job_id\x18\x05 \x01(\t\x12\x11\n\tcharge_id\x18\x06 \x01(\t\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"c\n\x0bLeaseTarget\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x16\n\x0eraylet_address\x18\x02 \x01(\t\x12\x14\n\x0c\x62undle_index\x18\x03 \x01(\x05\x12\x15\n\ravailable_now\x18\x04 \x01(\x08\">\n\x0cRejectedNode\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"\xe7\x01\n\x17\x43hooseLeaseTargetsReply\x12\'\n\x07outcome\x18\x01 \x01(\x0e\x32\x16.raygo.v1.LeaseOutcome\x12&\n\x07targets\x18\x02 \x03(\x0b\x32\x15.raygo.v1.LeaseTarget\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x13\n\x0breason_code\x18\x04 \x01(\t\x12(\n\x08rejected\x18\x05 \x03(\x0b\x32\x16.raygo.v1.RejectedNode\x12\x0f\n\x07\x63harged\x18\x06 \x01(\x08\x12\x1b\n\x13pending_reason_code\x18\x07 \x01(\t\"=\n\x18ReturnLeaseChargeRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x11\n\tcharge_id\x18\x02 \x01(\t\"\x18\n\x16ReturnLeaseChargeReply*\xa9\x01\n\x16SchedulingStrategyKind\x12\x1f\n\x1bSCHEDULING_STRATEGY_DEFAULT\x10\x00\x12\x1e\n\x1aSCHEDULING_STRATEGY_SPREAD\x10\x01\x12\'\n#SCHEDULING_STRATEGY_PLACEMENT_GROUP\x10\x02\x12%\n!SCHEDULING_STRATEGY_NODE_AFFINITY\x10\x03*|\n\nActorState\x12\x1b\n\x17\x41\x43TOR_STATE_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43TOR_PENDING_CREATION\x10\x01\x12\x0f\n\x0b\x41\x43TOR_ALIVE\x10\x02\x12\x14\n\x10\x41\x43TOR_RESTARTING\x10\x03\x12\x0e\n\nACTOR_DEAD\x10\x04*\xa1\x01\n\x0cLeaseOutcome\x12\x1d\n\x19LEASE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n\x14LEASE_OUTCOME_PLACED\x10\x01\x12\x19\n\x15LEASE_OUTCOME_NOT_NOW\x10\x02\x12\x1c\n\x18LEASE_OUTCOME_INFEASIBLE\x10\x03\x12\x1f\n\x1bLEASE_OUTCOME_UNSCHEDULABLE\x10\x04\x32\xb4\x05\n\x10\x41\x63torInfoService\x12G\n\x0b\x43reateActor\x12\x1c.raygo.v1.CreateActorRequest\x1a\x1a.raygo.v1.CreateActorReply\x12J\n\x0cGetActorInfo\x12\x1d.raygo.v1.GetActorInfoRequest\x1a\x1b.raygo.v1.GetActorInfoReply\x12Y\n\x11GetNamedActorInfo\x12\".raygo.v1.GetNamedActorInfoRequest\x1a .raygo.v1.GetNamedActorInfoReply\x12S\n\x0fGetAllActorInfo\x12 .raygo.v1.GetAllActorInfoRequest\x1a\x1e.raygo.v1.GetAllActorInfoReply\x12\x41\n\tKillActor\x12\x1a.raygo.v1.KillActorRequest\x1a\x18.raygo.v1.KillActorReply\x12_\n\x13ReportWorkerFailure\x12$.raygo.v1.ReportWorkerFailureRequest\x1a\".raygo.v1.ReportWorkerFailureReply\x12\\\n\x12\x43hooseLeaseTargets\x12#.raygo.v1.ChooseLeaseTargetsRequest\x1a!.raygo.v1.ChooseLeaseTargetsReply\x12Y\n\x11ReturnLeaseCharge\x12\".raygo.v1.ReturnLeaseChargeRequest\x1a .raygo.v1.ReturnLeaseChargeReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,58 +41,58 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATEACTORREQUEST_REQUIREDRESOURCESENTRY']._serialized_options = b'8\001'
   _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._loaded_options = None
   _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._serialized_options = b'8\001'
-  _globals['_SCHEDULINGSTRATEGYKIND']._serialized_start=2792
-  _globals['_SCHEDULINGSTRATEGYKIND']._serialized_end=2961
-  _globals['_ACTORSTATE']._serialized_start=2963
-  _globals['_ACTORSTATE']._serialized_end=3087
-  _globals['_LEASEOUTCOME']._serialized_start=3090
-  _globals['_LEASEOUTCOME']._serialized_end=3251
-  _globals['_SCHEDULINGSTRATEGY']._serialized_start=26
-  _globals['_SCHEDULINGSTRATEGY']._serialized_end=200
-  _globals['_ACTORINFO']._serialized_start=203
-  _globals['_ACTORINFO']._serialized_end=967
-  _globals['_ACTORINFO_REQUIREDRESOURCESENTRY']._serialized_start=911
-  _globals['_ACTORINFO_REQUIREDRESOURCESENTRY']._serialized_end=967
-  _globals['_CREATEACTORREQUEST']._serialized_start=970
-  _globals['_CREATEACTORREQUEST']._serialized_end=1379
-  _globals['_CREATEACTORREQUEST_REQUIREDRESOURCESENTRY']._serialized_start=911
-  _globals['_CREATEACTORREQUEST_REQUIREDRESOURCESENTRY']._serialized_end=967
-  _globals['_CREATEACTORREPLY']._serialized_start=1381
-  _globals['_CREATEACTORREPLY']._serialized_end=1435
-  _globals['_GETACTORINFOREQUEST']._serialized_start=1437
-  _globals['_GETACTORINFOREQUEST']._serialized_end=1522
-  _globals['_GETACTORINFOREPLY']._serialized_start=1524
-  _globals['_GETACTORINFOREPLY']._serialized_end=1579
-  _globals['_GETNAMEDACTORINFOREQUEST']._serialized_start=1581
-  _globals['_GETNAMEDACTORINFOREQUEST']._serialized_end=1640
-  _globals['_GETNAMEDACTORINFOREPLY']._serialized_start=1642
-  _globals['_GETNAMEDACTORINFOREPLY']._serialized_end=1702
-  _globals['_GETALLACTORINFOREQUEST']._serialized_start=1704
-  _globals['_GETALLACTORINFOREQUEST']._serialized_end=1728
-  _globals['_GETALLACTORINFOREPLY']._serialized_start=1730
-  _globals['_GETALLACTORINFOREPLY']._serialized_end=1789
-  _globals['_KILLACTORREQUEST']._serialized_start=1791
-  _globals['_KILLACTORREQUEST']._serialized_end=1847
-  _globals['_KILLACTORREPLY']._serialized_start=1849
-  _globals['_KILLACTORREPLY']._serialized_end=1865
-  _globals['_REPORTWORKERFAILUREREQUEST']._serialized_start=1867
-  _globals['_REPORTWORKERFAILUREREQUEST']._serialized_end=1991
-  _globals['_REPORTWORKERFAILUREREPLY']._serialized_start=1993
-  _globals['_REPORTWORKERFAILUREREPLY']._serialized_end=2019
-  _globals['_CHOOSELEASETARGETSREQUEST']._serialized_start=2022
-  _globals['_CHOOSELEASETARGETSREQUEST']._serialized_end=2301
-  _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._serialized_start=2253
-  _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._serialized_end=2301
-  _globals['_LEASETARGET']._serialized_start=2303
-  _globals['_LEASETARGET']._serialized_end=2402
-  _globals['_REJECTEDNODE']._serialized_start=2404
-  _globals['_REJECTEDNODE']._serialized_end=2466
-  _globals['_CHOOSELEASETARGETSREPLY']._serialized_start=2469
-  _globals['_CHOOSELEASETARGETSREPLY']._serialized_end=2700
-  _globals['_RETURNLEASECHARGEREQUEST']._serialized_start=2702
-  _globals['_RETURNLEASECHARGEREQUEST']._serialized_end=2763
-  _globals['_RETURNLEASECHARGEREPLY']._serialized_start=2765
-  _globals['_RETURNLEASECHARGEREPLY']._serialized_end=2789
-  _globals['_ACTORINFOSERVICE']._serialized_start=3254
-  _globals['_ACTORINFOSERVICE']._serialized_end=3946
+  _globals['_SCHEDULINGSTRATEGYKIND']._serialized_start=2952
+  _globals['_SCHEDULINGSTRATEGYKIND']._serialized_end=3121
+  _globals['_ACTORSTATE']._serialized_start=3123
+  _globals['_ACTORSTATE']._serialized_end=3247
+  _globals['_LEASEOUTCOME']._serialized_start=3250
+  _globals['_LEASEOUTCOME']._serialized_end=3411
+  _globals['_SCHEDULINGSTRATEGY']._serialized_start=40
+  _globals['_SCHEDULINGSTRATEGY']._serialized_end=214
+  _globals['_ACTORINFO']._serialized_start=217
+  _globals['_ACTORINFO']._serialized_end=1054
+  _globals['_ACTORINFO_REQUIREDRESOURCESENTRY']._serialized_start=998
+  _globals['_ACTORINFO_REQUIREDRESOURCESENTRY']._serialized_end=1054
+  _globals['_CREATEACTORREQUEST']._serialized_start=1057
+  _globals['_CREATEACTORREQUEST']._serialized_end=1539
+  _globals['_CREATEACTORREQUEST_REQUIREDRESOURCESENTRY']._serialized_start=998
+  _globals['_CREATEACTORREQUEST_REQUIREDRESOURCESENTRY']._serialized_end=1054
+  _globals['_CREATEACTORREPLY']._serialized_start=1541
+  _globals['_CREATEACTORREPLY']._serialized_end=1595
+  _globals['_GETACTORINFOREQUEST']._serialized_start=1597
+  _globals['_GETACTORINFOREQUEST']._serialized_end=1682
+  _globals['_GETACTORINFOREPLY']._serialized_start=1684
+  _globals['_GETACTORINFOREPLY']._serialized_end=1739
+  _globals['_GETNAMEDACTORINFOREQUEST']._serialized_start=1741
+  _globals['_GETNAMEDACTORINFOREQUEST']._serialized_end=1800
+  _globals['_GETNAMEDACTORINFOREPLY']._serialized_start=1802
+  _globals['_GETNAMEDACTORINFOREPLY']._serialized_end=1862
+  _globals['_GETALLACTORINFOREQUEST']._serialized_start=1864
+  _globals['_GETALLACTORINFOREQUEST']._serialized_end=1888
+  _globals['_GETALLACTORINFOREPLY']._serialized_start=1890
+  _globals['_GETALLACTORINFOREPLY']._serialized_end=1949
+  _globals['_KILLACTORREQUEST']._serialized_start=1951
+  _globals['_KILLACTORREQUEST']._serialized_end=2007
+  _globals['_KILLACTORREPLY']._serialized_start=2009
+  _globals['_KILLACTORREPLY']._serialized_end=2025
+  _globals['_REPORTWORKERFAILUREREQUEST']._serialized_start=2027
+  _globals['_REPORTWORKERFAILUREREQUEST']._serialized_end=2151
+  _globals['_REPORTWORKERFAILUREREPLY']._serialized_start=2153
+  _globals['_REPORTWORKERFAILUREREPLY']._serialized_end=2179
+  _globals['_CHOOSELEASETARGETSREQUEST']._serialized_start=2182
+  _globals['_CHOOSELEASETARGETSREQUEST']._serialized_end=2461
+  _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._serialized_start=2413
+  _globals['_CHOOSELEASETARGETSREQUEST_RESOURCESENTRY']._serialized_end=2461
+  _globals['_LEASETARGET']._serialized_start=2463
+  _globals['_LEASETARGET']._serialized_end=2562
+  _globals['_REJECTEDNODE']._serialized_start=2564
+  _globals['_REJECTEDNODE']._serialized_end=2626
+  _globals['_CHOOSELEASETARGETSREPLY']._serialized_start=2629
+  _globals['_CHOOSELEASETARGETSREPLY']._serialized_end=2860
+  _globals['_RETURNLEASECHARGEREQUEST']._serialized_start=2862
+  _globals['_RETURNLEASECHARGEREQUEST']._serialized_end=2923
+  _globals['_RETURNLEASECHARGEREPLY']._serialized_start=2925
+  _globals['_RETURNLEASECHARGEREPLY']._serialized_end=2949
+  _globals['_ACTORINFOSERVICE']._serialized_start=3414
+  _globals['_ACTORINFOSERVICE']._serialized_end=4106
 # @@protoc_insertion_point(module_scope)

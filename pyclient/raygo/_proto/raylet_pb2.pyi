@@ -164,7 +164,7 @@ class DrainRayletReply(_message.Message):
     def __init__(self) -> None: ...
 
 class RequestWorkerLeaseRequest(_message.Message):
-    __slots__ = ("job_id", "executable_sha256", "resources", "placement_group_id", "bundle_index", "actor_id", "detached", "queue")
+    __slots__ = ("job_id", "executable_sha256", "resources", "placement_group_id", "bundle_index", "actor_id", "detached", "queue", "python_worker")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +180,7 @@ class RequestWorkerLeaseRequest(_message.Message):
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     DETACHED_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_WORKER_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     executable_sha256: str
     resources: _containers.ScalarMap[str, float]
@@ -188,7 +189,18 @@ class RequestWorkerLeaseRequest(_message.Message):
     actor_id: str
     detached: bool
     queue: bool
-    def __init__(self, job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., actor_id: _Optional[str] = ..., detached: _Optional[bool] = ..., queue: _Optional[bool] = ...) -> None: ...
+    python_worker: PythonWorker
+    def __init__(self, job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., actor_id: _Optional[str] = ..., detached: _Optional[bool] = ..., queue: _Optional[bool] = ..., python_worker: _Optional[_Union[PythonWorker, _Mapping]] = ...) -> None: ...
+
+class PythonWorker(_message.Message):
+    __slots__ = ("interpreter", "working_dir", "sys_path")
+    INTERPRETER_FIELD_NUMBER: _ClassVar[int]
+    WORKING_DIR_FIELD_NUMBER: _ClassVar[int]
+    SYS_PATH_FIELD_NUMBER: _ClassVar[int]
+    interpreter: str
+    working_dir: str
+    sys_path: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, interpreter: _Optional[str] = ..., working_dir: _Optional[str] = ..., sys_path: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RequestWorkerLeaseReply(_message.Message):
     __slots__ = ("worker", "resources")

@@ -21,12 +21,14 @@ class PushTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., function_name: _Optional[str] = ..., actor_id: _Optional[str] = ..., args: _Optional[_Iterable[bytes]] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class TaskError(_message.Message):
-    __slots__ = ("type", "message")
+    __slots__ = ("type", "message", "python_exception")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_EXCEPTION_FIELD_NUMBER: _ClassVar[int]
     type: str
     message: str
-    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    python_exception: bytes
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., python_exception: _Optional[bytes] = ...) -> None: ...
 
 class PushTaskReply(_message.Message):
     __slots__ = ("returns", "error", "worker_id", "pid")
@@ -41,16 +43,18 @@ class PushTaskReply(_message.Message):
     def __init__(self, returns: _Optional[_Iterable[bytes]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., worker_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class CreateActorOnWorkerRequest(_message.Message):
-    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts")
+    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts", "python_class_key")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CONSTRUCTOR_ARGS_FIELD_NUMBER: _ClassVar[int]
     NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_CLASS_KEY_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     class_name: str
     constructor_args: _containers.RepeatedScalarFieldContainer[bytes]
     num_restarts: int
-    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ...) -> None: ...
+    python_class_key: str
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ..., python_class_key: _Optional[str] = ...) -> None: ...
 
 class CreateActorOnWorkerReply(_message.Message):
     __slots__ = ("error", "pid")

@@ -27,7 +27,8 @@ if _version_not_supported:
 
 class CoreWorkerServiceStub:
     """CoreWorkerService is served by every worker process: the driver's own executable
-    started by a raylet in worker mode (environment RAYGO_WORKER_ID set). Drivers push
+    started by a raylet in worker mode (environment RAYGO_WORKER_ID set), or for a Python
+    job `<interpreter> -m raygo._worker_main` (raylet.proto's PythonWorker). Drivers push
     tasks and actor method calls to it directly; the GCS creates actors in it.
 
     Environment of a worker (set by the raylet):
@@ -58,7 +59,8 @@ class CoreWorkerServiceStub:
 
 class CoreWorkerServiceServicer:
     """CoreWorkerService is served by every worker process: the driver's own executable
-    started by a raylet in worker mode (environment RAYGO_WORKER_ID set). Drivers push
+    started by a raylet in worker mode (environment RAYGO_WORKER_ID set), or for a Python
+    job `<interpreter> -m raygo._worker_main` (raylet.proto's PythonWorker). Drivers push
     tasks and actor method calls to it directly; the GCS creates actors in it.
 
     Environment of a worker (set by the raylet):
@@ -108,7 +110,8 @@ def add_CoreWorkerServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class CoreWorkerService:
     """CoreWorkerService is served by every worker process: the driver's own executable
-    started by a raylet in worker mode (environment RAYGO_WORKER_ID set). Drivers push
+    started by a raylet in worker mode (environment RAYGO_WORKER_ID set), or for a Python
+    job `<interpreter> -m raygo._worker_main` (raylet.proto's PythonWorker). Drivers push
     tasks and actor method calls to it directly; the GCS creates actors in it.
 
     Environment of a worker (set by the raylet):

@@ -1,9 +1,10 @@
 """Scheduling strategies with Ray's names (``ray.util.scheduling_strategies``).
 
-raygo's Python client runs no tasks or actors, so a strategy is a description that a
-program passes on (for example to the Go SDK's actors, or to its own launcher that reads
-``placement_group_table`` for where each bundle lives). Unlike Ray, which checks the bundle
-index when a task is submitted, raygo checks it here, when the strategy is made.
+``@raygo.remote`` tasks take ``PlacementGroupSchedulingStrategy`` and
+``NodeAffinitySchedulingStrategy`` (``scheduling_strategy=``) and refuse
+``NodeLabelSchedulingStrategy``; a program may also pass a strategy on to its own launcher
+that reads ``placement_group_table`` for where each bundle lives. Unlike Ray, which checks
+the bundle index when a task is submitted, raygo checks it here, when the strategy is made.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class PlacementGroupSchedulingStrategy:
 class NodeAffinitySchedulingStrategy:
     """Run on one node (Ray's): its hex id, and whether another node may do when it cannot.
 
-    A description, as every strategy here: raygo's Python client runs no tasks.
+    Tasks run on that node; with ``soft`` another node may do when it is gone or full.
     """
 
     def __init__(

@@ -1,0 +1,181 @@
+"""A Python worker process: what a raylet runs, as ``<interpreter> -m raygo._worker_main``,
+for a Python job's worker lease (raylet.proto's ``PythonWorker``).
+
+It serves protos/worker.proto's ``CoreWorkerService`` on ``RAYGO_NODE_IP`` (a free port),
+announces the address to its raylet (``RegisterWorker``) and runs the tasks the driver
+pushes, one at a time. A task names its function by its key in the GCS's internal KV
+(namespace ``fun``), where the driver put it pickled with cloudpickle; the worker fetches
+each function once. Arguments come as one pickled ``(args, kwargs)`` tuple, the result goes
+back pickled, and an exception goes back as a ``TaskError`` carrying the pickled exception
+and its traceback. The environment is the Go workers' (protos/worker.proto): the lease's
+``CUDA_VISIBLE_DEVICES``, ``RAYGO_RESOURCES``, its bundle, and the cluster token, which the
+worker's server requires and its own calls carry.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import threading
+import traceback
+from typing import Any, Callable, Dict, Optional
+
+import grpc
+
+from raygo import _worker
+from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
+from raygo._auth import load_token, tls_credentials
+from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, _VersionInterceptor
+from raygo._proto import gcs_pb2, gcs_pb2_grpc, raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
+
+FUNCTION_KV_NAMESPACE = "fun"
+
+
+class _RequireToken(grpc.ServerInterceptor):
+    """Refuses calls without the cluster token, as the Go workers' servers do."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = "Bearer " + token
+
+        def deny(request: Any, context: grpc.ServicerContext) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "worker: missing or wrong cluster token")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+
+    def intercept_service(self, continuation: Callable, handler_call_details: Any) -> Any:
+        metadata = dict(handler_call_details.invocation_metadata or ())
+        if metadata.get(AUTH_METADATA_KEY) != self._expected:
+            return self._deny
+        return continuation(handler_call_details)
+
+
+def _server_credentials() -> Optional[grpc.ServerCredentials]:
+    """Mutual TLS for the worker's server when the cluster runs with RAYGO_USE_TLS=1."""
+    if tls_credentials() is None:
+        return None
+    read = lambda name: open(os.environ[name], "rb").read()  # noqa: E731
+    return grpc.ssl_server_credentials(
+        [(read("RAYGO_TLS_SERVER_KEY"), read("RAYGO_TLS_SERVER_CERT"))],
+        root_certificates=read("RAYGO_TLS_CA_CERT"),
+        require_client_auth=True,
+    )
+
+
+def _channel(address: str, token: Optional[str]) -> grpc.Channel:
+    credentials = tls_credentials()
+    raw = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    return grpc.intercept_channel(raw, _VersionInterceptor(token))
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
+    """Runs pushed tasks one at a time; functions are fetched from the GCS once each."""
+
+    def __init__(self, kv: gcs_pb2_grpc.InternalKVServiceStub) -> None:
+        import cloudpickle
+
+        self._pickle = cloudpickle
+        self._kv = kv
+        self._functions: Dict[str, Callable[..., Any]] = {}
+        self._run_lock = threading.Lock()
+        # The actor this worker hosts (CreateActor), if any.
+        self._actor_id = ""
+        self._actor: Any = None
+
+    def _function(self, key: str) -> Callable[..., Any]:
+        function = self._functions.get(key)
+        if function is None:
+            reply = self._kv.KVGet(
+                gcs_pb2.KVGetRequest(namespace=FUNCTION_KV_NAMESPACE, key=key.encode()),
+                timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True,
+            )
+            if not reply.found:
+                raise LookupError(f"function {key} is not in the GCS (its job ended?)")
+            function = self._pickle.loads(reply.value)
+            self._functions[key] = function
+        return function
+
+    def PushTask(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Runs one task, or one method call of the hosted actor."""
+        reply = worker_pb2.PushTaskReply(worker_id=_worker.worker_context().worker_id, pid=os.getpid())
+        with self._run_lock:
+            if request.actor_id != self._actor_id:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"worker hosts actor {self._actor_id or 'none'}, not {request.actor_id or 'none'}")
+            try:
+                if request.actor_id:
+                    function = getattr(self._actor, request.function_name)
+                else:
+                    function = self._function(request.function_name)
+                args, kwargs = self._pickle.loads(request.args[0]) if request.args else ((), {})
+                _worker.worker_context().begin_task(request.task_id, getattr(function, "__name__", "task"))
+                try:
+                    result = function(*args, **kwargs)
+                finally:
+                    _worker.worker_context().end_task()
+                reply.returns.append(self._pickle.dumps(result))
+            except Exception as exc:  # the task's failure goes back to the driver
+                reply.error.CopyFrom(self._task_error(exc))
+        return reply
+
+    def _task_error(self, exc: BaseException) -> Any:
+        try:
+            pickled = self._pickle.dumps(exc)
+        except Exception:  # an exception that does not pickle still reports its traceback
+            pickled = b""
+        return worker_pb2.TaskError(
+            type=_qualified_name(type(exc)),
+            message="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            python_exception=pickled,
+        )
+
+    def CreateActor(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Runs a Python actor's constructor; the worker then hosts the actor."""
+        reply = worker_pb2.CreateActorOnWorkerReply(pid=os.getpid())
+        with self._run_lock:
+            if self._actor_id and self._actor_id != request.actor_id:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"worker hosts actor {self._actor_id} already")
+            try:
+                cls = self._function(request.python_class_key)
+                args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
+                _worker.worker_context().actor_id = request.actor_id
+                _worker.worker_context().num_restarts = request.num_restarts
+                self._actor = cls(*args, **kwargs)
+                self._actor_id = request.actor_id
+            except Exception as exc:  # the constructor's failure: the GCS buries the actor
+                reply.error.CopyFrom(self._task_error(exc))
+        return reply
+
+
+def main() -> None:
+    worker_id = os.environ["RAYGO_WORKER_ID"]
+    token = load_token()
+    _worker.enter_worker_mode()
+    gcs = _channel(os.environ["RAYGO_GCS_ADDRESS"], token)
+    interceptors = [_RequireToken(token)] if token else []
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
+    worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs)), server)
+    host = os.environ.get("RAYGO_NODE_IP") or "127.0.0.1"
+    bind = f"[{host}]:0" if ":" in host else f"{host}:0"
+    credentials = _server_credentials()
+    port = server.add_insecure_port(bind) if credentials is None else server.add_secure_port(bind, credentials)
+    server.start()
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    raylet = raylet_pb2_grpc.NodeManagerServiceStub(_channel(os.environ["RAYGO_RAYLET_ADDRESS"], token))
+    raylet.RegisterWorker(
+        raylet_pb2.RegisterWorkerRequest(worker_id=worker_id, address=address, pid=os.getpid()),
+        timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True,
+    )
+    # The raylet kills the worker when its lease ends for good (and with itself).
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(0)
