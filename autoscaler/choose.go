@@ -140,6 +140,10 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	if p.quickRejects(d, t) {
 		return result // placement's words for it only when a reason is needed (groupErr)
 	}
+	if rows, ok := p.freshFromInstances(d, t); ok {
+		result.rows, result.nodes = rows, len(rows)
+		return result
+	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(p.cache.templateNodes(t, n), d.request)
 	}
@@ -181,6 +185,38 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	result.rows = usedRows(snapshot, plan)
 	result.nodes = len(result.rows)
 	return result
+}
+
+// freshFromInstances is a gang of equal bundles on new nodes of type t alone, from how
+// many of its bundle one new node holds (typeCache.shape, one placement call per
+// bundle it holds, shared by every gang and task of that bundle): PACK and SPREAD fill
+// each node in turn, STRICT_SPREAD puts one bundle on each. Each node's share was
+// placed by placement on that node, so the gang fits the rows. ok is false for a
+// STRICT_PACK (its island rule binds the bundles together), a gang of unlike bundles,
+// and a bundle no node of the type holds: placement is asked about the whole gang then.
+func (p *planner) freshFromInstances(d *demand, t *NodeType) (rows []placement.Node, ok bool) {
+	if d.request.Strategy == placement.StrategyStrictPack || len(d.distinct) != 1 {
+		return nil, false
+	}
+	if d.bundle == nil {
+		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
+		if len(d.original.BundleLabelSelectors) > 0 {
+			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
+		}
+		d.bundle = newDemand(d.name, single, 1, true)
+	}
+	fills := p.cache.shape(d.bundle, t).fills
+	if len(fills) == 0 {
+		return nil, false
+	}
+	perNode := len(fills)
+	if d.request.Strategy == placement.StrategyStrictSpread {
+		perNode = 1
+	}
+	for left := len(d.request.Bundles); left > 0; left -= perNode {
+		rows = append(rows, fills[min(perNode, left)-1])
+	}
+	return rows, true
 }
 
 // quickRejects: a necessary condition shows no number of new nodes of type t holds the

@@ -59,6 +59,9 @@ type demand struct {
 	sum []columnAmount
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
+	// bundle is a gang of equal bundles' bundle as a demand of its own, set on first use
+	// (freshFromInstances).
+	bundle *demand
 }
 
 // countedMIG renames MIG profile resources ("nvidia.com/mig-1g.10gb") to plain counted
