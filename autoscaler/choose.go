@@ -632,14 +632,32 @@ func (p *planner) placeOnPool(d *demand) bool {
 		if !p.pool.couldHold(d, positions) {
 			continue // placement would refuse: skip asking it
 		}
-		snapshot, plan, err := scheduleOn(rows, d.request)
-		if err == nil {
-			p.pool.update(snapshot, plan, d)
-			return true
+		// Placement's work grows with the rows it is given: among many open nodes it is
+		// first asked about the leading ones that could hold the gang by amounts (at
+		// least minPlacementRows), then about twice as many, up to all of them; the
+		// answer is placement's on all of them whenever the leading ones do not hold it.
+		n := len(rows)
+		if n > minPlacementRows {
+			n = max(minPlacementRows, p.pool.holdingPrefix(d, positions))
+		}
+		for ; ; n = min(2*n, len(rows)) {
+			snapshot, plan, err := scheduleOn(rows[:n], d.request)
+
+			if err == nil {
+				p.pool.update(snapshot, plan, d)
+				return true
+			}
+			if n == len(rows) {
+				break
+			}
 		}
 	}
 	return false
 }
+
+// minPlacementRows is the fewest open nodes placeOnPool asks placement about first
+// (a bound on work, not a rule).
+const minPlacementRows = 16
 
 // groupOption prices a gang on new nodes of type t: with the free capacity of the
 // nodes the plan has (open), the fewest new nodes that complete it, at least bound
