@@ -164,6 +164,20 @@ func servingOrder(groups, shapes []*demand) []*demand {
 	return out
 }
 
+// demandOrder merges the groups and shapes, each in collectDemand's order, into the
+// order the planner serves them.
+type demandOrder func(groups, shapes []*demand) []*demand
+
+var (
+	_ demandOrder = servingOrder
+	_ demandOrder = groupsFirst
+)
+
+// groupsFirst serves every group before any shape.
+func groupsFirst(groups, shapes []*demand) []*demand {
+	return append(slices.Clip(groups), shapes...)
+}
+
 // unplacedPart is the part of a group still to place: a group being rescheduled after a
 // node loss already holds some bundles (PlacedBundles), and only the others are demand.
 // They are planned as a group of their own, with the group's strategy.
