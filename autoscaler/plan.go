@@ -28,7 +28,10 @@ const minLaunchBurst = 5
 //  4. placement groups, whole or not at all, and tasks and actors by shape, GPU demand
 //     first (servingOrder): on running nodes' free capacity, then on launching and
 //     planned nodes, then on the cheapest new nodes; groups are not throttled, tasks and
-//     actors launch at most max(5, upscaling_speed × running nodes) nodes;
+//     actors launch at most max(5, upscaling_speed × running nodes) nodes; on inputs
+//     small enough for the local search (improve.go), that search refines the plan, and
+//     the plan with every group served before any shape (groupsFirst) is made and
+//     refined too: the cheaper one is kept;
 //  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.
