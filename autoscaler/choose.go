@@ -140,6 +140,10 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	if p.quickRejects(d, t) {
 		return result // placement's words for it only when a reason is needed (groupErr)
 	}
+	if rows, ok := p.freshFromInstances(d, t); ok {
+		result.rows, result.nodes = rows, len(rows)
+		return result
+	}
 	try := func(n int) (*placement.Snapshot, placement.Plan, error) {
 		return scheduleOn(p.cache.templateNodes(t, n), d.request)
 	}
@@ -181,6 +185,38 @@ func (p *planner) freshGroup(d *demand, t *NodeType) *freshGroup {
 	result.rows = usedRows(snapshot, plan)
 	result.nodes = len(result.rows)
 	return result
+}
+
+// freshFromInstances is a gang of equal bundles on new nodes of type t alone, from how
+// many of its bundle one new node holds (typeCache.shape, one placement call per
+// bundle it holds, shared by every gang and task of that bundle): PACK and SPREAD fill
+// each node in turn, STRICT_SPREAD puts one bundle on each. Each node's share was
+// placed by placement on that node, so the gang fits the rows. ok is false for a
+// STRICT_PACK (its island rule binds the bundles together), a gang of unlike bundles,
+// and a bundle no node of the type holds: placement is asked about the whole gang then.
+func (p *planner) freshFromInstances(d *demand, t *NodeType) (rows []placement.Node, ok bool) {
+	if d.request.Strategy == placement.StrategyStrictPack || len(d.distinct) != 1 {
+		return nil, false
+	}
+	if d.bundle == nil {
+		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
+		if len(d.original.BundleLabelSelectors) > 0 {
+			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
+		}
+		d.bundle = newDemand(d.name, single, 1, true)
+	}
+	fills := p.cache.shape(d.bundle, t).fills
+	if len(fills) == 0 {
+		return nil, false
+	}
+	perNode := len(fills)
+	if d.request.Strategy == placement.StrategyStrictSpread {
+		perNode = 1
+	}
+	for left := len(d.request.Bundles); left > 0; left -= perNode {
+		rows = append(rows, fills[min(perNode, left)-1])
+	}
+	return rows, true
 }
 
 // quickRejects: a necessary condition shows no number of new nodes of type t holds the
@@ -596,14 +632,32 @@ func (p *planner) placeOnPool(d *demand) bool {
 		if !p.pool.couldHold(d, positions) {
 			continue // placement would refuse: skip asking it
 		}
-		snapshot, plan, err := scheduleOn(rows, d.request)
-		if err == nil {
-			p.pool.update(snapshot, plan, d)
-			return true
+		// Placement's work grows with the rows it is given: among many open nodes it is
+		// first asked about the leading ones that could hold the gang by amounts (at
+		// least minPlacementRows), then about twice as many, up to all of them; the
+		// answer is placement's on all of them whenever the leading ones do not hold it.
+		n := len(rows)
+		if n > minPlacementRows {
+			n = max(minPlacementRows, p.pool.holdingPrefix(d, positions))
+		}
+		for ; ; n = min(2*n, len(rows)) {
+			snapshot, plan, err := scheduleOn(rows[:n], d.request)
+
+			if err == nil {
+				p.pool.update(snapshot, plan, d)
+				return true
+			}
+			if n == len(rows) {
+				break
+			}
 		}
 	}
 	return false
 }
+
+// minPlacementRows is the fewest open nodes placeOnPool asks placement about first
+// (a bound on work, not a rule).
+const minPlacementRows = 16
 
 // groupOption prices a gang on new nodes of type t: with the free capacity of the
 // nodes the plan has (open), the fewest new nodes that complete it, at least bound

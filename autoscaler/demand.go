@@ -59,6 +59,9 @@ type demand struct {
 	sum []columnAmount
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
+	// bundle is a gang of equal bundles' bundle as a demand of its own, set on first use
+	// (freshFromInstances).
+	bundle *demand
 }
 
 // countedMIG renames MIG profile resources ("nvidia.com/mig-1g.10gb") to plain counted
@@ -159,6 +162,20 @@ func servingOrder(groups, shapes []*demand) []*demand {
 		out, shapes = append(out, shapes[0]), shapes[1:]
 	}
 	return out
+}
+
+// demandOrder merges the groups and shapes, each in collectDemand's order, into the
+// order the planner serves them.
+type demandOrder func(groups, shapes []*demand) []*demand
+
+var (
+	_ demandOrder = servingOrder
+	_ demandOrder = groupsFirst
+)
+
+// groupsFirst serves every group before any shape.
+func groupsFirst(groups, shapes []*demand) []*demand {
+	return append(slices.Clip(groups), shapes...)
 }
 
 // unplacedPart is the part of a group still to place: a group being rescheduled after a

@@ -19,7 +19,9 @@
 // new nodes of the type (or, when cheaper or needed, the mix of types) that holds it for
 // the least cost (price, then priority, then fewer nodes, then name); CPU-only work never
 // gets a GPU type launched for it while a CPU type could hold it. On small inputs a
-// bounded local search then tries plans near the greedy one (improve.go). MIG profiles are counted: a type
+// bounded local search then tries plans near the greedy one (improve.go), and the same
+// is done with every gang served before any task; the cheaper plan is kept. MIG
+// profiles are counted: a type
 // holds the profiles its Resources list. min_workers, per-type and cluster max_workers,
 // unavailable types and upscaling_speed (tasks and actors only) bound the launches;
 // demand a limit stops is reported Limited, demand no type could ever hold is reported

@@ -103,7 +103,7 @@ func improve(in Input, cache *typeCache, best *planner) *planner {
 		}
 		var found *planner
 		for _, seeds := range best.moves(nodes) {
-			candidate := greedy(in, cache, seeds)
+			candidate := greedy(in, cache, seeds, best.order)
 			if candidate == nil || !candidate.servesAll(best) {
 				continue
 			}

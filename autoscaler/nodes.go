@@ -460,3 +460,27 @@ func (p *pool) couldHold(d *demand, positions []int) bool {
 	}
 	return covers(p.freeSum(positions), sum)
 }
+
+// holdingPrefix is how many of the nodes at positions, from the first, it takes for
+// couldHold to pass on them: the fewest leading rows placement could place the gang
+// on. len(positions) when only all of them could.
+func (p *pool) holdingPrefix(d *demand, positions []int) int {
+	sum := p.sumOf(d)
+	free := make([]resources.Amount, len(p.columns))
+	for n, position := range positions {
+		node := &p.nodes[position]
+		if d.request.Strategy == placement.StrategyStrictPack {
+			if covers(node.free, sum) {
+				return n + 1
+			}
+			continue
+		}
+		for column, amount := range node.free {
+			free[column] += amount
+		}
+		if covers(free, sum) && (d.request.Strategy != placement.StrategyStrictSpread || n+1 >= len(d.request.Bundles)) {
+			return n + 1
+		}
+	}
+	return len(positions)
+}

@@ -28,7 +28,10 @@ const minLaunchBurst = 5
 //  4. placement groups, whole or not at all, and tasks and actors by shape, GPU demand
 //     first (servingOrder): on running nodes' free capacity, then on launching and
 //     planned nodes, then on the cheapest new nodes; groups are not throttled, tasks and
-//     actors launch at most max(5, upscaling_speed × running nodes) nodes;
+//     actors launch at most max(5, upscaling_speed × running nodes) nodes; on inputs
+//     small enough for the local search (improve.go), that search refines the plan, and
+//     the plan with every group served before any shape (groupsFirst) is made and
+//     refined too: the cheaper one is kept;
 //  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.
@@ -44,18 +47,28 @@ func Decide(in Input) Plan {
 // placed on).
 func decide(in Input) (Plan, *planner) {
 	cache := newTypeCache()
-	p := greedy(in, cache, nil)
-	p = improve(in, cache, p)
+	p := improve(in, cache, greedy(in, cache, nil, servingOrder))
+	// Serving the gangs before any task can cost less (a STRICT_SPREAD whose bundles
+	// then hold the tasks between them, where tasks served first fill one node and
+	// leave the gang to new ones): on inputs small enough for the search, that order is
+	// planned and searched too, and its plan kept when it costs less and holds as much.
+	if p.demands > 0 && p.demands <= maxSearchDemands {
+		other := improve(in, cache, greedy(in, cache, nil, groupsFirst))
+		if other.servesAll(p) && other.cheaperThan(p) {
+			p = other
+		}
+	}
 	return p.plan(), p
 }
 
-// greedy runs the stages once: each demand served in turn, on nodes the plan has, then
+// greedy runs the stages once: each demand served in turn, in the given order, on nodes the plan has, then
 // on the cheapest new ones. seeds are nodes to plan before any demand is served (the
 // improvement search's moves, improve.go); those no demand lands on are not launched.
 // nil when the seeds break a rule (settleSeeds).
-func greedy(in Input, cache *typeCache, seeds []*NodeType) *planner {
+func greedy(in Input, cache *typeCache, seeds []*NodeType, order demandOrder) *planner {
 	p := newPlanner(in)
 	p.cache = cache
+	p.order = order
 	p.enforceMaxWorkers()
 	p.pool = p.buildPool()
 	p.launchMinWorkers()
@@ -66,7 +79,7 @@ func greedy(in Input, cache *typeCache, seeds []*NodeType) *planner {
 	groups, shapes, bad := collectDemand(in)
 	p.infeasible = append(p.infeasible, bad...)
 	p.demands = len(groups) + len(shapes)
-	for _, d := range servingOrder(groups, shapes) {
+	for _, d := range order(groups, shapes) {
 		if d.shape {
 			p.planShape(d)
 		} else {
@@ -120,6 +133,8 @@ type planner struct {
 	demandLaunches map[string]int
 	// seeded are the nodes the improvement search planned before demand (seed).
 	seeded []seededNode
+	// order is the order demand is served in (servingOrder or groupsFirst).
+	order demandOrder
 }
 
 func newPlanner(in Input) *planner {

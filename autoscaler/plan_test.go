@@ -373,6 +373,15 @@ func TestDecide(t *testing.T) {
 		},
 		check: wantLaunches(map[string]int{"twin4": 1}, "pack3"),
 	}, {
+		name: "a STRICT_SPREAD served before the tasks shares its two nodes with them instead of a third node",
+		in: func() Input {
+			in := input(cpuType("cpu4", 4, 0.17), cpuType("cpu48", 48, 2.29))
+			in.Shapes = []ShapeDemand{shape(set("CPU", 24), 2)}
+			in.Groups = []GroupDemand{group("spread2", placement.StrategyStrictSpread, set("CPU", 12), set("CPU", 6))}
+			return in
+		},
+		check: wantLaunches(map[string]int{"cpu48": 2}, "spread2"),
+	}, {
 		name: "a gang of GPU and CPU-only bundles gets a GPU node and a CPU node when cheaper than two GPU nodes",
 		in: func() Input {
 			in := input(gpuType("gpu1", 3, 1), cpuType("cpu8", 8, 0.5))
