@@ -122,9 +122,14 @@ func busyGPUs(snapshot *placement.Snapshot) float64 {
 //	BENCH topo_fragmentation_pct <free GPUs unusable by the largest pending STRICT_PACK> %
 //	BENCH topo_fragmentation_pct_blind <the same for the blind run> %
 //	BENCH topo_allreduce_gbps_ratio_data_parallel <the ratio over SPREAD groups alone> x
+//	BENCH topo_fragmentation_mean_pct <the same as topo_fragmentation_pct, over samples every 10 steps> %
+//	BENCH topo_fragmentation_mean_pct_blind <the same for the blind run> %
 //	BENCH topo_allreduce_gbps_ratio_mixed_fleet … x
 //	BENCH topo_fragmentation_pct_mixed_fleet … %
 //	BENCH topo_fragmentation_pct_blind_mixed_fleet … %
+//	BENCH topo_allreduce_gbps_ratio_data_parallel_mixed_fleet … x
+//	BENCH topo_fragmentation_mean_pct_mixed_fleet … %
+//	BENCH topo_fragmentation_mean_pct_blind_mixed_fleet … %
 //
 // It is not a test and is skipped unless RAYGO_BENCH=1.
 func TestTopologyBench(t *testing.T) {
@@ -146,12 +151,14 @@ func TestTopologyBench(t *testing.T) {
 			r := run.result
 			t.Logf("fleet%s %s: placed=%d gave_up=%d infeasible=%d pending_at_ends=%d busy=%.2f mean_allreduce=%.1fGB/s over %d groups, bottlenecks %v",
 				fleet.suffix, run.name, r.Placed, r.GaveUp, r.Infeasible, r.PendingAtEnd, r.MeanBusyGPUFraction, r.MeanBusGBps, r.Measured, r.Bottlenecks)
-			t.Logf("fleet%s %s: at the ends, islands that fit the probe: %d of %d free GPUs unusable (%.1f%%); all islands: %d of %d (%.1f%%)",
-				fleet.suffix, run.name, r.UnusableGPUs, r.FreeGPUs, r.FragmentationPct, r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands, r.FragmentationPctAllIslands)
+			t.Logf("fleet%s %s: at the ends, islands that fit the probe: %d of %d free GPUs unusable (%.1f%%); all islands: %d of %d (%.1f%%); sampled every 10 steps: %.1f%%",
+				fleet.suffix, run.name, r.UnusableGPUs, r.FreeGPUs, r.FragmentationPct, r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands, r.FragmentationPctAllIslands, r.MeanFragmentationPct)
 		}
 		fmt.Printf("BENCH topo_allreduce_gbps_ratio%s %.2f x\n", fleet.suffix, result.AllReduceRatio)
 		fmt.Printf("BENCH topo_fragmentation_pct%s %.1f %%\n", fleet.suffix, result.Aware.FragmentationPct)
 		fmt.Printf("BENCH topo_fragmentation_pct_blind%s %.1f %%\n", fleet.suffix, result.Blind.FragmentationPct)
 		fmt.Printf("BENCH topo_allreduce_gbps_ratio_data_parallel%s %.2f x\n", fleet.suffix, result.DataParallelAllReduceRatio)
+		fmt.Printf("BENCH topo_fragmentation_mean_pct%s %.1f %%\n", fleet.suffix, result.Aware.MeanFragmentationPct)
+		fmt.Printf("BENCH topo_fragmentation_mean_pct_blind%s %.1f %%\n", fleet.suffix, result.Blind.MeanFragmentationPct)
 	}
 }

@@ -138,6 +138,9 @@ func TestRunTopologyBench(t *testing.T) {
 		if r.Measured == 0 || r.FreeGPUs > r.FreeGPUsAllIslands || r.UnusableGPUs > r.FreeGPUs {
 			t.Errorf("%s: implausible %+v", name, r)
 		}
+		if r.sampledFree == 0 || r.sampledUnusable > r.sampledFree || r.MeanFragmentationPct != 100*float64(r.sampledUnusable)/float64(r.sampledFree) {
+			t.Errorf("%s: samples: %d of %d free GPUs unusable, mean %.1f%%", name, r.sampledUnusable, r.sampledFree, r.MeanFragmentationPct)
+		}
 	}
 	if first.AllReduceRatio <= 1 || len(first.ProbeGPUs) != config.Streams {
 		t.Errorf("ratio %.2f, probes %v: want the aware placements faster, one probe per stream", first.AllReduceRatio, first.ProbeGPUs)

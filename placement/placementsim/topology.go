@@ -28,7 +28,10 @@ import (
 //
 // Fragmentation is a snapshot of a moving system, so one stream's end is a noisy
 // sample: the benchmark runs Streams seeded streams and pools what each leaves at its
-// end (TopologyBenchResult.ProbeGPUs says how it is counted).
+// end (TopologyBenchResult.ProbeGPUs says how it is counted), and, less noisy, what
+// both runs hold every fragmentationSampleEvery steps once the fleet has filled
+// (TopologyRunResult.MeanFragmentationPct). The two runs step in lockstep, so each
+// sample probes both with the same request.
 
 // TopologyFleetConfig describes the benchmark fleet.
 type TopologyFleetConfig struct {
@@ -193,6 +196,14 @@ type TopologyRunResult struct {
 	// a larger probe whatever the placements were: that part measures the fleet).
 	FreeGPUsAllIslands, UnusableGPUsAllIslands int
 	FragmentationPctAllIslands                 float64
+	// MeanFragmentationPct is FragmentationPct over samples taken every
+	// fragmentationSampleEvery steps from step fragmentationSampleFrom of each stream,
+	// each sample probed like a stream's end (the largest STRICT_PACK pending in either
+	// run at that step, or MaxTensorParallelGPUs): Σ unusable / Σ free over the samples.
+	// A stream's end is one sample; this is about 180 per stream.
+	MeanFragmentationPct float64
+
+	sampledFree, sampledUnusable int
 
 	bandwidthSum, dataParallelBandwidthSum, busySum float64
 	steps                                           int
@@ -272,16 +283,34 @@ func runTopologyStream(config TopologyBenchConfig, seed uint64, fleet []placemen
 		aware.workload = placement.NewWorkloadHistogram()
 	}
 	blind = &topologyRun{config: config, topology: topology, cluster: NewCluster(blindSnapshot), lowestFree: newLowestFreeGPUs(fleet)}
-	for _, run := range []*topologyRun{aware, blind} {
-		stream := NewTopologyStream(seed)
-		for step := range config.Requests {
-			if err := run.step(step, stream.Next()); err != nil {
+	stream := NewTopologyStream(seed)
+	for step := range config.Requests {
+		arrival := stream.Next()
+		for _, run := range []*topologyRun{aware, blind} {
+			if err := run.step(step, arrival); err != nil {
 				return nil, nil, err
 			}
 		}
+		if step < fragmentationSampleFrom || step%fragmentationSampleEvery != 0 {
+			continue
+		}
+		probe := max(aware.largestPendingStrictPack(), blind.largestPendingStrictPack())
+		if probe == 0 {
+			probe = MaxTensorParallelGPUs
+		}
+		aware.sampleFragmentation(probe, aware.cluster.Snapshot().Nodes())
+		blind.sampleFragmentation(probe, blind.lowestFree.nodes(fleet))
 	}
 	return aware, blind, nil
 }
+
+// fragmentationSampleEvery is how many steps apart MeanFragmentationPct samples the
+// fleet, from step fragmentationSampleFrom: by then groups placed at the start (they
+// hold 5-40 steps) have left several times over and the fleet has filled.
+const (
+	fragmentationSampleEvery = 10
+	fragmentationSampleFrom  = 200
+)
 
 // add pools one stream's result into r.
 func (r *TopologyRunResult) add(stream TopologyRunResult) {
@@ -305,6 +334,8 @@ func (r *TopologyRunResult) add(stream TopologyRunResult) {
 	r.UnusableGPUs += stream.UnusableGPUs
 	r.FreeGPUsAllIslands += stream.FreeGPUsAllIslands
 	r.UnusableGPUsAllIslands += stream.UnusableGPUsAllIslands
+	r.sampledFree += stream.sampledFree
+	r.sampledUnusable += stream.sampledUnusable
 }
 
 // finish computes the means and percentages of the pooled sums.
@@ -326,6 +357,7 @@ func (r *TopologyRunResult) finish() {
 	}
 	r.FragmentationPct = percent(r.UnusableGPUs, r.FreeGPUs)
 	r.FragmentationPctAllIslands = percent(r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands)
+	r.MeanFragmentationPct = percent(r.sampledUnusable, r.sampledFree)
 }
 
 // topologyRun is one run of the stream.
@@ -462,7 +494,21 @@ func (r *topologyRun) largestPendingStrictPack() int {
 // TopologyBenchResult.ProbeGPUs) from nodes, with their GPUs' free shares, and the real
 // islands of r.topology.
 func (r *topologyRun) measureFragmentation(probe int, nodes []placement.Node) {
-	free, size := make(map[string]int), make(map[string]int)
+	r.countFragmentation(probe, nodes, &r.result.FreeGPUs, &r.result.UnusableGPUs, &r.result.FreeGPUsAllIslands, &r.result.UnusableGPUsAllIslands)
+}
+
+// sampleFragmentation adds one sample of MeanFragmentationPct (the islands that fit the
+// probe, as at the ends).
+func (r *topologyRun) sampleFragmentation(probe int, nodes []placement.Node) {
+	var allFree, allUnusable int
+	r.countFragmentation(probe, nodes, &r.result.sampledFree, &r.result.sampledUnusable, &allFree, &allUnusable)
+}
+
+// countFragmentation adds to free and unusable the free GPUs and those unusable by a
+// probe-GPU STRICT_PACK in the islands that could hold it, and to allFree and
+// allUnusable the same over every island.
+func (r *topologyRun) countFragmentation(probe int, nodes []placement.Node, free, unusable, allFree, allUnusable *int) {
+	freeIn, size := make(map[string]int), make(map[string]int)
 	for _, node := range nodes {
 		real, _ := r.topology.Node(node.ID)
 		for _, gpu := range real.GPUs {
@@ -470,17 +516,17 @@ func (r *topologyRun) measureFragmentation(probe int, nodes []placement.Node) {
 		}
 		for _, gpu := range node.GPUs {
 			if gpu.Available == resources.AmountScale {
-				free[islandKey(real, gpu.Index)]++
+				freeIn[islandKey(real, gpu.Index)]++
 			}
 		}
 	}
-	for island, count := range free {
-		unusable := count - count/probe*probe
-		r.result.FreeGPUsAllIslands += count
-		r.result.UnusableGPUsAllIslands += unusable
+	for island, count := range freeIn {
+		left := count - count/probe*probe
+		*allFree += count
+		*allUnusable += left
 		if size[island] >= probe {
-			r.result.FreeGPUs += count
-			r.result.UnusableGPUs += unusable
+			*free += count
+			*unusable += left
 		}
 	}
 }
