@@ -93,7 +93,8 @@ var methodAccess = map[string]access{
 	"/raygo.v1.ActorInfoService/GetNamedActorInfo":   reader,
 	"/raygo.v1.ActorInfoService/GetAllActorInfo":     reader,
 	"/raygo.v1.ActorInfoService/KillActor":           tenantWork,
-	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  reader,
+	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  tenantWork,
+	"/raygo.v1.ActorInfoService/ReturnLeaseCharge":   tenantWork,
 	"/raygo.v1.ActorInfoService/ReportWorkerFailure": nodeOrAdmin,
 
 	"/raygo.v1.ExecutableService/HasExecutable":      reader,
@@ -187,7 +188,17 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 			return outside(scope, "namespace", req.Namespace)
 		}
 		if id := req.GetSchedulingStrategy().GetPlacementGroupId(); id != "" {
-			return t.checkGroupID(ctx, scope, id)
+			return t.checkGroupID(ctx, scope, "scheduling_strategy.placement_group_id", id)
+		}
+		return nil
+	case *pb.ChooseLeaseTargetsRequest:
+		// A lease may use only the tenant's own groups' bundles; nodes are shared, so node
+		// affinity and labels reach only what no group holds.
+		if id := req.JobId; id != "" && !t.ownsJob(scope, t.job(id)) {
+			return notYours(scope, "job_id", id)
+		}
+		if id := req.GetSchedulingStrategy().GetPlacementGroupId(); id != "" {
+			return t.checkGroupID(ctx, scope, "scheduling_strategy.placement_group_id", id)
 		}
 		return nil
 	case *pb.AddJobRequest:
@@ -202,7 +213,7 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 		if _, isGet := req.(*pb.GetPlacementGroupRequest); isGet {
 			return nil // hidden by filter
 		}
-		return t.checkGroupID(ctx, scope, req.GetPlacementGroupId())
+		return t.checkGroupID(ctx, scope, "placement_group_id", req.GetPlacementGroupId())
 	case *pb.KillActorRequest:
 		actor, err := t.actor(ctx, req.ActorId)
 		if err != nil {
@@ -221,7 +232,7 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 			return errorf(errNotFound, "actor_id %s: no such actor", req.ActorId) // as unknown
 		}
 		return nil
-	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ChooseLeaseTargets
+	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ReturnLeaseCharge
 		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.job(id)) {
 			return notYours(scope, "job_id", id)
 		}
@@ -257,7 +268,8 @@ func (t *tenancy) checkNewGroup(scope auth.Scope, req *pb.CreatePlacementGroupRe
 	return nil
 }
 
-func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string) error {
+// checkGroupID refuses a group id, in the request's field, that is another tenant's.
+func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, field, id string) error {
 	group, err := t.group(ctx, id)
 	if err != nil {
 		return err
@@ -266,7 +278,7 @@ func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string)
 		return nil // unknown: the handler answers as for anyone
 	}
 	if !t.ownsGroup(scope, group) {
-		return notYours(scope, "placement_group_id", id)
+		return notYours(scope, field, id)
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ func TestAllowedByScope(t *testing.T) {
 		{"/raygo.v1.ExecutableService/DownloadExecutable", []auth.Scope{admin, node}, []auth.Scope{queueA}},
 		{"/raygo.v1.PlacementGroupService/CreatePlacementGroup", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
 		{"/raygo.v1.ActorInfoService/KillActor", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
+		{"/raygo.v1.ActorInfoService/ChooseLeaseTargets", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
+		{"/raygo.v1.ActorInfoService/ReturnLeaseCharge", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
 		{"/raygo.v1.PlacementGroupService/GetAllPlacementGroup", []auth.Scope{admin, node, queueA, nsB}, nil},
 		{"/raygo.v1.NoSuchService/New", []auth.Scope{admin}, []auth.Scope{node, queueA}},
 	} {

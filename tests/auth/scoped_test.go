@@ -197,6 +197,24 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 			&pb.CreatePlacementGroupRequest{Bundles: bundle, Strategy: "PACK", Lifetime: "detached", Namespace: "a"})
 		denied(t, "tenant B (namespace:b) creates a group in namespace a", err, "namespace")
 	})
+	t.Run("TenantCannotLeaseOrPlaceInAnotherTenantsGroup", func(t *testing.T) {
+		inGroup := func(id string) *pb.SchedulingStrategy {
+			return &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP, PlacementGroupId: id, BundleIndex: 0}
+		}
+		cpu := map[string]float64{"CPU": 1}
+		_, err := actorsA.ChooseLeaseTargets(ctx, &pb.ChooseLeaseTargetsRequest{RequestId: "steal", Resources: cpu, SchedulingStrategy: inGroup(b.group)})
+		denied(t, "tenant A leases in B's group", err, "scheduling_strategy.placement_group_id")
+		_, err = actorsA.CreateActor(ctx, &pb.CreateActorRequest{ClassName: "Counter", Namespace: "a", IsDetached: true,
+			RequiredResources: cpu, SchedulingStrategy: inGroup(b.group)})
+		denied(t, "tenant A places an actor in B's group", err, "scheduling_strategy.placement_group_id")
+		reply, err := actorsA.ChooseLeaseTargets(ctx, &pb.ChooseLeaseTargetsRequest{RequestId: "own", Resources: map[string]float64{"CPU": 0.5}, SchedulingStrategy: inGroup(a.group)})
+		if err != nil || reply.Outcome == pb.LeaseOutcome_LEASE_OUTCOME_UNSCHEDULABLE {
+			t.Errorf("tenant A leases in its own group: %v %v; want an answer", reply, err)
+		}
+		_, err = pb.NewActorInfoServiceClient(dialWith(t, c.GCSAddress, tokenNode)).ChooseLeaseTargets(ctx,
+			&pb.ChooseLeaseTargetsRequest{RequestId: "node", Resources: cpu, SchedulingStrategy: inGroup(a.group)})
+		denied(t, "a node token leases", err, "tenant")
+	})
 	t.Run("TenantCannotRegisterNode", func(t *testing.T) {
 		_, err := pb.NewNodeInfoServiceClient(tenant).RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{
 			NodeId: "fake", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"GPU": 8}}})
