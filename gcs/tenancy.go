@@ -129,9 +129,12 @@ func allowed(scope auth.Scope, method string) error {
 }
 
 // owns reports whether a tenant owns an object of the given namespace and queue ("":
-// the one its namespace maps to).
+// the one its namespace maps to). A node token owns nothing: it reads no group's, actor's
+// or job's details (the autoscaler's service gives it the demand).
 func (t *tenancy) owns(scope auth.Scope, namespace, queue string) bool {
 	switch scope.Kind {
+	case auth.ScopeNode:
+		return false
 	case auth.ScopeNamespace:
 		return namespace == scope.Name
 	case auth.ScopeQueue:
@@ -331,9 +334,15 @@ func keep[T any](rows []T, own func(T) bool) []T {
 // hide applies filter to a reply read for ctx when its scope is a tenant's (the
 // dashboard, which calls the handlers in process, past the interceptors).
 func (t *tenancy) hide(ctx context.Context, reply any) {
-	if scope := auth.ScopeFrom(ctx); scope.IsTenant() {
+	if scope := auth.ScopeFrom(ctx); confined(scope) {
 		t.filter(scope, reply)
 	}
+}
+
+// confined reports whether what the scope reads is filtered: a tenant's (its own only)
+// and a node token's (no group, actor or job).
+func confined(scope auth.Scope) bool {
+	return scope.IsTenant() || scope.Kind == auth.ScopeNode
 }
 
 // unary is the GCS's interceptor of unary calls (after the token check). It runs
@@ -348,7 +357,7 @@ func (t *tenancy) unaryChecked(ctx context.Context, req any, info *grpc.UnarySer
 	if err := allowed(scope, info.FullMethod); err != nil {
 		return nil, err
 	}
-	if !scope.IsTenant() {
+	if !confined(scope) {
 		return handler(ctx, req)
 	}
 	if err := t.check(ctx, scope, req); err != nil {

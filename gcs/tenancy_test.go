@@ -59,6 +59,7 @@ func TestTenantOwnsOnlyItsQueueOrNamespace(t *testing.T) {
 		{nsB, "b", "qa", true},     // a namespace tenant goes by namespace only
 		{nsB, "a", "", false},
 		{auth.Admin, "a", "qb", true},
+		{auth.Scope{Kind: auth.ScopeNode}, "a", "qa", false}, // a node token owns nothing
 	} {
 		if got := tn.owns(tc.scope, tc.namespace, tc.queue); got != tc.want {
 			t.Errorf("%s owns (namespace %q, queue %q) = %v, want %v", tc.scope, tc.namespace, tc.queue, got, tc.want)

@@ -53,6 +53,11 @@ type Raylet struct {
 	metrics *metricsserver.Server
 	// activity is the GPUs' last activity sample (gpu_activity.go).
 	activity gpuActivity
+	// clusterTokenHash is the SHA-256 of the cluster token, whose holders (the GCS,
+	// drivers) the raylet and its workers serve: at first that of cfg.AuthToken, then the
+	// GCS's (RegisterNodeReply), so a raylet started with a node token serves the
+	// cluster token (and its own, which its workers carry).
+	clusterTokenHash atomic.Pointer[string]
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -124,7 +129,13 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken, r.fenceInterceptor)
+	var verify auth.Verifier // nil: auth off
+	if cfg.AuthToken != "" {
+		own := auth.HashToken(cfg.AuthToken)
+		r.clusterTokenHash.Store(&own)
+		verify = auth.ClusterTokenHash(&r.clusterTokenHash, cfg.AuthToken)
+	}
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, r.fenceInterceptor)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newRayletCollector(r), newGPUActivityCollector(cfg.NodeID, &r.activity))
-	r.metrics = metricsserver.Serve(cfg.MetricsAddress, registry, cfg.AuthToken, r.log)
+	r.metrics = metricsserver.ServeVerified(cfg.MetricsAddress, registry, verify, r.log, nil)
 	go r.heartbeatLoop()
 	go r.watchGCSConn()
 	go r.idleWorkerLoop()
@@ -226,6 +237,16 @@ func (r *Raylet) register(ctx context.Context) error {
 		r.mu.Unlock()
 	}
 	r.observeEpoch(reply.GcsEpoch)
+	if reply.ClusterTokenSha256 != "" && r.cfg.AuthToken != "" {
+		hash := reply.ClusterTokenSha256
+		r.clusterTokenHash.Store(&hash)
+	}
+	if len(reply.GossipKey) > 0 && r.cfg.AuthToken != "" {
+		// The cluster's key: ours, derived from our token, is another when it is a node token.
+		if err := r.gossip.UseKey(reply.GossipKey); err != nil {
+			return fmt.Errorf("register with GCS at %s: %w", r.cfg.GCSAddress, err)
+		}
+	}
 	if _, err := r.gossip.Join(reply.GossipSeeds); err != nil {
 		r.log.Warn().Err(err).Msg("memberlist join failed; the GCS will find us through its own join")
 	}

@@ -259,6 +259,18 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 		_, err := pb.NewPlacementGroupServiceClient(node).CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{
 			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}, Strategy: "PACK", Lifetime: "detached"})
 		denied(t, "CreatePlacementGroup with a node token", err, "tenant")
+		// Nor does it read the tenants' groups, actors or jobs.
+		groups, err := pb.NewPlacementGroupServiceClient(node).GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+		if err != nil || len(groups.PlacementGroups) != 0 {
+			t.Errorf("GetAllPlacementGroup with a node token: %v %v; want no group", groups, err)
+		}
+		jobs, err := pb.NewJobInfoServiceClient(node).GetAllJobInfo(ctx, &pb.GetAllJobInfoRequest{})
+		if err != nil || len(jobs.Jobs) != 0 {
+			t.Errorf("GetAllJobInfo with a node token: %v %v; want no job", jobs, err)
+		}
+		if reply, err := pb.NewActorInfoServiceClient(node).GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: b.actor}); status.Code(err) != codes.NotFound {
+			t.Errorf("GetActorInfo of B's actor with a node token: %v %v; want NotFound as for an unknown id", reply, err)
+		}
 	})
 	t.Run("TenantDashboardShowsOnlyItsOwn", func(t *testing.T) {
 		info, err := pb.NewNodeInfoServiceClient(tenant).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})

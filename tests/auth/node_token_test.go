@@ -1,0 +1,163 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	internalauth "github.com/raygo-dev/raygo/internal/auth"
+	"github.com/raygo-dev/raygo/internal/membership"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/sdk"
+	"github.com/raygo-dev/raygo/tests/harness"
+)
+
+// A worker node started with a node-scoped token, on a machine without the cluster
+// token: it registers and heartbeats with the node token, joins the encrypted gossip
+// with the key the GCS gives it, serves the GCS's 2PC and the drivers' leases (it checks
+// the cluster token against the SHA-256 the GCS gave it), and its workers serve actor
+// calls; the cluster token is nowhere in its processes' environment, and a tenant token
+// is still refused there.
+func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("RAYGO_AUTH_TOKEN", "")
+	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
+	home := t.TempDir()
+	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "2")
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := strings.TrimSpace(string(raw))
+	nodeToken := issue(t, c, admin, "node")
+	tenantToken := issue(t, c, admin, "queue:a")
+
+	c.Env = []string{"HOME=" + t.TempDir(), "RAYGO_AUTH_MODE=token", "RAYGO_AUTH_TOKEN=" + nodeToken}
+	worker := c.AddNode("--num-cpus", "2")
+	for name, pid := range map[string]int{"supervisor": worker.SupervisorPID, "raylet": worker.RayletPID} {
+		environ, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(environ), admin) {
+			t.Errorf("the node-token worker's %s holds the cluster token", name)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	t.Setenv("RAYGO_AUTH_TOKEN", admin)
+	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	// STRICT_SPREAD: bundle 1 is on the worker, prepared and committed by the GCS there.
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.Ready(ctx); err != nil {
+		t.Fatalf("a group across the head and the node-token worker: %v", err)
+	}
+	info, err := pb.NewPlacementGroupServiceClient(dialWith(t, c.GCSAddress, admin)).GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: pg.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := -1
+	for i, b := range info.PlacementGroup.GetBundles() {
+		if b.NodeId == worker.NodeID {
+			bundle = i
+		}
+	}
+	if bundle < 0 {
+		t.Fatalf("no bundle on the node-token worker %s: %v", worker.NodeID, info.PlacementGroup)
+	}
+	var nine int
+	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, bundle))
+	if err == nil {
+		err = sdk.Get(ctx, ref, &nine)
+	}
+	if err != nil || nine != 9 {
+		t.Fatalf("a task on the node-token worker: %d %v", nine, err)
+	}
+	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, bundle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	if ref, err = counter.Call(ctx, "Add", 1); err == nil {
+		err = sdk.Get(ctx, ref, &one)
+	}
+	if err != nil || one != 1 {
+		t.Fatalf("an actor call on the node-token worker: %d %v", one, err)
+	}
+
+	// The worker's raylet refuses a tenant token.
+	all, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raylet := pb.NewNodeManagerServiceClient(dialWith(t, harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress(), tenantToken))
+	_, err = raylet.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
+	refused(t, "CancelResourceReserve on the node-token worker with a tenant token", err)
+
+	// A member with the cluster's key, joining the GCS's gossip, learns of the worker: the
+	// worker gossips under that key (the one it got from the GCS, not its token's).
+	clusterInfo, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := &members{names: map[string]bool{}}
+	probe, err := membership.Start(membership.Config{Name: "probe", BindIP: "127.0.0.1", SecretKey: internalauth.GossipKey(admin),
+		Meta: membership.Meta{Kind: "probe"}}, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Shutdown()
+	if _, err := probe.Join([]string{clusterInfo.GossipAddress}); err != nil {
+		t.Fatalf("a member with the cluster's key joins the GCS: %v", err)
+	}
+	harness.Eventually(t, 30*time.Second, "the node-token worker in the gossip", func() error {
+		if !seen.has(worker.NodeID) {
+			return fmt.Errorf("members seen: %v", seen.list())
+		}
+		return nil
+	})
+}
+
+// members records the gossip members a probe saw join.
+type members struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (m *members) MemberJoined(name string, _ membership.Meta) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.names[name] = true
+}
+
+func (m *members) MemberFailed(string, membership.Meta) {}
+
+func (m *members) has(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.names[name]
+}
+
+func (m *members) list() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name := range m.names {
+		out = append(out, name)
+	}
+	return out
+}
