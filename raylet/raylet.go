@@ -135,7 +135,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		r.clusterTokenHash.Store(&own)
 		verify = auth.ClusterTokenHash(&r.clusterTokenHash, cfg.AuthToken)
 	}
-	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, r.fenceInterceptor)
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, ownTokenInterceptor, r.fenceInterceptor)
 	if err != nil {
 		return nil, err
 	}
@@ -389,6 +389,17 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 		return -1, nil
 	}
 	return version, nil
+}
+
+// ownTokenInterceptor lets the raylet's own token, when it is not the cluster token (a
+// node token, which its workers hold), call RegisterWorker alone: the 2PC, leases, drains
+// and every epoch-bearing call need the cluster token. It runs before fenceInterceptor,
+// so such a call's epoch is never observed.
+func ownTokenInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if auth.ScopeFrom(ctx).Kind == auth.ScopeNode && info.FullMethod != pb.NodeManagerService_RegisterWorker_FullMethodName {
+		return nil, status.Errorf(codes.PermissionDenied, "%s needs the cluster token; this raylet's own (node) token only registers its workers", info.FullMethod)
+	}
+	return handler(ctx, req)
 }
 
 // fenceInterceptor refuses requests from a GCS older than the newest one seen.

@@ -92,8 +92,8 @@ func serveWorker() error {
 		return fmt.Errorf("listen on %s: %w", nodeIP, err)
 	}
 	// The raylet passes its token on (RAYGO_AUTH_TOKEN), and the cluster token's SHA-256
-	// (RAYGO_AUTH_TOKEN_SHA256) when its own may be a node token: drivers' calls carry
-	// the cluster token, the raylet's its own.
+	// (RAYGO_AUTH_TOKEN_SHA256) as its own may be a node token: the calls this worker
+	// serves (the GCS's, drivers') carry the cluster token, which alone it accepts.
 	token, err := auth.Load()
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func serveWorker() error {
 	if hash := os.Getenv(auth.EnvTokenSHA256); hash != "" && token != "" {
 		var clusterHash atomic.Pointer[string]
 		clusterHash.Store(&hash)
-		verify = auth.ClusterTokenHash(&clusterHash, token)
+		verify = auth.ClusterTokenHash(&clusterHash, "")
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify)
 	if err != nil {

@@ -175,25 +175,8 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	if _, err := pg.Ready(ctx); err != nil {
 		t.Fatalf("a group on the nodes after the forged calls: %v", err)
 	}
-	var nine int
-	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, 0))
-	if err == nil {
-		err = sdk.Get(ctx, ref, &nine)
-	}
-	if err != nil || nine != 9 {
-		t.Fatalf("a task with the token: %d %v", nine, err)
-	}
-	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var one int
-	if ref, err = counter.Call(ctx, "Add", 1); err == nil {
-		err = sdk.Get(ctx, ref, &one)
-	}
-	if err != nil || one != 1 {
-		t.Fatalf("an actor call with the token: %d %v", one, err)
-	}
+	runTask(t, ctx, client, pg, 0, "a task with the token")
+	counter := callActor(t, ctx, client, pg, 1, "an actor call with the token")
 	actor, err := counter.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +188,36 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	defer workerConn.Close()
 	_, err = pb.NewCoreWorkerServiceClient(workerConn).PushTask(ctx, &pb.PushTaskRequest{ActorId: actor.ID, FunctionName: "Add"})
 	refused(t, "PushTask to an actor's worker", err)
+}
+
+// runTask runs square(3) in the group's bundle and checks it returns 9.
+func runTask(t *testing.T, ctx context.Context, client *sdk.Client, pg *sdk.PlacementGroup, bundle int, what string) {
+	t.Helper()
+	var nine int
+	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, bundle))
+	if err == nil {
+		err = sdk.Get(ctx, ref, &nine)
+	}
+	if err != nil || nine != 9 {
+		t.Fatalf("%s: %d %v", what, nine, err)
+	}
+}
+
+// callActor creates a Counter in the group's bundle, checks a call of Add returns 1, and
+// returns the actor.
+func callActor(t *testing.T, ctx context.Context, client *sdk.Client, pg *sdk.PlacementGroup, bundle int, what string) *sdk.Actor {
+	t.Helper()
+	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, bundle))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var one int
+	ref, err := counter.Call(ctx, "Add", 1)
+	if err == nil {
+		err = sdk.Get(ctx, ref, &one)
+	}
+	if err != nil || one != 1 {
+		t.Fatalf("%s: %d %v", what, one, err)
+	}
+	return counter
 }

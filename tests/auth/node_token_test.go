@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	internalauth "github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/membership"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 	"github.com/raygo-dev/raygo/sdk"
 	"github.com/raygo-dev/raygo/tests/harness"
@@ -79,25 +81,8 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 	if bundle < 0 {
 		t.Fatalf("no bundle on the node-token worker %s: %v", worker.NodeID, info.PlacementGroup)
 	}
-	var nine int
-	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, bundle))
-	if err == nil {
-		err = sdk.Get(ctx, ref, &nine)
-	}
-	if err != nil || nine != 9 {
-		t.Fatalf("a task on the node-token worker: %d %v", nine, err)
-	}
-	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, bundle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var one int
-	if ref, err = counter.Call(ctx, "Add", 1); err == nil {
-		err = sdk.Get(ctx, ref, &one)
-	}
-	if err != nil || one != 1 {
-		t.Fatalf("an actor call on the node-token worker: %d %v", one, err)
-	}
+	runTask(t, ctx, client, pg, bundle, "a task on the node-token worker")
+	counter := callActor(t, ctx, client, pg, bundle, "an actor call on the node-token worker")
 
 	// The worker's raylet refuses a tenant token.
 	all, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
@@ -107,6 +92,36 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 	raylet := pb.NewNodeManagerServiceClient(dialWith(t, harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress(), tenantToken))
 	_, err = raylet.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
 	refused(t, "CancelResourceReserve on the node-token worker with a tenant token", err)
+	// Its own node token, which its workers hold, registers workers and nothing else: not
+	// the 2PC, nor a forged epoch, nor a call to a worker.
+	own, err := rpcutil.Dial(harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress(), rpcutil.DialOptions{Token: nodeToken, Epoch: func() int64 { return math.MaxInt64 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	_, err = pb.NewNodeManagerServiceClient(own).CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
+	denied(t, "CancelResourceReserve on the node-token worker with its node token and a forged epoch", err, "cluster token")
+	actor, err := counter.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pb.NewCoreWorkerServiceClient(dialWith(t, actor.Address, nodeToken)).PushTask(ctx, &pb.PushTaskRequest{ActorId: actor.ID, FunctionName: "Add"})
+	refused(t, "PushTask to the node-token worker's actor with the node token", err)
+	if ref, err := counter.Call(ctx, "Add", 1); err != nil || sdk.Get(ctx, ref, new(int)) != nil {
+		t.Errorf("the actor after the refused calls: %v", err)
+	}
+	if reply, err := pb.NewPlacementGroupServiceClient(dialWith(t, c.GCSAddress, admin)).GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: pg.ID}); err != nil ||
+		reply.PlacementGroup.GetState() != pb.PlacementGroupState_CREATED {
+		t.Errorf("the group after the refused cancel: %v %v; want CREATED", reply, err)
+	}
+	// The forged epoch did not stick: the GCS still prepares and commits there.
+	again, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 0.5}, {"CPU": 0.5}}, sdk.StrictSpread)
+	if err == nil {
+		_, err = again.Ready(ctx)
+	}
+	if err != nil {
+		t.Errorf("a second group across both nodes after the forged epoch: %v", err)
+	}
 
 	// A member with the cluster's key, joining the GCS's gossip, learns of the worker: the
 	// worker gossips under that key (the one it got from the GCS, not its token's).
