@@ -49,8 +49,8 @@ Scopes:
 A tenant token sees only its own groups, actors and jobs (the others are left out of
 lists and answered as unknown ids); naming another queue or namespace is refused
 (PermissionDenied naming the field). Raylets and workers accept only the cluster token
-(and their own raylet's token). A node token runs a worker node: RAYGO_AUTH_TOKEN=<node
-token> raygo start --address HEAD:6380.
+(a node-token raylet takes its own token to register its workers, nothing else). A node
+token runs a worker node: RAYGO_AUTH_TOKEN=<node token> raygo start --address HEAD:6380.
 
 Examples:
   raygo auth issue --scope queue:team-a
