@@ -176,3 +176,38 @@ func (m *members) list() []string {
 	}
 	return out
 }
+
+// A node registered with a node token that then never heartbeats nor gossips (a
+// machine that took a node token and went silent, or a fake) is DEAD after
+// --node-timeout, and its resources leave the cluster.
+func TestARegisteredNodeThatNeverHeartbeatsIsDeadAfterTheNodeTimeout(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("RAYGO_AUTH_TOKEN", "")
+	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
+	home := t.TempDir()
+	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "1", "--node-timeout", "2s")
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := strings.TrimSpace(string(raw))
+	nodes := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, issue(t, c, admin, "node")))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const silent = "5111e47000000000000000000000000000000000000000000000000000000000"
+	reply, err := nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{NodeId: silent, NodeIp: "127.0.0.1",
+		RayletAddress: "127.0.0.1:1", State: pb.NodeState_ALIVE, ResourcesTotal: map[string]float64{"GPU": 8}, ResourcesAvailable: map[string]float64{"GPU": 8}}})
+	if err != nil || reply.NodeSecret == "" {
+		t.Fatalf("RegisterNode with a node token: %v %v; want a first registration", reply, err)
+	}
+	harness.Eventually(t, 30*time.Second, "the silent node DEAD", func() error {
+		all, err := nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+		if err != nil {
+			return err
+		}
+		if state := harness.FindNode(all.Nodes, silent).GetState(); state != pb.NodeState_DEAD {
+			return fmt.Errorf("state %s", state)
+		}
+		return nil
+	})
+}
