@@ -162,19 +162,7 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	}
 
 	// With the token: a group, a task and an actor, whose workers require it too.
-	t.Setenv("RAYGO_AUTH_TOKEN", token)
-	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pg.Ready(ctx); err != nil {
-		t.Fatalf("a group on the nodes after the forged calls: %v", err)
-	}
+	client, pg := spreadGroup(t, ctx, c.GCSAddress, token, "a group on the nodes after the forged calls")
 	runTask(t, ctx, client, pg, 0, "a task with the token")
 	counter := callActor(t, ctx, client, pg, 1, "an actor call with the token")
 	actor, err := counter.Info(ctx)
@@ -188,6 +176,26 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	defer workerConn.Close()
 	_, err = pb.NewCoreWorkerServiceClient(workerConn).PushTask(ctx, &pb.PushTaskRequest{ActorId: actor.ID, FunctionName: "Add"})
 	refused(t, "PushTask to an actor's worker", err)
+}
+
+// spreadGroup connects the SDK with token and makes a ready STRICT_SPREAD group of two
+// one-CPU bundles: one on each of two nodes.
+func spreadGroup(t *testing.T, ctx context.Context, address, token, what string) (*sdk.Client, *sdk.PlacementGroup) {
+	t.Helper()
+	t.Setenv("RAYGO_AUTH_TOKEN", token)
+	client, err := sdk.Connect(ctx, sdk.Options{Address: address})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
+	if err == nil {
+		_, err = pg.Ready(ctx)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return client, pg
 }
 
 // runTask runs square(3) in the group's bundle and checks it returns 9.

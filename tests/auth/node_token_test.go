@@ -54,20 +54,8 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t.Setenv("RAYGO_AUTH_TOKEN", admin)
-	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	// STRICT_SPREAD: bundle 1 is on the worker, prepared and committed by the GCS there.
-	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pg.Ready(ctx); err != nil {
-		t.Fatalf("a group across the head and the node-token worker: %v", err)
-	}
+	// STRICT_SPREAD: a bundle is on the worker, prepared and committed by the GCS there.
+	client, pg := spreadGroup(t, ctx, c.GCSAddress, admin, "a group across the head and the node-token worker")
 	info, err := pb.NewPlacementGroupServiceClient(dialWith(t, c.GCSAddress, admin)).GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: pg.ID})
 	if err != nil {
 		t.Fatal(err)
