@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,16 +26,7 @@ import (
 // calls; the cluster token is nowhere in its processes' environment, and a tenant token
 // is still refused there.
 func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RAYGO_AUTH_TOKEN", "")
-	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
-	home := t.TempDir()
-	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "2")
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := strings.TrimSpace(string(raw))
+	c, admin := startAuthHead(t, nil, "--num-cpus", "2")
 	nodeToken := issue(t, c, admin, "node")
 	tenantToken := issue(t, c, admin, "queue:a")
 
@@ -169,16 +159,7 @@ func (m *members) list() []string {
 // machine that took a node token and went silent, or a fake) is DEAD after
 // --node-timeout, and its resources leave the cluster.
 func TestARegisteredNodeThatNeverHeartbeatsIsDeadAfterTheNodeTimeout(t *testing.T) {
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RAYGO_AUTH_TOKEN", "")
-	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
-	home := t.TempDir()
-	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "1", "--node-timeout", "2s")
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := strings.TrimSpace(string(raw))
+	c, admin := startAuthHead(t, nil, "--num-cpus", "1", "--node-timeout", "2s")
 	nodes := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, issue(t, c, admin, "node")))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -65,6 +65,23 @@ func dialWith(t *testing.T, addr, token string) *grpc.ClientConn {
 	return conn
 }
 
+// startAuthHead starts a head with RAYGO_AUTH_MODE=token (and env), from a test process
+// that has no token anywhere, and returns it with the cluster token the head generated
+// and saved in its own HOME.
+func startAuthHead(t *testing.T, env []string, extra ...string) (*harness.Cluster, string) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("RAYGO_AUTH_TOKEN", "")
+	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
+	home := t.TempDir()
+	c := harness.StartHeadWithEnv(t, append(append([]string{}, env...), "HOME="+home, "RAYGO_AUTH_MODE=token"), extra...)
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, strings.TrimSpace(string(raw))
+}
+
 // tenantWork is what one tenant made through the SDK with its own token: a group and
 // an actor in its namespace (whose queue is the tenant's).
 type tenantWork struct {
@@ -102,22 +119,13 @@ func makeTenantWork(t *testing.T, ctx context.Context, address, token, namespace
 // token; each attack of a tenant token is refused (a subtest per attack); admin may do
 // everything; a revoked token is refused at once and still after a GCS restart.
 func TestScopedTokensIsolateTenants(t *testing.T) {
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RAYGO_AUTH_TOKEN", "")
-	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
-	home := t.TempDir()
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte(tenantQueues), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	redis := redisserver.Start(t)
-	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
+	c, admin := startAuthHead(t, nil, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
 		"--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "scoped-tokens", "--queues", queues)
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := strings.TrimSpace(string(raw))
 
 	tokenA := issue(t, c, admin, "queue:a")
 	tokenB := issue(t, c, admin, "namespace:b")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,17 +30,7 @@ func TestWithTLSTheDashboardServesOnlyHTTPS(t *testing.T) {
 		name, value, _ := strings.Cut(kv, "=")
 		t.Setenv(name, value)
 	}
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RAYGO_AUTH_TOKEN", "")
-	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
-	home := t.TempDir()
-	c := harness.StartHeadWithEnv(t, append(certs.Env(), "HOME="+home, "RAYGO_AUTH_MODE=token"),
-		"--num-cpus", "2", "--dashboard-port", strconv.Itoa(harness.FreePort(t)))
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(raw))
+	c, token := startAuthHead(t, certs.Env(), "--num-cpus", "2", "--dashboard-port", strconv.Itoa(harness.FreePort(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	info, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, token)).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
