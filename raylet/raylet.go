@@ -54,9 +54,9 @@ type Raylet struct {
 	// activity is the GPUs' last activity sample (gpu_activity.go).
 	activity gpuActivity
 	// clusterTokenHash is the SHA-256 of the cluster token, whose holders (the GCS,
-	// drivers) the raylet and its workers serve: at first that of cfg.AuthToken, then the
-	// GCS's (RegisterNodeReply), so a raylet started with a node token serves the
-	// cluster token (and its own, which its workers carry).
+	// drivers) the raylet and its workers serve, from the GCS (RegisterNodeReply): a
+	// raylet started with a node token serves the cluster token without holding it (and
+	// its own token for RegisterWorker alone, ownTokenInterceptor).
 	clusterTokenHash atomic.Pointer[string]
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
@@ -131,8 +131,8 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 
 	var verify auth.Verifier // nil: auth off
 	if cfg.AuthToken != "" {
-		own := auth.HashToken(cfg.AuthToken)
-		r.clusterTokenHash.Store(&own)
+		// No cluster token is accepted before the GCS gives its hash at registration
+		// (no one has this raylet's address before): a node token is never taken for it.
 		verify = auth.ClusterTokenHash(&r.clusterTokenHash, cfg.AuthToken)
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, ownTokenInterceptor, r.fenceInterceptor)
