@@ -439,7 +439,12 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 		l.onNodeRegistered(row)
 	}
 	seeds := append([]string{m.gossipAddress()}, m.gossipSeeds()...)
-	return &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds, NodeSecret: secret}, nil
+	reply := &pb.RegisterNodeReply{GcsEpoch: m.epoch, GossipSeeds: seeds, NodeSecret: secret}
+	if m.authToken != "" {
+		// For a raylet holding a node token (admin and node tokens alone reach here).
+		reply.GossipKey, reply.ClusterTokenSha256 = auth.GossipKey(m.authToken), auth.HashToken(m.authToken)
+	}
+	return reply, nil
 }
 
 // checkSecretLocked refuses a request about a node that does not carry the node's

@@ -93,7 +93,8 @@ var methodAccess = map[string]access{
 	"/raygo.v1.ActorInfoService/GetNamedActorInfo":   reader,
 	"/raygo.v1.ActorInfoService/GetAllActorInfo":     reader,
 	"/raygo.v1.ActorInfoService/KillActor":           tenantWork,
-	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  reader,
+	"/raygo.v1.ActorInfoService/ChooseLeaseTargets":  tenantWork,
+	"/raygo.v1.ActorInfoService/ReturnLeaseCharge":   tenantWork,
 	"/raygo.v1.ActorInfoService/ReportWorkerFailure": nodeOrAdmin,
 
 	"/raygo.v1.ExecutableService/HasExecutable":      reader,
@@ -128,9 +129,12 @@ func allowed(scope auth.Scope, method string) error {
 }
 
 // owns reports whether a tenant owns an object of the given namespace and queue ("":
-// the one its namespace maps to).
+// the one its namespace maps to). A node token owns nothing: it reads no group's, actor's
+// or job's details (the autoscaler's service gives it the demand).
 func (t *tenancy) owns(scope auth.Scope, namespace, queue string) bool {
 	switch scope.Kind {
+	case auth.ScopeNode:
+		return false
 	case auth.ScopeNamespace:
 		return namespace == scope.Name
 	case auth.ScopeQueue:
@@ -187,7 +191,17 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 			return outside(scope, "namespace", req.Namespace)
 		}
 		if id := req.GetSchedulingStrategy().GetPlacementGroupId(); id != "" {
-			return t.checkGroupID(ctx, scope, id)
+			return t.checkGroupID(ctx, scope, "scheduling_strategy.placement_group_id", id)
+		}
+		return nil
+	case *pb.ChooseLeaseTargetsRequest:
+		// A lease may use only the tenant's own groups' bundles; nodes are shared, so node
+		// affinity and labels reach only what no group holds.
+		if id := req.JobId; id != "" && !t.ownsJob(scope, t.job(id)) {
+			return notYours(scope, "job_id", id)
+		}
+		if id := req.GetSchedulingStrategy().GetPlacementGroupId(); id != "" {
+			return t.checkGroupID(ctx, scope, "scheduling_strategy.placement_group_id", id)
 		}
 		return nil
 	case *pb.AddJobRequest:
@@ -202,7 +216,7 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 		if _, isGet := req.(*pb.GetPlacementGroupRequest); isGet {
 			return nil // hidden by filter
 		}
-		return t.checkGroupID(ctx, scope, req.GetPlacementGroupId())
+		return t.checkGroupID(ctx, scope, "placement_group_id", req.GetPlacementGroupId())
 	case *pb.KillActorRequest:
 		actor, err := t.actor(ctx, req.ActorId)
 		if err != nil {
@@ -221,7 +235,7 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 			return errorf(errNotFound, "actor_id %s: no such actor", req.ActorId) // as unknown
 		}
 		return nil
-	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ChooseLeaseTargets
+	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ReturnLeaseCharge
 		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.job(id)) {
 			return notYours(scope, "job_id", id)
 		}
@@ -257,7 +271,8 @@ func (t *tenancy) checkNewGroup(scope auth.Scope, req *pb.CreatePlacementGroupRe
 	return nil
 }
 
-func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string) error {
+// checkGroupID refuses a group id, in the request's field, that is another tenant's.
+func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, field, id string) error {
 	group, err := t.group(ctx, id)
 	if err != nil {
 		return err
@@ -266,7 +281,7 @@ func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, id string)
 		return nil // unknown: the handler answers as for anyone
 	}
 	if !t.ownsGroup(scope, group) {
-		return notYours(scope, "placement_group_id", id)
+		return notYours(scope, field, id)
 	}
 	return nil
 }
@@ -319,9 +334,15 @@ func keep[T any](rows []T, own func(T) bool) []T {
 // hide applies filter to a reply read for ctx when its scope is a tenant's (the
 // dashboard, which calls the handlers in process, past the interceptors).
 func (t *tenancy) hide(ctx context.Context, reply any) {
-	if scope := auth.ScopeFrom(ctx); scope.IsTenant() {
+	if scope := auth.ScopeFrom(ctx); confined(scope) {
 		t.filter(scope, reply)
 	}
+}
+
+// confined reports whether what the scope reads is filtered: a tenant's (its own only)
+// and a node token's (no group, actor or job).
+func confined(scope auth.Scope) bool {
+	return scope.IsTenant() || scope.Kind == auth.ScopeNode
 }
 
 // unary is the GCS's interceptor of unary calls (after the token check). It runs
@@ -336,7 +357,7 @@ func (t *tenancy) unaryChecked(ctx context.Context, req any, info *grpc.UnarySer
 	if err := allowed(scope, info.FullMethod); err != nil {
 		return nil, err
 	}
-	if !scope.IsTenant() {
+	if !confined(scope) {
 		return handler(ctx, req)
 	}
 	if err := t.check(ctx, scope, req); err != nil {

@@ -24,6 +24,8 @@ func TestAllowedByScope(t *testing.T) {
 		{"/raygo.v1.ExecutableService/DownloadExecutable", []auth.Scope{admin, node}, []auth.Scope{queueA}},
 		{"/raygo.v1.PlacementGroupService/CreatePlacementGroup", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
 		{"/raygo.v1.ActorInfoService/KillActor", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
+		{"/raygo.v1.ActorInfoService/ChooseLeaseTargets", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
+		{"/raygo.v1.ActorInfoService/ReturnLeaseCharge", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}},
 		{"/raygo.v1.PlacementGroupService/GetAllPlacementGroup", []auth.Scope{admin, node, queueA, nsB}, nil},
 		{"/raygo.v1.NoSuchService/New", []auth.Scope{admin}, []auth.Scope{node, queueA}},
 	} {
@@ -57,6 +59,7 @@ func TestTenantOwnsOnlyItsQueueOrNamespace(t *testing.T) {
 		{nsB, "b", "qa", true},     // a namespace tenant goes by namespace only
 		{nsB, "a", "", false},
 		{auth.Admin, "a", "qb", true},
+		{auth.Scope{Kind: auth.ScopeNode}, "a", "qa", false}, // a node token owns nothing
 	} {
 		if got := tn.owns(tc.scope, tc.namespace, tc.queue); got != tc.want {
 			t.Errorf("%s owns (namespace %q, queue %q) = %v, want %v", tc.scope, tc.namespace, tc.queue, got, tc.want)

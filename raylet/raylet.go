@@ -53,6 +53,11 @@ type Raylet struct {
 	metrics *metricsserver.Server
 	// activity is the GPUs' last activity sample (gpu_activity.go).
 	activity gpuActivity
+	// clusterTokenHash is the SHA-256 of the cluster token, whose holders (the GCS,
+	// drivers) the raylet and its workers serve, from the GCS (RegisterNodeReply): a
+	// raylet started with a node token serves the cluster token without holding it (and
+	// its own token for RegisterWorker alone, ownTokenInterceptor).
+	clusterTokenHash atomic.Pointer[string]
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -124,7 +129,13 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, cfg.AuthToken, r.fenceInterceptor)
+	var verify auth.Verifier // nil: auth off
+	if cfg.AuthToken != "" {
+		// No cluster token is accepted before the GCS gives its hash at registration
+		// (no one has this raylet's address before): a node token is never taken for it.
+		verify = auth.ClusterTokenHash(&r.clusterTokenHash, cfg.AuthToken)
+	}
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, ownTokenInterceptor, r.fenceInterceptor)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +156,7 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(newRayletCollector(r), newGPUActivityCollector(cfg.NodeID, &r.activity))
-	r.metrics = metricsserver.Serve(cfg.MetricsAddress, registry, cfg.AuthToken, r.log)
+	r.metrics = metricsserver.ServeVerified(cfg.MetricsAddress, registry, verify, r.log, nil)
 	go r.heartbeatLoop()
 	go r.watchGCSConn()
 	go r.idleWorkerLoop()
@@ -226,6 +237,16 @@ func (r *Raylet) register(ctx context.Context) error {
 		r.mu.Unlock()
 	}
 	r.observeEpoch(reply.GcsEpoch)
+	if reply.ClusterTokenSha256 != "" && r.cfg.AuthToken != "" {
+		hash := reply.ClusterTokenSha256
+		r.clusterTokenHash.Store(&hash)
+	}
+	if len(reply.GossipKey) > 0 && r.cfg.AuthToken != "" {
+		// The cluster's key: ours, derived from our token, is another when it is a node token.
+		if err := r.gossip.UseKey(reply.GossipKey); err != nil {
+			return fmt.Errorf("register with GCS at %s: %w", r.cfg.GCSAddress, err)
+		}
+	}
 	if _, err := r.gossip.Join(reply.GossipSeeds); err != nil {
 		r.log.Warn().Err(err).Msg("memberlist join failed; the GCS will find us through its own join")
 	}
@@ -368,6 +389,17 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 		return -1, nil
 	}
 	return version, nil
+}
+
+// ownTokenInterceptor lets the raylet's own token, when it is not the cluster token (a
+// node token, which its workers hold), call RegisterWorker alone: the 2PC, leases, drains
+// and every epoch-bearing call need the cluster token. It runs before fenceInterceptor,
+// so such a call's epoch is never observed.
+func ownTokenInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if auth.ScopeFrom(ctx).Kind == auth.ScopeNode && info.FullMethod != pb.NodeManagerService_RegisterWorker_FullMethodName {
+		return nil, status.Errorf(codes.PermissionDenied, "%s needs the cluster token; this raylet's own (node) token only registers its workers", info.FullMethod)
+	}
+	return handler(ctx, req)
 }
 
 // fenceInterceptor refuses requests from a GCS older than the newest one seen.

@@ -410,8 +410,12 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		"RAYGO_RESOURCES="+string(resources),
 	)
 	if r.cfg.AuthToken != "" {
-		// Its server requires the token and its calls carry it.
+		// Its calls carry the raylet's token; its server requires the cluster token,
+		// which it checks by hash (the raylet's token may be a node token).
 		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
+		if hash := r.clusterTokenHash.Load(); hash != nil {
+			env = append(env, auth.EnvTokenSHA256+"="+*hash)
+		}
 	}
 	if lease.holder != nil {
 		env = append(env,

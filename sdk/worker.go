@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -90,12 +91,20 @@ func serveWorker() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", nodeIP, err)
 	}
-	// The raylet passes the cluster token on (RAYGO_AUTH_TOKEN): drivers' calls carry it.
+	// The raylet passes its token on (RAYGO_AUTH_TOKEN), and the cluster token's SHA-256
+	// (RAYGO_AUTH_TOKEN_SHA256) as its own may be a node token: the calls this worker
+	// serves (the GCS's, drivers') carry the cluster token, which alone it accepts.
 	token, err := auth.Load()
 	if err != nil {
 		return err
 	}
-	serverOptions, err := rpcutil.ServerOptions(rpcutil.ProtocolVersion, token)
+	verify := auth.ClusterToken(token)
+	if hash := os.Getenv(auth.EnvTokenSHA256); hash != "" && token != "" {
+		var clusterHash atomic.Pointer[string]
+		clusterHash.Store(&hash)
+		verify = auth.ClusterTokenHash(&clusterHash, "")
+	}
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify)
 	if err != nil {
 		return err
 	}

@@ -40,14 +40,17 @@ and a revoked token is refused (Unauthenticated) from the next call on.
 
 Scopes:
   admin            everything, as the cluster token
-  node             register nodes, the autoscaler's service, read the cluster; no work
+  node             register nodes, the autoscaler's service, read nodes and queues; no
+                   work, and no group's, actor's or job's details
   queue:Q          a tenant: create, see and remove only groups, actors and jobs of queue Q
                    (an actor's or job's queue is the one its namespace maps to, --queues)
   namespace:NS     a tenant: the same, for namespace NS
 
 A tenant token sees only its own groups, actors and jobs (the others are left out of
 lists and answered as unknown ids); naming another queue or namespace is refused
-(PermissionDenied naming the field). Raylets and workers accept only the cluster token.
+(PermissionDenied naming the field). Raylets and workers accept only the cluster token
+(a node-token raylet takes its own token to register its workers, nothing else). A node
+token runs a worker node: RAYGO_AUTH_TOKEN=<node token> raygo start --address HEAD:6380.
 
 Examples:
   raygo auth issue --scope queue:team-a

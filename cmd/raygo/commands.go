@@ -18,6 +18,7 @@ import (
 	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/internal/stateapi"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -464,14 +465,22 @@ func printFragmentation(w io.Writer, dashboard string) {
 // fetchMetricLines reads the head's /metrics at the dashboard address, with the cluster
 // token when this machine has one, and returns the lines that start with a prefix.
 func fetchMetricLines(dashboard string, prefixes ...string) ([]string, error) {
-	req, err := http.NewRequest(http.MethodGet, "http://"+dashboard+"/metrics", nil)
+	tlsConfig, err := rpcutil.HTTPClientTLS()
+	if err != nil {
+		return nil, err
+	}
+	scheme := "http://"
+	if tlsConfig != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequest(http.MethodGet, scheme+dashboard+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}
 	if token, err := auth.Load(); err == nil && token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	client := &http.Client{Timeout: 3 * time.Second}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,8 +34,13 @@ import (
 type storeFlags struct {
 	backend        string
 	redisAddress   string
+	redisUsername  string
 	redisPassword  string
 	redisNamespace string
+	// redisTLS and the files: TLS to Redis (its tls-port); the certificate and key are
+	// the client's, for a Redis that requires one (tls-auth-clients, its default).
+	redisTLS                                  bool
+	redisTLSCACert, redisTLSCert, redisTLSKey string
 	// allowVolatileRedis runs on a Redis without its append-only file.
 	allowVolatileRedis bool
 	// identityFile keeps the store's UUID across GCS restarts (--store-identity-file).
@@ -43,7 +50,12 @@ type storeFlags struct {
 func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.backend, "store", "memory", "GCS state store: memory (embedded, lost with the GCS) or redis (durable)")
 	fs.StringVar(&f.redisAddress, "redis-address", "127.0.0.1:6379", "Redis HOST:PORT for --store redis")
+	fs.StringVar(&f.redisUsername, "redis-username", "", "Redis ACL user for --store redis, whose password is --redis-password (default: "+envRedisUsername+", else Redis' default user)")
 	fs.StringVar(&f.redisPassword, "redis-password", "", "Redis password for --store redis (default: "+envRedisPassword+"; prefer it: ps shows every process's command line)")
+	fs.BoolVar(&f.redisTLS, "redis-tls", false, "with --store redis: connect to Redis with TLS (its tls-port); implied by the --redis-tls-* files")
+	fs.StringVar(&f.redisTLSCACert, "redis-tls-ca-cert", "", "with --store redis: PEM file of the CA that signed Redis' certificate (default: the system's roots)")
+	fs.StringVar(&f.redisTLSCert, "redis-tls-cert", "", "with --store redis: PEM certificate this client presents to Redis (Redis asks for one unless tls-auth-clients is no); with --redis-tls-key")
+	fs.StringVar(&f.redisTLSKey, "redis-tls-key", "", "with --store redis: the PEM key of --redis-tls-cert")
 	fs.StringVar(&f.redisNamespace, "redis-namespace", "raygo", "prefix of the GCS's Redis keys, so clusters can share one Redis")
 	fs.StringVar(&f.identityFile, "store-identity-file", "", "with --store redis: a file keeping the UUID of the store this cluster uses and the last write the GCS acknowledged; a GCS restarted on a Redis that came back empty or rolled back then refuses to start instead of serving a new or older table (raygo start passes one in the session directory)")
 	fs.BoolVar(&f.allowVolatileRedis, "allow-volatile-redis", false, "with --store redis: run even though Redis keeps no append-only file (appendonly no) or its settings cannot be read; a Redis restart then loses acknowledged work")
@@ -53,6 +65,9 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 // on a command line, where any local user could read it (ps).
 const envRedisPassword = "RAYGO_REDIS_PASSWORD"
 
+// envRedisUsername is the default of --redis-username.
+const envRedisUsername = "RAYGO_REDIS_USERNAME"
+
 // validate checks the flags without connecting. The password is --redis-password, else
 // RAYGO_REDIS_PASSWORD; it is left in the environment, from which a GCS this process
 // starts takes it (args never names it).
@@ -61,6 +76,12 @@ func (f *storeFlags) validate() error {
 		f.redisPassword = os.Getenv(envRedisPassword)
 	} else if err := os.Setenv(envRedisPassword, f.redisPassword); err != nil {
 		return err
+	}
+	if f.redisUsername == "" {
+		f.redisUsername = os.Getenv(envRedisUsername)
+	}
+	if f.redisTLSCACert != "" || f.redisTLSCert != "" || f.redisTLSKey != "" {
+		f.redisTLS = true
 	}
 	switch f.backend {
 	case "memory":
@@ -72,7 +93,11 @@ func (f *storeFlags) validate() error {
 		if f.redisNamespace == "" {
 			return badInput("--redis-namespace: must not be empty")
 		}
-		return nil
+		if f.redisUsername != "" && f.redisPassword == "" {
+			return badInput("--redis-username %s: needs its password (%s, or --redis-password)", f.redisUsername, envRedisPassword)
+		}
+		_, err := f.tlsConfig()
+		return err
 	}
 	return badInput("--store %q: must be memory or redis", f.backend)
 }
@@ -86,7 +111,11 @@ func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 		return store.NewMemory(), nil
 	}
 	cfg := store.DefaultRedisConfig()
-	cfg.Address, cfg.Password, cfg.Namespace = f.redisAddress, f.redisPassword, f.redisNamespace
+	cfg.Address, cfg.Username, cfg.Password, cfg.Namespace = f.redisAddress, f.redisUsername, f.redisPassword, f.redisNamespace
+	var err error
+	if cfg.TLS, err = f.tlsConfig(); err != nil {
+		return nil, err
+	}
 	cfg.IdentityFile = f.identityFile
 	st, err := store.NewRedis(ctx, cfg)
 	if errors.Is(err, store.ErrStoreLost) {
@@ -103,6 +132,37 @@ func (f *storeFlags) open(ctx context.Context) (store.Store, error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// tlsConfig is the client side of TLS to Redis: nil without --redis-tls; else the CA
+// file's certificates (the system's roots without one) and the client certificate when
+// given. An unusable file is bad input naming its flag.
+func (f *storeFlags) tlsConfig() (*tls.Config, error) {
+	if !f.redisTLS {
+		return nil, nil
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.redisTLSCACert != "" {
+		pem, err := os.ReadFile(f.redisTLSCACert)
+		if err != nil {
+			return nil, badInput("--redis-tls-ca-cert: %v", err)
+		}
+		config.RootCAs = x509.NewCertPool()
+		if !config.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, badInput("--redis-tls-ca-cert %s: no PEM certificate in it", f.redisTLSCACert)
+		}
+	}
+	if (f.redisTLSCert == "") != (f.redisTLSKey == "") {
+		return nil, badInput("--redis-tls-cert and --redis-tls-key go together")
+	}
+	if f.redisTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.redisTLSCert, f.redisTLSKey)
+		if err != nil {
+			return nil, badInput("--redis-tls-cert / --redis-tls-key: %v", err)
+		}
+		config.Certificates = []tls.Certificate{cert}
+	}
+	return config, nil
 }
 
 // checkPersistence refuses a Redis that would lose acknowledged work when it restarts
@@ -126,7 +186,9 @@ func (f *storeFlags) checkPersistence(ctx context.Context, st *store.Redis) erro
 // GCS inherits it in RAYGO_REDIS_PASSWORD (validate).
 func (f *storeFlags) args() []string {
 	return []string{"--store", f.backend, "--redis-address", f.redisAddress, "--redis-namespace", f.redisNamespace,
-		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis)}
+		"--allow-volatile-redis=" + strconv.FormatBool(f.allowVolatileRedis), "--redis-username", f.redisUsername,
+		"--redis-tls=" + strconv.FormatBool(f.redisTLS), "--redis-tls-ca-cert", f.redisTLSCACert,
+		"--redis-tls-cert", f.redisTLSCert, "--redis-tls-key", f.redisTLSKey}
 }
 
 // logFlags configure a daemon's logging and profiling.

@@ -46,15 +46,15 @@ func newFlagSet(name, description, examples string, stdout io.Writer) *flag.Flag
 // a cluster needs; a command's --help prints it.
 var commandScopes = map[string]string{
 	"status":     "admin or node (it reads the autoscaler's cluster status)",
-	"list":       "any scope; a tenant token (queue:<q>, namespace:<ns>) lists only its own placement groups and actors",
+	"list":       "any scope; a tenant token (queue:<q>, namespace:<ns>) lists only its own placement groups and actors, a node token none",
 	"queues":     "list: any scope; apply: admin",
 	"drain":      "admin or node",
 	"debug":      "admin: the cluster token itself (it asks the raylets, which know no other)",
 	"auth":       "admin",
-	"start":      "the cluster token itself (raylets and workers know no other)",
+	"start":      "the cluster token for --head; a worker node runs on it or on a node token (raygo auth issue --scope node), then its raylet and workers never hold the cluster token",
 	"up":         "the cluster token itself (raylets and workers know no other)",
 	"down":       "the cluster token itself",
-	"raylet":     "the cluster token itself",
+	"raylet":     "the cluster token or a node token",
 	"gcs-server": "the cluster token itself (it is the admin token)",
 	"autoscaler": "the cluster token itself (it starts raylets)",
 }

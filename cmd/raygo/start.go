@@ -34,7 +34,10 @@ node is registered; 'raygo stop' stops them.
 Auth (RAYGO_AUTH_MODE=token|disabled; unset: on unless --node-ip-address is loopback):
 when on, every call to the node needs the cluster token (RAYGO_AUTH_TOKEN, else the file
 at RAYGO_AUTH_TOKEN_PATH, else ~/.raygo/auth_token). A head without one generates it
-and saves it to that file (mode 600); 'raygo get-auth-token' prints it.`
+and saves it to that file (mode 600); 'raygo get-auth-token' prints it. A worker node
+may run on a node token instead (raygo auth issue --scope node): it registers with it,
+gets the gossip key and the cluster token's SHA-256 from the GCS, and serves the GCS and
+drivers, which carry the cluster token, without holding it.`
 
 const startExamples = `  raygo start --head --block
   raygo start --head --store redis --redis-address 127.0.0.1:6379

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,8 +22,13 @@ import (
 type RedisConfig struct {
 	// Address is the server's "host:port", e.g. "127.0.0.1:6379".
 	Address string
+	// Username, when not empty, is the ACL user AUTH names (Redis 6+); empty is the
+	// default user.
+	Username string
 	// Password is sent with AUTH when not empty.
 	Password string
+	// TLS, when not nil, is the client side of TLS to a server on its tls-port.
+	TLS *tls.Config
 	// Namespace prefixes every hash, "<Namespace>:<table>", so several clusters can
 	// share one server. It may not contain ':', which would make two namespaces'
 	// hashes collide.
@@ -235,7 +241,9 @@ func NewRedis(ctx context.Context, cfg RedisConfig) (*Redis, error) {
 	}
 	client := redis.NewClient(&redis.Options{
 		Addr:        cfg.Address,
+		Username:    cfg.Username,
 		Password:    cfg.Password,
+		TLSConfig:   cfg.TLS,
 		DialTimeout: cfg.DialTimeout,
 		// go-redis already retries a failed command (MaxRetries), dialing again each
 		// time; retrying each dial as well multiplies the attempts and, at start-up,

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // ScopeKind is what a token may do.
@@ -110,5 +111,23 @@ func ClusterToken(token string) Verifier {
 	}
 	return func(presented string) (Scope, bool) {
 		return Admin, Equal(presented, token)
+	}
+}
+
+// EnvTokenSHA256 gives a worker the cluster token's SHA-256 (from its raylet) when its
+// own RAYGO_AUTH_TOKEN is a node token: its server then accepts the cluster token.
+const EnvTokenSHA256 = "RAYGO_AUTH_TOKEN_SHA256"
+
+// ClusterTokenHash is the Verifier of a process that may not hold the cluster token (a
+// raylet started with a node token, and its workers): it accepts, as admin, the token
+// whose HashToken is *hash (read at each call, so a raylet can learn it when it
+// registers), and its own token, which its raylet and workers use between them, as node
+// (as admin when it is the cluster token).
+func ClusterTokenHash(hash *atomic.Pointer[string], own string) Verifier {
+	return func(presented string) (Scope, bool) {
+		if expected := hash.Load(); expected != nil && *expected != "" && EqualHash(HashToken(presented), *expected) {
+			return Admin, true
+		}
+		return Scope{Kind: ScopeNode}, own != "" && Equal(presented, own)
 	}
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 )
 
@@ -52,5 +53,26 @@ func TestClusterTokenVerifierAndScopeInContext(t *testing.T) {
 	}
 	if HashToken("x") == HashToken("y") || !EqualHash(HashToken("x"), HashToken("x")) {
 		t.Error("HashToken/EqualHash")
+	}
+}
+
+func TestClusterTokenHashAcceptsTheClusterTokenByHashAndItsOwn(t *testing.T) {
+	var hash atomic.Pointer[string]
+	verify := ClusterTokenHash(&hash, "node-token")
+	if _, ok := verify("cluster-token"); ok {
+		t.Error("the cluster token accepted before its hash is known")
+	}
+	if scope, ok := verify("node-token"); !ok || scope.Kind != ScopeNode {
+		t.Errorf("its own token: %v %v, want accepted as node", scope, ok)
+	}
+	known := HashToken("cluster-token")
+	hash.Store(&known)
+	if scope, ok := verify("cluster-token"); !ok || scope != Admin {
+		t.Errorf("the cluster token by hash: %v %v, want admin", scope, ok)
+	}
+	for _, presented := range []string{"", "tenant-token", known} {
+		if _, ok := verify(presented); ok {
+			t.Errorf("%q accepted", presented)
+		}
 	}
 }

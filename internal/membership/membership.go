@@ -5,6 +5,7 @@
 package membership
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -76,6 +77,8 @@ type Events interface {
 // Agent is a running memberlist member.
 type Agent struct {
 	list *memberlist.Memberlist
+	// keyring holds the gossip key (nil without one).
+	keyring *memberlist.Keyring
 }
 
 // Start creates the member and binds its ports. It joins no one: call Join.
@@ -118,7 +121,14 @@ func Start(cfg Config, events Events) (*Agent, error) {
 	// A dead member's name may be reused at once (names are unique per incarnation anyway).
 	mc.DeadNodeReclaimTime = time.Second
 	mc.Delegate = metaDelegate(meta)
-	mc.SecretKey = cfg.SecretKey
+	var keyring *memberlist.Keyring
+	if len(cfg.SecretKey) > 0 {
+		var err error
+		if keyring, err = memberlist.NewKeyring(nil, cfg.SecretKey); err != nil {
+			return nil, fmt.Errorf("membership key: %w", err)
+		}
+		mc.Keyring = keyring
+	}
 	if events != nil {
 		mc.Events = &eventAdapter{events: events}
 	}
@@ -131,7 +141,29 @@ func Start(cfg Config, events Events) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memberlist on %s:%d: %w", cfg.BindIP, cfg.Port, err)
 	}
-	return &Agent{list: list}, nil
+	return &Agent{list: list, keyring: keyring}, nil
+}
+
+// UseKey makes key the one the member encrypts with and accepts, in place of the one it
+// started with (a raylet learns the cluster's key when it registers). A member started
+// without a key has no encryption to change: that is an error.
+func (a *Agent) UseKey(key []byte) error {
+	if a.keyring == nil {
+		return fmt.Errorf("membership: started without a key, it cannot take one")
+	}
+	old := a.keyring.GetPrimaryKey()
+	if err := a.keyring.AddKey(key); err != nil {
+		return fmt.Errorf("membership key: %w", err)
+	}
+	if err := a.keyring.UseKey(key); err != nil {
+		return fmt.Errorf("membership key: %w", err)
+	}
+	if !bytes.Equal(old, key) {
+		if err := a.keyring.RemoveKey(old); err != nil {
+			return fmt.Errorf("membership key: %w", err)
+		}
+	}
+	return nil
 }
 
 // Address is the host:port the member gossips on.

@@ -1,10 +1,11 @@
 // Package metricsserver serves a Prometheus registry's /metrics over HTTP for the GCS
 // (the dashboard port, with the dashboard beside it) and the raylets
 // (--metrics-export-port): one server, and the cluster token required on every path
-// when auth is on.
+// when auth is on; HTTPS only with RAYGO_USE_TLS=1 (rpcutil.HTTPServerTLS).
 package metricsserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/raygo-dev/raygo/internal/auth"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 )
 
 // TokenCookie is the cookie a browser keeps the cluster token in, once it opened a page
@@ -49,10 +51,20 @@ func ServeVerified(address string, registry *prometheus.Registry, verify auth.Ve
 	if address == "" {
 		return nil
 	}
+	// With RAYGO_USE_TLS=1 the port speaks only TLS; settings that do not load serve
+	// nothing rather than plaintext (the gRPC servers refuse to start on them anyway).
+	tlsConfig, err := rpcutil.HTTPServerTLS()
+	if err != nil {
+		log.Warn().Err(err).Str("address", address).Msg("TLS settings unusable: no /metrics")
+		return nil
+	}
 	listener, err := net.Listen("tcp", address)
 	if err != nil {
 		log.Warn().Err(err).Str("address", address).Msg("metrics port unavailable: no /metrics")
 		return nil
+	}
+	if tlsConfig != nil {
+		listener = tls.NewListener(listener, tlsConfig)
 	}
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})

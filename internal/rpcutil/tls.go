@@ -68,6 +68,40 @@ func ServerTLS() ([]grpc.ServerOption, error) {
 	}))}, nil
 }
 
+// HTTPServerTLS is the TLS of an HTTP port (the dashboard's, a raylet's /metrics) from
+// the environment: nil when RAYGO_USE_TLS is off. It serves the same certificate and
+// checks a client certificate against the CA when one is presented; it does not require
+// one, so a browser without it reaches the page (the token still decides who is served).
+func HTTPServerTLS() (*tls.Config, error) {
+	cert, pool, err := tlsFiles()
+	if err != nil || cert == nil {
+		return nil, err
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		MinVersion:   tls.VersionTLS12,
+	}, nil
+}
+
+// HTTPClientTLS is the client side of HTTPServerTLS: nil when RAYGO_USE_TLS is off.
+func HTTPClientTLS() (*tls.Config, error) {
+	cert, pool, err := tlsFiles()
+	if err != nil || cert == nil {
+		return nil, err
+	}
+	return clientTLSConfig(cert, pool), nil
+}
+
+func clientTLSConfig(cert *tls.Certificate, pool *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{*cert},
+		RootCAs:      pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+}
+
 // clientTransport returns the transport credentials of Dial: TLS with the certificate
 // and CA of the environment, else none (nil).
 func clientTransport() (credentials.TransportCredentials, error) {
@@ -75,9 +109,5 @@ func clientTransport() (credentials.TransportCredentials, error) {
 	if err != nil || cert == nil {
 		return nil, err
 	}
-	return credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{*cert},
-		RootCAs:      pool,
-		MinVersion:   tls.VersionTLS12,
-	}), nil
+	return credentials.NewTLS(clientTLSConfig(cert, pool)), nil
 }

@@ -204,9 +204,15 @@ type RegisterNodeReply struct {
 	// At a node's first registration: its secret, which its heartbeats, its later
 	// registrations and its unregistration carry. Empty otherwise. The GCS keeps only its
 	// SHA-256.
-	NodeSecret    string `protobuf:"bytes,3,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeSecret string `protobuf:"bytes,3,opt,name=node_secret,json=nodeSecret,proto3" json:"node_secret,omitempty"`
+	// With auth on, what a raylet that holds a node token rather than the cluster token
+	// needs: the memberlist key (derived from the cluster token), and the cluster token's
+	// SHA-256, against which it checks the token of every call it serves (the GCS's, a
+	// driver's) without holding the token itself. RegisterNode takes an admin or node token.
+	GossipKey          []byte `protobuf:"bytes,4,opt,name=gossip_key,json=gossipKey,proto3" json:"gossip_key,omitempty"`
+	ClusterTokenSha256 string `protobuf:"bytes,5,opt,name=cluster_token_sha256,json=clusterTokenSha256,proto3" json:"cluster_token_sha256,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RegisterNodeReply) Reset() {
@@ -256,6 +262,20 @@ func (x *RegisterNodeReply) GetGossipSeeds() []string {
 func (x *RegisterNodeReply) GetNodeSecret() string {
 	if x != nil {
 		return x.NodeSecret
+	}
+	return ""
+}
+
+func (x *RegisterNodeReply) GetGossipKey() []byte {
+	if x != nil {
+		return x.GossipKey
+	}
+	return nil
+}
+
+func (x *RegisterNodeReply) GetClusterTokenSha256() string {
+	if x != nil {
+		return x.ClusterTokenSha256
 	}
 	return ""
 }
@@ -1854,12 +1874,15 @@ const file_gcs_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
-	"nodeSecret\"t\n" +
+	"nodeSecret\"\xc5\x01\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
 	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\x12\x1f\n" +
 	"\vnode_secret\x18\x03 \x01(\tR\n" +
-	"nodeSecret\"\xeb\x04\n" +
+	"nodeSecret\x12\x1d\n" +
+	"\n" +
+	"gossip_key\x18\x04 \x01(\fR\tgossipKey\x120\n" +
+	"\x14cluster_token_sha256\x18\x05 \x01(\tR\x12clusterTokenSha256\"\xeb\x04\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +

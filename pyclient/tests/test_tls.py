@@ -1,9 +1,12 @@
 """Mutual TLS (RAYGO_USE_TLS=1): a driver with the certificate places groups on a cluster
-whose every endpoint speaks TLS; a plaintext client gets no answer."""
+whose every endpoint speaks TLS, the dashboard port HTTPS (the state API reads it); a
+plaintext client gets no answer."""
 
 from __future__ import annotations
 
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -12,6 +15,7 @@ import pytest
 import raygo
 from raygo._proto import gcs_pb2, gcs_pb2_grpc
 from raygo._version import PROTOCOL_METADATA_KEY
+from raygo.util import state
 from raygo.util.placement_group import placement_group, remove_placement_group
 
 from conftest import Cluster
@@ -36,9 +40,14 @@ def test_a_tls_cluster_serves_a_tls_driver_and_refuses_plaintext(tmp_path: Path,
             stub = gcs_pb2_grpc.NodeInfoServiceStub(plain)
             with pytest.raises(grpc.RpcError):
                 stub.GetClusterInfo(gcs_pb2.GetClusterInfoRequest(), metadata=[(PROTOCOL_METADATA_KEY, "1")], timeout=3)
-        raygo.init(address=cluster.address)
+        context = raygo.init(address=cluster.address)
         pg = placement_group([{"CPU": 1}, {"CPU": 1}], strategy="STRICT_SPREAD")
         assert pg.wait(timeout_seconds=30)
+        assert [row.placement_group_id for row in state.list_placement_groups()] == [pg.id.hex()]
+        dashboard = context.dashboard_url
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            opener.open(f"http://{dashboard}/api/v0/placement_groups", timeout=3).read()
         remove_placement_group(pg)
         raygo.shutdown()
         monkeypatch.delenv("RAYGO_TLS_CA_CERT")

@@ -138,7 +138,7 @@ func TestQueuesChargeActorsAndTasksOutsideGroups(t *testing.T) {
 	if status, stderr, code := c.Run("status"); code != 0 || !strings.Contains(status, "actor_"+actors[2].ID[:8]) || !strings.Contains(status, `QuotaExceeded in queue "team"`) {
 		t.Errorf("raygo status (exit %d, %s) does not show the third actor waiting with QuotaExceeded:\n%s", code, stderr, status)
 	}
-	metrics := get(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	metrics := get(t, fmt.Sprintf("127.0.0.1:%d", port), "/metrics")
 	if !strings.Contains(metrics, `raygo_pending_actors{reason="QuotaExceeded"} 1`) {
 		t.Errorf("metrics lack one actor pending with QuotaExceeded:\n%s", grepLines(metrics, "raygo_pending_actors"))
 	}
@@ -199,9 +199,10 @@ func actorRow(t *testing.T, c *harness.Cluster, id string) map[string]any {
 	return findActorRow(t, out, id)
 }
 
-func get(t *testing.T, url string) string {
+func get(t *testing.T, address, path string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	url := address + path
+	resp, err := harness.HTTPGet(address, path) // HTTPS under scripts/test-tls.sh
 	if err != nil {
 		t.Fatal(err)
 	}

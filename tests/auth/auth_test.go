@@ -162,38 +162,9 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	}
 
 	// With the token: a group, a task and an actor, whose workers require it too.
-	t.Setenv("RAYGO_AUTH_TOKEN", token)
-	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pg.Ready(ctx); err != nil {
-		t.Fatalf("a group on the nodes after the forged calls: %v", err)
-	}
-	var nine int
-	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, 0))
-	if err == nil {
-		err = sdk.Get(ctx, ref, &nine)
-	}
-	if err != nil || nine != 9 {
-		t.Fatalf("a task with the token: %d %v", nine, err)
-	}
-	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var one int
-	if ref, err = counter.Call(ctx, "Add", 1); err == nil {
-		err = sdk.Get(ctx, ref, &one)
-	}
-	if err != nil || one != 1 {
-		t.Fatalf("an actor call with the token: %d %v", one, err)
-	}
+	client, pg := spreadGroup(t, ctx, c.GCSAddress, token, "a group on the nodes after the forged calls")
+	runTask(t, ctx, client, pg, 0, "a task with the token")
+	counter := callActor(t, ctx, client, pg, 1, "an actor call with the token")
 	actor, err := counter.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -205,4 +176,56 @@ func TestWithAuthOnNothingAnswersWithoutTheToken(t *testing.T) {
 	defer workerConn.Close()
 	_, err = pb.NewCoreWorkerServiceClient(workerConn).PushTask(ctx, &pb.PushTaskRequest{ActorId: actor.ID, FunctionName: "Add"})
 	refused(t, "PushTask to an actor's worker", err)
+}
+
+// spreadGroup connects the SDK with token and makes a ready STRICT_SPREAD group of two
+// one-CPU bundles: one on each of two nodes.
+func spreadGroup(t *testing.T, ctx context.Context, address, token, what string) (*sdk.Client, *sdk.PlacementGroup) {
+	t.Helper()
+	t.Setenv("RAYGO_AUTH_TOKEN", token)
+	client, err := sdk.Connect(ctx, sdk.Options{Address: address})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}, {"CPU": 1}}, sdk.StrictSpread)
+	if err == nil {
+		_, err = pg.Ready(ctx)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return client, pg
+}
+
+// runTask runs square(3) in the group's bundle and checks it returns 9.
+func runTask(t *testing.T, ctx context.Context, client *sdk.Client, pg *sdk.PlacementGroup, bundle int, what string) {
+	t.Helper()
+	var nine int
+	ref, err := client.Submit(ctx, "square", sdk.Args(3), sdk.InPlacementGroup(pg, bundle))
+	if err == nil {
+		err = sdk.Get(ctx, ref, &nine)
+	}
+	if err != nil || nine != 9 {
+		t.Fatalf("%s: %d %v", what, nine, err)
+	}
+}
+
+// callActor creates a Counter in the group's bundle, checks a call of Add returns 1, and
+// returns the actor.
+func callActor(t *testing.T, ctx context.Context, client *sdk.Client, pg *sdk.PlacementGroup, bundle int, what string) *sdk.Actor {
+	t.Helper()
+	counter, err := client.CreateActor(ctx, "Counter", nil, sdk.InPlacementGroup(pg, bundle))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	var one int
+	ref, err := counter.Call(ctx, "Add", 1)
+	if err == nil {
+		err = sdk.Get(ctx, ref, &one)
+	}
+	if err != nil || one != 1 {
+		t.Fatalf("%s: %d %v", what, one, err)
+	}
+	return counter
 }

@@ -65,6 +65,23 @@ func dialWith(t *testing.T, addr, token string) *grpc.ClientConn {
 	return conn
 }
 
+// startAuthHead starts a head with RAYGO_AUTH_MODE=token (and env), from a test process
+// that has no token anywhere, and returns it with the cluster token the head generated
+// and saved in its own HOME.
+func startAuthHead(t *testing.T, env []string, extra ...string) (*harness.Cluster, string) {
+	t.Helper()
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("RAYGO_AUTH_TOKEN", "")
+	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
+	home := t.TempDir()
+	c := harness.StartHeadWithEnv(t, append(append([]string{}, env...), "HOME="+home, "RAYGO_AUTH_MODE=token"), extra...)
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, strings.TrimSpace(string(raw))
+}
+
 // tenantWork is what one tenant made through the SDK with its own token: a group and
 // an actor in its namespace (whose queue is the tenant's).
 type tenantWork struct {
@@ -102,22 +119,13 @@ func makeTenantWork(t *testing.T, ctx context.Context, address, token, namespace
 // token; each attack of a tenant token is refused (a subtest per attack); admin may do
 // everything; a revoked token is refused at once and still after a GCS restart.
 func TestScopedTokensIsolateTenants(t *testing.T) {
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("RAYGO_AUTH_TOKEN", "")
-	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
-	home := t.TempDir()
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte(tenantQueues), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	redis := redisserver.Start(t)
-	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
+	c, admin := startAuthHead(t, nil, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
 		"--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "scoped-tokens", "--queues", queues)
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := strings.TrimSpace(string(raw))
 
 	tokenA := issue(t, c, admin, "queue:a")
 	tokenB := issue(t, c, admin, "namespace:b")
@@ -197,6 +205,24 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 			&pb.CreatePlacementGroupRequest{Bundles: bundle, Strategy: "PACK", Lifetime: "detached", Namespace: "a"})
 		denied(t, "tenant B (namespace:b) creates a group in namespace a", err, "namespace")
 	})
+	t.Run("TenantCannotLeaseOrPlaceInAnotherTenantsGroup", func(t *testing.T) {
+		inGroup := func(id string) *pb.SchedulingStrategy {
+			return &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP, PlacementGroupId: id, BundleIndex: 0}
+		}
+		cpu := map[string]float64{"CPU": 1}
+		_, err := actorsA.ChooseLeaseTargets(ctx, &pb.ChooseLeaseTargetsRequest{RequestId: "steal", Resources: cpu, SchedulingStrategy: inGroup(b.group)})
+		denied(t, "tenant A leases in B's group", err, "scheduling_strategy.placement_group_id")
+		_, err = actorsA.CreateActor(ctx, &pb.CreateActorRequest{ClassName: "Counter", Namespace: "a", IsDetached: true,
+			RequiredResources: cpu, SchedulingStrategy: inGroup(b.group)})
+		denied(t, "tenant A places an actor in B's group", err, "scheduling_strategy.placement_group_id")
+		reply, err := actorsA.ChooseLeaseTargets(ctx, &pb.ChooseLeaseTargetsRequest{RequestId: "own", Resources: map[string]float64{"CPU": 0.5}, SchedulingStrategy: inGroup(a.group)})
+		if err != nil || reply.Outcome == pb.LeaseOutcome_LEASE_OUTCOME_UNSCHEDULABLE {
+			t.Errorf("tenant A leases in its own group: %v %v; want an answer", reply, err)
+		}
+		_, err = pb.NewActorInfoServiceClient(dialWith(t, c.GCSAddress, tokenNode)).ChooseLeaseTargets(ctx,
+			&pb.ChooseLeaseTargetsRequest{RequestId: "node", Resources: cpu, SchedulingStrategy: inGroup(a.group)})
+		denied(t, "a node token leases", err, "tenant")
+	})
 	t.Run("TenantCannotRegisterNode", func(t *testing.T) {
 		_, err := pb.NewNodeInfoServiceClient(tenant).RegisterNode(ctx, &pb.RegisterNodeRequest{Node: &pb.NodeInfo{
 			NodeId: "fake", RayletAddress: "127.0.0.1:1", ResourcesTotal: map[string]float64{"GPU": 8}}})
@@ -241,6 +267,18 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 		_, err := pb.NewPlacementGroupServiceClient(node).CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{
 			Bundles: []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}}, Strategy: "PACK", Lifetime: "detached"})
 		denied(t, "CreatePlacementGroup with a node token", err, "tenant")
+		// Nor does it read the tenants' groups, actors or jobs.
+		groups, err := pb.NewPlacementGroupServiceClient(node).GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
+		if err != nil || len(groups.PlacementGroups) != 0 {
+			t.Errorf("GetAllPlacementGroup with a node token: %v %v; want no group", groups, err)
+		}
+		jobs, err := pb.NewJobInfoServiceClient(node).GetAllJobInfo(ctx, &pb.GetAllJobInfoRequest{})
+		if err != nil || len(jobs.Jobs) != 0 {
+			t.Errorf("GetAllJobInfo with a node token: %v %v; want no job", jobs, err)
+		}
+		if reply, err := pb.NewActorInfoServiceClient(node).GetActorInfo(ctx, &pb.GetActorInfoRequest{ActorId: b.actor}); status.Code(err) != codes.NotFound {
+			t.Errorf("GetActorInfo of B's actor with a node token: %v %v; want NotFound as for an unknown id", reply, err)
+		}
 	})
 	t.Run("TenantDashboardShowsOnlyItsOwn", func(t *testing.T) {
 		info, err := pb.NewNodeInfoServiceClient(tenant).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})

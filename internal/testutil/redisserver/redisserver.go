@@ -4,6 +4,8 @@ package redisserver
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -38,8 +40,20 @@ type Options struct {
 	// every write (appendfsync always), as raygo requires: a server that is killed and
 	// restarted still has every write it acknowledged.
 	Volatile bool
-	// Password, when set, is required of every client (requirepass).
+	// Password, when set, is required of every client (requirepass), or, with User,
+	// is that user's.
 	Password string
+	// User, when set, is the one ACL user (all keys and commands, password Password);
+	// the default user is off.
+	User string
+	// TLS, when set, makes the server speak only TLS (tls-port; no plaintext port),
+	// with this certificate and key, and require clients to present one the CA signed.
+	TLS *TLSFiles
+}
+
+// TLSFiles are the server's PEM files.
+type TLSFiles struct {
+	CA, Cert, Key string
 }
 
 // Server is one redis-server process. Its methods are meant for the test's own
@@ -167,6 +181,12 @@ func (s *Server) start() error {
 	}
 	args := []string{
 		"--port", port,
+	}
+	if s.opts.TLS != nil {
+		args = []string{"--port", "0", "--tls-port", port, "--tls-cert-file", s.opts.TLS.Cert, "--tls-key-file", s.opts.TLS.Key,
+			"--tls-ca-cert-file", s.opts.TLS.CA, "--tls-auth-clients", "yes"}
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
 		"--save", "",
@@ -174,8 +194,11 @@ func (s *Server) start() error {
 		"--appendfsync", "always",
 		"--dir", s.opts.Dir,
 		"--logfile", s.logPath,
-	}
-	if s.opts.Password != "" {
+	)
+	switch {
+	case s.opts.User != "":
+		args = append(args, "--user", s.opts.User, "on", ">"+s.opts.Password, "~*", "&*", "+@all", "--user", "default", "off")
+	case s.opts.Password != "":
 		args = append(args, "--requirepass", s.opts.Password)
 	}
 	cmd := exec.Command(s.binary, args...)
@@ -200,7 +223,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server on %s exited during start-up; log:\n%s", s.Addr, s.logTail())
 		default:
 		}
-		if ping(s.Addr, s.opts.Password) == nil {
+		if s.ping() == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -226,8 +249,18 @@ func (s *Server) logTail() string {
 
 // ping speaks RESP directly so the helper does not depend on the client under test.
 // A server still loading its data answers -LOADING, which counts as not ready.
-func ping(addr, password string) error {
-	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func (s *Server) ping() error {
+	var conn net.Conn
+	var err error
+	if s.opts.TLS != nil {
+		var config *tls.Config
+		if config, err = s.opts.TLS.clientConfig(); err != nil {
+			return err
+		}
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 200 * time.Millisecond}, "tcp", s.Addr, config)
+	} else {
+		conn, err = net.DialTimeout("tcp", s.Addr, 200*time.Millisecond)
+	}
 	if err != nil {
 		return err
 	}
@@ -236,8 +269,14 @@ func ping(addr, password string) error {
 		return err
 	}
 	reader := bufio.NewReader(conn)
-	if password != "" {
-		if _, err := fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password); err != nil {
+	if password := s.opts.Password; password != "" {
+		var err error
+		if user := s.opts.User; user != "" {
+			_, err = fmt.Fprintf(conn, "*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(user), user, len(password), password)
+		} else {
+			_, err = fmt.Fprintf(conn, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password)
+		}
+		if err != nil {
 			return err
 		}
 		if reply, err := reader.ReadString('\n'); err != nil || reply != "+OK\r\n" {
@@ -255,6 +294,23 @@ func ping(addr, password string) error {
 		return errors.New("PING answered " + strconv.Quote(reply))
 	}
 	return nil
+}
+
+// clientConfig presents the server's own certificate as a client's and trusts the CA.
+func (f *TLSFiles) clientConfig() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, err
+	}
+	pem, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no PEM certificate in " + f.CA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // freeLoopbackPort asks the kernel for a port that is free now; the caller must

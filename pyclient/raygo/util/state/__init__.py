@@ -24,7 +24,7 @@ import urllib.request
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from raygo import _worker
-from raygo._auth import load_token
+from raygo._auth import load_token, tls_ssl_context
 
 __all__ = [
     "ActorState",
@@ -168,13 +168,16 @@ def _rows(resource: str, filters: Filters, limit: int, timeout: float) -> List[D
         key, predicate, value = item
         query += [("filter_keys", str(key)), ("filter_predicates", str(predicate)),
                   ("filter_values", _query_value(value))]
-    url = f"http://{_dashboard()}/api/v0/{resource}?{urllib.parse.urlencode(query)}"
+    # With RAYGO_USE_TLS=1 the dashboard port speaks HTTPS, as every endpoint TLS.
+    context = tls_ssl_context()
+    scheme = "https" if context else "http"
+    url = f"{scheme}://{_dashboard()}/api/v0/{resource}?{urllib.parse.urlencode(query)}"
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
     token = load_token()
     if token:
         request.add_header("Authorization", "Bearer " + token)
     # The cluster is reached directly, never through a proxy of the environment.
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
     try:
         with opener.open(request, timeout=timeout) as response:
             body = json.load(response)
