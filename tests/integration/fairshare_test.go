@@ -58,22 +58,7 @@ func TestFairShareOnRealProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	harness.Eventually(t, 30*time.Second, "24 GPUs joined", func() error {
-		reply, err := pb.NewNodeInfoServiceClient(conn).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
-		if err != nil {
-			return err
-		}
-		gpus := 0.0
-		for _, n := range reply.Nodes {
-			if n.State == pb.NodeState_ALIVE {
-				gpus += n.ResourcesTotal["GPU"]
-			}
-		}
-		if gpus != 24 {
-			return fmt.Errorf("%g GPUs", gpus)
-		}
-		return nil
-	})
+	waitForGPUs(t, c, 24)
 	queuesClient := pb.NewQueueServiceClient(conn)
 
 	// The flood: each queue keeps at least backlog groups waiting, in rounds that
@@ -95,10 +80,7 @@ func TestFairShareOnRealProcesses(t *testing.T) {
 			if err != nil {
 				return
 			}
-			waiting := map[string]int32{}
-			for _, q := range reply.Queues {
-				waiting[q.Queue] = q.Pending
-			}
+			_, waiting := queueGPUs(reply)
 			for i := 0; i < backlog; i++ {
 				for _, q := range names {
 					if int(waiting[q]) > i {
@@ -132,15 +114,7 @@ func TestFairShareOnRealProcesses(t *testing.T) {
 			if sample < skip {
 				continue
 			}
-			usage, waiting := map[string]float64{}, map[string]int32{}
-			for _, q := range reply.Queues {
-				waiting[q.Queue] = q.Pending
-				for _, r := range q.Resources {
-					if r.Resource == "GPU" {
-						usage[q.Queue] = r.Usage
-					}
-				}
-			}
+			usage, waiting := queueGPUs(reply)
 			contended := true
 			for _, q := range names {
 				contended = contended && waiting[q] > 0

@@ -55,18 +55,8 @@ func TestGangUnderFloodStartsOnRealProcesses(t *testing.T) {
 		if err != nil {
 			return 0, 0, err
 		}
-		for _, q := range reply.Queues {
-			if q.Queue != "team" {
-				continue
-			}
-			for _, r := range q.Resources {
-				if r.Resource == "GPU" {
-					usage = r.Usage
-				}
-			}
-			pending = q.Pending
-		}
-		return usage, pending, nil
+		gpus, waiting := queueGPUs(reply)
+		return gpus["team"], waiting["team"], nil
 	}
 
 	const backlog = 16
@@ -155,4 +145,18 @@ func TestGangUnderFloodStartsOnRealProcesses(t *testing.T) {
 	if between > 8 {
 		t.Fatalf("%d flood groups started between the gang's arrival and its start: backfill delayed the gang", between)
 	}
+}
+
+// queueGPUs reads each queue's GPU usage and pending count from a ListQueues reply.
+func queueGPUs(reply *pb.ListQueuesReply) (usage map[string]float64, pending map[string]int32) {
+	usage, pending = map[string]float64{}, map[string]int32{}
+	for _, q := range reply.Queues {
+		pending[q.Queue] = q.Pending
+		for _, r := range q.Resources {
+			if r.Resource == "GPU" {
+				usage[q.Queue] = r.Usage
+			}
+		}
+	}
+	return usage, pending
 }
