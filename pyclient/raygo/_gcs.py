@@ -109,8 +109,12 @@ class GcsClient:
     first, so a driver's later calls see what it asked for before.
     """
 
-    def __init__(self, address: str, namespace: str, connect_timeout_s: float) -> None:
+    def __init__(self, address: str, namespace: str, connect_timeout_s: float, job_id: Optional[str] = None) -> None:
+        """Registers a new job in namespace; with job_id, joins that running job instead
+        (a worker submitting nested tasks: the job's namespace is read from the GCS, and
+        its driver, not this connection, renews and ends it)."""
         self.address = address
+        self._joined = job_id is not None
         host = address.rsplit(":", 1)[0].strip("[]")
         token = load_token()  # before the channel: a bad token file is a ValueError naming it
         credentials = tls_credentials()
@@ -143,28 +147,41 @@ class GcsClient:
         # Sends them (see ASYNC_SENDERS); threads to spare for retries, which sleep first.
         self._senders = concurrent.futures.ThreadPoolExecutor(2 * ASYNC_SENDERS, thread_name_prefix="raygo-send")
         self._stop_renewal = threading.Event()
+        self._renewal: Optional[threading.Thread] = None
         try:
             self.cluster_info = self._handshake()
-            reply = self.call(
-                "register the driver",
-                self._jobs.AddJob,
-                gcs_pb2.AddJobRequest(
-                    namespace=namespace,
-                    driver_ip=self.driver_ip,
-                    driver_pid=os.getpid(),
-                    entrypoint=" ".join(sys.argv) or "python",
-                ),
-            )
+            if job_id is None:
+                reply = self.call(
+                    "register the driver",
+                    self._jobs.AddJob,
+                    gcs_pb2.AddJobRequest(
+                        namespace=namespace,
+                        driver_ip=self.driver_ip,
+                        driver_pid=os.getpid(),
+                        entrypoint=" ".join(sys.argv) or "python",
+                    ),
+                )
+                job_id, namespace, lease_timeout_ms = reply.job.job_id, reply.job.namespace, reply.lease_timeout_ms
+            else:
+                namespace, lease_timeout_ms = self._job_namespace(job_id), 0
         except BaseException:
             self._channel.close()
             raise
-        self.job_id: str = reply.job.job_id
-        self.namespace: str = reply.job.namespace
-        self.lease_timeout_s = max(reply.lease_timeout_ms / 1000.0, 0.3)
-        self._renewal = threading.Thread(
-            target=self._renew_lease, name=f"raygo-job-{self.job_id}-lease", daemon=True
-        )
-        self._renewal.start()
+        self.job_id: str = job_id
+        self.namespace: str = namespace
+        self.lease_timeout_s = max(lease_timeout_ms / 1000.0, 0.3)
+        if not self._joined:
+            self._renewal = threading.Thread(
+                target=self._renew_lease, name=f"raygo-job-{self.job_id}-lease", daemon=True
+            )
+            self._renewal.start()
+
+    def _job_namespace(self, job_id: str) -> str:
+        jobs = self.call("read the job", self._jobs.GetAllJobInfo, gcs_pb2.GetAllJobInfoRequest()).jobs
+        for job in jobs:
+            if job.job_id == job_id:
+                return str(job.namespace)
+        raise RaySystemError(f"job {job_id} is not known to the GCS at {self.address}")
 
     # --- connection and errors -------------------------------------------------------
 
@@ -267,16 +284,17 @@ class GcsClient:
 
     def close(self) -> None:
         """Waits for the creates and removes in flight, marks the job finished (its
-        non-detached groups are removed) and closes the channel."""
+        non-detached groups are removed; not for a joined job) and closes the channel."""
         self.flush(SHUTDOWN_RPC_TIMEOUT_S)
         with self._lock:
             if self._closed:
                 return
             self._stop_renewal.set()
             try:
-                self._jobs.MarkJobFinished(
-                    gcs_pb2.MarkJobFinishedRequest(job_id=self.job_id), timeout=SHUTDOWN_RPC_TIMEOUT_S
-                )
+                if not self._joined:  # a joined job is its driver's to end
+                    self._jobs.MarkJobFinished(
+                        gcs_pb2.MarkJobFinishedRequest(job_id=self.job_id), timeout=SHUTDOWN_RPC_TIMEOUT_S
+                    )
             except grpc.RpcError as err:
                 logger.warning("raygo: could not mark job %s finished at %s (%s); its lease will expire",
                                self.job_id, self.address, rpc_status(err)[1])

@@ -151,7 +151,12 @@ def _scheduling_key(resources: Dict[str, float], strategy: Any) -> str:
 
 
 def _python_worker() -> Any:
-    """How raylets start this driver's workers: this interpreter, directory and sys.path."""
+    """How raylets start this driver's workers: this interpreter, directory and sys.path;
+    in a worker, the ones it was started with, so its nested tasks reuse workers alike."""
+    from raygo import _worker
+
+    if _worker.is_worker():
+        return _worker.worker_context().python_worker()
     cwd = os.getcwd()
     path = []
     for entry in sys.path:

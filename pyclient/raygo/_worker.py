@@ -59,6 +59,11 @@ def enter_worker_mode() -> WorkerContext:
     return _worker_ctx
 
 
+def is_worker() -> bool:
+    """Whether this process is a Python worker (raygo._worker_main)."""
+    return _worker_ctx is not None
+
+
 def worker_context() -> WorkerContext:
     """The worker's context; RuntimeError outside a worker."""
     if _worker_ctx is None:
@@ -180,6 +185,8 @@ def init(
     if namespace is not None and not namespace:
         raise ValueError("namespace must be a non-empty string")
     resolved = resolve_address(address)  # before the reinit check, as Ray checks the address first
+    if _worker_ctx is not None:
+        _join_job(_worker_ctx)  # a worker is connected already, as in Ray
     with _lock:
         if _client is not None:
             if ignore_reinit_error:
@@ -241,8 +248,9 @@ def shutdown(_exiting_interpreter: bool = False) -> None:
 
 
 def is_initialized() -> bool:
-    """Whether ``init`` connected this program to a cluster (and ``shutdown`` has not run)."""
-    return _client is not None
+    """Whether ``init`` connected this program to a cluster (and ``shutdown`` has not run);
+    always True in a worker, as in Ray."""
+    return _client is not None or _worker_ctx is not None
 
 
 def global_client() -> GcsClient:
@@ -251,13 +259,24 @@ def global_client() -> GcsClient:
     if client is not None:
         return client
     if _worker_ctx is not None:
-        raise RaySystemError("a raygo worker is no driver: tasks cannot submit tasks, create groups or read cluster state yet")
+        return _join_job(_worker_ctx)
     if os.environ.get("RAYGO_ENABLE_AUTO_CONNECT", "1").lower() in ("0", "false", "no"):
         raise RaySystemError("raygo has not been started yet. You can start it with 'raygo.init()'.")
     with _lock:
         if _client is None:
             init()
         assert _client is not None
+        return _client
+
+
+def _join_job(context: WorkerContext) -> GcsClient:
+    """A worker's connection, made on first use: it joins its job at the GCS its raylet
+    named, so tasks and actors submit tasks, create actors and groups and read cluster
+    state as the job's driver does (Ray's workers are drivers of their job too)."""
+    global _client
+    with _lock:
+        if _client is None:
+            _client = GcsClient(context.gcs_address, "", DEFAULT_CONNECT_TIMEOUT_S, job_id=context.job_id)
         return _client
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from typing import Any, Dict, List, Optional, Union
 
@@ -30,6 +31,9 @@ class WorkerContext:
         except ValueError:
             self.resources = {}
         self.cuda_visible_devices = env.get("CUDA_VISIBLE_DEVICES", "")
+        # How the raylet started this worker: its directory and PYTHONPATH are the driver's.
+        self.working_dir = os.getcwd()
+        self.sys_path = [entry for entry in env.get("PYTHONPATH", "").split(os.pathsep) if entry]
         self._lock = threading.Lock()
         self.task_id: Optional[str] = None
         self.task_name: Optional[str] = None
@@ -44,6 +48,14 @@ class WorkerContext:
     def end_task(self) -> None:
         with self._lock:
             self.task_id, self.task_name = None, None
+
+    def python_worker(self) -> Any:
+        """The raylet's PythonWorker for this worker's nested tasks and actors: the
+        interpreter, directory and sys.path this worker was started with."""
+        from raygo._proto import raylet_pb2
+
+        return raylet_pb2.PythonWorker(interpreter=os.path.abspath(sys.executable), working_dir=self.working_dir,
+                                       sys_path=self.sys_path)
 
     def gpu_ids(self) -> List[Union[int, str]]:
         """The lease's GPUs as in ``CUDA_VISIBLE_DEVICES``: NVML indices as ints, MIG device

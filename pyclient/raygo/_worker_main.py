@@ -9,7 +9,8 @@ each function once. Arguments come as one pickled ``(args, kwargs)`` tuple, the 
 back pickled, and an exception goes back as a ``TaskError`` carrying the pickled exception
 and its traceback. The environment is the Go workers' (protos/worker.proto): the lease's
 ``CUDA_VISIBLE_DEVICES``, ``RAYGO_RESOURCES``, its bundle, and the cluster token, which the
-worker's server requires and its own calls carry.
+worker's server requires and its own calls carry. A task that submits tasks or creates
+actors makes the worker join its job at ``RAYGO_GCS_ADDRESS`` (raygo._worker.global_client).
 """
 
 from __future__ import annotations
