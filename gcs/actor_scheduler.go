@@ -221,7 +221,8 @@ func (m *actorManager) startPlacementLocked(e *actorEntry, targets []leaseTarget
 		PythonWorker: e.info.PythonWorker,
 	}
 	create := &pb.CreateActorOnWorkerRequest{ActorId: e.info.ActorId, ClassName: e.info.ClassName,
-		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts, PythonClassKey: e.info.PythonClassKey}
+		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts, PythonClassKey: e.info.PythonClassKey,
+		PlacementGroupCaptureChildTasks: e.info.SchedulingStrategy.GetPlacementGroupCaptureChildTasks()}
 	go m.place(e, e.attempt, targets, lease, create)
 }
 

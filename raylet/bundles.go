@@ -208,8 +208,13 @@ func (t *bundleTable) available() resources.Set {
 		}
 	}
 	for _, l := range t.nodeLeases {
-		for name, amount := range withoutMIG(l.resources) {
+		for name, amount := range withoutMIG(l.held()) {
 			avail[name] -= amount
+		}
+	}
+	for name, amount := range avail {
+		if amount < 0 { // a worker unblocked while its CPU was lent out: nothing is free
+			avail[name] = 0
 		}
 	}
 	return avail

@@ -28,6 +28,24 @@ type workerLease struct {
 	// cudaVisibleDevices is the worker's CUDA_VISIBLE_DEVICES: the GPU indices, or the
 	// MIG device UUID of the bundle's slice; empty without GPUs.
 	cudaVisibleDevices string
+	// blocked is set while the worker waits for tasks it submitted (NotifyWorkerBlocked):
+	// its CPU is lent to other leases meanwhile.
+	blocked bool
+}
+
+// held is what the lease takes now: its resources, but for its CPU while it is blocked
+// (Ray's raylet releases a blocked worker's CPU only; GPUs and the rest stay held).
+func (l *workerLease) held() resources.Set {
+	if !l.blocked || l.resources[resources.CPU] == 0 {
+		return l.resources
+	}
+	held := resources.Set{}
+	for name, amount := range l.resources {
+		if name != resources.CPU {
+			held[name] = amount
+		}
+	}
+	return held
 }
 
 // bundleIndex is the bundle the lease takes from, -1 for the node.
@@ -142,7 +160,7 @@ func (t *bundleTable) takeFromBundle(id bundleID, r *reservation, leaseID string
 	used := resources.Set{}
 	gpuUsed := map[int32]resources.Amount{}
 	for _, other := range r.leases {
-		used = used.Add(other.resources)
+		used = used.Add(other.held())
 		for i, share := range other.gpuShares {
 			gpuUsed[other.gpuIDs[i]] += share
 		}

@@ -111,3 +111,48 @@ func TestWorkerConfigValidation(t *testing.T) {
 		t.Errorf("Validate() with ExecutableCacheTTL 0: %v", err)
 	}
 }
+
+// A blocked lease lends its CPU, and only its CPU, to the other leases of its bundle and of
+// the node; unblocked, it takes the CPU back at once, and the node reports nothing free
+// rather than a negative amount while oversubscribed.
+func TestBlockedLeaseLendsItsCPU(t *testing.T) {
+	table := newTable(t, map[string]float64{"CPU": 2, "GPU": 1})
+	id := bundleID{"pg", 0}
+	table.reserved[id] = &reservation{generation: 1, committed: true, resources: resourceSet(t, map[string]float64{"CPU": 1, "GPU": 1}), gpuIDs: []int32{0}}
+	oneCPU := resourceSet(t, map[string]float64{"CPU": 1})
+	parent, err := table.leaseFromBundle("n", "parent", "pg", 0, resourceSet(t, map[string]float64{"CPU": 1, "GPU": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = table.leaseFromBundle("n", "child", "pg", 0, oneCPU)
+	wantCode(t, err, codes.ResourceExhausted)
+	parent.blocked = true
+	if _, err := table.leaseFromBundle("n", "child", "pg", 0, oneCPU); err != nil {
+		t.Fatalf("a child in the bundle of a blocked parent: %v", err)
+	}
+	_, err = table.leaseFromBundle("n", "gpu-child", "pg", 0, resourceSet(t, map[string]float64{"GPU": 1}))
+	wantCode(t, err, codes.ResourceExhausted) // the GPU stays the parent's
+	parent.blocked = false                    // the bundle is oversubscribed until the child ends
+	_, err = table.leaseFromBundle("n", "another", "pg", 0, oneCPU)
+	wantCode(t, err, codes.ResourceExhausted)
+
+	nodeParent, err := table.leaseFromNode("n", "node-parent", oneCPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = table.leaseFromNode("n", "node-child", oneCPU)
+	wantCode(t, err, codes.ResourceExhausted)
+	nodeParent.blocked = true
+	nodeChild, err := table.leaseFromNode("n", "node-child", oneCPU)
+	if err != nil {
+		t.Fatalf("a child on the node of a blocked parent: %v", err)
+	}
+	nodeParent.blocked = false
+	if got := table.available()["CPU"]; got != 0 {
+		t.Fatalf("node CPU available while oversubscribed: %s, want 0", got)
+	}
+	table.releaseLease(nodeChild)
+	if got := table.available()["CPU"]; got != 0 {
+		t.Fatalf("node CPU available after the child: %s, want 0 (bundle 1 + parent 1 of 2)", got)
+	}
+}

@@ -194,6 +194,13 @@ func (s *nodeManagerService) RegisterWorker(ctx context.Context, req *pb.Registe
 	return &pb.RegisterWorkerReply{}, nil
 }
 
+func (s *nodeManagerService) NotifyWorkerBlocked(ctx context.Context, req *pb.NotifyWorkerBlockedRequest) (*pb.NotifyWorkerBlockedReply, error) {
+	if err := s.raylet.setWorkerBlocked(req.WorkerId, req.Blocked); err != nil {
+		return nil, nodeManagerStatus(err)
+	}
+	return &pb.NotifyWorkerBlockedReply{}, nil
+}
+
 func (s *nodeManagerService) GetWorkers(ctx context.Context, _ *pb.GetWorkersRequest) (*pb.GetWorkersReply, error) {
 	r := s.raylet
 	r.mu.Lock()

@@ -540,6 +540,24 @@ func (r *Raylet) registerWorker(workerID, address string) error {
 	return nil
 }
 
+// setWorkerBlocked marks a leased worker as blocked in get/wait on tasks it submitted, or
+// running again. A blocked worker's lease lends its CPU to other leases (workerLease.held),
+// so the requests waiting for room are woken; unblocking takes the CPU back at once.
+func (r *Raylet) setWorkerBlocked(workerID string, blocked bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[workerID]
+	if w == nil || w.state != workerLeased || w.lease == nil {
+		return refusef(ErrUnknownWorker, "worker %s: not a leased worker of node %s", workerID, r.cfg.NodeID)
+	}
+	if w.lease.blocked == blocked {
+		return nil
+	}
+	w.lease.blocked = blocked
+	r.resourcesChangedLocked()
+	return nil
+}
+
 // describeWorkerLocked is a worker as WorkerInfo.
 func (r *Raylet) describeWorkerLocked(w *worker) *pb.WorkerInfo {
 	info := &pb.WorkerInfo{

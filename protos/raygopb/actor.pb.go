@@ -215,10 +215,14 @@ type SchedulingStrategy struct {
 	BundleIndex      int32  `protobuf:"varint,3,opt,name=bundle_index,json=bundleIndex,proto3" json:"bundle_index,omitempty"`
 	// NODE_AFFINITY: the node; soft lets the task go elsewhere when that node is dead or
 	// has no room.
-	NodeId        string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Soft          bool   `protobuf:"varint,5,opt,name=soft,proto3" json:"soft,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeId string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Soft   bool   `protobuf:"varint,5,opt,name=soft,proto3" json:"soft,omitempty"`
+	// PLACEMENT_GROUP: whether the tasks and actors this one submits without a strategy of
+	// their own run in the same group (Ray's placement_group_capture_child_tasks). The
+	// worker reads it (worker.proto); scheduling ignores it.
+	PlacementGroupCaptureChildTasks bool `protobuf:"varint,7,opt,name=placement_group_capture_child_tasks,json=placementGroupCaptureChildTasks,proto3" json:"placement_group_capture_child_tasks,omitempty"`
+	unknownFields                   protoimpl.UnknownFields
+	sizeCache                       protoimpl.SizeCache
 }
 
 func (x *SchedulingStrategy) Reset() {
@@ -290,6 +294,13 @@ func (x *SchedulingStrategy) GetNodeId() string {
 func (x *SchedulingStrategy) GetSoft() bool {
 	if x != nil {
 		return x.Soft
+	}
+	return false
+}
+
+func (x *SchedulingStrategy) GetPlacementGroupCaptureChildTasks() bool {
+	if x != nil {
+		return x.PlacementGroupCaptureChildTasks
 	}
 	return false
 }
@@ -1679,7 +1690,7 @@ var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
 	"\n" +
-	"\vactor.proto\x12\braygo.v1\x1a\fraylet.proto\"\xed\x01\n" +
+	"\vactor.proto\x12\braygo.v1\x1a\fraylet.proto\"\xbb\x02\n" +
 	"\x12SchedulingStrategy\x124\n" +
 	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12#\n" +
 	"\vlegacy_kind\x18\x01 \x01(\tB\x02\x18\x01R\n" +
@@ -1687,7 +1698,8 @@ const file_actor_proto_rawDesc = "" +
 	"\x12placement_group_id\x18\x02 \x01(\tR\x10placementGroupId\x12!\n" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
-	"\x04soft\x18\x05 \x01(\bR\x04soft\"\xca\t\n" +
+	"\x04soft\x18\x05 \x01(\bR\x04soft\x12L\n" +
+	"#placement_group_capture_child_tasks\x18\a \x01(\bR\x1fplacementGroupCaptureChildTasks\"\xca\t\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +

@@ -1311,6 +1311,94 @@ func (x *WorkerInfo) GetCudaVisibleDevices() string {
 	return ""
 }
 
+type NotifyWorkerBlockedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Blocked       bool                   `protobuf:"varint,2,opt,name=blocked,proto3" json:"blocked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyWorkerBlockedRequest) Reset() {
+	*x = NotifyWorkerBlockedRequest{}
+	mi := &file_raylet_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyWorkerBlockedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyWorkerBlockedRequest) ProtoMessage() {}
+
+func (x *NotifyWorkerBlockedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyWorkerBlockedRequest.ProtoReflect.Descriptor instead.
+func (*NotifyWorkerBlockedRequest) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *NotifyWorkerBlockedRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *NotifyWorkerBlockedRequest) GetBlocked() bool {
+	if x != nil {
+		return x.Blocked
+	}
+	return false
+}
+
+type NotifyWorkerBlockedReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyWorkerBlockedReply) Reset() {
+	*x = NotifyWorkerBlockedReply{}
+	mi := &file_raylet_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyWorkerBlockedReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyWorkerBlockedReply) ProtoMessage() {}
+
+func (x *NotifyWorkerBlockedReply) ProtoReflect() protoreflect.Message {
+	mi := &file_raylet_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyWorkerBlockedReply.ProtoReflect.Descriptor instead.
+func (*NotifyWorkerBlockedReply) Descriptor() ([]byte, []int) {
+	return file_raylet_proto_rawDescGZIP(), []int{21}
+}
+
 type ReturnWorkerRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
@@ -1321,7 +1409,7 @@ type ReturnWorkerRequest struct {
 
 func (x *ReturnWorkerRequest) Reset() {
 	*x = ReturnWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[20]
+	mi := &file_raylet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1421,7 @@ func (x *ReturnWorkerRequest) String() string {
 func (*ReturnWorkerRequest) ProtoMessage() {}
 
 func (x *ReturnWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[20]
+	mi := &file_raylet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1434,7 @@ func (x *ReturnWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReturnWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ReturnWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{20}
+	return file_raylet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReturnWorkerRequest) GetWorkerId() string {
@@ -1372,7 +1460,7 @@ type ReturnWorkerReply struct {
 
 func (x *ReturnWorkerReply) Reset() {
 	*x = ReturnWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[21]
+	mi := &file_raylet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1472,7 @@ func (x *ReturnWorkerReply) String() string {
 func (*ReturnWorkerReply) ProtoMessage() {}
 
 func (x *ReturnWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[21]
+	mi := &file_raylet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1485,7 @@ func (x *ReturnWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReturnWorkerReply.ProtoReflect.Descriptor instead.
 func (*ReturnWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{21}
+	return file_raylet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReturnWorkerReply) GetResources() *ResourceReport {
@@ -1418,7 +1506,7 @@ type KillWorkerRequest struct {
 
 func (x *KillWorkerRequest) Reset() {
 	*x = KillWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[22]
+	mi := &file_raylet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1518,7 @@ func (x *KillWorkerRequest) String() string {
 func (*KillWorkerRequest) ProtoMessage() {}
 
 func (x *KillWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[22]
+	mi := &file_raylet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1531,7 @@ func (x *KillWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillWorkerRequest.ProtoReflect.Descriptor instead.
 func (*KillWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{22}
+	return file_raylet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KillWorkerRequest) GetWorkerId() string {
@@ -1469,7 +1557,7 @@ type KillWorkerReply struct {
 
 func (x *KillWorkerReply) Reset() {
 	*x = KillWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[23]
+	mi := &file_raylet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1569,7 @@ func (x *KillWorkerReply) String() string {
 func (*KillWorkerReply) ProtoMessage() {}
 
 func (x *KillWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[23]
+	mi := &file_raylet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1582,7 @@ func (x *KillWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillWorkerReply.ProtoReflect.Descriptor instead.
 func (*KillWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{23}
+	return file_raylet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KillWorkerReply) GetResources() *ResourceReport {
@@ -1513,7 +1601,7 @@ type KillJobWorkersRequest struct {
 
 func (x *KillJobWorkersRequest) Reset() {
 	*x = KillJobWorkersRequest{}
-	mi := &file_raylet_proto_msgTypes[24]
+	mi := &file_raylet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1613,7 @@ func (x *KillJobWorkersRequest) String() string {
 func (*KillJobWorkersRequest) ProtoMessage() {}
 
 func (x *KillJobWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[24]
+	mi := &file_raylet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1626,7 @@ func (x *KillJobWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJobWorkersRequest.ProtoReflect.Descriptor instead.
 func (*KillJobWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{24}
+	return file_raylet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KillJobWorkersRequest) GetJobId() string {
@@ -1557,7 +1645,7 @@ type KillJobWorkersReply struct {
 
 func (x *KillJobWorkersReply) Reset() {
 	*x = KillJobWorkersReply{}
-	mi := &file_raylet_proto_msgTypes[25]
+	mi := &file_raylet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1657,7 @@ func (x *KillJobWorkersReply) String() string {
 func (*KillJobWorkersReply) ProtoMessage() {}
 
 func (x *KillJobWorkersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[25]
+	mi := &file_raylet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1670,7 @@ func (x *KillJobWorkersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KillJobWorkersReply.ProtoReflect.Descriptor instead.
 func (*KillJobWorkersReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{25}
+	return file_raylet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KillJobWorkersReply) GetKilled() int32 {
@@ -1603,7 +1691,7 @@ type RegisterWorkerRequest struct {
 
 func (x *RegisterWorkerRequest) Reset() {
 	*x = RegisterWorkerRequest{}
-	mi := &file_raylet_proto_msgTypes[26]
+	mi := &file_raylet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1703,7 @@ func (x *RegisterWorkerRequest) String() string {
 func (*RegisterWorkerRequest) ProtoMessage() {}
 
 func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[26]
+	mi := &file_raylet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1716,7 @@ func (x *RegisterWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{26}
+	return file_raylet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RegisterWorkerRequest) GetWorkerId() string {
@@ -1660,7 +1748,7 @@ type RegisterWorkerReply struct {
 
 func (x *RegisterWorkerReply) Reset() {
 	*x = RegisterWorkerReply{}
-	mi := &file_raylet_proto_msgTypes[27]
+	mi := &file_raylet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1760,7 @@ func (x *RegisterWorkerReply) String() string {
 func (*RegisterWorkerReply) ProtoMessage() {}
 
 func (x *RegisterWorkerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[27]
+	mi := &file_raylet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1773,7 @@ func (x *RegisterWorkerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkerReply.ProtoReflect.Descriptor instead.
 func (*RegisterWorkerReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{27}
+	return file_raylet_proto_rawDescGZIP(), []int{29}
 }
 
 type GetWorkersRequest struct {
@@ -1696,7 +1784,7 @@ type GetWorkersRequest struct {
 
 func (x *GetWorkersRequest) Reset() {
 	*x = GetWorkersRequest{}
-	mi := &file_raylet_proto_msgTypes[28]
+	mi := &file_raylet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1796,7 @@ func (x *GetWorkersRequest) String() string {
 func (*GetWorkersRequest) ProtoMessage() {}
 
 func (x *GetWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[28]
+	mi := &file_raylet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1809,7 @@ func (x *GetWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkersRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{28}
+	return file_raylet_proto_rawDescGZIP(), []int{30}
 }
 
 type GetWorkersReply struct {
@@ -1733,7 +1821,7 @@ type GetWorkersReply struct {
 
 func (x *GetWorkersReply) Reset() {
 	*x = GetWorkersReply{}
-	mi := &file_raylet_proto_msgTypes[29]
+	mi := &file_raylet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1833,7 @@ func (x *GetWorkersReply) String() string {
 func (*GetWorkersReply) ProtoMessage() {}
 
 func (x *GetWorkersReply) ProtoReflect() protoreflect.Message {
-	mi := &file_raylet_proto_msgTypes[29]
+	mi := &file_raylet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1846,7 @@ func (x *GetWorkersReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkersReply.ProtoReflect.Descriptor instead.
 func (*GetWorkersReply) Descriptor() ([]byte, []int) {
-	return file_raylet_proto_rawDescGZIP(), []int{29}
+	return file_raylet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetWorkersReply) GetWorkers() []*WorkerInfo {
@@ -1872,7 +1960,11 @@ const file_raylet_proto_rawDesc = "" +
 	"\x14cuda_visible_devices\x18\r \x01(\tR\x12cudaVisibleDevices\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"R\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"S\n" +
+	"\x1aNotifyWorkerBlockedRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x18\n" +
+	"\ablocked\x18\x02 \x01(\bR\ablocked\"\x1a\n" +
+	"\x18NotifyWorkerBlockedReply\"R\n" +
 	"\x13ReturnWorkerRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x1e\n" +
 	"\n" +
@@ -1900,7 +1992,7 @@ const file_raylet_proto_rawDesc = "" +
 	"\x16BundleReservationState\x12\"\n" +
 	"\x1eBUNDLE_RESERVATION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fBUNDLE_PREPARED\x10\x01\x12\x14\n" +
-	"\x10BUNDLE_COMMITTED\x10\x022\x9f\b\n" +
+	"\x10BUNDLE_COMMITTED\x10\x022\x80\t\n" +
 	"\x12NodeManagerService\x12J\n" +
 	"\fGetNodeStats\x12\x1d.raygo.v1.GetNodeStatsRequest\x1a\x1b.raygo.v1.GetNodeStatsReply\x12G\n" +
 	"\vDrainRaylet\x12\x1c.raygo.v1.DrainRayletRequest\x1a\x1a.raygo.v1.DrainRayletReply\x12h\n" +
@@ -1915,7 +2007,8 @@ const file_raylet_proto_rawDesc = "" +
 	"\x0eKillJobWorkers\x12\x1f.raygo.v1.KillJobWorkersRequest\x1a\x1d.raygo.v1.KillJobWorkersReply\x12P\n" +
 	"\x0eRegisterWorker\x12\x1f.raygo.v1.RegisterWorkerRequest\x1a\x1d.raygo.v1.RegisterWorkerReply\x12D\n" +
 	"\n" +
-	"GetWorkers\x12\x1b.raygo.v1.GetWorkersRequest\x1a\x19.raygo.v1.GetWorkersReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"GetWorkers\x12\x1b.raygo.v1.GetWorkersRequest\x1a\x19.raygo.v1.GetWorkersReply\x12_\n" +
+	"\x13NotifyWorkerBlocked\x12$.raygo.v1.NotifyWorkerBlockedRequest\x1a\".raygo.v1.NotifyWorkerBlockedReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_raylet_proto_rawDescOnce sync.Once
@@ -1930,7 +2023,7 @@ func file_raylet_proto_rawDescGZIP() []byte {
 }
 
 var file_raylet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_raylet_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_raylet_proto_goTypes = []any{
 	(BundleReservationState)(0),           // 0: raygo.v1.BundleReservationState
 	(*BundleKey)(nil),                     // 1: raygo.v1.BundleKey
@@ -1953,31 +2046,33 @@ var file_raylet_proto_goTypes = []any{
 	(*PythonWorker)(nil),                  // 18: raygo.v1.PythonWorker
 	(*RequestWorkerLeaseReply)(nil),       // 19: raygo.v1.RequestWorkerLeaseReply
 	(*WorkerInfo)(nil),                    // 20: raygo.v1.WorkerInfo
-	(*ReturnWorkerRequest)(nil),           // 21: raygo.v1.ReturnWorkerRequest
-	(*ReturnWorkerReply)(nil),             // 22: raygo.v1.ReturnWorkerReply
-	(*KillWorkerRequest)(nil),             // 23: raygo.v1.KillWorkerRequest
-	(*KillWorkerReply)(nil),               // 24: raygo.v1.KillWorkerReply
-	(*KillJobWorkersRequest)(nil),         // 25: raygo.v1.KillJobWorkersRequest
-	(*KillJobWorkersReply)(nil),           // 26: raygo.v1.KillJobWorkersReply
-	(*RegisterWorkerRequest)(nil),         // 27: raygo.v1.RegisterWorkerRequest
-	(*RegisterWorkerReply)(nil),           // 28: raygo.v1.RegisterWorkerReply
-	(*GetWorkersRequest)(nil),             // 29: raygo.v1.GetWorkersRequest
-	(*GetWorkersReply)(nil),               // 30: raygo.v1.GetWorkersReply
-	nil,                                   // 31: raygo.v1.BundleReservation.ResourcesEntry
-	nil,                                   // 32: raygo.v1.ResourceReport.ResourcesAvailableEntry
-	nil,                                   // 33: raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
-	nil,                                   // 34: raygo.v1.WorkerInfo.ResourcesEntry
-	(*MIGGPUInfo)(nil),                    // 35: raygo.v1.MIGGPUInfo
-	(*NodeInfo)(nil),                      // 36: raygo.v1.NodeInfo
+	(*NotifyWorkerBlockedRequest)(nil),    // 21: raygo.v1.NotifyWorkerBlockedRequest
+	(*NotifyWorkerBlockedReply)(nil),      // 22: raygo.v1.NotifyWorkerBlockedReply
+	(*ReturnWorkerRequest)(nil),           // 23: raygo.v1.ReturnWorkerRequest
+	(*ReturnWorkerReply)(nil),             // 24: raygo.v1.ReturnWorkerReply
+	(*KillWorkerRequest)(nil),             // 25: raygo.v1.KillWorkerRequest
+	(*KillWorkerReply)(nil),               // 26: raygo.v1.KillWorkerReply
+	(*KillJobWorkersRequest)(nil),         // 27: raygo.v1.KillJobWorkersRequest
+	(*KillJobWorkersReply)(nil),           // 28: raygo.v1.KillJobWorkersReply
+	(*RegisterWorkerRequest)(nil),         // 29: raygo.v1.RegisterWorkerRequest
+	(*RegisterWorkerReply)(nil),           // 30: raygo.v1.RegisterWorkerReply
+	(*GetWorkersRequest)(nil),             // 31: raygo.v1.GetWorkersRequest
+	(*GetWorkersReply)(nil),               // 32: raygo.v1.GetWorkersReply
+	nil,                                   // 33: raygo.v1.BundleReservation.ResourcesEntry
+	nil,                                   // 34: raygo.v1.ResourceReport.ResourcesAvailableEntry
+	nil,                                   // 35: raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	nil,                                   // 36: raygo.v1.WorkerInfo.ResourcesEntry
+	(*MIGGPUInfo)(nil),                    // 37: raygo.v1.MIGGPUInfo
+	(*NodeInfo)(nil),                      // 38: raygo.v1.NodeInfo
 }
 var file_raylet_proto_depIdxs = []int32{
 	1,  // 0: raygo.v1.BundleReservation.key:type_name -> raygo.v1.BundleKey
-	31, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
+	33, // 1: raygo.v1.BundleReservation.resources:type_name -> raygo.v1.BundleReservation.ResourcesEntry
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
 	3,  // 3: raygo.v1.BundleReservation.mig:type_name -> raygo.v1.MIGStep
 	2,  // 4: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	32, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
-	35, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	34, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	37, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
 	5,  // 7: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
 	2,  // 8: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
 	1,  // 9: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
@@ -1988,13 +2083,13 @@ var file_raylet_proto_depIdxs = []int32{
 	2,  // 14: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
 	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
 	5,  // 16: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	36, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	38, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
 	2,  // 18: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	33, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	35, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
 	18, // 20: raygo.v1.RequestWorkerLeaseRequest.python_worker:type_name -> raygo.v1.PythonWorker
 	20, // 21: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
 	5,  // 22: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
-	34, // 23: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
+	36, // 23: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
 	5,  // 24: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
 	5,  // 25: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
 	20, // 26: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
@@ -2005,25 +2100,27 @@ var file_raylet_proto_depIdxs = []int32{
 	9,  // 31: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
 	11, // 32: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
 	17, // 33: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
-	21, // 34: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
-	23, // 35: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
-	25, // 36: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
-	27, // 37: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
-	29, // 38: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
-	14, // 39: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	16, // 40: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	6,  // 41: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	8,  // 42: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	10, // 43: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	12, // 44: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	19, // 45: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
-	22, // 46: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
-	24, // 47: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
-	26, // 48: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
-	28, // 49: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
-	30, // 50: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
-	39, // [39:51] is the sub-list for method output_type
-	27, // [27:39] is the sub-list for method input_type
+	23, // 34: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
+	25, // 35: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
+	27, // 36: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
+	29, // 37: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
+	31, // 38: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
+	21, // 39: raygo.v1.NodeManagerService.NotifyWorkerBlocked:input_type -> raygo.v1.NotifyWorkerBlockedRequest
+	14, // 40: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	16, // 41: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	6,  // 42: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	8,  // 43: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	10, // 44: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	12, // 45: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	19, // 46: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
+	24, // 47: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
+	26, // 48: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
+	28, // 49: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
+	30, // 50: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
+	32, // 51: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
+	22, // 52: raygo.v1.NodeManagerService.NotifyWorkerBlocked:output_type -> raygo.v1.NotifyWorkerBlockedReply
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
 	27, // [27:27] is the sub-list for extension type_name
 	27, // [27:27] is the sub-list for extension extendee
 	0,  // [0:27] is the sub-list for field type_name
@@ -2041,7 +2138,7 @@ func file_raylet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raylet_proto_rawDesc), len(file_raylet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

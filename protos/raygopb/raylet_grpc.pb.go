@@ -31,6 +31,7 @@ const (
 	NodeManagerService_KillJobWorkers_FullMethodName         = "/raygo.v1.NodeManagerService/KillJobWorkers"
 	NodeManagerService_RegisterWorker_FullMethodName         = "/raygo.v1.NodeManagerService/RegisterWorker"
 	NodeManagerService_GetWorkers_FullMethodName             = "/raygo.v1.NodeManagerService/GetWorkers"
+	NodeManagerService_NotifyWorkerBlocked_FullMethodName    = "/raygo.v1.NodeManagerService/NotifyWorkerBlocked"
 )
 
 // NodeManagerServiceClient is the client API for NodeManagerService service.
@@ -83,6 +84,12 @@ type NodeManagerServiceClient interface {
 	RegisterWorker(ctx context.Context, in *RegisterWorkerRequest, opts ...grpc.CallOption) (*RegisterWorkerReply, error)
 	// GetWorkers lists the raylet's workers (leased and idle), for tests and `raygo status`.
 	GetWorkers(ctx context.Context, in *GetWorkersRequest, opts ...grpc.CallOption) (*GetWorkersReply, error)
+	// NotifyWorkerBlocked: a leased worker waits in get/wait for results of tasks it
+	// submitted (blocked), or runs again. While blocked its lease's CPU is free for other
+	// leases (of its bundle, or of the node), so its children can run, as Ray's raylet
+	// releases a blocked worker's CPU; when it runs again the CPU counts again at once,
+	// even if that oversubscribes for a while. NotFound for a worker not leased here.
+	NotifyWorkerBlocked(ctx context.Context, in *NotifyWorkerBlockedRequest, opts ...grpc.CallOption) (*NotifyWorkerBlockedReply, error)
 }
 
 type nodeManagerServiceClient struct {
@@ -213,6 +220,16 @@ func (c *nodeManagerServiceClient) GetWorkers(ctx context.Context, in *GetWorker
 	return out, nil
 }
 
+func (c *nodeManagerServiceClient) NotifyWorkerBlocked(ctx context.Context, in *NotifyWorkerBlockedRequest, opts ...grpc.CallOption) (*NotifyWorkerBlockedReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NotifyWorkerBlockedReply)
+	err := c.cc.Invoke(ctx, NodeManagerService_NotifyWorkerBlocked_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeManagerServiceServer is the server API for NodeManagerService service.
 // All implementations must embed UnimplementedNodeManagerServiceServer
 // for forward compatibility.
@@ -263,6 +280,12 @@ type NodeManagerServiceServer interface {
 	RegisterWorker(context.Context, *RegisterWorkerRequest) (*RegisterWorkerReply, error)
 	// GetWorkers lists the raylet's workers (leased and idle), for tests and `raygo status`.
 	GetWorkers(context.Context, *GetWorkersRequest) (*GetWorkersReply, error)
+	// NotifyWorkerBlocked: a leased worker waits in get/wait for results of tasks it
+	// submitted (blocked), or runs again. While blocked its lease's CPU is free for other
+	// leases (of its bundle, or of the node), so its children can run, as Ray's raylet
+	// releases a blocked worker's CPU; when it runs again the CPU counts again at once,
+	// even if that oversubscribes for a while. NotFound for a worker not leased here.
+	NotifyWorkerBlocked(context.Context, *NotifyWorkerBlockedRequest) (*NotifyWorkerBlockedReply, error)
 	mustEmbedUnimplementedNodeManagerServiceServer()
 }
 
@@ -308,6 +331,9 @@ func (UnimplementedNodeManagerServiceServer) RegisterWorker(context.Context, *Re
 }
 func (UnimplementedNodeManagerServiceServer) GetWorkers(context.Context, *GetWorkersRequest) (*GetWorkersReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetWorkers not implemented")
+}
+func (UnimplementedNodeManagerServiceServer) NotifyWorkerBlocked(context.Context, *NotifyWorkerBlockedRequest) (*NotifyWorkerBlockedReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method NotifyWorkerBlocked not implemented")
 }
 func (UnimplementedNodeManagerServiceServer) mustEmbedUnimplementedNodeManagerServiceServer() {}
 func (UnimplementedNodeManagerServiceServer) testEmbeddedByValue()                            {}
@@ -546,6 +572,24 @@ func _NodeManagerService_GetWorkers_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeManagerService_NotifyWorkerBlocked_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NotifyWorkerBlockedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeManagerServiceServer).NotifyWorkerBlocked(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeManagerService_NotifyWorkerBlocked_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeManagerServiceServer).NotifyWorkerBlocked(ctx, req.(*NotifyWorkerBlockedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeManagerService_ServiceDesc is the grpc.ServiceDesc for NodeManagerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -600,6 +644,10 @@ var NodeManagerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetWorkers",
 			Handler:    _NodeManagerService_GetWorkers_Handler,
+		},
+		{
+			MethodName: "NotifyWorkerBlocked",
+			Handler:    _NodeManagerService_NotifyWorkerBlocked_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

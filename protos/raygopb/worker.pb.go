@@ -34,9 +34,13 @@ type PushTaskRequest struct {
 	// tuple pickled with cloudpickle.
 	Args [][]byte `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
 	// 0 for the first attempt.
-	Attempt       int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Attempt int32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// A task's SchedulingStrategy.placement_group_capture_child_tasks: the tasks it submits
+	// without a strategy of their own run in its placement group. Unset for actor calls
+	// (the actor's creation says it).
+	PlacementGroupCaptureChildTasks bool `protobuf:"varint,6,opt,name=placement_group_capture_child_tasks,json=placementGroupCaptureChildTasks,proto3" json:"placement_group_capture_child_tasks,omitempty"`
+	unknownFields                   protoimpl.UnknownFields
+	sizeCache                       protoimpl.SizeCache
 }
 
 func (x *PushTaskRequest) Reset() {
@@ -102,6 +106,13 @@ func (x *PushTaskRequest) GetAttempt() int32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *PushTaskRequest) GetPlacementGroupCaptureChildTasks() bool {
+	if x != nil {
+		return x.PlacementGroupCaptureChildTasks
+	}
+	return false
 }
 
 // TaskError is a function's error as the caller sees it.
@@ -250,8 +261,11 @@ type CreateActorOnWorkerRequest struct {
 	// A Python actor's class: its key in the GCS's internal KV (ActorInfo.python_class_key).
 	// constructor_args then holds one pickled (args, kwargs) tuple.
 	PythonClassKey string `protobuf:"bytes,5,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The actor's SchedulingStrategy.placement_group_capture_child_tasks: what its methods
+	// submit without a strategy of their own runs in its placement group.
+	PlacementGroupCaptureChildTasks bool `protobuf:"varint,6,opt,name=placement_group_capture_child_tasks,json=placementGroupCaptureChildTasks,proto3" json:"placement_group_capture_child_tasks,omitempty"`
+	unknownFields                   protoimpl.UnknownFields
+	sizeCache                       protoimpl.SizeCache
 }
 
 func (x *CreateActorOnWorkerRequest) Reset() {
@@ -319,6 +333,13 @@ func (x *CreateActorOnWorkerRequest) GetPythonClassKey() string {
 	return ""
 }
 
+func (x *CreateActorOnWorkerRequest) GetPlacementGroupCaptureChildTasks() bool {
+	if x != nil {
+		return x.PlacementGroupCaptureChildTasks
+	}
+	return false
+}
+
 type CreateActorOnWorkerReply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set when the constructor returned an error or panicked (the actor is then DEAD).
@@ -376,13 +397,14 @@ var File_worker_proto protoreflect.FileDescriptor
 
 const file_worker_proto_rawDesc = "" +
 	"\n" +
-	"\fworker.proto\x12\braygo.v1\"\x98\x01\n" +
+	"\fworker.proto\x12\braygo.v1\"\xe6\x01\n" +
 	"\x0fPushTaskRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12#\n" +
 	"\rfunction_name\x18\x02 \x01(\tR\ffunctionName\x12\x19\n" +
 	"\bactor_id\x18\x03 \x01(\tR\aactorId\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\fR\x04args\x12\x18\n" +
-	"\aattempt\x18\x05 \x01(\x05R\aattempt\"d\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12L\n" +
+	"#placement_group_capture_child_tasks\x18\x06 \x01(\bR\x1fplacementGroupCaptureChildTasks\"d\n" +
 	"\tTaskError\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12)\n" +
@@ -391,14 +413,15 @@ const file_worker_proto_rawDesc = "" +
 	"\areturns\x18\x01 \x03(\fR\areturns\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xce\x01\n" +
+	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\x9c\x02\n" +
 	"\x1aCreateActorOnWorkerRequest\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x1d\n" +
 	"\n" +
 	"class_name\x18\x02 \x01(\tR\tclassName\x12)\n" +
 	"\x10constructor_args\x18\x03 \x03(\fR\x0fconstructorArgs\x12!\n" +
 	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\x12(\n" +
-	"\x10python_class_key\x18\x05 \x01(\tR\x0epythonClassKey\"W\n" +
+	"\x10python_class_key\x18\x05 \x01(\tR\x0epythonClassKey\x12L\n" +
+	"#placement_group_capture_child_tasks\x18\x06 \x01(\bR\x1fplacementGroupCaptureChildTasks\"W\n" +
 	"\x18CreateActorOnWorkerReply\x12)\n" +
 	"\x05error\x18\x01 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x03R\x03pid2\xac\x01\n" +

@@ -19,6 +19,7 @@ from typing import Any, Deque, Dict, Optional, Tuple
 
 import grpc
 
+from raygo._capture import LEGACY_OPTIONS, check_legacy_options, scheduling_strategy
 from raygo._gcs import rpc_status
 from raygo._object_ref import ObjectRef
 from raygo._proto import actor_pb2, worker_pb2, worker_pb2_grpc
@@ -30,11 +31,10 @@ from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError
 _BUILT_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "name", "namespace",
     "lifetime", "scheduling_strategy", "max_concurrency", "get_if_exists", "enable_task_events",
-})
+}) | LEGACY_OPTIONS
 # Ray's actor options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
     "runtime_env", "memory", "accelerator_type", "label_selector", "fallback_strategy",
-    "placement_group", "placement_group_bundle_index", "placement_group_capture_child_tasks",
     "_metadata", "concurrency_groups", "object_store_memory", "max_pending_calls",
     "allow_out_of_order_execution", "_labels",
 })
@@ -64,6 +64,7 @@ def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
             raise TypeError(f"The option '{option}' must be a str, got {type(value).__name__}")
     if "scheduling_strategy" in options:
         _strategy(options["scheduling_strategy"])
+    check_legacy_options(options)
     return options
 
 
@@ -115,7 +116,7 @@ class ActorClass:
         submitter = _task_client.submitter(client)
         pickle = _task_client._pickle()
         resources = _actor_resources(options)
-        strategy = _strategy(options.get("scheduling_strategy"))
+        strategy = scheduling_strategy(options)
         if strategy.kind == actor_pb2.SCHEDULING_STRATEGY_PLACEMENT_GROUP:
             _check_fits_group(f"actor {self._cls.__name__}", resources, strategy, submitter.bundle_specs(strategy.placement_group_id))
         if self._pickled is None:

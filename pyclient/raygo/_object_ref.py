@@ -13,6 +13,7 @@ import os
 import time
 from typing import Any, Generator, List, Optional, Sequence, Tuple, Union
 
+from raygo._blocking import wait_futures
 from raygo._gcs import nonnegative_timeout
 from raygo.exceptions import GetTimeoutError
 
@@ -104,7 +105,7 @@ def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional
     values = []
     for ref in refs:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        done, _ = concurrent.futures.wait([ref._future], timeout=remaining)
+        done, _ = wait_futures([ref._future], timeout=remaining)
         if not done:
             raise GetTimeoutError("Get timed out: some object(s) not ready.")
         values.append(ref._future.result())
@@ -148,7 +149,7 @@ def wait(
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             break
-        concurrent.futures.wait(pending, timeout=remaining, return_when=concurrent.futures.FIRST_COMPLETED)
+        wait_futures(pending, timeout=remaining, return_when=concurrent.futures.FIRST_COMPLETED)
     ready: List[ObjectRef] = []
     not_ready: List[ObjectRef] = []
     for ref in object_refs:

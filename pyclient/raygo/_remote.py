@@ -12,6 +12,7 @@ import functools
 import math
 from typing import Any, Callable, Dict, Optional
 
+from raygo._capture import LEGACY_OPTIONS, check_legacy_options, scheduling_strategy
 from raygo._object_ref import ObjectRef
 from raygo._proto import actor_pb2
 from raygo._worker import global_client
@@ -20,12 +21,11 @@ from raygo._worker import global_client
 _BUILT_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_retries", "scheduling_strategy", "name",
     "num_returns", "retry_exceptions", "enable_task_events",
-})
+}) | LEGACY_OPTIONS
 # Ray's task options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
     "runtime_env", "memory", "accelerator_type", "label_selector", "fallback_strategy",
-    "max_calls", "placement_group", "placement_group_bundle_index",
-    "placement_group_capture_child_tasks", "_metadata", "concurrency_groups",
+    "max_calls", "_metadata", "concurrency_groups",
     "object_store_memory", "_labels", "_generator_backpressure_num_objects",
 })
 # Ray's actor-only options: refused on a function, as Ray refuses them.
@@ -75,6 +75,7 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         raise ValueError("The option 'retry_exceptions' is not supported by raygo's Python tasks yet (only False).")
     if "scheduling_strategy" in options:
         _strategy(options["scheduling_strategy"])  # refuses what it cannot express
+    check_legacy_options(options)
     return options
 
 
@@ -186,7 +187,7 @@ class RemoteFunction:
         submitter = _task_client.submitter(global_client())
         name = options.get("name") or self._function.__qualname__
         resources = _task_resources(options)
-        strategy = _strategy(options.get("scheduling_strategy"))
+        strategy = scheduling_strategy(options)
         if strategy.kind == actor_pb2.SCHEDULING_STRATEGY_PLACEMENT_GROUP:
             _check_fits_group(name, resources, strategy, submitter.bundle_specs(strategy.placement_group_id))
         if self._pickled is None:

@@ -147,7 +147,8 @@ def settle(future: "concurrent.futures.Future[Any]", value: Any = None, error: O
 
 def _scheduling_key(resources: Dict[str, float], strategy: Any) -> str:
     shape = ";".join(f"{name}={amount:g}" for name, amount in sorted(resources.items()))
-    return f"{shape}|{strategy.kind}|{strategy.placement_group_id}|{strategy.bundle_index}|{strategy.node_id}|{strategy.soft}"
+    return (f"{shape}|{strategy.kind}|{strategy.placement_group_id}|{strategy.bundle_index}|{strategy.node_id}|{strategy.soft}"
+            f"|{strategy.placement_group_capture_child_tasks}")
 
 
 def _python_worker() -> Any:
@@ -442,6 +443,7 @@ class TaskSubmitter:
                 try:
                     reply = stub.PushTask(worker_pb2.PushTaskRequest(
                         task_id=task.task_id, function_name=task.function_key, args=[task.args], attempt=task.attempt,
+                        placement_group_capture_child_tasks=queue.strategy.placement_group_capture_child_tasks,
                     ))
                 except grpc.RpcError as err:
                     disconnect = True  # the worker is gone or in an unknown state: never reuse it

@@ -6,11 +6,12 @@ answer from it inside a task.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from raygo._ids import JobID, NodeID, PlacementGroupID
 
@@ -37,17 +38,42 @@ class WorkerContext:
         self._lock = threading.Lock()
         self.task_id: Optional[str] = None
         self.task_name: Optional[str] = None
+        # Whether what the current task (or the hosted actor) submits without a strategy
+        # of its own runs in its placement group (raygo._capture).
+        self.capture_child_tasks = False
+        # Threads waiting in get/wait, and how to tell the raylet (set by _worker_main).
+        self._blocked_lock = threading.Lock()
+        self._blocked_waits = 0
+        self.notify_blocked: Optional[Callable[[bool], None]] = None
         # Set when the worker hosts an actor.
         self.actor_id: Optional[str] = None
         self.num_restarts = 0
 
-    def begin_task(self, task_id: str, name: str) -> None:
+    def begin_task(self, task_id: str, name: str, capture_child_tasks: Optional[bool] = None) -> None:
+        """A task (capture_child_tasks: its flag) or an actor call (None: the actor's) begins."""
         with self._lock:
             self.task_id, self.task_name = task_id, name
+            if capture_child_tasks is not None:
+                self.capture_child_tasks = capture_child_tasks
 
     def end_task(self) -> None:
         with self._lock:
             self.task_id, self.task_name = None, None
+
+    @contextlib.contextmanager
+    def blocked(self) -> Iterator[None]:
+        """Marks the worker blocked at its raylet while any of its threads waits (raygo._blocking)."""
+        self._set_blocked(+1)
+        try:
+            yield
+        finally:
+            self._set_blocked(-1)
+
+    def _set_blocked(self, change: int) -> None:
+        with self._blocked_lock:
+            self._blocked_waits += change
+            if self.notify_blocked is not None and self._blocked_waits == (1 if change > 0 else 0):
+                self.notify_blocked(change > 0)
 
     def python_worker(self) -> Any:
         """The raylet's PythonWorker for this worker's nested tasks and actors: the
@@ -122,7 +148,9 @@ class WorkerRuntimeContext:
 
     @property
     def should_capture_child_tasks_in_placement_group(self) -> bool:
-        return False
+        """Whether the current task (or actor) was submitted with
+        ``placement_group_capture_child_tasks``."""
+        return self._context.capture_child_tasks
 
     def get_assigned_resources(self) -> Dict[str, float]:
         """The resources the task's lease holds (``RAYGO_RESOURCES``)."""

@@ -113,7 +113,8 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
                 else:
                     function = self._function(request.function_name)
                 args, kwargs = self._pickle.loads(request.args[0]) if request.args else ((), {})
-                _worker.worker_context().begin_task(request.task_id, getattr(function, "__name__", "task"))
+                _worker.worker_context().begin_task(request.task_id, getattr(function, "__name__", "task"),
+                                                    request.placement_group_capture_child_tasks if not request.actor_id else None)
                 try:
                     result = function(*args, **kwargs)
                 finally:
@@ -145,11 +146,22 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
                 args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
                 _worker.worker_context().actor_id = request.actor_id
                 _worker.worker_context().num_restarts = request.num_restarts
+                _worker.worker_context().capture_child_tasks = request.placement_group_capture_child_tasks
                 self._actor = cls(*args, **kwargs)
                 self._actor_id = request.actor_id
             except Exception as exc:  # the constructor's failure: the GCS buries the actor
                 reply.error.CopyFrom(self._task_error(exc))
         return reply
+
+
+def _notify_blocked(raylet: Any, worker_id: str, blocked: bool) -> None:
+    """Tells the raylet the worker waits in get/wait (its CPU may be lent) or runs again.
+    A raylet that does not answer changes nothing for the task: it only waits longer."""
+    try:
+        raylet.NotifyWorkerBlocked(raylet_pb2.NotifyWorkerBlockedRequest(worker_id=worker_id, blocked=blocked),
+                                   timeout=DEFAULT_RPC_TIMEOUT_S)
+    except grpc.RpcError:
+        pass
 
 
 def main() -> None:
@@ -171,6 +183,7 @@ def main() -> None:
         raylet_pb2.RegisterWorkerRequest(worker_id=worker_id, address=address, pid=os.getpid()),
         timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True,
     )
+    _worker.worker_context().notify_blocked = lambda blocked: _notify_blocked(raylet, worker_id, blocked)
     # The raylet kills the worker when its lease ends for good (and with itself).
     server.wait_for_termination()
 

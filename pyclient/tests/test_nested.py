@@ -99,13 +99,128 @@ def test_actor_method_submits_tasks(driver: Cluster) -> None:
     assert raygo.get(spawner.fan_out.remote(5), timeout=120) == sum(i * i for i in range(5))
 
 
-def test_nested_task_in_a_group_with_room_runs(driver: Cluster) -> None:
-    """A parent blocked in get holds its CPU of the bundle (see README: a blocked worker
-    keeps its resources); the children run in the room the bundle has left."""
-    pg = placement_group([{"CPU": 3}])
+def test_parent_blocked_in_get_lends_the_bundles_only_cpu(driver: Cluster) -> None:
+    """The parent holds the bundle's one CPU; blocked in get, it lends it to its children
+    (NotifyWorkerBlocked), which run there one after the other."""
+    pg = placement_group([{"CPU": 1}])
     raygo.get(pg.ready(), timeout=20)
     row = placement_group_table(pg)
     strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
     seen = raygo.get(parent_in_group.options(scheduling_strategy=strategy).remote(pg), timeout=120)
     assert [child["pg"] for child in seen] == [pg.id.hex()] * 2
     assert {child["node"] for child in seen} == {row["bundles_to_node_id"][0]}
+
+
+# --- placement_group_capture_child_tasks ----------------------------------------------
+
+
+@raygo.remote(num_cpus=1)
+def captured_child(levels: int) -> List[Dict[str, Any]]:
+    """Where it ran, and where its own child (levels deep) ran."""
+    from raygo.util import get_current_placement_group
+
+    context = raygo.get_runtime_context()
+    current = get_current_placement_group()
+    here = {"pg": context.get_placement_group_id(), "node": context.get_node_id(),
+            "current": current.id.hex() if current is not None else None,
+            "captures": context.should_capture_child_tasks_in_placement_group}
+    if levels == 0:
+        return [here]
+    return [here] + raygo.get(captured_child.remote(levels - 1), timeout=60)
+
+
+@raygo.remote(num_cpus=1)
+def parent_of(kind: str) -> List[Dict[str, Any]]:
+    """Runs children with no strategy, "DEFAULT", and PlacementGroupSchedulingStrategy(None)."""
+    if kind == "none":
+        return raygo.get(captured_child.remote(1), timeout=60)
+    if kind == "DEFAULT":
+        return raygo.get(captured_child.options(scheduling_strategy="DEFAULT").remote(0), timeout=60)
+    return raygo.get(captured_child.options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(None)).remote(0), timeout=60)
+
+
+@raygo.remote
+class Launcher:
+    def launch(self) -> List[Dict[str, Any]]:
+        return raygo.get(captured_child.remote(0), timeout=60)
+
+
+@raygo.remote(num_cpus=1)
+def make_launcher_and_launch() -> List[Dict[str, Any]]:
+    """An actor created without a strategy inside a capturing task: captured too."""
+    launcher = Launcher.remote()
+    return raygo.get(launcher.launch.remote(), timeout=60)
+
+
+def _group(bundles: List[Dict[str, float]], strategy: str) -> Any:
+    pg = placement_group(bundles, strategy=strategy)
+    raygo.get(pg.ready(), timeout=20)
+    return pg, placement_group_table(pg)["bundles_to_node_id"]
+
+
+def test_capture_child_tasks_keeps_nested_tasks_in_the_group(driver: Cluster) -> None:
+    """Ray's documentation example, with a grandchild: a {"CPU": 2} bundle holds the
+    parent and each child in turn; every level runs in the group and captures."""
+    pg, nodes = _group([{"CPU": 2}], "PACK")
+    capture = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
+    seen = raygo.get(parent_of.options(scheduling_strategy=capture).remote("none"), timeout=120)
+    assert len(seen) == 2
+    for level in seen:
+        assert level == {"pg": pg.id.hex(), "node": nodes[0], "current": pg.id.hex(), "captures": True}
+
+
+def test_capture_across_a_groups_bundles(driver: Cluster) -> None:
+    pg, nodes = _group([{"CPU": 2}, {"CPU": 2}], "STRICT_SPREAD")
+    capture = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=1, placement_group_capture_child_tasks=True)
+    seen = raygo.get(captured_child.options(scheduling_strategy=capture).remote(3), timeout=120)
+    assert seen[0]["node"] == nodes[1]
+    for level in seen:
+        assert level["pg"] == pg.id.hex() and level["node"] in nodes.values() and level["captures"] is True
+
+
+def test_default_strategy_and_no_group_are_not_captured(driver: Cluster) -> None:
+    pg, _ = _group([{"CPU": 2}], "PACK")
+    capture = PlacementGroupSchedulingStrategy(pg, placement_group_capture_child_tasks=True)
+    for kind in ("DEFAULT", "pg-none"):
+        [child] = raygo.get(parent_of.options(scheduling_strategy=capture).remote(kind), timeout=120)
+        assert child["pg"] is None and child["current"] is None and child["captures"] is False
+
+
+def test_without_capture_children_leave_the_group(driver: Cluster) -> None:
+    pg, _ = _group([{"CPU": 2}], "PACK")
+    in_group = PlacementGroupSchedulingStrategy(pg)
+    seen = raygo.get(parent_of.options(scheduling_strategy=in_group).remote("none"), timeout=120)
+    assert [level["pg"] for level in seen] == [None, None]
+
+
+def test_legacy_options_capture_and_actors_capture(driver: Cluster) -> None:
+    pg, nodes = _group([{"CPU": 2}], "PACK")
+    seen = raygo.get(parent_of.options(placement_group=pg, placement_group_capture_child_tasks=True).remote("none"),
+                     timeout=120)
+    assert [level["pg"] for level in seen] == [pg.id.hex()] * 2
+    # An actor created with capture: what its methods submit runs in the group.
+    launcher = Launcher.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        pg, placement_group_capture_child_tasks=True)).remote()
+    [child] = raygo.get(launcher.launch.remote(), timeout=120)
+    assert child["pg"] == pg.id.hex() and child["node"] == nodes[0]
+    raygo.kill(launcher)
+    # An actor created (with no strategy) by a capturing task is in the group too.
+    [child] = raygo.get(make_launcher_and_launch.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        pg, placement_group_capture_child_tasks=True)).remote(), timeout=120)
+    assert child["pg"] == pg.id.hex()
+
+
+def test_legacy_placement_group_with_a_strategy_is_refused(driver: Cluster) -> None:
+    pg, _ = _group([{"CPU": 1}], "PACK")
+    import pytest
+
+    with pytest.raises(ValueError, match="deprecated"):
+        captured_child.options(placement_group=pg, scheduling_strategy="SPREAD")
+    with pytest.raises(TypeError, match="placement_group_capture_child_tasks"):
+        captured_child.options(placement_group_capture_child_tasks="yes")
+    with pytest.raises(ValueError, match="bundle index must be -1"):
+        captured_child.options(placement_group_bundle_index=0).remote(0)
+    from raygo.util import get_current_placement_group
+
+    assert get_current_placement_group() is None  # a driver is in no group

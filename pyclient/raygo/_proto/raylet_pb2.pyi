@@ -247,6 +247,18 @@ class WorkerInfo(_message.Message):
     cuda_visible_devices: str
     def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., node_id: _Optional[str] = ..., job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., actor_id: _Optional[str] = ..., leased: _Optional[bool] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ...) -> None: ...
 
+class NotifyWorkerBlockedRequest(_message.Message):
+    __slots__ = ("worker_id", "blocked")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    blocked: bool
+    def __init__(self, worker_id: _Optional[str] = ..., blocked: _Optional[bool] = ...) -> None: ...
+
+class NotifyWorkerBlockedReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class ReturnWorkerRequest(_message.Message):
     __slots__ = ("worker_id", "disconnect")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]

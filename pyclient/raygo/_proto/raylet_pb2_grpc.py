@@ -97,6 +97,11 @@ class NodeManagerServiceStub:
                 request_serializer=raylet__pb2.GetWorkersRequest.SerializeToString,
                 response_deserializer=raylet__pb2.GetWorkersReply.FromString,
                 _registered_method=True)
+        self.NotifyWorkerBlocked = channel.unary_unary(
+                '/raygo.v1.NodeManagerService/NotifyWorkerBlocked',
+                request_serializer=raylet__pb2.NotifyWorkerBlockedRequest.SerializeToString,
+                response_deserializer=raylet__pb2.NotifyWorkerBlockedReply.FromString,
+                _registered_method=True)
 
 
 class NodeManagerServiceServicer:
@@ -207,6 +212,17 @@ class NodeManagerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NotifyWorkerBlocked(self, request, context):
+        """NotifyWorkerBlocked: a leased worker waits in get/wait for results of tasks it
+        submitted (blocked), or runs again. While blocked its lease's CPU is free for other
+        leases (of its bundle, or of the node), so its children can run, as Ray's raylet
+        releases a blocked worker's CPU; when it runs again the CPU counts again at once,
+        even if that oversubscribes for a while. NotFound for a worker not leased here.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeManagerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -269,6 +285,11 @@ def add_NodeManagerServiceServicer_to_server(servicer, server):
                     servicer.GetWorkers,
                     request_deserializer=raylet__pb2.GetWorkersRequest.FromString,
                     response_serializer=raylet__pb2.GetWorkersReply.SerializeToString,
+            ),
+            'NotifyWorkerBlocked': grpc.unary_unary_rpc_method_handler(
+                    servicer.NotifyWorkerBlocked,
+                    request_deserializer=raylet__pb2.NotifyWorkerBlockedRequest.FromString,
+                    response_serializer=raylet__pb2.NotifyWorkerBlockedReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -598,6 +619,33 @@ class NodeManagerService:
             '/raygo.v1.NodeManagerService/GetWorkers',
             raylet__pb2.GetWorkersRequest.SerializeToString,
             raylet__pb2.GetWorkersReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NotifyWorkerBlocked(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.NodeManagerService/NotifyWorkerBlocked',
+            raylet__pb2.NotifyWorkerBlockedRequest.SerializeToString,
+            raylet__pb2.NotifyWorkerBlockedReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,18 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PushTaskRequest(_message.Message):
-    __slots__ = ("task_id", "function_name", "actor_id", "args", "attempt")
+    __slots__ = ("task_id", "function_name", "actor_id", "args", "attempt", "placement_group_capture_child_tasks")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_GROUP_CAPTURE_CHILD_TASKS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     function_name: str
     actor_id: str
     args: _containers.RepeatedScalarFieldContainer[bytes]
     attempt: int
-    def __init__(self, task_id: _Optional[str] = ..., function_name: _Optional[str] = ..., actor_id: _Optional[str] = ..., args: _Optional[_Iterable[bytes]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    placement_group_capture_child_tasks: bool
+    def __init__(self, task_id: _Optional[str] = ..., function_name: _Optional[str] = ..., actor_id: _Optional[str] = ..., args: _Optional[_Iterable[bytes]] = ..., attempt: _Optional[int] = ..., placement_group_capture_child_tasks: _Optional[bool] = ...) -> None: ...
 
 class TaskError(_message.Message):
     __slots__ = ("type", "message", "python_exception")
@@ -43,18 +45,20 @@ class PushTaskReply(_message.Message):
     def __init__(self, returns: _Optional[_Iterable[bytes]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., worker_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class CreateActorOnWorkerRequest(_message.Message):
-    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts", "python_class_key")
+    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts", "python_class_key", "placement_group_capture_child_tasks")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CONSTRUCTOR_ARGS_FIELD_NUMBER: _ClassVar[int]
     NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     PYTHON_CLASS_KEY_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_GROUP_CAPTURE_CHILD_TASKS_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     class_name: str
     constructor_args: _containers.RepeatedScalarFieldContainer[bytes]
     num_restarts: int
     python_class_key: str
-    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ..., python_class_key: _Optional[str] = ...) -> None: ...
+    placement_group_capture_child_tasks: bool
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ..., python_class_key: _Optional[str] = ..., placement_group_capture_child_tasks: _Optional[bool] = ...) -> None: ...
 
 class CreateActorOnWorkerReply(_message.Message):
     __slots__ = ("error", "pid")

@@ -540,9 +540,11 @@ def get_placement_group(placement_group_name: str) -> PlacementGroup:
 
 
 def get_current_placement_group() -> Optional[PlacementGroup]:
-    """The group the calling task or actor runs in: always None, since raygo's Python
-    client is a driver only (as a Ray driver, it belongs to no group).
-    """
+    """The group the calling task or actor runs in (the one whose bundle its worker was
+    leased from, captured or not), as Ray's; None outside a group and in a driver."""
+    if _worker.is_worker():
+        pg = _worker.worker_context().placement_group_id
+        return PlacementGroup(PlacementGroupID.from_hex(pg)) if pg else None
     return None
 
 
