@@ -50,9 +50,7 @@ def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < -1):
             raise ValueError(f"The option '{option}' must be an integer >= -1, got {value!r}")
     lifetime = options.get("lifetime")
-    if lifetime not in (None, "non_detached"):
-        if lifetime == "detached":
-            raise ValueError("The option 'lifetime': detached Python actors are not supported by raygo yet.")
+    if lifetime not in (None, "non_detached", "detached"):
         raise ValueError(f"actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None', got {lifetime!r}")
     if options.get("max_concurrency", 1) != 1:
         raise ValueError("The option 'max_concurrency' is not supported by raygo's Python actors yet (only 1).")
@@ -127,6 +125,7 @@ class ActorClass:
         request = actor_pb2.CreateActorRequest(
             job_id=client.job_id, class_name=self._cls.__name__, name=options.get("name") or "",
             namespace=options.get("namespace") or "", required_resources=resources, scheduling_strategy=strategy,
+            is_detached=options.get("lifetime") == "detached",
             max_restarts=options.get("max_restarts") or 0, max_task_retries=max_task_retries,
             python_worker=submitter.python_worker, python_class_key=key,
             constructor_args=[pickle.dumps((call_args, call_kwargs))],
@@ -188,7 +187,10 @@ class ActorHandle:
         return hash(self._actor_id)
 
     def __reduce__(self) -> Any:
-        raise TypeError("raygo cannot pass an actor handle to a task or an actor yet")
+        """A handle pickles as a reference (passed to a task or an actor, or returned from
+        one): the process that unpickles it calls the actor as any caller does, its calls
+        in order among themselves."""
+        return ActorHandle, (self._actor_id, self._class_name, self._max_task_retries)
 
     # --- calls ---------------------------------------------------------------------------
 

@@ -130,7 +130,7 @@ def _lookup_fails(name: str) -> bool:
 
 def test_actor_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
     for options, named in (
-        ({"lifetime": "detached"}, "lifetime"),
+        ({"lifetime": "forever"}, "lifetime"),
         ({"max_concurrency": 4}, "max_concurrency"),
         ({"runtime_env": {"pip": ["x"]}}, "runtime_env"),
         ({"max_retries": 1}, "max_retries"),
