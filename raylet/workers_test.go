@@ -683,3 +683,37 @@ func TestPrepareWithCommitHoldsTheBundlesCommittedInOneCall(t *testing.T) {
 	_, err = h.lease(t, &pb.RequestWorkerLeaseRequest{PlacementGroupId: "two", BundleIndex: 0, Resources: map[string]float64{"CPU": 1}})
 	wantCode(t, err, codes.FailedPrecondition, "placement group two bundle 0 is not held")
 }
+
+// A leased worker blocked on its children (NotifyWorkerBlocked) lends its CPU: a lease
+// queued for the node's one CPU is granted; unblocked, the worker takes the CPU back.
+func TestBlockedWorkerLendsItsCPUToAQueuedLease(t *testing.T) {
+	h := startWorkerHarness(t, func(cfg *Config) { cfg.Resources = map[string]float64{"CPU": 1} })
+	parent := h.mustLease(t, &pb.RequestWorkerLeaseRequest{Resources: map[string]float64{"CPU": 1}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.client.RequestWorkerLease(context.Background(), &pb.RequestWorkerLeaseRequest{
+			JobId: "job-1", ExecutableSha256: h.sha, Resources: map[string]float64{"CPU": 1}, Queue: true,
+		})
+		done <- err
+	}()
+	block := func(workerID string, blocked bool) error {
+		_, err := h.client.NotifyWorkerBlocked(context.Background(), &pb.NotifyWorkerBlockedRequest{WorkerId: workerID, Blocked: blocked})
+		return err
+	}
+	if err := block(parent.WorkerId, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the lease queued behind a blocked worker: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued lease was not granted while the holder was blocked")
+	}
+	if err := block(parent.WorkerId, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "nothing free while oversubscribed", func() bool { return h.available("CPU") == 0 })
+	wantCode(t, block("no-such-worker", true), codes.NotFound, "no-such-worker")
+}
