@@ -9,6 +9,8 @@ the constructor there (``CoreWorkerService.CreateActor``) and restarts it, up to
 ``max_restarts``, when its worker dies. Method calls through one handle go to the actor's
 worker one after the other, in the order made (``PushTask`` with the actor's id); a call
 whose worker died is sent again to the restarted actor up to ``max_task_retries`` times.
+A handle pickles as a reference (passed to tasks and actors); ``lifetime="detached"`` asks
+the GCS to keep the actor after its job ends.
 """
 
 from __future__ import annotations

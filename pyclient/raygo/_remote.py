@@ -217,8 +217,9 @@ def remote(*args: Any, **options: Any) -> Any:
 
     Task options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``max_retries``
     (default 3; -1 without limit), ``scheduling_strategy`` (``"DEFAULT"``, ``"SPREAD"``,
-    ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``), ``name``;
-    ``num_returns`` only 1, ``retry_exceptions`` only False. Other Ray options are refused
+    ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``), ``name``, the
+    legacy ``placement_group`` / ``placement_group_bundle_index`` /
+    ``placement_group_capture_child_tasks`` (see raygo._capture); ``num_returns`` only 1, ``retry_exceptions`` only False. Other Ray options are refused
     with a ValueError naming them.
     """
     if len(args) == 1 and not options and callable(args[0]):

@@ -163,6 +163,13 @@ class WorkerRuntimeContext:
     def gcs_address(self) -> str:
         return self._context.gcs_address
 
+    @property
+    def namespace(self) -> str:
+        """The job's namespace (read from the GCS when the worker joins its job)."""
+        from raygo import _worker
+
+        return _worker.global_client().namespace
+
     def get_runtime_env_string(self) -> str:
         return "{}"
 

@@ -27,8 +27,9 @@ def sum_of_squares(n: int) -> int:
 
 @raygo.remote
 def depth(levels: int) -> List[str]:
-    """Recurses levels deep; returns the job id each level sees."""
-    job = raygo.get_runtime_context().get_job_id()
+    """Recurses levels deep; returns the job id and namespace each level sees."""
+    context = raygo.get_runtime_context()
+    job = f"{context.get_job_id()}/{context.namespace}"
     if levels == 0:
         return [job]
     return [job] + raygo.get(depth.remote(levels - 1), timeout=60)
@@ -83,7 +84,8 @@ def test_task_submits_tasks_and_gets_their_results(driver: Cluster) -> None:
 
 def test_nested_tasks_belong_to_the_drivers_job(driver: Cluster) -> None:
     jobs = raygo.get(depth.remote(3), timeout=120)
-    assert jobs == [raygo.get_runtime_context().get_job_id()] * 4
+    context = raygo.get_runtime_context()
+    assert jobs == [f"{context.get_job_id()}/{context.namespace}"] * 4
 
 
 def test_task_creates_an_actor_and_calls_it(driver: Cluster) -> None:
