@@ -108,7 +108,8 @@ def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, mon
 
 def _tasks_run_with_the_token(token: str) -> None:
     """A Python task runs (its worker registers and fetches its function with the token
-    the raylet gave it), and the worker's own server refuses a call without the token."""
+    the raylet gave it, and submits a nested task with it), and the worker's own server
+    refuses a call without the token."""
     import grpc
 
     from raygo._proto import raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
@@ -116,6 +117,10 @@ def _tasks_run_with_the_token(token: str) -> None:
     from test_tasks import add
 
     assert raygo.get(add.remote(1, b=2), timeout=60) == 3
+    # A nested task: the worker joins its job at the GCS with the token its raylet gave it.
+    from test_nested import sum_of_squares
+
+    assert raygo.get(sum_of_squares.remote(3), timeout=120) == 5
     raylet_address = raygo.nodes()[0]["RayletAddress"]
     with grpc.insecure_channel(raylet_address) as channel:
         workers = raylet_pb2_grpc.NodeManagerServiceStub(channel).GetWorkers(
