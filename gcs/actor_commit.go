@@ -244,6 +244,41 @@ func (m *actorManager) buriedLocked(e *actorEntry, row *pb.ActorInfo) {
 	e.notify()
 	m.log.Info().Str("actor_id", e.info.ActorId).Str("job_id", e.info.JobId).Str("node_id", e.info.NodeId).
 		Str("death_cause", e.info.DeathCause).Msg("actor DEAD")
+	m.freeDetachedClassLocked(row)
+}
+
+// freeDetachedClassLocked deletes the class of a dead detached Python actor from the KV
+// when its job ended (the job's sweep kept it for the actor) and no live actor uses it.
+// A job that ends later deletes it itself. The deletion runs in the background: mu is held.
+func (m *actorManager) freeDetachedClassLocked(row *pb.ActorInfo) {
+	key := row.PythonClassKey
+	if m.freeFunctions == nil || !row.IsDetached || key == "" {
+		return
+	}
+	if job := m.jobs.get(row.JobId); job != nil && !job.IsDead {
+		return
+	}
+	if m.classKeysInUseLocked(row.JobId)[key] {
+		return
+	}
+	go m.freeFunctions(key)
+}
+
+// classKeysInUse implements functionHolders.
+func (m *actorManager) classKeysInUse(jobID string) map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.classKeysInUseLocked(jobID)
+}
+
+func (m *actorManager) classKeysInUseLocked(jobID string) map[string]bool {
+	keys := map[string]bool{}
+	for _, e := range m.actors {
+		if e.info.JobId == jobID && e.info.IsDetached && e.info.PythonClassKey != "" && !e.dead() {
+			keys[e.info.PythonClassKey] = true
+		}
+	}
+	return keys
 }
 
 // onNodeDead restarts (or buries) the actors whose worker ran on a dead node.

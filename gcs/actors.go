@@ -177,6 +177,9 @@ type actorDeps struct {
 	maxDeadActors      int
 	// authToken is Config.AuthToken, which calls to workers carry.
 	authToken string
+	// freeFunctions deletes functions from the KV (kvService.deleteFunctions): the class
+	// of a detached Python actor whose job ended, once no live actor uses it (nil: never).
+	freeFunctions func(keys ...string)
 }
 
 // executableChecker tells whether a worker executable is uploaded (and counts the check

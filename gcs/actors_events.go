@@ -13,4 +13,6 @@ var (
 	_ nodeListener  = (*actorManager)(nil)
 	_ jobListener   = (*actorManager)(nil)
 	_ groupListener = (*actorManager)(nil)
+
+	_ functionHolders = (*actorManager)(nil)
 )

@@ -2,6 +2,8 @@ package gcs
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -20,11 +22,23 @@ type kvService struct {
 	pb.UnimplementedInternalKVServiceServer
 	store store.Store
 	log   zerolog.Logger
+	// holders keeps the classes of a finished job's live detached actors (nil: none).
+	holders functionHolders
+}
+
+// functionHolders tells which of a finished job's functions must outlive it.
+type functionHolders interface {
+	// classKeysInUse is the set of KV keys (namespace "fun") of the classes of the job's
+	// detached Python actors that are not DEAD. Safe for concurrent use; callers hold no
+	// lock of the holder's.
+	classKeysInUse(jobID string) map[string]bool
 }
 
 // Python drivers keep the functions their tasks run in the KV, as Ray keeps its function
 // table there: namespace "fun", key "RemoteFunction:<job id>:<sha256>"
-// (pyclient/raygo/_task_client.py). A finished job's functions are deleted with it.
+// (pyclient/raygo/_task_client.py). A finished job's functions are deleted with it, but
+// for the classes of its detached actors that still live (so they can restart): the actor
+// manager deletes each of those when its last detached actor dies (deleteFunctions).
 const (
 	functionKVNamespace = "fun"
 	functionKeyPrefix   = "RemoteFunction:"
@@ -34,17 +48,38 @@ const (
 
 var _ jobListener = (*kvService)(nil)
 
-// onJobDead deletes the functions the finished job put (its workers are killed with it).
+// onJobDead deletes the functions the finished job put (its workers are killed with it),
+// but the classes of its live detached actors.
 func (k *kvService) onJobDead(job *pb.JobInfo) {
 	ctx, cancel := context.WithTimeout(context.Background(), functionCleanupTimeout)
 	defer cancel()
 	prefix := functionKVNamespace + kvNamespaceSeparator + functionKeyPrefix + job.JobId + ":"
 	keys, err := k.store.Keys(ctx, store.TableKV, prefix)
+	if err == nil && k.holders != nil {
+		kept := k.holders.classKeysInUse(job.JobId)
+		keys = slices.DeleteFunc(keys, func(key string) bool {
+			return kept[strings.TrimPrefix(key, functionKVNamespace+kvNamespaceSeparator)]
+		})
+	}
 	if err == nil && len(keys) > 0 {
 		_, err = k.store.Delete(ctx, store.TableKV, keys...)
 	}
 	if err != nil {
 		k.log.Warn().Err(err).Str("job_id", job.JobId).Msg("could not delete the finished job's functions from the KV")
+	}
+}
+
+// deleteFunctions deletes functions by their keys in namespace "fun": the classes of
+// detached actors that no live actor uses after their job ended.
+func (k *kvService) deleteFunctions(keys ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), functionCleanupTimeout)
+	defer cancel()
+	stored := make([]string, len(keys))
+	for i, key := range keys {
+		stored[i] = functionKVNamespace + kvNamespaceSeparator + key
+	}
+	if _, err := k.store.Delete(ctx, store.TableKV, stored...); err != nil {
+		k.log.Warn().Err(err).Strs("keys", keys).Msg("could not delete a detached actor's class from the KV")
 	}
 }
 

@@ -106,7 +106,9 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log, stopped: s.stopped, metrics: newPGMetrics()})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables, leases: s.pgs,
-		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken})
+		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken,
+		freeFunctions: s.kv.deleteFunctions})
+	s.kv.holders = s.actors
 	s.autoscaler = newAutoscalerState(autoscalerDeps{store: cfg.Store, log: s.log, now: cfg.Now, nodes: s.nodes, groups: s.pgs, actors: s.actors,
 		sessionName: "session_" + strconv.FormatInt(s.epoch, 10)})
 	// The managers meet only through these subscriptions (events.go).

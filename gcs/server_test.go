@@ -159,6 +159,42 @@ func TestFinishedJobsFunctionsLeaveTheKV(t *testing.T) {
 	}
 }
 
+type keptClasses map[string]bool
+
+func (k keptClasses) classKeysInUse(string) map[string]bool { return k }
+
+// A finished job's sweep keeps the classes its live detached actors use; the actor
+// manager deletes each when its last actor dies.
+func TestFinishedJobKeepsItsDetachedActorsClasses(t *testing.T) {
+	ctx := context.Background()
+	kept := "RemoteFunction:job1:aa"
+	kv := &kvService{store: store.NewMemory(), holders: keptClasses{kept: true}}
+	for _, key := range []string{kept, "RemoteFunction:job1:bb"} {
+		if _, err := kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "fun", Key: []byte(key), Value: []byte("pickled")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() []string {
+		reply, err := kv.KVKeys(ctx, &pb.KVKeysRequest{Namespace: "fun", Prefix: []byte("RemoteFunction:job1:")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, key := range reply.Keys {
+			keys = append(keys, string(key))
+		}
+		return keys
+	}
+	kv.onJobDead(&pb.JobInfo{JobId: "job1"})
+	if got := left(); len(got) != 1 || got[0] != kept {
+		t.Fatalf("after the job's sweep: %v, want only the detached actor's class %s", got, kept)
+	}
+	kv.deleteFunctions(kept)
+	if got := left(); len(got) != 0 {
+		t.Fatalf("after its last actor died: %v, want none", got)
+	}
+}
+
 func TestProtocolVersionMismatchNamesBothVersions(t *testing.T) {
 	s := startGCS(t, store.NewMemory())
 	c := dial(t, s.Address(), rpcutil.ProtocolVersion+1)

@@ -3,7 +3,9 @@ driver, on the session cluster."""
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import uuid
 from typing import Any, List
 
@@ -76,6 +78,7 @@ def test_handle_pickles_as_a_reference(driver: Cluster) -> None:
 
 
 _FIRST_DRIVER = """
+import os
 import raygo
 
 @raygo.remote
@@ -87,10 +90,24 @@ class Keeper:
         self.items.append(item)
         return list(self.items)
 
+    def pid(self):
+        return os.getpid()
+
 raygo.init(namespace="{namespace}")
-kept = Keeper.options(name="{name}", lifetime="{lifetime}").remote()
+kept = Keeper.options(name="{name}", lifetime="{lifetime}", max_restarts=1, max_task_retries=1).remote()
 print("KEPT", raygo.get(kept.keep.remote("first"), timeout=60))
+print("JOB", raygo.get_runtime_context().get_job_id())
 """
+
+
+def _job_functions(job_id: str) -> List[str]:
+    """The keys of the job's functions in the GCS's KV."""
+    from raygo import _task_client
+    from raygo._proto import gcs_pb2
+
+    kv = _task_client.submitter(raygo._worker.global_client())._kv
+    reply = kv.KVKeys(gcs_pb2.KVKeysRequest(namespace="fun", prefix=f"RemoteFunction:{job_id}:".encode()), timeout=10)
+    return [key.decode() for key in reply.keys]
 
 
 def test_detached_named_actor_outlives_its_driver(driver: Cluster) -> None:
@@ -101,11 +118,18 @@ def test_detached_named_actor_outlives_its_driver(driver: Cluster) -> None:
     # The first driver exited (its job ended); another driver finds the actor and calls it.
     keeper = raygo.get_actor(name, namespace=namespace)
     assert raygo.get(keeper.keep.remote("second"), timeout=60) == ["first", "second"]
+    # Its job ended, but its class stays in the KV: its worker killed, it restarts (the
+    # constructor runs again) and the call is retried there.
+    job_id = first.stdout.split("JOB ", 1)[1].split()[0]
+    assert len(_job_functions(job_id)) == 1
+    os.kill(raygo.get(keeper.pid.remote(), timeout=60), signal.SIGKILL)
+    assert raygo.get(keeper.keep.remote("after restart"), timeout=120) == ["after restart"]
     raygo.kill(keeper)
     with pytest.raises(ActorDiedError):
         raygo.get(keeper.keep.remote("third"), timeout=60)
     poll("the killed actor's name released",
          lambda: _lookup_fails(name, namespace), timeout=20)
+    poll("the dead detached actor's class deleted with its job's", lambda: _job_functions(job_id) == [], timeout=20)
 
 
 def test_non_detached_named_actor_ends_with_its_driver(driver: Cluster) -> None:
