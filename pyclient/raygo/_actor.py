@@ -30,10 +30,11 @@ from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError
 _BUILT_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "name", "namespace",
     "lifetime", "scheduling_strategy", "max_concurrency", "get_if_exists", "enable_task_events",
+    "label_selector",
 })
 # Ray's actor options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
-    "runtime_env", "memory", "accelerator_type", "label_selector", "fallback_strategy",
+    "runtime_env", "memory", "accelerator_type", "fallback_strategy",
     "placement_group", "placement_group_bundle_index", "placement_group_capture_child_tasks",
     "_metadata", "concurrency_groups", "object_store_memory", "max_pending_calls",
     "allow_out_of_order_execution", "_labels",
@@ -62,8 +63,8 @@ def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
         value = options.get(option)
         if value is not None and not isinstance(value, str):
             raise TypeError(f"The option '{option}' must be a str, got {type(value).__name__}")
-    if "scheduling_strategy" in options:
-        _strategy(options["scheduling_strategy"])
+    if "scheduling_strategy" in options or "label_selector" in options:
+        _strategy(options.get("scheduling_strategy"), options.get("label_selector"))
     return options
 
 
@@ -115,7 +116,7 @@ class ActorClass:
         submitter = _task_client.submitter(client)
         pickle = _task_client._pickle()
         resources = _actor_resources(options)
-        strategy = _strategy(options.get("scheduling_strategy"))
+        strategy = _strategy(options.get("scheduling_strategy"), options.get("label_selector"))
         if strategy.kind == actor_pb2.SCHEDULING_STRATEGY_PLACEMENT_GROUP:
             _check_fits_group(f"actor {self._cls.__name__}", resources, strategy, submitter.bundle_specs(strategy.placement_group_id))
         if self._pickled is None:

@@ -106,7 +106,9 @@ def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         done, _ = concurrent.futures.wait([ref._future], timeout=remaining)
         if not done:
-            raise GetTimeoutError("Get timed out: some object(s) not ready.")
+            # A task no node can hold says why it waits (raygo._task_client sets it).
+            reason = getattr(ref._future, "raygo_wait_reason", "")
+            raise GetTimeoutError("Get timed out: some object(s) not ready." + (f" A task waits: {reason}" if reason else ""))
         values.append(ref._future.result())
     return values[0] if single else values
 

@@ -147,7 +147,8 @@ def settle(future: "concurrent.futures.Future[Any]", value: Any = None, error: O
 
 def _scheduling_key(resources: Dict[str, float], strategy: Any) -> str:
     shape = ";".join(f"{name}={amount:g}" for name, amount in sorted(resources.items()))
-    return f"{shape}|{strategy.kind}|{strategy.placement_group_id}|{strategy.bundle_index}|{strategy.node_id}|{strategy.soft}"
+    selectors = "|".join(";".join(f"{k}={v}" for k, v in sorted(s.items())) for s in (strategy.label_selector, strategy.soft_label_selector))
+    return f"{shape}|{strategy.kind}|{strategy.placement_group_id}|{strategy.bundle_index}|{strategy.node_id}|{strategy.soft}|{selectors}"
 
 
 def _python_worker() -> Any:
@@ -390,7 +391,11 @@ class TaskSubmitter:
                 if reply.reason_code == REASON_GROUP_REMOVED:
                     raise TaskPlacementGroupRemoved(f"placement group {queue.strategy.placement_group_id} was removed")
                 raise TaskUnschedulableError(reply.reason)
-            raise _Retry()  # infeasible: wait for a node that can hold it
+            # Infeasible: wait for a node that can hold it; a get that times out says why.
+            with self._lock:
+                for task in queue.pending:
+                    task.future.raygo_wait_reason = reply.reason  # type: ignore[attr-defined]
+            raise _Retry()
 
     def _request_worker(self, queue: _Queue, wait_for_room: bool, lease: _Lease) -> Tuple[Any, Any]:
         """Asks the candidate raylets for a worker in turn; with wait_for_room the last one
