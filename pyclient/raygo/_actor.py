@@ -21,6 +21,7 @@ import grpc
 
 from raygo._gcs import rpc_status
 from raygo._object_ref import ObjectRef
+from raygo._objects import argument_of
 from raygo._proto import actor_pb2, worker_pb2, worker_pb2_grpc
 from raygo._remote import _check_fits_group, _check_resources, _strategy, check_option_names
 from raygo._worker import global_client
@@ -78,7 +79,7 @@ def _actor_resources(options: Dict[str, Any]) -> Dict[str, float]:
 def _resolve(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
     """The arguments with top-level refs replaced by their values (waiting for them)."""
     def value(arg: Any) -> Any:
-        return arg._future.result() if isinstance(arg, ObjectRef) else arg
+        return argument_of(arg._future.result()) if isinstance(arg, ObjectRef) else arg
 
     return tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()}
 

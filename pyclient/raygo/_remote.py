@@ -254,12 +254,19 @@ def _make(target: Any, options: Dict[str, Any]) -> Any:
 
 def put(value: Any, *, _owner: Any = None) -> ObjectRef:
     """Stores a value for tasks to take as an argument (Ray's ``ray.put``): the ref
-    resolves to a copy taken now. Values stay in the driver and travel inline with the
-    tasks that take them."""
+    resolves to a copy taken now. A value of at most 100 KiB pickled stays in the driver
+    and travels inline with the tasks that take it; a larger one (at most 100 MiB) is put
+    into the GCS under the job until the ref is collected (raygo._objects)."""
     if isinstance(value, ObjectRef):
         raise TypeError("Calling 'put' on an ObjectRef is not allowed. If you really want to do this, you can wrap the ObjectRef in a list and call 'put' on it.")
     from raygo import _task_client
 
     global_client()
+    from raygo import _objects
+
+    client = global_client()
     pickle = _task_client._pickle()
-    return ObjectRef._resolved(pickle.loads(pickle.dumps(value)))
+    pickled = pickle.dumps(value)
+    if len(pickled) > _objects.INLINE_MAX_BYTES:
+        return ObjectRef._resolved(_objects.store(pickled, client.job_id))
+    return ObjectRef._resolved(pickle.loads(pickled))

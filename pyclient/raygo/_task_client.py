@@ -29,12 +29,14 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
 from raygo._auth import load_token, tls_credentials
 from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, GcsClient, _VersionInterceptor, rpc_status
+from raygo import _objects
 from raygo._object_ref import ObjectRef
 from raygo._proto import (
     actor_pb2,
@@ -236,7 +238,10 @@ class TaskSubmitter:
         future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
         future.set_running_or_notify_cancel()  # a dropped ref never cancels a task
         ref = ObjectRef(future)
+        future.raygo_ref = weakref.ref(ref)  # type: ignore[attr-defined]
         deps = [a for a in itertools.chain(args, kwargs.values()) if isinstance(a, ObjectRef)]
+        if deps:  # the task holds its argument refs (and what the GCS holds for them) until it ends
+            future.add_done_callback(lambda _, held=deps: None)
         key = _scheduling_key(resources, strategy)
 
         def pickled(call_args: Tuple[Any, ...], call_kwargs: Dict[str, Any]) -> bytes:
@@ -263,7 +268,7 @@ class TaskSubmitter:
 
         def resolve() -> None:
             def value(arg: Any) -> Any:
-                return arg._future.result() if isinstance(arg, ObjectRef) else arg
+                return _objects.argument_of(arg._future.result()) if isinstance(arg, ObjectRef) else arg
 
             try:
                 blob = pickled(tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()})
@@ -483,6 +488,9 @@ class TaskSubmitter:
             settle(task.future, error=err)
             return
         settle(task.future, value=value)
+        owner = getattr(task.future, "raygo_ref", None)
+        if owner is not None and owner() is None:
+            _objects.release(value)  # its ref was collected before the result came
 
 
 def reply_value(name: str, reply: Any, address: str) -> Any:
