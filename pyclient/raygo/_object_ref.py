@@ -53,7 +53,16 @@ class ObjectRef:
     def future(self) -> "concurrent.futures.Future[Any]":
         """A ``concurrent.futures.Future`` of the value (as Ray's ``ObjectRef.future()``)."""
         self._shared = True
-        return self._future
+        out: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+
+        def resolved(done: "concurrent.futures.Future[Any]") -> None:
+            try:
+                out.set_result(_objects.value_of(done.result()))
+            except BaseException as err:  # noqa: BLE001 - the ref's error is the future's
+                out.set_exception(err)
+
+        self._future.add_done_callback(resolved)
+        return out
 
     def __await__(self) -> Generator[Any, None, Any]:
         self._shared = True

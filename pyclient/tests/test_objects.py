@@ -108,3 +108,15 @@ def test_a_freed_object_is_an_object_freed_error(driver: Cluster) -> None:
     poll("the released object gone", lambda: held_keys() == [], timeout=30)
     with pytest.raises(raygo.exceptions.ObjectFreedError):
         _objects.fetch(held)
+
+
+def test_await_and_future_give_the_value(driver: Cluster) -> None:
+    import asyncio
+
+    ref = raygo.put(b"f" * (MiB + 5))
+    assert ref.future().result(timeout=60) == b"f" * (MiB + 5)
+
+    async def awaited() -> bytes:
+        return await ref
+
+    assert asyncio.run(awaited()) == b"f" * (MiB + 5)
