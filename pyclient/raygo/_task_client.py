@@ -16,7 +16,8 @@ until it has died ``max_retries`` times (-1: no limit), then fails with
 Functions travel as Ray ships them: pickled with cloudpickle, content-addressed (SHA-256
 of the pickle) under ``RemoteFunction:<job>:<sha256>`` in the GCS's internal KV (namespace
 ``fun``, at most 1 MiB a value), put once per function and fetched once per worker.
-Arguments and results travel inline in the push and its reply.
+Arguments travel inline in the push; a result inline in its reply, or through the GCS when
+it is larger than 100 KiB pickled (raygo._objects).
 """
 
 from __future__ import annotations
