@@ -196,7 +196,7 @@ func workNodes(nodes []*pb.NodeInfo) []placement.WorkNode {
 		if err != nil {
 			continue
 		}
-		views = append(views, placement.WorkNode{ID: placement.NodeID(n.NodeId), Total: total, Available: available, Draining: n.IsDraining})
+		views = append(views, placement.WorkNode{ID: placement.NodeID(n.NodeId), Total: total, Available: available, Draining: n.IsDraining, Labels: n.Labels})
 	}
 	return views
 }
@@ -243,6 +243,8 @@ type actorPlacement struct {
 // one task's scheduling key, named id).
 func workRequest(id string, strategy *pb.SchedulingStrategy, request resources.Set, spreadCursor uint64) placement.WorkRequest {
 	req := placement.WorkRequest{ID: id, Resources: request, BundleIndex: resources.AnyBundle, SpreadCursor: spreadCursor}
+	// Checked when the work came in (checkSchedulingStrategy).
+	req.LabelSelector, req.SoftLabelSelector, _ = strategySelectors(strategy)
 	switch strategy.GetKind() {
 	case strategySpread:
 		req.Strategy = placement.WorkSpread

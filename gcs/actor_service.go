@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/fielderr"
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -94,7 +95,25 @@ func checkSchedulingStrategy(s *pb.SchedulingStrategy) error {
 	} else if s.GetNodeId() != "" {
 		return invalid("scheduling_strategy.node_id: only used with kind NODE_AFFINITY, got kind %q", kind)
 	}
+	if (len(s.GetLabelSelector()) > 0 || len(s.GetSoftLabelSelector()) > 0) && s.GetKind() != strategyDefault && s.GetKind() != strategySpread {
+		return invalid("scheduling_strategy.label_selector: only used with kind DEFAULT or SPREAD, got kind %q", kind)
+	}
+	if _, _, err := strategySelectors(s); err != nil {
+		return invalid("%s", err)
+	}
 	return nil
+}
+
+// strategySelectors parses a strategy's hard and soft label selectors; an error names
+// the field (scheduling_strategy.label_selector["zone"]: ...).
+func strategySelectors(s *pb.SchedulingStrategy) (hard, soft nodelabel.Selector, err error) {
+	if hard, err = nodelabel.ParseSelector(s.GetLabelSelector()); err != nil {
+		return nil, nil, fielderr.WithPrefix(err, "scheduling_strategy.label_selector")
+	}
+	if soft, err = nodelabel.ParseSelector(s.GetSoftLabelSelector()); err != nil {
+		return nil, nil, fielderr.WithPrefix(err, "scheduling_strategy.soft_label_selector")
+	}
+	return hard, soft, nil
 }
 
 // strategyName is Ray's name of a strategy kind: the enum value without its prefix.

@@ -337,3 +337,50 @@ func TestChooseLeaseTargets(t *testing.T) {
 		t.Errorf("affinity without a node: %v", err)
 	}
 }
+
+// ChooseLeaseTargets honours a strategy's label selectors over the registered nodes'
+// labels, and refuses malformed or misplaced ones naming the field.
+func TestChooseLeaseTargetsLabelSelectors(t *testing.T) {
+	f := newActorFixture(t, store.NewMemory())
+	ctx := context.Background()
+	for _, n := range []struct{ id, address, zone string }{{"n1", "127.0.0.1:11", "a"}, {"n2", "127.0.0.1:12", "b"}} {
+		node := &pb.NodeInfo{NodeId: n.id, RayletAddress: n.address, Labels: map[string]string{"zone": n.zone},
+			ResourcesTotal: map[string]float64{"CPU": 8}, ResourcesAvailable: map[string]float64{"CPU": 8}}
+		if _, err := f.c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	choose := func(strategy *pb.SchedulingStrategy) (*pb.ChooseLeaseTargetsReply, error) {
+		return f.c.actors.ChooseLeaseTargets(ctx, &pb.ChooseLeaseTargetsRequest{RequestId: "key-1",
+			Resources: map[string]float64{"CPU": 1}, SchedulingStrategy: strategy})
+	}
+	targets := func(reply *pb.ChooseLeaseTargetsReply) []string {
+		var out []string
+		for _, target := range reply.Targets {
+			out = append(out, target.NodeId)
+		}
+		return out
+	}
+	if got, err := choose(&pb.SchedulingStrategy{LabelSelector: map[string]string{"zone": "b"}}); err != nil || !slices.Equal(targets(got), []string{"n2"}) {
+		t.Errorf("hard zone b: %v %v", got, err)
+	}
+	if got, err := choose(&pb.SchedulingStrategy{SoftLabelSelector: map[string]string{"zone": "b"}}); err != nil || !slices.Equal(targets(got), []string{"n2", "n1"}) {
+		t.Errorf("soft zone b: %v %v", got, err)
+	}
+	got, err := choose(&pb.SchedulingStrategy{LabelSelector: map[string]string{"zone": "in(c,d)"}})
+	if err != nil || got.Outcome != pb.LeaseOutcome_LEASE_OUTCOME_INFEASIBLE || !strings.Contains(got.Reason, "label_selector {zone: in(c,d)}") {
+		t.Errorf("no node in zone c or d: %v %v", got, err)
+	}
+	for _, tc := range []struct {
+		strategy *pb.SchedulingStrategy
+		want     string
+	}{
+		{&pb.SchedulingStrategy{LabelSelector: map[string]string{"zone": "in(a,"}}, `scheduling_strategy.label_selector["zone"]`},
+		{&pb.SchedulingStrategy{SoftLabelSelector: map[string]string{"bad key!": "a"}}, `scheduling_strategy.soft_label_selector["bad key!"]`},
+		{&pb.SchedulingStrategy{Kind: strategyNodeAffinity, NodeId: "n1", LabelSelector: map[string]string{"zone": "a"}}, "scheduling_strategy.label_selector: only used with kind DEFAULT or SPREAD"},
+	} {
+		if _, err := choose(tc.strategy); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want InvalidArgument naming %s", tc.strategy, err, tc.want)
+		}
+	}
+}

@@ -88,10 +88,14 @@ func (m *actorManager) pendingActorShapes() []*pb.ResourceRequestByCount {
 }
 
 // leaseSelector is the label selector a strategy holds work to, for the autoscaler: a
-// hard node affinity is the selector on the node's id label; nil otherwise.
+// hard node affinity is the selector on the node's id label, a hard label selector
+// itself; nil otherwise.
 func leaseSelector(s *pb.SchedulingStrategy) map[string]string {
 	if s.GetKind() == pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY && !s.GetSoft() {
 		return map[string]string{nodelabel.NodeID: s.GetNodeId()}
+	}
+	if len(s.GetLabelSelector()) > 0 {
+		return maps.Clone(s.GetLabelSelector()) // a hard label selector: nodes with those labels
 	}
 	return nil
 }

@@ -36,36 +36,47 @@ type functionHolders interface {
 
 // Python drivers keep the functions their tasks run in the KV, as Ray keeps its function
 // table there: namespace "fun", key "RemoteFunction:<job id>:<sha256>"
-// (pyclient/raygo/_task_client.py). A finished job's functions are deleted with it, but
-// for the classes of its detached actors that still live (so they can restart): the actor
-// manager deletes each of those when its last detached actor dies (deleteFunctions).
+// (pyclient/raygo/_task_client.py). Objects too large to travel inline (ray.put, task
+// results) are kept there too, in chunks of one KV value: namespace "obj", key
+// "Object:<job id>:<object id>:<chunk index>" (pyclient/raygo/_objects.py), at most
+// maxObjectBytes each; their owner deletes them when its last ref is gone. A finished
+// job's functions and objects are deleted with it, but for the classes of its detached
+// actors that still live (so they can restart): the actor manager deletes each of those
+// when its last detached actor dies (deleteFunctions).
 const (
 	functionKVNamespace = "fun"
 	functionKeyPrefix   = "RemoteFunction:"
-	// functionCleanupTimeout bounds the deletion of one finished job's functions.
+	objectKVNamespace   = "obj"
+	objectKeyPrefix     = "Object:"
+	// functionCleanupTimeout bounds the deletion of one finished job's functions and objects.
 	functionCleanupTimeout = 10 * time.Second
 )
 
 var _ jobListener = (*kvService)(nil)
 
-// onJobDead deletes the functions the finished job put (its workers are killed with it),
-// but the classes of its live detached actors.
+// onJobDead deletes the functions and objects the finished job put (its workers are
+// killed with it), but the classes of its live detached actors.
 func (k *kvService) onJobDead(job *pb.JobInfo) {
 	ctx, cancel := context.WithTimeout(context.Background(), functionCleanupTimeout)
 	defer cancel()
-	prefix := functionKVNamespace + kvNamespaceSeparator + functionKeyPrefix + job.JobId + ":"
-	keys, err := k.store.Keys(ctx, store.TableKV, prefix)
-	if err == nil && k.holders != nil {
-		kept := k.holders.classKeysInUse(job.JobId)
-		keys = slices.DeleteFunc(keys, func(key string) bool {
-			return kept[strings.TrimPrefix(key, functionKVNamespace+kvNamespaceSeparator)]
-		})
-	}
-	if err == nil && len(keys) > 0 {
-		_, err = k.store.Delete(ctx, store.TableKV, keys...)
-	}
-	if err != nil {
-		k.log.Warn().Err(err).Str("job_id", job.JobId).Msg("could not delete the finished job's functions from the KV")
+	for _, kind := range []struct{ namespace, keyPrefix string }{
+		{functionKVNamespace, functionKeyPrefix},
+		{objectKVNamespace, objectKeyPrefix},
+	} {
+		stored := kind.namespace + kvNamespaceSeparator
+		keys, err := k.store.Keys(ctx, store.TableKV, stored+kind.keyPrefix+job.JobId+":")
+		if err == nil && k.holders != nil && kind.namespace == functionKVNamespace {
+			kept := k.holders.classKeysInUse(job.JobId)
+			keys = slices.DeleteFunc(keys, func(key string) bool {
+				return kept[strings.TrimPrefix(key, stored)]
+			})
+		}
+		if err == nil && len(keys) > 0 {
+			_, err = k.store.Delete(ctx, store.TableKV, keys...)
+		}
+		if err != nil {
+			k.log.Warn().Err(err).Str("job_id", job.JobId).Str("namespace", kind.namespace).Msg("could not delete the finished job's functions or objects from the KV")
+		}
 	}
 }
 
@@ -129,6 +140,11 @@ func (k *kvService) KVPut(ctx context.Context, req *pb.KVPutRequest) (*pb.KVPutR
 	}
 	if len(req.Value) > maxKVValueBytes {
 		return nil, errorf(fielderr.ErrInvalid, "value: must be at most %d bytes, got %d", maxKVValueBytes, len(req.Value))
+	}
+	if req.Namespace == objectKVNamespace {
+		if err := checkObjectChunk(string(req.Key)); err != nil {
+			return nil, errorf(fielderr.ErrInvalid, "%s", err)
+		}
 	}
 	if !req.Overwrite {
 		added, err := k.store.PutIfAbsent(ctx, store.TableKV, key, req.Value)

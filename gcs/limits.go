@@ -1,6 +1,7 @@
 package gcs
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/raygo-dev/raygo/internal/fielderr"
@@ -14,7 +15,25 @@ const (
 	maxNameBytes = 1024
 	// maxKVValueBytes bounds one KV value.
 	maxKVValueBytes = 1 << 20
+	// maxObjectBytes bounds one object a Python driver or worker keeps in the GCS: at
+	// most maxObjectBytes / maxKVValueBytes chunks of one KV value each.
+	maxObjectBytes = 100 << 20
 )
+
+// checkObjectChunk refuses a chunk of a GCS-held object (KV namespace "obj", key
+// "Object:<job id>:<object id>:<chunk index>") past maxObjectBytes, naming the limit.
+func checkObjectChunk(key string) error {
+	colon := strings.LastIndexByte(key, ':')
+	index, err := strconv.Atoi(key[colon+1:])
+	if !strings.HasPrefix(key, objectKeyPrefix) || colon < 0 || err != nil || index < 0 {
+		return fielderr.New(fielderr.ErrInvalid, "key", "an object's chunk is %s<job id>:<object id>:<chunk index>, got %q", objectKeyPrefix, key)
+	}
+	if index >= maxObjectBytes/maxKVValueBytes {
+		return fielderr.New(fielderr.ErrInvalid, "value", "objects held by the GCS are at most %d bytes (100 MiB); chunk %d of %d bytes would pass it",
+			maxObjectBytes, index, maxKVValueBytes)
+	}
+	return nil
+}
 
 // checkName refuses a name, namespace or key longer than maxNameBytes or holding a NUL
 // byte (which the tables use to join a namespace and a name).

@@ -126,7 +126,8 @@ func TestKVIsNamespaced(t *testing.T) {
 }
 
 // A finished job's Python functions (namespace "fun", Ray's RemoteFunction:<job>:<sha>)
-// are deleted with it; another job's stay.
+// and objects (namespace "obj", Object:<job>:<id>:<chunk>) are deleted with it; another
+// job's stay.
 func TestFinishedJobsFunctionsLeaveTheKV(t *testing.T) {
 	s := startGCS(t, store.NewMemory())
 	c := dial(t, s.Address(), 0)
@@ -143,6 +144,10 @@ func TestFinishedJobsFunctionsLeaveTheKV(t *testing.T) {
 			if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "fun", Key: key, Value: []byte("pickled")}); err != nil {
 				t.Fatal(err)
 			}
+			object := []byte("Object:" + reply.Job.JobId + ":" + sha + ":0")
+			if _, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "obj", Key: object, Value: []byte("chunk")}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if _, err := c.jobs.MarkJobFinished(ctx, &pb.MarkJobFinishedRequest{JobId: jobs[0]}); err != nil {
@@ -155,6 +160,37 @@ func TestFinishedJobsFunctionsLeaveTheKV(t *testing.T) {
 		}
 		if want := []int{0, 2}[i]; len(keys.Keys) != want {
 			t.Errorf("job %s (finished: %t) has %d functions in the KV, want %d", job, i == 0, len(keys.Keys), want)
+		}
+		objects, err := c.kv.KVKeys(ctx, &pb.KVKeysRequest{Namespace: "obj", Prefix: []byte("Object:" + job + ":")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{0, 2}[i]; len(objects.Keys) != want {
+			t.Errorf("job %s (finished: %t) has %d object chunks in the KV, want %d", job, i == 0, len(objects.Keys), want)
+		}
+	}
+}
+
+// A GCS-held object is at most maxObjectBytes: its chunk past that is refused naming
+// the limit, and a key not shaped as a chunk's is refused.
+func TestObjectsInTheKVAreBounded(t *testing.T) {
+	s := startGCS(t, store.NewMemory())
+	c := dial(t, s.Address(), 0)
+	ctx := context.Background()
+	put := func(key string) error {
+		_, err := c.kv.KVPut(ctx, &pb.KVPutRequest{Namespace: "obj", Key: []byte(key), Value: []byte("chunk")})
+		return err
+	}
+	last := maxObjectBytes/maxKVValueBytes - 1
+	if err := put(fmt.Sprintf("Object:01000000:ab:%d", last)); err != nil {
+		t.Errorf("the last chunk within 100 MiB: %v", err)
+	}
+	if err := put(fmt.Sprintf("Object:01000000:ab:%d", last+1)); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "at most 104857600 bytes (100 MiB)") {
+		t.Errorf("a chunk past 100 MiB: %v, want InvalidArgument naming the limit", err)
+	}
+	for _, key := range []string{"Object:01000000:ab", "Other:01000000:ab:0", "Object:01000000:ab:-1"} {
+		if err := put(key); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "chunk index") {
+			t.Errorf("key %q: %v, want InvalidArgument", key, err)
 		}
 	}
 }

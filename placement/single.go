@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
@@ -66,6 +67,10 @@ type WorkRequest struct {
 	SpreadCursor uint64
 	// SpreadThreshold: DEFAULT's packing threshold; 0 means DefaultSpreadThreshold.
 	SpreadThreshold float64
+	// LabelSelector (hard: only matching nodes) and SoftLabelSelector (matching nodes
+	// first), with WorkDefault or WorkSpread: Ray's label_selector option and
+	// NodeLabelSchedulingStrategy.
+	LabelSelector, SoftLabelSelector nodelabel.Selector
 }
 
 // WorkNode is what the chooser knows of one ALIVE node.
@@ -73,6 +78,7 @@ type WorkNode struct {
 	ID               NodeID
 	Total, Available resources.Set
 	Draining         bool
+	Labels           map[string]string
 }
 
 // WorkGroup is what the chooser knows of the placement group a WorkPlacementGroup
@@ -272,18 +278,20 @@ func shortfall(code ReasonCode, request, have, total resources.Set) Reason {
 type rankedNode struct {
 	id        NodeID
 	available bool
+	softMiss  bool    // fails the soft label selector: after the nodes that match it
 	score     float64 // DEFAULT: critical utilisation, 0 below the threshold
 	tie       uint64  // DEFAULT: the request-seeded shuffle among equal scores
 	position  int     // SPREAD: the place in this round
 }
 
 // chooseByPolicy runs DEFAULT or SPREAD over nodes (sorted by id), leaving out skip.
-// Stages, cheapest first: draining, then totals (infeasible), then what is available
-// now; the nodes left are ordered by the strategy's score.
+// Stages, cheapest first: draining, then the hard label selector (a map lookup per
+// constraint), then totals (infeasible), then what is available now; the nodes left are
+// ordered by the soft label selector, then the strategy's score.
 func chooseByPolicy(req WorkRequest, nodes []WorkNode, skip NodeID) Choice {
 	var out Choice
 	var ranked []rankedNode
-	active := 0
+	active, labelled := 0, 0
 	for _, n := range nodes {
 		if n.ID == skip {
 			continue
@@ -293,11 +301,16 @@ func chooseByPolicy(req WorkRequest, nodes []WorkNode, skip NodeID) Choice {
 			continue
 		}
 		active++
+		if reason, rejected := labelRejection(req.LabelSelector, n.Labels); rejected {
+			out.Rejected = append(out.Rejected, NodeRejection{Node: n.ID, Reason: reason})
+			continue
+		}
+		labelled++
 		if !req.Resources.IsSubsetOf(n.Total) {
 			out.Rejected = append(out.Rejected, NodeRejection{Node: n.ID, Reason: shortfall(ReasonInsufficientTotal, req.Resources, n.Total, n.Total)})
 			continue
 		}
-		r := rankedNode{id: n.ID, available: req.Resources.IsSubsetOf(n.Available)}
+		r := rankedNode{id: n.ID, available: req.Resources.IsSubsetOf(n.Available), softMiss: !req.SoftLabelSelector.Matches(n.Labels)}
 		if !r.available {
 			out.Rejected = append(out.Rejected, NodeRejection{Node: n.ID, Reason: shortfall(ReasonInsufficientAvailable, req.Resources, n.Available, n.Total)})
 		}
@@ -314,6 +327,9 @@ func chooseByPolicy(req WorkRequest, nodes []WorkNode, skip NodeID) Choice {
 		}
 	}
 	slices.SortFunc(ranked, func(a, b rankedNode) int {
+		if a.softMiss != b.softMiss {
+			return cmp.Compare(boolRank(a.softMiss), boolRank(b.softMiss))
+		}
 		if a.position != b.position {
 			return cmp.Compare(a.position, b.position)
 		}
@@ -338,6 +354,9 @@ func chooseByPolicy(req WorkRequest, nodes []WorkNode, skip NodeID) Choice {
 		out.Outcome = WorkPlaced
 	case active == 0:
 		out.Outcome, out.Message = WorkInfeasible, "no ALIVE node that is not draining"
+	case labelled == 0:
+		out.Outcome = WorkInfeasible
+		out.Message = fmt.Sprintf("infeasible: no ALIVE node matches label_selector %s; waiting for a node that does", req.LabelSelector)
 	case len(ranked) == 0:
 		out.Outcome = WorkInfeasible
 		out.Message = fmt.Sprintf("infeasible: no ALIVE node has %s in total; waiting for a node that does", req.Resources)
@@ -345,6 +364,13 @@ func chooseByPolicy(req WorkRequest, nodes []WorkNode, skip NodeID) Choice {
 		out.Outcome, out.Message = WorkNotNow, fmt.Sprintf("no node has %s available now", req.Resources)
 	}
 	return out
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // hybridScore is Ray's hybrid policy score: the node's critical resource utilisation

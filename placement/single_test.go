@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
@@ -255,5 +256,80 @@ func TestChooseNodesTieShuffleIsSeededByTheRequest(t *testing.T) {
 	}
 	if len(leaders) != 3 {
 		t.Errorf("leaders over 60 requests: %v, want each of a, b, c", leaders)
+	}
+}
+
+// Label selectors on single-shape work (Ray's label_selector option and
+// NodeLabelSchedulingStrategy): hard ones filter, soft ones order.
+func TestChooseNodesLabelSelectors(t *testing.T) {
+	node := func(id string, available float64, labels map[string]string) WorkNode {
+		return WorkNode{ID: NodeID(id), Total: cpuSet(t, 8), Available: cpuSet(t, available), Labels: labels}
+	}
+	// a is the least loaded, so DEFAULT packs onto it first without selectors.
+	nodes := []WorkNode{
+		node("a", 8, map[string]string{"zone": "x"}),
+		node("b", 8, map[string]string{"zone": "y", "gpu": "h100"}),
+		node("c", 0, map[string]string{"zone": "y"}),
+	}
+	selector := func(s map[string]string) nodelabel.Selector {
+		parsed, err := nodelabel.ParseSelector(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parsed
+	}
+	ids := func(targets []Target) []string {
+		var out []string
+		for _, target := range targets {
+			out = append(out, string(target.Node))
+		}
+		return out
+	}
+	cases := []struct {
+		name          string
+		hard, soft    map[string]string
+		strategy      WorkStrategy
+		outcome       WorkOutcome
+		targets       []string
+		later         []string
+		message       string
+		rejectedLabel []string
+	}{
+		{"no selector", nil, nil, WorkDefault, WorkPlaced, []string{"a", "b"}, []string{"c"}, "", nil},
+		{"hard in", map[string]string{"zone": "y"}, nil, WorkDefault, WorkPlaced, []string{"b"}, []string{"c"}, "", []string{"a"}},
+		{"hard not in", map[string]string{"zone": "!y"}, nil, WorkDefault, WorkPlaced, []string{"a"}, nil, "", []string{"b", "c"}},
+		{"hard exists", map[string]string{"gpu": "exists()"}, nil, WorkDefault, WorkPlaced, []string{"b"}, nil, "", []string{"a", "c"}},
+		{"hard does not exist", map[string]string{"gpu": "!exists()"}, nil, WorkDefault, WorkPlaced, []string{"a"}, []string{"c"}, "", []string{"b"}},
+		{"hard, matching node full", map[string]string{"zone": "y", "gpu": "!exists()"}, nil, WorkDefault, WorkNotNow, nil, []string{"c"}, "no node has", []string{"a", "b"}},
+		{"hard, no node matches", map[string]string{"zone": "in(p,q)"}, nil, WorkDefault, WorkInfeasible, nil, nil, "no ALIVE node matches label_selector {zone: in(p,q)}", []string{"a", "b", "c"}},
+		{"soft first", nil, map[string]string{"gpu": "h100"}, WorkDefault, WorkPlaced, []string{"b", "a"}, []string{"c"}, "", nil},
+		{"soft, no node matches: as without", nil, map[string]string{"zone": "q"}, WorkDefault, WorkPlaced, []string{"a", "b"}, []string{"c"}, "", nil},
+		{"hard and soft", map[string]string{"zone": "exists()"}, map[string]string{"zone": "y"}, WorkDefault, WorkPlaced, []string{"b", "a"}, []string{"c"}, "", nil},
+		{"spread with hard", map[string]string{"zone": "y"}, nil, WorkSpread, WorkPlaced, []string{"b"}, []string{"c"}, "", []string{"a"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := WorkRequest{ID: "req-1", Strategy: tc.strategy, Resources: cpuSet(t, 1),
+				LabelSelector: selector(tc.hard), SoftLabelSelector: selector(tc.soft)}
+			got := ChooseNodes(req, nodes, nil)
+			if got.Outcome != tc.outcome {
+				t.Errorf("outcome %v, want %v (%s)", got.Outcome, tc.outcome, got.Message)
+			}
+			if !slices.Equal(ids(got.Targets), tc.targets) || !slices.Equal(ids(got.Later), tc.later) {
+				t.Errorf("targets %v later %v, want %v and %v", ids(got.Targets), ids(got.Later), tc.targets, tc.later)
+			}
+			if !strings.Contains(got.Message, tc.message) {
+				t.Errorf("message %q, want %q", got.Message, tc.message)
+			}
+			var rejected []string
+			for _, r := range got.Rejected {
+				if r.Reason.Code == ReasonLabelMismatch {
+					rejected = append(rejected, string(r.Node))
+				}
+			}
+			if !slices.Equal(rejected, tc.rejectedLabel) {
+				t.Errorf("rejected for labels %v, want %v", rejected, tc.rejectedLabel)
+			}
+		})
 	}
 }

@@ -121,10 +121,7 @@ func (c *Client) CreateActor(ctx context.Context, className string, args []any, 
 	if err != nil {
 		return nil, fmt.Errorf("actor %q: %w", className, err)
 	}
-	strategy := o.strategy
-	if strategy == nil {
-		strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT, BundleIndex: -1}
-	}
+	strategy := o.schedulingStrategy(-1)
 	namespace := o.namespace
 	if namespace == "" {
 		namespace = c.namespace

@@ -2,6 +2,9 @@ package sdk
 
 import (
 	"fmt"
+	"maps"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raygo-dev/raygo/internal/resources"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -23,6 +26,8 @@ type callOptions struct {
 	cpus, gpus     *float64
 	resources      map[string]float64
 	strategy       *pb.SchedulingStrategy
+	labelSelector  map[string]string // hard
+	softSelector   map[string]string
 	maxRetries     int
 	maxRestarts    int64
 	maxTaskRetries int64
@@ -118,6 +123,29 @@ func OnNode(nodeID string, soft bool) Option {
 	return func(o *callOptions) {
 		o.strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_NODE_AFFINITY, NodeId: nodeID, Soft: soft}
 	}
+}
+
+// WithLabelSelector runs it only on nodes whose labels match hard, preferring nodes that
+// match soft (Ray's label_selector option and NodeLabelSchedulingStrategy): label key →
+// expression in Ray's syntax ("a", "in(a,b)", "!a", "!in(a,b)", and "exists()" /
+// "!exists()"). Either may be nil. With the default strategy or WithSpread only; the GCS
+// refuses a malformed selector naming the key. No node matching hard: the work waits
+// (demand for the autoscaler), as work no node is large enough for.
+func WithLabelSelector(hard, soft map[string]string) Option {
+	return func(o *callOptions) {
+		o.labelSelector, o.softSelector = maps.Clone(hard), maps.Clone(soft)
+	}
+}
+
+// schedulingStrategy is the strategy to send: the one given (DEFAULT when none, with
+// defaultBundle as its bundle index) with the label selectors.
+func (o *callOptions) schedulingStrategy(defaultBundle int32) *pb.SchedulingStrategy {
+	strategy := &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT, BundleIndex: defaultBundle}
+	if o.strategy != nil {
+		strategy = proto.Clone(o.strategy).(*pb.SchedulingStrategy)
+	}
+	strategy.LabelSelector, strategy.SoftLabelSelector = o.labelSelector, o.softSelector
+	return strategy
 }
 
 // WithMaxRetries sets how often a task runs again after its worker died (default 3;

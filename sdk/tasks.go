@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,10 +68,7 @@ func (c *Client) Submit(ctx context.Context, function string, args []any, opts .
 	if err != nil {
 		return nil, fmt.Errorf("task %q: %w", function, err)
 	}
-	strategy := o.strategy
-	if strategy == nil {
-		strategy = &pb.SchedulingStrategy{Kind: pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_DEFAULT}
-	}
+	strategy := o.schedulingStrategy(0)
 	if strategy.Kind == pb.SchedulingStrategyKind_SCHEDULING_STRATEGY_PLACEMENT_GROUP {
 		if err := c.checkFitsPlacementGroup(ctx, strategy, resources); err != nil {
 			return nil, fmt.Errorf("task %q: %w", function, err)
@@ -228,6 +227,12 @@ func schedulingKey(resources map[string]float64, strategy *pb.SchedulingStrategy
 		fmt.Fprintf(&b, "%s=%g;", name, resources[name])
 	}
 	fmt.Fprintf(&b, "|%s|%s|%d|%s|%t", strategy.Kind, strategy.PlacementGroupId, strategy.BundleIndex, strategy.NodeId, strategy.Soft)
+	for _, selector := range []map[string]string{strategy.LabelSelector, strategy.SoftLabelSelector} {
+		b.WriteByte('|')
+		for _, key := range slices.Sorted(maps.Keys(selector)) {
+			fmt.Fprintf(&b, "%s=%s;", key, selector[key])
+		}
+	}
 	return b.String()
 }
 

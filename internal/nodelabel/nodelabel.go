@@ -43,24 +43,38 @@ const (
 // Constraint is one entry of a label selector: the node's value of Key must be
 // one of Values, or with Negated, the node must lack Key or have a value outside Values.
 // Ray's forms map as: "a" → {Values: [a]}, "in(a,b)" → {Values: [a b]},
-// "!a" → {Values: [a], Negated}, "!in(a,b)" → {Values: [a b], Negated}.
+// "!a" → {Values: [a], Negated}, "!in(a,b)" → {Values: [a b], Negated}. Exists (no
+// Values) asks only that the node has Key, or with Negated that it lacks it: the wire
+// form "exists()" / "!exists()" carries NodeLabelSchedulingStrategy's Exists and
+// DoesNotExist, which Ray's string syntax has no form for.
 type Constraint struct {
 	Key     string
 	Values  []string
 	Negated bool
+	Exists  bool
 }
+
+// existsExpression is the wire form of an Exists constraint.
+const existsExpression = "exists()"
 
 // Matches reports whether a node with these labels satisfies the constraint.
 func (c Constraint) Matches(labels map[string]string) bool {
 	value, present := labels[c.Key]
+	if c.Exists {
+		return present != c.Negated
+	}
 	return (present && slices.Contains(c.Values, value)) != c.Negated
 }
 
-// Expression prints the constraint's value in Ray's syntax: "a", "in(a,b)", "!a", "!in(a,b)".
+// Expression prints the constraint's value in Ray's syntax: "a", "in(a,b)", "!a",
+// "!in(a,b)", and "exists()" / "!exists()".
 func (c Constraint) Expression() string {
 	expression := ""
 	if c.Negated {
 		expression = "!"
+	}
+	if c.Exists {
+		return expression + existsExpression
 	}
 	if len(c.Values) == 1 {
 		return expression + c.Values[0]
@@ -134,7 +148,10 @@ func (s Selector) Check() error {
 		if problem := keyProblem(constraint.Key); problem != "" {
 			return fielderr.New(ErrInvalidSelector, field, "%s", problem)
 		}
-		if len(constraint.Values) == 0 {
+		if constraint.Exists && len(constraint.Values) > 0 {
+			return fielderr.New(ErrInvalidSelector, field, "an exists() selector has no values")
+		}
+		if !constraint.Exists && len(constraint.Values) == 0 {
 			return fielderr.New(ErrInvalidSelector, field, "selector has no values")
 		}
 		for _, value := range constraint.Values {
@@ -159,6 +176,10 @@ func parseConstraint(key, expression string) (Constraint, error) {
 	if strings.HasPrefix(body, "!") {
 		constraint.Negated = true
 		body = body[1:]
+	}
+	if body == existsExpression {
+		constraint.Exists = true
+		return constraint, nil
 	}
 	if strings.HasPrefix(body, "in(") {
 		if !strings.HasSuffix(body, ")") {

@@ -23,6 +23,8 @@ func TestLabelSelectorForms(t *testing.T) {
 		{"!H100", "!H100", [3]bool{false, true, true}}, // a "!" form matches a node lacking the label
 		{"!in(H100,A100)", "!in(H100,A100)", [3]bool{false, false, true}},
 		{"in(A100)", "A100", [3]bool{false, true, false}},
+		{"exists()", "exists()", [3]bool{true, true, false}},    // NodeLabelSchedulingStrategy's Exists
+		{"!exists()", "!exists()", [3]bool{false, false, true}}, // and DoesNotExist
 	}
 	for _, c := range cases {
 		selector, err := nodelabel.ParseSelector(map[string]string{"ray.io/accelerator-type": c.expression})

@@ -221,8 +221,15 @@ type SchedulingStrategy struct {
 	// their own run in the same group (Ray's placement_group_capture_child_tasks). The
 	// worker reads it (worker.proto); scheduling ignores it.
 	PlacementGroupCaptureChildTasks bool `protobuf:"varint,7,opt,name=placement_group_capture_child_tasks,json=placementGroupCaptureChildTasks,proto3" json:"placement_group_capture_child_tasks,omitempty"`
-	unknownFields                   protoimpl.UnknownFields
-	sizeCache                       protoimpl.SizeCache
+	// Label selectors (Ray's label_selector option and NodeLabelSchedulingStrategy), with
+	// DEFAULT or SPREAD: label key → expression in Ray's syntax ("a", "in(a,b)", "!a",
+	// "!in(a,b)"), and raygo's "exists()" / "!exists()" for NodeLabelSchedulingStrategy's
+	// Exists and DoesNotExist. Only nodes matching every entry of label_selector are
+	// chosen; nodes matching soft_label_selector come first among them.
+	LabelSelector     map[string]string `protobuf:"bytes,8,rep,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	SoftLabelSelector map[string]string `protobuf:"bytes,9,rep,name=soft_label_selector,json=softLabelSelector,proto3" json:"soft_label_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SchedulingStrategy) Reset() {
@@ -303,6 +310,20 @@ func (x *SchedulingStrategy) GetPlacementGroupCaptureChildTasks() bool {
 		return x.PlacementGroupCaptureChildTasks
 	}
 	return false
+}
+
+func (x *SchedulingStrategy) GetLabelSelector() map[string]string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return nil
+}
+
+func (x *SchedulingStrategy) GetSoftLabelSelector() map[string]string {
+	if x != nil {
+		return x.SoftLabelSelector
+	}
+	return nil
 }
 
 // ActorInfo is one row of the GCS actor table.
@@ -1690,7 +1711,7 @@ var File_actor_proto protoreflect.FileDescriptor
 
 const file_actor_proto_rawDesc = "" +
 	"\n" +
-	"\vactor.proto\x12\braygo.v1\x1a\fraylet.proto\"\xbb\x02\n" +
+	"\vactor.proto\x12\braygo.v1\x1a\fraylet.proto\"\x80\x05\n" +
 	"\x12SchedulingStrategy\x124\n" +
 	"\x04kind\x18\x06 \x01(\x0e2 .raygo.v1.SchedulingStrategyKindR\x04kind\x12#\n" +
 	"\vlegacy_kind\x18\x01 \x01(\tB\x02\x18\x01R\n" +
@@ -1699,7 +1720,15 @@ const file_actor_proto_rawDesc = "" +
 	"\fbundle_index\x18\x03 \x01(\x05R\vbundleIndex\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04soft\x18\x05 \x01(\bR\x04soft\x12L\n" +
-	"#placement_group_capture_child_tasks\x18\a \x01(\bR\x1fplacementGroupCaptureChildTasks\"\xca\t\n" +
+	"#placement_group_capture_child_tasks\x18\a \x01(\bR\x1fplacementGroupCaptureChildTasks\x12V\n" +
+	"\x0elabel_selector\x18\b \x03(\v2/.raygo.v1.SchedulingStrategy.LabelSelectorEntryR\rlabelSelector\x12c\n" +
+	"\x13soft_label_selector\x18\t \x03(\v23.raygo.v1.SchedulingStrategy.SoftLabelSelectorEntryR\x11softLabelSelector\x1a@\n" +
+	"\x12LabelSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
+	"\x16SoftLabelSelectorEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\t\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
@@ -1863,7 +1892,7 @@ func file_actor_proto_rawDescGZIP() []byte {
 }
 
 var file_actor_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_actor_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_actor_proto_goTypes = []any{
 	(SchedulingStrategyKind)(0),        // 0: raygo.v1.SchedulingStrategyKind
 	(ActorState)(0),                    // 1: raygo.v1.ActorState
@@ -1888,50 +1917,54 @@ var file_actor_proto_goTypes = []any{
 	(*ChooseLeaseTargetsReply)(nil),    // 20: raygo.v1.ChooseLeaseTargetsReply
 	(*ReturnLeaseChargeRequest)(nil),   // 21: raygo.v1.ReturnLeaseChargeRequest
 	(*ReturnLeaseChargeReply)(nil),     // 22: raygo.v1.ReturnLeaseChargeReply
-	nil,                                // 23: raygo.v1.ActorInfo.RequiredResourcesEntry
-	nil,                                // 24: raygo.v1.CreateActorRequest.RequiredResourcesEntry
-	nil,                                // 25: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
-	(*PythonWorker)(nil),               // 26: raygo.v1.PythonWorker
+	nil,                                // 23: raygo.v1.SchedulingStrategy.LabelSelectorEntry
+	nil,                                // 24: raygo.v1.SchedulingStrategy.SoftLabelSelectorEntry
+	nil,                                // 25: raygo.v1.ActorInfo.RequiredResourcesEntry
+	nil,                                // 26: raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	nil,                                // 27: raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	(*PythonWorker)(nil),               // 28: raygo.v1.PythonWorker
 }
 var file_actor_proto_depIdxs = []int32{
 	0,  // 0: raygo.v1.SchedulingStrategy.kind:type_name -> raygo.v1.SchedulingStrategyKind
-	1,  // 1: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
-	23, // 2: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
-	3,  // 3: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	26, // 4: raygo.v1.ActorInfo.python_worker:type_name -> raygo.v1.PythonWorker
-	24, // 5: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
-	3,  // 6: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	26, // 7: raygo.v1.CreateActorRequest.python_worker:type_name -> raygo.v1.PythonWorker
-	4,  // 8: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 9: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 10: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
-	4,  // 11: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
-	25, // 12: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
-	3,  // 13: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
-	2,  // 14: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
-	18, // 15: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
-	19, // 16: raygo.v1.ChooseLeaseTargetsReply.rejected:type_name -> raygo.v1.RejectedNode
-	5,  // 17: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
-	7,  // 18: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
-	9,  // 19: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
-	11, // 20: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
-	13, // 21: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
-	15, // 22: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
-	17, // 23: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
-	21, // 24: raygo.v1.ActorInfoService.ReturnLeaseCharge:input_type -> raygo.v1.ReturnLeaseChargeRequest
-	6,  // 25: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
-	8,  // 26: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
-	10, // 27: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
-	12, // 28: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
-	14, // 29: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
-	16, // 30: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
-	20, // 31: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
-	22, // 32: raygo.v1.ActorInfoService.ReturnLeaseCharge:output_type -> raygo.v1.ReturnLeaseChargeReply
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	23, // 1: raygo.v1.SchedulingStrategy.label_selector:type_name -> raygo.v1.SchedulingStrategy.LabelSelectorEntry
+	24, // 2: raygo.v1.SchedulingStrategy.soft_label_selector:type_name -> raygo.v1.SchedulingStrategy.SoftLabelSelectorEntry
+	1,  // 3: raygo.v1.ActorInfo.state:type_name -> raygo.v1.ActorState
+	25, // 4: raygo.v1.ActorInfo.required_resources:type_name -> raygo.v1.ActorInfo.RequiredResourcesEntry
+	3,  // 5: raygo.v1.ActorInfo.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	28, // 6: raygo.v1.ActorInfo.python_worker:type_name -> raygo.v1.PythonWorker
+	26, // 7: raygo.v1.CreateActorRequest.required_resources:type_name -> raygo.v1.CreateActorRequest.RequiredResourcesEntry
+	3,  // 8: raygo.v1.CreateActorRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	28, // 9: raygo.v1.CreateActorRequest.python_worker:type_name -> raygo.v1.PythonWorker
+	4,  // 10: raygo.v1.CreateActorReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 11: raygo.v1.GetActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 12: raygo.v1.GetNamedActorInfoReply.actor:type_name -> raygo.v1.ActorInfo
+	4,  // 13: raygo.v1.GetAllActorInfoReply.actors:type_name -> raygo.v1.ActorInfo
+	27, // 14: raygo.v1.ChooseLeaseTargetsRequest.resources:type_name -> raygo.v1.ChooseLeaseTargetsRequest.ResourcesEntry
+	3,  // 15: raygo.v1.ChooseLeaseTargetsRequest.scheduling_strategy:type_name -> raygo.v1.SchedulingStrategy
+	2,  // 16: raygo.v1.ChooseLeaseTargetsReply.outcome:type_name -> raygo.v1.LeaseOutcome
+	18, // 17: raygo.v1.ChooseLeaseTargetsReply.targets:type_name -> raygo.v1.LeaseTarget
+	19, // 18: raygo.v1.ChooseLeaseTargetsReply.rejected:type_name -> raygo.v1.RejectedNode
+	5,  // 19: raygo.v1.ActorInfoService.CreateActor:input_type -> raygo.v1.CreateActorRequest
+	7,  // 20: raygo.v1.ActorInfoService.GetActorInfo:input_type -> raygo.v1.GetActorInfoRequest
+	9,  // 21: raygo.v1.ActorInfoService.GetNamedActorInfo:input_type -> raygo.v1.GetNamedActorInfoRequest
+	11, // 22: raygo.v1.ActorInfoService.GetAllActorInfo:input_type -> raygo.v1.GetAllActorInfoRequest
+	13, // 23: raygo.v1.ActorInfoService.KillActor:input_type -> raygo.v1.KillActorRequest
+	15, // 24: raygo.v1.ActorInfoService.ReportWorkerFailure:input_type -> raygo.v1.ReportWorkerFailureRequest
+	17, // 25: raygo.v1.ActorInfoService.ChooseLeaseTargets:input_type -> raygo.v1.ChooseLeaseTargetsRequest
+	21, // 26: raygo.v1.ActorInfoService.ReturnLeaseCharge:input_type -> raygo.v1.ReturnLeaseChargeRequest
+	6,  // 27: raygo.v1.ActorInfoService.CreateActor:output_type -> raygo.v1.CreateActorReply
+	8,  // 28: raygo.v1.ActorInfoService.GetActorInfo:output_type -> raygo.v1.GetActorInfoReply
+	10, // 29: raygo.v1.ActorInfoService.GetNamedActorInfo:output_type -> raygo.v1.GetNamedActorInfoReply
+	12, // 30: raygo.v1.ActorInfoService.GetAllActorInfo:output_type -> raygo.v1.GetAllActorInfoReply
+	14, // 31: raygo.v1.ActorInfoService.KillActor:output_type -> raygo.v1.KillActorReply
+	16, // 32: raygo.v1.ActorInfoService.ReportWorkerFailure:output_type -> raygo.v1.ReportWorkerFailureReply
+	20, // 33: raygo.v1.ActorInfoService.ChooseLeaseTargets:output_type -> raygo.v1.ChooseLeaseTargetsReply
+	22, // 34: raygo.v1.ActorInfoService.ReturnLeaseCharge:output_type -> raygo.v1.ReturnLeaseChargeReply
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_actor_proto_init() }
@@ -1946,7 +1979,7 @@ func file_actor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_actor_proto_rawDesc), len(file_actor_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ import grpc
 from raygo._capture import LEGACY_OPTIONS, check_legacy_options, scheduling_strategy
 from raygo._gcs import rpc_status
 from raygo._object_ref import ObjectRef
+from raygo._objects import argument_of
 from raygo._proto import actor_pb2, worker_pb2, worker_pb2_grpc
 from raygo._remote import _check_fits_group, _check_resources, _strategy, check_option_names
 from raygo._worker import global_client
@@ -33,10 +34,11 @@ from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError
 _BUILT_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "name", "namespace",
     "lifetime", "scheduling_strategy", "max_concurrency", "get_if_exists", "enable_task_events",
+    "label_selector",
 }) | LEGACY_OPTIONS
 # Ray's actor options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
-    "runtime_env", "memory", "accelerator_type", "label_selector", "fallback_strategy",
+    "runtime_env", "memory", "accelerator_type", "fallback_strategy",
     "_metadata", "concurrency_groups", "object_store_memory", "max_pending_calls",
     "allow_out_of_order_execution", "_labels",
 })
@@ -62,8 +64,8 @@ def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
         value = options.get(option)
         if value is not None and not isinstance(value, str):
             raise TypeError(f"The option '{option}' must be a str, got {type(value).__name__}")
-    if "scheduling_strategy" in options:
-        _strategy(options["scheduling_strategy"])
+    if "scheduling_strategy" in options or "label_selector" in options:
+        _strategy(options.get("scheduling_strategy"), options.get("label_selector"))
     check_legacy_options(options)
     return options
 
@@ -78,7 +80,7 @@ def _actor_resources(options: Dict[str, Any]) -> Dict[str, float]:
 def _resolve(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
     """The arguments with top-level refs replaced by their values (waiting for them)."""
     def value(arg: Any) -> Any:
-        return arg._future.result() if isinstance(arg, ObjectRef) else arg
+        return argument_of(arg._future.result()) if isinstance(arg, ObjectRef) else arg
 
     return tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()}
 

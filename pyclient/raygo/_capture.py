@@ -55,13 +55,19 @@ def _caller() -> "tuple[Optional[str], bool]":
 
 def scheduling_strategy(options: Dict[str, Any]) -> Any:
     """The wire SchedulingStrategy of a task or actor with these (checked) options, as
-    submitted from this process."""
-    from raygo._remote import _strategy
+    submitted from this process, with its ``label_selector`` option."""
+    from raygo._labels import add_label_selector, check_label_selector
+
+    return add_label_selector(_placement(options), check_label_selector(options.get("label_selector")))
+
+
+def _placement(options: Dict[str, Any]) -> Any:
+    from raygo._remote import _wire_strategy
     from raygo.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     strategy = options.get("scheduling_strategy")
     if strategy is not None and not isinstance(strategy, PlacementGroupSchedulingStrategy):
-        return _strategy(strategy)
+        return _wire_strategy(strategy)
     if isinstance(strategy, PlacementGroupSchedulingStrategy):
         group: Any = strategy.placement_group
         index = strategy.placement_group_bundle_index

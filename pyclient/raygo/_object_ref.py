@@ -2,7 +2,9 @@
 
 Each reference is backed by a future: ``PlacementGroup.ready()``'s is settled by a long-poll
 on the GCS, a task's or an actor call's by the reply of the worker that ran it
-(raygo._task_client, raygo._actor), ``put``'s at once.
+(raygo._task_client, raygo._actor), ``put``'s at once. A value too large to travel inline
+resolves its future as a ``raygo._objects.GcsObject``: ``get`` reads it from the GCS, and
+the ref, its owner's, deletes it there when collected.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from typing import Any, Generator, List, Optional, Sequence, Tuple, Union
 
 from raygo._blocking import wait_futures
+from raygo import _objects
 from raygo._gcs import nonnegative_timeout
 from raygo.exceptions import GetTimeoutError
 
@@ -51,11 +54,24 @@ class ObjectRef:
     def future(self) -> "concurrent.futures.Future[Any]":
         """A ``concurrent.futures.Future`` of the value (as Ray's ``ObjectRef.future()``)."""
         self._shared = True
-        return self._future
+        out: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+
+        def resolved(done: "concurrent.futures.Future[Any]") -> None:
+            try:
+                out.set_result(_objects.value_of(done.result()))
+            except BaseException as err:  # noqa: BLE001 - the ref's error is the future's
+                out.set_exception(err)
+
+        self._future.add_done_callback(resolved)
+        return out
 
     def __await__(self) -> Generator[Any, None, Any]:
         self._shared = True
-        return asyncio.wrap_future(self._future).__await__()
+
+        async def value() -> Any:
+            return _objects.value_of(await asyncio.wrap_future(self._future))
+
+        return value().__await__()
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, ObjectRef) and other._id == self._id
@@ -68,8 +84,17 @@ class ObjectRef:
 
     def __del__(self) -> None:
         future = getattr(self, "_future", None)
-        if future is not None and not getattr(self, "_shared", True) and not future.done():
-            future.cancel()
+        if future is None:
+            return
+        if not future.done():
+            if not getattr(self, "_shared", True):
+                future.cancel()
+            return
+        try:
+            if not future.cancelled() and future.exception() is None:
+                _objects.release(future.result())  # the owner's last ref: free what the GCS holds
+        except Exception:  # noqa: BLE001 - at interpreter exit; the job's end frees it
+            pass
 
 
 def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional[float] = None) -> Any:
@@ -107,8 +132,10 @@ def get(object_refs: Union[ObjectRef, Sequence[ObjectRef]], *, timeout: Optional
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         done, _ = wait_futures([ref._future], timeout=remaining)
         if not done:
-            raise GetTimeoutError("Get timed out: some object(s) not ready.")
-        values.append(ref._future.result())
+            # A task no node can hold says why it waits (raygo._task_client sets it).
+            reason = getattr(ref._future, "raygo_wait_reason", "")
+            raise GetTimeoutError("Get timed out: some object(s) not ready." + (f" A task waits: {reason}" if reason else ""))
+        values.append(_objects.value_of(ref._future.result()))
     return values[0] if single else values
 
 

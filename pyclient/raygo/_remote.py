@@ -20,11 +20,11 @@ from raygo._worker import global_client
 # Ray's task options that raygo builds.
 _BUILT_OPTIONS = frozenset({
     "num_cpus", "num_gpus", "resources", "max_retries", "scheduling_strategy", "name",
-    "num_returns", "retry_exceptions", "enable_task_events",
+    "num_returns", "retry_exceptions", "enable_task_events", "label_selector",
 }) | LEGACY_OPTIONS
 # Ray's task options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
-    "runtime_env", "memory", "accelerator_type", "label_selector", "fallback_strategy",
+    "runtime_env", "memory", "accelerator_type", "fallback_strategy",
     "max_calls", "_metadata", "concurrency_groups",
     "object_store_memory", "_labels", "_generator_backpressure_num_objects",
 })
@@ -73,8 +73,8 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
         raise ValueError(f"The option 'num_returns' is not supported by raygo's Python tasks yet (only 1), got {options['num_returns']!r}")
     if options.get("retry_exceptions", False) not in (False, None):
         raise ValueError("The option 'retry_exceptions' is not supported by raygo's Python tasks yet (only False).")
-    if "scheduling_strategy" in options:
-        _strategy(options["scheduling_strategy"])  # refuses what it cannot express
+    if "scheduling_strategy" in options or "label_selector" in options:
+        _strategy(options.get("scheduling_strategy"), options.get("label_selector"))  # refuses what it cannot express
     check_legacy_options(options)
     return options
 
@@ -96,8 +96,14 @@ def _check_resources(options: Dict[str, Any]) -> None:
             _number(f"resources[{name!r}]", amount)
 
 
-def _strategy(strategy: Any) -> Any:
-    """The wire form of a scheduling_strategy option."""
+def _strategy(strategy: Any, label_selector: Any = None) -> Any:
+    """The wire form of a scheduling_strategy option, with the label_selector option."""
+    from raygo._labels import add_label_selector, check_label_selector
+
+    return add_label_selector(_wire_strategy(strategy), check_label_selector(label_selector))
+
+
+def _wire_strategy(strategy: Any) -> Any:
     from raygo.util.scheduling_strategies import (
         NodeAffinitySchedulingStrategy,
         NodeLabelSchedulingStrategy,
@@ -122,7 +128,10 @@ def _strategy(strategy: Any) -> Any:
             node_id = node_id.hex()
         return actor_pb2.SchedulingStrategy(kind=actor_pb2.SCHEDULING_STRATEGY_NODE_AFFINITY, node_id=node_id, soft=bool(strategy.soft))
     if isinstance(strategy, NodeLabelSchedulingStrategy):
-        raise ValueError("The option 'scheduling_strategy': NodeLabelSchedulingStrategy is not supported by raygo's Python tasks yet.")
+        from raygo._labels import node_label_selectors
+
+        hard, soft = node_label_selectors(strategy)
+        return actor_pb2.SchedulingStrategy(kind=actor_pb2.SCHEDULING_STRATEGY_DEFAULT, label_selector=hard, soft_label_selector=soft)
     raise ValueError(f"Invalid scheduling_strategy {strategy!r}: want 'DEFAULT', 'SPREAD' or a *SchedulingStrategy")
 
 
@@ -217,9 +226,11 @@ def remote(*args: Any, **options: Any) -> Any:
 
     Task options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``max_retries``
     (default 3; -1 without limit), ``scheduling_strategy`` (``"DEFAULT"``, ``"SPREAD"``,
-    ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``), ``name``, the
+    ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``,
+    ``NodeLabelSchedulingStrategy``), ``label_selector`` (see raygo._labels), ``name``, the
     legacy ``placement_group`` / ``placement_group_bundle_index`` /
-    ``placement_group_capture_child_tasks`` (see raygo._capture); ``num_returns`` only 1, ``retry_exceptions`` only False. Other Ray options are refused
+    ``placement_group_capture_child_tasks`` (see raygo._capture); ``num_returns`` only 1,
+    ``retry_exceptions`` only False. Other Ray options are refused
     with a ValueError naming them.
     """
     if len(args) == 1 and not options and callable(args[0]):
@@ -246,12 +257,19 @@ def _make(target: Any, options: Dict[str, Any]) -> Any:
 
 def put(value: Any, *, _owner: Any = None) -> ObjectRef:
     """Stores a value for tasks to take as an argument (Ray's ``ray.put``): the ref
-    resolves to a copy taken now. Values stay in the driver and travel inline with the
-    tasks that take them."""
+    resolves to a copy taken now. A value of at most 100 KiB pickled stays in the driver
+    and travels inline with the tasks that take it; a larger one (at most 100 MiB) is put
+    into the GCS under the job until the ref is collected (raygo._objects)."""
     if isinstance(value, ObjectRef):
         raise TypeError("Calling 'put' on an ObjectRef is not allowed. If you really want to do this, you can wrap the ObjectRef in a list and call 'put' on it.")
     from raygo import _task_client
 
     global_client()
+    from raygo import _objects
+
+    client = global_client()
     pickle = _task_client._pickle()
-    return ObjectRef._resolved(pickle.loads(pickle.dumps(value)))
+    pickled = pickle.dumps(value)
+    if len(pickled) > _objects.INLINE_MAX_BYTES:
+        return ObjectRef._resolved(_objects.store(pickled, client.job_id))
+    return ObjectRef._resolved(pickle.loads(pickled))

@@ -16,7 +16,8 @@ until it has died ``max_retries`` times (-1: no limit), then fails with
 Functions travel as Ray ships them: pickled with cloudpickle, content-addressed (SHA-256
 of the pickle) under ``RemoteFunction:<job>:<sha256>`` in the GCS's internal KV (namespace
 ``fun``, at most 1 MiB a value), put once per function and fetched once per worker.
-Arguments and results travel inline in the push and its reply.
+Arguments travel inline in the push; a result inline in its reply, or through the GCS when
+it is larger than 100 KiB pickled (raygo._objects).
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
 from raygo._auth import load_token, tls_credentials
 from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, GcsClient, _VersionInterceptor, rpc_status
+from raygo import _objects
 from raygo._object_ref import ObjectRef
 from raygo._proto import (
     actor_pb2,
@@ -147,8 +150,9 @@ def settle(future: "concurrent.futures.Future[Any]", value: Any = None, error: O
 
 def _scheduling_key(resources: Dict[str, float], strategy: Any) -> str:
     shape = ";".join(f"{name}={amount:g}" for name, amount in sorted(resources.items()))
+    selectors = "|".join(";".join(f"{k}={v}" for k, v in sorted(s.items())) for s in (strategy.label_selector, strategy.soft_label_selector))
     return (f"{shape}|{strategy.kind}|{strategy.placement_group_id}|{strategy.bundle_index}|{strategy.node_id}|{strategy.soft}"
-            f"|{strategy.placement_group_capture_child_tasks}")
+            f"|{strategy.placement_group_capture_child_tasks}|{selectors}")
 
 
 def _python_worker() -> Any:
@@ -241,7 +245,10 @@ class TaskSubmitter:
         future: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
         future.set_running_or_notify_cancel()  # a dropped ref never cancels a task
         ref = ObjectRef(future)
+        future.raygo_ref = weakref.ref(ref)  # type: ignore[attr-defined]
         deps = [a for a in itertools.chain(args, kwargs.values()) if isinstance(a, ObjectRef)]
+        if deps:  # the task holds its argument refs (and what the GCS holds for them) until it ends
+            future.add_done_callback(lambda _, held=deps: None)
         key = _scheduling_key(resources, strategy)
 
         def pickled(call_args: Tuple[Any, ...], call_kwargs: Dict[str, Any]) -> bytes:
@@ -268,7 +275,7 @@ class TaskSubmitter:
 
         def resolve() -> None:
             def value(arg: Any) -> Any:
-                return arg._future.result() if isinstance(arg, ObjectRef) else arg
+                return _objects.argument_of(arg._future.result()) if isinstance(arg, ObjectRef) else arg
 
             try:
                 blob = pickled(tuple(value(a) for a in args), {k: value(v) for k, v in kwargs.items()})
@@ -396,7 +403,11 @@ class TaskSubmitter:
                 if reply.reason_code == REASON_GROUP_REMOVED:
                     raise TaskPlacementGroupRemoved(f"placement group {queue.strategy.placement_group_id} was removed")
                 raise TaskUnschedulableError(reply.reason)
-            raise _Retry()  # infeasible: wait for a node that can hold it
+            # Infeasible: wait for a node that can hold it; a get that times out says why.
+            with self._lock:
+                for task in queue.pending:
+                    task.future.raygo_wait_reason = reply.reason  # type: ignore[attr-defined]
+            raise _Retry()
 
     def _request_worker(self, queue: _Queue, wait_for_room: bool, lease: _Lease) -> Tuple[Any, Any]:
         """Asks the candidate raylets for a worker in turn; with wait_for_room the last one
@@ -485,6 +496,9 @@ class TaskSubmitter:
             settle(task.future, error=err)
             return
         settle(task.future, value=value)
+        owner = getattr(task.future, "raygo_ref", None)
+        if owner is not None and owner() is None:
+            _objects.release(value)  # its ref was collected before the result came
 
 
 def reply_value(name: str, reply: Any, address: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional
 
 import grpc
 
-from raygo import _worker
+from raygo import _objects, _worker
 from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
 from raygo._auth import load_token, tls_credentials
 from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, _VersionInterceptor
@@ -119,7 +119,7 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
                     result = function(*args, **kwargs)
                 finally:
                     _worker.worker_context().end_task()
-                reply.returns.append(self._pickle.dumps(result))
+                reply.returns.append(_objects.pickled_value(self._pickle.dumps(result), _worker.worker_context().job_id))
             except Exception as exc:  # the task's failure goes back to the driver
                 reply.error.CopyFrom(self._task_error(exc))
         return reply

@@ -18,6 +18,8 @@ __all__ = [
     "TaskUnschedulableError",
     "RayActorError",
     "ActorDiedError",
+    "ObjectLostError",
+    "ObjectFreedError",
 ]
 
 
@@ -161,3 +163,12 @@ class RayActorError(RayError):
 class ActorDiedError(RayActorError):
     """The actor is DEAD (killed, out of restarts, its group removed, its job ended); the
     message has the GCS's death cause (Ray's ``ActorDiedError``)."""
+
+
+class ObjectLostError(RayError):
+    """An object the GCS held is gone (Ray's ``ObjectLostError``)."""
+
+
+class ObjectFreedError(ObjectLostError):
+    """An object was freed (its owner's last ref collected, or its job ended) before it
+    was read (Ray's ``ObjectFreedError``)."""

@@ -164,3 +164,42 @@ func TestTaskRetriesAndErrors(t *testing.T) {
 		return nil
 	})
 }
+
+// Label selectors (sdk.WithLabelSelector, the path Python's label_selector and
+// NodeLabelSchedulingStrategy take): a hard selector runs tasks and an actor on the
+// matching node, a soft one prefers it, and a malformed one fails naming the key.
+func TestTasksAndActorsWithLabelSelectors(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "2", "--labels", "zone=a")
+	b := c.AddNode("--num-cpus", "2", "--labels", "zone=b")
+	spot := c.AddNode("--num-cpus", "2", "--labels", "zone=b,market=spot")
+	client := connect(t, c)
+	ctx := testContext(t)
+
+	runsOn := func(what string, want string, opts ...sdk.Option) {
+		t.Helper()
+		for i := 0; i < 4; i++ {
+			w, err := result[WorkerView](client.Submit(ctx, "where", nil, opts...))
+			if err != nil || w.NodeID != want {
+				t.Fatalf("%s: task %d ran on %q (%v), want %s", what, i, w.NodeID, err, want)
+			}
+		}
+	}
+	runsOn("hard zone=b, no market", b.NodeID, sdk.WithLabelSelector(map[string]string{"zone": "b", "market": "!exists()"}, nil))
+	runsOn("hard market exists", spot.NodeID, sdk.WithLabelSelector(map[string]string{"market": "exists()"}, nil))
+	runsOn("soft market=spot", spot.NodeID, sdk.WithLabelSelector(nil, map[string]string{"market": "spot"}))
+	runsOn("spread, hard zone=a", c.Head.NodeID, sdk.WithSpread(), sdk.WithLabelSelector(map[string]string{"zone": "in(a,x)"}, nil))
+
+	actor, err := client.CreateActor(ctx, "Counter", sdk.Args(0), sdk.WithLabelSelector(map[string]string{"market": "spot"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := result[WorkerView](actor.Call(ctx, "Where")); err != nil || w.NodeID != spot.NodeID {
+		t.Fatalf("actor with market=spot on %q (%v), want %s", w.NodeID, err, spot.NodeID)
+	}
+	// The GCS refuses a malformed selector when the driver asks where to lease.
+	if _, err := result[WorkerView](client.Submit(ctx, "where", nil, sdk.WithLabelSelector(map[string]string{"zone": "in(a,"}, nil))); err == nil ||
+		!strings.Contains(err.Error(), `scheduling_strategy.label_selector["zone"]`) {
+		t.Fatalf("malformed selector: %v, want an error naming the key", err)
+	}
+}

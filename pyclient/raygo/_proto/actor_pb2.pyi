@@ -46,7 +46,21 @@ LEASE_OUTCOME_INFEASIBLE: LeaseOutcome
 LEASE_OUTCOME_UNSCHEDULABLE: LeaseOutcome
 
 class SchedulingStrategy(_message.Message):
-    __slots__ = ("kind", "legacy_kind", "placement_group_id", "bundle_index", "node_id", "soft", "placement_group_capture_child_tasks")
+    __slots__ = ("kind", "legacy_kind", "placement_group_id", "bundle_index", "node_id", "soft", "placement_group_capture_child_tasks", "label_selector", "soft_label_selector")
+    class LabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SoftLabelSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     KIND_FIELD_NUMBER: _ClassVar[int]
     LEGACY_KIND_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +68,8 @@ class SchedulingStrategy(_message.Message):
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     SOFT_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_GROUP_CAPTURE_CHILD_TASKS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    SOFT_LABEL_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     kind: SchedulingStrategyKind
     legacy_kind: str
     placement_group_id: str
@@ -61,7 +77,9 @@ class SchedulingStrategy(_message.Message):
     node_id: str
     soft: bool
     placement_group_capture_child_tasks: bool
-    def __init__(self, kind: _Optional[_Union[SchedulingStrategyKind, str]] = ..., legacy_kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ..., placement_group_capture_child_tasks: _Optional[bool] = ...) -> None: ...
+    label_selector: _containers.ScalarMap[str, str]
+    soft_label_selector: _containers.ScalarMap[str, str]
+    def __init__(self, kind: _Optional[_Union[SchedulingStrategyKind, str]] = ..., legacy_kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ..., placement_group_capture_child_tasks: _Optional[bool] = ..., label_selector: _Optional[_Mapping[str, str]] = ..., soft_label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ActorInfo(_message.Message):
     __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices", "pending_reason_code", "queue", "python_worker", "python_class_key")
