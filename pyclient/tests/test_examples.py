@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import secrets
 import subprocess
 
 from conftest import RAYGO_BIN, ROOT, Cluster, run_driver
@@ -42,3 +43,27 @@ def test_autoscaling_example(tmp_path) -> None:
         c.stop()
         # The nodes the autoscaler launched are their own sessions under the temp dir.
         subprocess.run([str(RAYGO_BIN), "stop", "--temp-dir", str(tmp_path), "--grace", "5s"], check=False, capture_output=True)
+
+
+def test_placement_groups_walk_through_with_the_token(tmp_path, monkeypatch) -> None:
+    """With auth on, the walk-through runs with RAYGO_AUTH_TOKEN and fails naming it without."""
+    token = secrets.token_hex(32)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", token)
+    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
+    c = Cluster(tmp_path / "cluster")
+    c.temp_dir.mkdir()
+    c.start_head("--num-cpus", "8")
+    try:
+        code = (ROOT / "examples" / "python" / "placement_groups.py").read_text()
+        result = run_driver(c, code)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Done: every group removed" in result.stdout
+        monkeypatch.delenv("RAYGO_AUTH_TOKEN")
+        result = run_driver(c, code)
+        assert result.returncode != 0 and "RAYGO_AUTH_TOKEN" in result.stderr, result.stdout + result.stderr
+    finally:
+        c.stop()
