@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import ast
-import secrets
 import subprocess
 
-from conftest import RAYGO_BIN, ROOT, Cluster, run_driver
+from conftest import RAYGO_BIN, ROOT, Cluster, run_driver, start_auth_cluster
 
 EXAMPLES = sorted((ROOT / "examples" / "python").glob("*.py"))
 
@@ -47,16 +46,7 @@ def test_autoscaling_example(tmp_path) -> None:
 
 def test_placement_groups_walk_through_with_the_token(tmp_path, monkeypatch) -> None:
     """With auth on, the walk-through runs with RAYGO_AUTH_TOKEN and fails naming it without."""
-    token = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", token)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    c = Cluster(tmp_path / "cluster")
-    c.temp_dir.mkdir()
-    c.start_head("--num-cpus", "8")
+    c, _, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "8")
     try:
         code = (ROOT / "examples" / "python" / "placement_groups.py").read_text()
         result = run_driver(c, code)
