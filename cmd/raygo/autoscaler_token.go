@@ -78,10 +78,13 @@ func nodeTokenWorks(ctx context.Context, address, token string) bool {
 }
 
 // launchedNodeToken is the token the AWS user data gives the nodes this autoscaler
-// launches: its own, when auth is on and it is not an admin token (the GCS refuses it
+// launches: its own, when auth is not off and it is not an admin token (the GCS refuses it
 // ListTokens, as it refuses a node token). An admin token (the cluster token) never goes
 // into user data: then the nodes get none, with a warning.
 func launchedNodeToken(ctx context.Context, address string, log zerolog.Logger) (string, error) {
+	if os.Getenv(auth.EnvMode) == string(auth.ModeDisabled) {
+		return "", nil
+	}
 	token, err := auth.Load()
 	if err != nil || token == "" {
 		return "", err
