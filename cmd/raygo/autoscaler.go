@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/raygo-dev/raygo/autoscaler/clusterconfig"
 	"github.com/raygo-dev/raygo/autoscaler/provider"
 	"github.com/raygo-dev/raygo/autoscaler/provider/aws"
@@ -53,9 +55,13 @@ func loadClusterConfig(what, path string) (*clusterconfig.Config, error) {
 
 // newProvider builds the cluster's provider: new nodes join gcsAddress; fake_multinode
 // keeps its state under temp.
-func newProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, temp string) (provider.Provider, error) {
+func newProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, temp string, log zerolog.Logger) (provider.Provider, error) {
 	if cfg.Provider.Type == provider.AWS {
-		return newAWSProvider(ctx, cfg, gcsAddress)
+		nodeToken, err := launchedNodeToken(ctx, gcsAddress, log)
+		if err != nil {
+			return nil, err
+		}
+		return newAWSProvider(ctx, cfg, gcsAddress, nodeToken)
 	}
 	return fakemultinode.New(fakemultinode.Config{
 		Dir: clusterStateDir(temp, cfg.ClusterName), GCSAddress: gcsAddress, TempDir: tempDir(temp),
@@ -63,13 +69,13 @@ func newProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, tem
 	})
 }
 
-func newAWSProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress string) (*aws.Provider, error) {
+func newAWSProvider(ctx context.Context, cfg *clusterconfig.Config, gcsAddress, nodeToken string) (*aws.Provider, error) {
 	nodeConfigs := map[string]map[string]any{}
 	for _, t := range cfg.WorkerTypes() {
 		nodeConfigs[t.Name] = cfg.NodeTypes[t.Name].NodeConfig
 	}
 	return aws.New(ctx, aws.Config{
-		ClusterName: cfg.ClusterName, Region: cfg.Provider.Region, GCSAddress: gcsAddress, NodeConfigs: nodeConfigs,
+		ClusterName: cfg.ClusterName, Region: cfg.Provider.Region, GCSAddress: gcsAddress, NodeConfigs: nodeConfigs, NodeToken: nodeToken,
 		Commands: func(nodeType string) ([]string, []string) { return cfg.NodeCommands(nodeType, false) },
 	})
 }
@@ -86,7 +92,12 @@ for the node types of the cluster YAML, and does it through the YAML's provider
 (fake_multinode: each node is a 'raygo start' raylet process on this machine, after
 the YAML's initialization and setup commands for its type, in its log; aws:
 each node is an EC2 instance whose user data runs 'raygo start' joining this GCS).
-'raygo start --head --autoscaling-config FILE' and 'raygo up FILE' run it for you.`
+'raygo start --head --autoscaling-config FILE' and 'raygo up FILE' run it for you.
+With auth on, a node-scoped token is all it needs (raygo auth issue --scope node),
+found as every command finds its token; the nodes it launches join with it
+(fake_multinode's inherit its environment; the AWS user data writes it to
+/etc/raygo/node_token, and never an admin token: user data is readable by whoever may
+describe the instance). The head gives its autoscaler one in RAYGO_AUTH_TOKEN_PATH.`
 
 func runAutoscaler(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("autoscaler", autoscalerDescription, "  raygo autoscaler --address 127.0.0.1:6380 --autoscaling-config cluster.yaml\n", stdout)
@@ -130,7 +141,7 @@ func runAutoscaler(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	p, err := newProvider(ctx, cfg, gcsAddress, *temp)
+	p, err := newProvider(ctx, cfg, gcsAddress, *temp, log)
 	if err != nil {
 		return err
 	}
@@ -398,7 +409,7 @@ func terminateClusterInstances(dir string, grace time.Duration) (int, error) {
 func terminateAWSInstances(cfg *clusterconfig.Config, headAddress string, timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	p, err := newAWSProvider(ctx, cfg, headAddress)
+	p, err := newAWSProvider(ctx, cfg, headAddress, "") // terminates only: launches nothing
 	if err != nil {
 		return 0, err
 	}

@@ -52,11 +52,11 @@ var commandScopes = map[string]string{
 	"debug":      "admin: the cluster token itself (it asks the raylets, which know no other)",
 	"auth":       "admin",
 	"start":      "the cluster token for --head; a worker node runs on it or on a node token (raygo auth issue --scope node), then its raylet and workers never hold the cluster token",
-	"up":         "the cluster token itself (raylets and workers know no other)",
+	"up":         "the cluster token itself (it starts the head; the head gives its autoscaler, and so the launched nodes, a node token)",
 	"down":       "the cluster token itself",
 	"raylet":     "the cluster token or a node token",
 	"gcs-server": "the cluster token itself (it is the admin token)",
-	"autoscaler": "the cluster token itself (it starts raylets)",
+	"autoscaler": "a node token (raygo auth issue --scope node; the head issues its autoscaler one), which the nodes it launches join with",
 }
 
 // parseFlags parses args; --help prints usage (the flag package calls fs.Usage) and

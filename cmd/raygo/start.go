@@ -93,7 +93,7 @@ func runStart(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.gcsPprof, "gcs-pprof", "", "with --head: serve the GCS's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.rayletPprof, "raylet-pprof", "", "serve the raylet's Go profiler (/debug/pprof/) on this loopback HOST:PORT (default: off)")
 	fs.StringVar(&o.queuesFile, "queues", "", "with --head: queue configuration (YAML with Kueue's field names: queues with quotas, cohorts, priority classes); placement groups are admitted into their queue's quota before they are placed (default: none)")
-	fs.StringVar(&o.autoscalingConfig, "autoscaling-config", "", "with --head: run the autoscaler for this Ray cluster YAML (its node types, limits and provider: fake_multinode or aws), as Ray's flag; 'raygo up' passes it (default: no autoscaler)")
+	fs.StringVar(&o.autoscalingConfig, "autoscaling-config", "", "with --head: run the autoscaler for this Ray cluster YAML (its node types, limits and provider: fake_multinode or aws), as Ray's flag; 'raygo up' passes it; with auth on, the autoscaler and the nodes it launches run on a node-scoped token the head issues (default: no autoscaler)")
 	fs.DurationVar(&o.jobLease, "job-lease-timeout", 30*time.Second, "with --head: a driver that does not renew its job lease for this long is dead and its non-detached placement groups are removed")
 	fs.StringVar(&o.dashboardHost, "dashboard-host", "127.0.0.1", "with --head: address the dashboard port (/metrics) binds to")
 	fs.IntVar(&o.dashboardPort, "dashboard-port", 8265, "with --head: dashboard port, serving the dashboard, Ray's state API (/api/v0/...) and /metrics (0: a free one, -1: none); one already taken is a warning")

@@ -79,7 +79,7 @@ func superviseNode(o startOptions, stdout, stderr io.Writer) error {
 		return err
 	}
 	if o.autoscalingConfig != "" {
-		if err := s.startAutoscaler(); err != nil {
+		if err := s.startAutoscaler(ctx); err != nil {
 			return err
 		}
 	}
@@ -143,7 +143,7 @@ func (s *supervisor) watch(ctx context.Context) error {
 				return nil
 			case <-time.After(2 * time.Second):
 			}
-			if err := s.startAutoscaler(); err != nil {
+			if err := s.startAutoscaler(ctx); err != nil {
 				s.log.Error().Err(err).Msg("autoscaler restart failed; will retry")
 				s.autoscaler.exited = make(chan error, 1)
 				s.autoscaler.exited <- err
@@ -183,11 +183,17 @@ func exitText(err error) string {
 // spawn starts a daemon whose stdout and stderr go to <logs>/<name>.out; it gets SIGKILL
 // when this process dies.
 func (s *supervisor) spawn(name string, args []string) (*daemon, error) {
+	return s.spawnWithEnv(name, nil, args)
+}
+
+// spawnWithEnv is spawn with env as the daemon's environment (nil: this process's).
+func (s *supervisor) spawnWithEnv(name string, env, args []string) (*daemon, error) {
 	out, err := os.OpenFile(filepath.Join(s.logDir, name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s output: %w", name, err)
 	}
 	cmd := exec.Command(s.self, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -225,10 +231,17 @@ func (s *supervisor) startGCS(ctx context.Context) error {
 	return nil
 }
 
-// startAutoscaler runs the autoscaler for --autoscaling-config against this head's GCS.
-func (s *supervisor) startAutoscaler() error {
+// startAutoscaler runs the autoscaler for --autoscaling-config against this head's GCS
+// (with auth on, on a node-scoped token: autoscalerEnv).
+func (s *supervisor) startAutoscaler(ctx context.Context) error {
 	o := s.opts
-	d, err := s.spawn("autoscaler", []string{"autoscaler", "--address", o.gcsAddress, "--autoscaling-config", o.autoscalingConfig,
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	env, err := s.autoscalerEnv(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := s.spawnWithEnv("autoscaler", env, []string{"autoscaler", "--address", o.gcsAddress, "--autoscaling-config", o.autoscalingConfig,
 		"--temp-dir", tempDir(o.tempDir), "--log-level", o.logLevel, "--log-file", filepath.Join(s.logDir, "autoscaler.log")})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 
@@ -178,6 +179,23 @@ def driver(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluste
         remove_every_live_group()
         poll("every CPU free after the test", lambda: raygo.available_resources().get("CPU") == alive_cpus())
         raygo.shutdown()
+
+
+def start_auth_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> Tuple[Cluster, str, Path]:
+    """Starts a head (start flags args) with RAYGO_AUTH_MODE=token and a new cluster token in
+    RAYGO_AUTH_TOKEN, HOME a new directory (so no token file but the test's); returns the
+    cluster, the token and HOME. The caller stops the cluster."""
+    token = secrets.token_hex(32)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", token)
+    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.temp_dir.mkdir()
+    cluster.start_head(*args)
+    return cluster, token, home
 
 
 def run_driver(cluster: Cluster, code: str, *extra_env: str, timeout: float = 60) -> subprocess.CompletedProcess:

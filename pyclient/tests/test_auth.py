@@ -5,7 +5,6 @@ file) it places groups as usual and reads the state API."""
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import pytest
@@ -15,20 +14,11 @@ from raygo.exceptions import AuthenticationError
 from raygo.util import state
 from raygo.util.placement_group import placement_group, remove_placement_group
 
-from conftest import Cluster
+from conftest import start_auth_cluster
 
 
 def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    token = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", token)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    cluster = Cluster(tmp_path / "cluster")
-    cluster.temp_dir.mkdir()
-    cluster.start_head("--num-cpus", "2")
+    cluster, token, home = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "2")
     try:
         monkeypatch.delenv("RAYGO_AUTH_TOKEN")
         with pytest.raises(AuthenticationError, match="RAYGO_AUTH_TOKEN"):
@@ -65,16 +55,7 @@ def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, mon
     from conftest import RAYGO_BIN
     import subprocess
 
-    admin = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    cluster = Cluster(tmp_path / "cluster")
-    cluster.temp_dir.mkdir()
-    cluster.start_head("--num-cpus", "4")
+    cluster, admin, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "4")
     try:
         issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
                                 capture_output=True, text=True, check=True, timeout=60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 
-from conftest import RAYGO_BIN, ROOT, Cluster, run_driver
+from conftest import RAYGO_BIN, ROOT, Cluster, run_driver, start_auth_cluster
 
 EXAMPLES = sorted((ROOT / "examples" / "python").glob("*.py"))
 
@@ -42,3 +42,18 @@ def test_autoscaling_example(tmp_path) -> None:
         c.stop()
         # The nodes the autoscaler launched are their own sessions under the temp dir.
         subprocess.run([str(RAYGO_BIN), "stop", "--temp-dir", str(tmp_path), "--grace", "5s"], check=False, capture_output=True)
+
+
+def test_placement_groups_walk_through_with_the_token(tmp_path, monkeypatch) -> None:
+    """With auth on, the walk-through runs with RAYGO_AUTH_TOKEN and fails naming it without."""
+    c, _, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "8")
+    try:
+        code = (ROOT / "examples" / "python" / "placement_groups.py").read_text()
+        result = run_driver(c, code)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Done: every group removed" in result.stdout
+        monkeypatch.delenv("RAYGO_AUTH_TOKEN")
+        result = run_driver(c, code)
+        assert result.returncode != 0 and "RAYGO_AUTH_TOKEN" in result.stderr, result.stdout + result.stderr
+    finally:
+        c.stop()

@@ -69,12 +69,24 @@ type autoscaled struct {
 // `raygo start --head` flags.
 func startAutoscaled(t *testing.T, yaml string, extra ...string) *autoscaled {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "cluster.yaml")
+	c := harness.StartHead(t, append([]string{"--num-cpus", "1", "--autoscaling-config", writeYAML(t, yaml)}, extra...)...)
+	return watchAutoscaled(t, c, yaml)
+}
+
+// writeYAML writes a cluster YAML and returns its path.
+func writeYAML(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.StartHead(t, append([]string{"--num-cpus", "1", "--autoscaling-config", path}, extra...)...)
+	return path
+}
+
+// watchAutoscaled is what a test needs to watch the head c running the autoscaler on
+// yaml; the nodes it launched are stopped at cleanup.
+func watchAutoscaled(t *testing.T, c *harness.Cluster, yaml string) *autoscaled {
+	t.Helper()
 	name := strings.TrimPrefix(strings.SplitN(yaml, "\n", 2)[0], "cluster_name: ")
 	a := &autoscaled{Cluster: c, stateDir: filepath.Join(c.TempDir, "clusters", name)}
 	// The launched nodes are their own sessions under the cluster's temp dir: stop them

@@ -44,6 +44,18 @@ type cloud struct {
 
 func newCloud(t *testing.T, cluster string) *cloud {
 	t.Helper()
+	c, endpoint := newMotoCloud(t)
+	c.runner = ec2runner.Start(t, ec2runner.Config{
+		Endpoint: endpoint, Region: motoserver.Region, ClusterName: cluster, MetadataURLEnv: aws.MetadataURLEnv,
+		PathDir: filepath.Dir(harness.Binary(t)), Env: []string{"RAYGO_TEMP_DIR=" + c.temp, "MARKS=" + c.marks}, LogDir: t.TempDir(),
+	})
+	return c
+}
+
+// newMotoCloud is newCloud without the runner: instances moto runs never boot. It
+// returns moto's endpoint too.
+func newMotoCloud(t *testing.T) (*cloud, string) {
+	t.Helper()
 	endpoint := motoserver.Start(t)
 	c := &cloud{proxy: ec2proxy.Start(t, endpoint), temp: t.TempDir(), marks: t.TempDir(), zones: map[string]string{}}
 	c.moto = ec2.New(ec2.Options{Region: motoserver.Region, BaseEndpoint: awssdk.String(endpoint),
@@ -68,11 +80,7 @@ func newCloud(t *testing.T, cluster string) *cloud {
 	none := filepath.Join(t.TempDir(), "none")
 	c.env = []string{"AWS_ENDPOINT_URL=" + c.proxy.URL, "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
 		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=" + none, "AWS_SHARED_CREDENTIALS_FILE=" + none}
-	c.runner = ec2runner.Start(t, ec2runner.Config{
-		Endpoint: endpoint, Region: motoserver.Region, ClusterName: cluster, MetadataURLEnv: aws.MetadataURLEnv,
-		PathDir: filepath.Dir(harness.Binary(t)), Env: []string{"RAYGO_TEMP_DIR=" + c.temp, "MARKS=" + c.marks}, LogDir: t.TempDir(),
-	})
-	return c
+	return c, endpoint
 }
 
 // yaml is a cluster of a 1-CPU head, up to three 4-CPU workers (min_workers cpuMin) and

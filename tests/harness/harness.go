@@ -28,6 +28,10 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
+	// buildHome is HOME as the test process started: go build runs with it, so a test
+	// that points HOME at a temporary directory (to hide a token file) before the first
+	// build still uses the machine's module and build caches.
+	buildHome = os.Getenv("HOME")
 )
 
 // Binary returns the path of a raygo binary built from this checkout (once per process).
@@ -40,15 +44,29 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "raygo")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/raygo-dev/raygo/cmd/raygo").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build raygo: %v\n%s", err, out)
-		}
+		buildErr = goBuild("github.com/raygo-dev/raygo/cmd/raygo", binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// GoBuild builds the Go package pkg into the executable out.
+func GoBuild(t testing.TB, pkg, out string) {
+	t.Helper()
+	if err := goBuild(pkg, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func goBuild(pkg, out string) error {
+	build := exec.Command("go", "build", "-o", out, pkg)
+	build.Env = append(os.Environ(), "HOME="+buildHome)
+	if output, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, output)
+	}
+	return nil
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -49,6 +49,10 @@ type Config struct {
 	Commands func(nodeType string) (initialization, setup []string)
 	// Raygo is the raygo command on the instances' image (default "raygo", from PATH).
 	Raygo string
+	// NodeToken is the node-scoped token launched nodes join with, written by their
+	// user data to NodeTokenPath ("" for none). Never the cluster token: user data is
+	// readable by whoever may describe the instance.
+	NodeToken string
 	// LaunchTimeout bounds one Launch, RunInstances in every subnet and the SDK's
 	// retries included (default 2 min).
 	LaunchTimeout time.Duration
@@ -233,7 +237,7 @@ func (p *Provider) userData(req provider.LaunchRequest, spot bool) (string, erro
 	return userData(userDataParams{
 		ClusterName: p.cfg.ClusterName, NodeType: req.NodeType, RequestID: req.RequestID,
 		GCSAddress: p.cfg.GCSAddress, Raygo: p.cfg.Raygo, Initialization: initialization, Setup: setup,
-		Resources: req.Resources, GPUModel: req.GPUModel, Labels: req.Labels, Spot: spot,
+		Resources: req.Resources, GPUModel: req.GPUModel, Labels: req.Labels, Spot: spot, NodeToken: p.cfg.NodeToken,
 	})
 }
 

@@ -3,9 +3,11 @@ package aws
 import (
 	"fmt"
 	"maps"
+	"path"
 	"strings"
 
 	"github.com/raygo-dev/raygo/autoscaler/provider"
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 )
 
@@ -13,6 +15,10 @@ import (
 // the instance metadata service's address (http://169.254.169.254) in the user data: a
 // test runs the script with a metadata server on loopback.
 const MetadataURLEnv = "RAYGO_METADATA_URL"
+
+// NodeTokenPath is where the user data writes the node-scoped token (owner-only) and
+// points RAYGO_AUTH_TOKEN_PATH at, for the instance's `raygo start`.
+const NodeTokenPath = "/etc/raygo/node_token"
 
 // instanceIDPlaceholder stands for the instance id in the node's labels until the
 // script quotes them: the id is read from the metadata when the script runs, since the
@@ -34,6 +40,9 @@ type userDataParams struct {
 	// Spot: the instances are spot instances; their raylet watches the instance
 	// metadata for an interruption notice (--spot-metadata-url).
 	Spot bool
+	// NodeToken is the node-scoped token the node joins with ("" for none: the instance
+	// finds one as any `raygo start` does).
+	NodeToken string
 }
 
 // userData is the shell script every instance of a launch runs at boot (cloud-init runs
@@ -43,7 +52,11 @@ type userDataParams struct {
 // autoscaler's start timeout terminates it), then execs a blocking `raygo start`
 // joining the GCS, advertising the private IP, with the type's resources and labels
 // and the instance id as label autoscaler.raygo.io/instance-id; a spot instance's
-// watches the same metadata for an interruption notice.
+// watches the same metadata for an interruption notice. A node token is written to
+// NodeTokenPath (umask 077) just before, for RAYGO_AUTH_TOKEN_PATH: it is in the user
+// data, which whoever may describe the instance's attributes, and any process on the
+// instance through the metadata service, can read; hence a node-scoped token, never the
+// cluster token.
 func userData(p userDataParams) (string, error) {
 	labels := maps.Clone(p.Labels)
 	if labels == nil {
@@ -75,6 +88,11 @@ node_ip=$(meta local-ipv4)
 		for _, c := range p.Setup {
 			b.WriteString(c + "\n")
 		}
+	}
+	if p.NodeToken != "" {
+		b.WriteString("# the node-scoped token the node joins with (not the cluster token)\n")
+		fmt.Fprintf(&b, "umask 077\nmkdir -p %s\nprintf '%%s\\n' %s > %s\nexport %s=%s\n", shellQuote(path.Dir(NodeTokenPath)),
+			shellQuote(p.NodeToken), shellQuote(NodeTokenPath), auth.EnvTokenPath, shellQuote(NodeTokenPath))
 	}
 	args := append([]string{p.Raygo, "start", "--address", p.GCSAddress, "--block", "--node-name", instanceIDPlaceholder}, nodeArgs...)
 	b.WriteString("exec")
