@@ -180,7 +180,8 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
     for options, named in (
         ({"runtime_env": {"pip": ["x"]}}, "runtime_env"),
         ({"num_returns": 2}, "num_returns"),
-        ({"memory": 10**9}, "memory"),
+        ({"memory": -1}, "memory"),
+        ({"resources": {"memory": 1}}, "memory"),
         ({"max_restarts": 1}, "max_restarts"),
         ({"bogus": 1}, "bogus"),
         ({"resources": {"GPU": 1}}, "num_gpus"),
@@ -191,6 +192,38 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
         add(1)
     with pytest.raises(TypeError, match="Could not serialize the arguments of add"):
         add.remote(threading.Lock())
+
+
+def test_memory_option_requests_the_memory_resource(driver: Cluster) -> None:
+    """memory= is Ray's logical "memory" resource in bytes: a task holds it while it runs, a
+    request larger than every node's waits, and one larger than its bundle is refused naming it."""
+    most = max(node["Resources"].get("memory", 0) for node in raygo.nodes() if node["Alive"])
+    assert most > 0  # every raylet offers its memory
+    ran = raygo.get(where.options(memory=2**20).remote(), timeout=60)
+    assert ran["resources"] == {"CPU": 1.0, "memory": float(2**20)}
+    too_big = where.options(num_cpus=0, memory=int(most) + 2**30).remote()
+    ready, _ = raygo.wait([too_big], timeout=3)
+    assert ready == []
+    with pytest.raises(raygo.exceptions.GetTimeoutError):
+        raygo.get(too_big, timeout=1)
+    pg = placement_group([{"CPU": 1, "memory": 2**20}])
+    raygo.get(pg.ready(), timeout=20)
+    strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+    ran = raygo.get(where.options(memory=2**20, scheduling_strategy=strategy).remote(), timeout=60)
+    assert ran["placement_group_id"] == pg.id.hex() and ran["resources"]["memory"] == float(2**20)
+    with pytest.raises(ValueError, match=f"bundle 0 of placement group {pg.id.hex()}"):
+        where.options(memory=2**21, scheduling_strategy=strategy).remote()
+    remove_placement_group(pg)
+    # An actor holds its memory= for its life, as Ray's.
+    holder = MemoryHolder.remote()
+    assert raygo.get(holder.resources.remote(), timeout=60).get("memory") == float(2**20)
+    raygo.kill(holder)
+
+
+@raygo.remote(memory=2**20)
+class MemoryHolder:
+    def resources(self) -> Dict[str, float]:
+        return raygo.get_runtime_context().get_assigned_resources()
 
 
 @pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
