@@ -255,6 +255,46 @@ def test_task_in_gpu_bundle_sees_the_bundles_gpus(gpu_node: Node) -> None:
         remove_placement_group(pg)
 
 
+@raygo.remote
+class WhereActor:
+    def where(self) -> Dict[str, Any]:
+        return {
+            "node_id": raygo.get_runtime_context().get_node_id(),
+            "gpu_ids": raygo.get_gpu_ids(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+
+@pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
+def test_task_and_actor_in_mig_bundle_see_its_mig_uuid(driver: Cluster) -> None:
+    """As Ray's with MIG devices: CUDA_VISIBLE_DEVICES names the bundle's MIG device UUID and
+    get_gpu_ids() returns it as a string."""
+    node = driver.add_node("--num-cpus", "4", "--gpu-sim", "dgx-h100", "--mig", "0:on", "--node-name", "mig-1")
+    try:
+        poll("the MIG node in the node table", lambda: node.node_id in nodes_by_id())
+        slice_ = "nvidia.com/mig-1g.10gb"
+        pg = placement_group([{slice_: 1, "CPU": 1}] * 2, strategy="STRICT_PACK")
+        raygo.get(pg.ready(), timeout=30)
+        row = placement_group_table(pg)
+        uuids = [row["bundles_to_cuda_visible_devices"][i] for i in range(2)]
+        assert all(uuid.startswith("MIG-") for uuid in uuids) and uuids[0] != uuids[1]
+        for index in range(2):
+            strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
+            ran = raygo.get(where.options(num_cpus=0, resources={slice_: 1}, scheduling_strategy=strategy).remote(), timeout=60)
+            assert ran["node_id"] == node.node_id
+            assert ran["cuda_visible_devices"] == uuids[index]
+            assert ran["gpu_ids"] == [uuids[index]]
+        actor = WhereActor.options(num_cpus=0, resources={slice_: 1},
+                                   scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 1)).remote()
+        seen = raygo.get(actor.where.remote(), timeout=60)
+        assert seen == {"node_id": node.node_id, "gpu_ids": [uuids[1]], "cuda_visible_devices": uuids[1]}
+        raygo.kill(actor)
+        remove_placement_group(pg)
+    finally:
+        driver.remove_node(node)
+        poll("the MIG node to be dead", lambda: node.node_id not in nodes_by_id())
+
+
 def test_worker_that_cannot_start_fails_the_task_with_its_stderr(driver: Cluster, tmp_path: Path) -> None:
     """A driver whose working directory shadows the raygo package: its workers (started
     there) exit before registering, and the task fails with their stderr, not silently
