@@ -91,8 +91,6 @@ def _check_resources(options: Dict[str, Any]) -> None:
         for name, amount in resources.items():
             if name in ("CPU", "GPU"):
                 raise ValueError("Use the 'num_cpus' and 'num_gpus' keyword instead of 'CPU' and 'GPU' in 'resources' keyword")
-            if name in ("memory", "object_store_memory"):
-                raise ValueError("The resources dictionary must not contain the key 'memory' or 'object_store_memory'")
             if not isinstance(name, str) or not name:
                 raise ValueError(f"The option 'resources': resource names must be non-empty strings, got {name!r}")
             _number(f"resources[{name!r}]", amount)
@@ -140,7 +138,10 @@ def _wire_strategy(strategy: Any) -> Any:
 def requested_resources(options: Dict[str, Any], default_cpus: float) -> Dict[str, float]:
     """The resource request of checked task or actor options, as Ray's
     resources_from_ray_options: num_cpus (default_cpus when not given), num_gpus,
-    resources, and memory as the "memory" resource in whole bytes; zero amounts dropped."""
+    resources, and memory as the "memory" resource in whole bytes; zero amounts dropped.
+    Like Ray's, it (so .remote(), not .options()) refuses resources naming memory."""
+    if any(name in ("memory", "object_store_memory") for name in options.get("resources") or {}):
+        raise ValueError("The resources dictionary must not contain the key 'memory' or 'object_store_memory'")
     cpus = options.get("num_cpus")
     wanted = {"CPU": default_cpus if cpus is None else float(cpus), "GPU": float(options.get("num_gpus") or 0)}
     wanted.update({name: float(amount) for name, amount in (options.get("resources") or {}).items()})

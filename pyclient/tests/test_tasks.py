@@ -181,13 +181,14 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
         ({"runtime_env": {"pip": ["x"]}}, "runtime_env"),
         ({"num_returns": 2}, "num_returns"),
         ({"memory": -1}, "memory"),
-        ({"resources": {"memory": 1}}, "memory"),
         ({"max_restarts": 1}, "max_restarts"),
         ({"bogus": 1}, "bogus"),
         ({"resources": {"GPU": 1}}, "num_gpus"),
     ):
         with pytest.raises(ValueError, match=named):
             add.options(**options)
+    with pytest.raises(ValueError, match="must not contain the key 'memory'"):
+        add.options(resources={"memory": 1}).remote(1)  # as Ray's: refused at .remote()
     with pytest.raises(TypeError, match="cannot be called directly"):
         add(1)
     with pytest.raises(TypeError, match="Could not serialize the arguments of add"):
