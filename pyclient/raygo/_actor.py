@@ -26,19 +26,19 @@ from raygo._gcs import rpc_status
 from raygo._object_ref import ObjectRef
 from raygo._objects import argument_of
 from raygo._proto import actor_pb2, worker_pb2, worker_pb2_grpc
-from raygo._remote import _check_fits_group, _check_resources, _strategy, check_option_names
+from raygo._remote import _check_fits_group, _check_resources, _strategy, check_option_names, requested_resources
 from raygo._worker import global_client
 from raygo.exceptions import ActorDiedError, RayActorError, RaySystemError
 
 # Ray's actor options that raygo builds.
 _BUILT_OPTIONS = frozenset({
-    "num_cpus", "num_gpus", "resources", "max_restarts", "max_task_retries", "name", "namespace",
+    "num_cpus", "num_gpus", "resources", "memory", "max_restarts", "max_task_retries", "name", "namespace",
     "lifetime", "scheduling_strategy", "max_concurrency", "get_if_exists", "enable_task_events",
     "label_selector",
 }) | LEGACY_OPTIONS
 # Ray's actor options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
-    "runtime_env", "memory", "accelerator_type", "fallback_strategy",
+    "runtime_env", "accelerator_type", "fallback_strategy",
     "_metadata", "concurrency_groups", "object_store_memory", "max_pending_calls",
     "allow_out_of_order_execution", "_labels",
 })
@@ -72,9 +72,7 @@ def _check_actor_options(options: Dict[str, Any]) -> Dict[str, Any]:
 
 def _actor_resources(options: Dict[str, Any]) -> Dict[str, float]:
     """What the actor holds while it lives: nothing unless asked (the GCS's default)."""
-    wanted = {"CPU": float(options.get("num_cpus") or 0), "GPU": float(options.get("num_gpus") or 0)}
-    wanted.update({name: float(amount) for name, amount in (options.get("resources") or {}).items()})
-    return {name: amount for name, amount in wanted.items() if amount > 0}
+    return requested_resources(options, 0.0)
 
 
 def _resolve(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:

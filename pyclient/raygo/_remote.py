@@ -19,12 +19,12 @@ from raygo._worker import global_client
 
 # Ray's task options that raygo builds.
 _BUILT_OPTIONS = frozenset({
-    "num_cpus", "num_gpus", "resources", "max_retries", "scheduling_strategy", "name",
+    "num_cpus", "num_gpus", "resources", "memory", "max_retries", "scheduling_strategy", "name",
     "num_returns", "retry_exceptions", "enable_task_events", "label_selector",
 }) | LEGACY_OPTIONS
 # Ray's task options not built yet: refused, naming the option.
 _NOT_BUILT_OPTIONS = frozenset({
-    "runtime_env", "memory", "accelerator_type", "fallback_strategy",
+    "runtime_env", "accelerator_type", "fallback_strategy",
     "max_calls", "_metadata", "concurrency_groups",
     "object_store_memory", "_labels", "_generator_backpressure_num_objects",
 })
@@ -80,8 +80,8 @@ def _check_options(options: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _check_resources(options: Dict[str, Any]) -> None:
-    """Checks num_cpus, num_gpus and resources, as Ray does for tasks and actors."""
-    for option in ("num_cpus", "num_gpus"):
+    """Checks num_cpus, num_gpus, memory and resources, as Ray does for tasks and actors."""
+    for option in ("num_cpus", "num_gpus", "memory"):
         if options.get(option) is not None:
             _number(option, options[option])
     resources = options.get("resources")
@@ -135,11 +135,23 @@ def _wire_strategy(strategy: Any) -> Any:
     raise ValueError(f"Invalid scheduling_strategy {strategy!r}: want 'DEFAULT', 'SPREAD' or a *SchedulingStrategy")
 
 
-def _task_resources(options: Dict[str, Any]) -> Dict[str, float]:
+def requested_resources(options: Dict[str, Any], default_cpus: float) -> Dict[str, float]:
+    """The resource request of checked task or actor options, as Ray's
+    resources_from_ray_options: num_cpus (default_cpus when not given), num_gpus,
+    resources, and memory as the "memory" resource in whole bytes; zero amounts dropped.
+    Like Ray's, it (so .remote(), not .options()) refuses resources naming memory."""
+    if any(name in ("memory", "object_store_memory") for name in options.get("resources") or {}):
+        raise ValueError("The resources dictionary must not contain the key 'memory' or 'object_store_memory'")
     cpus = options.get("num_cpus")
-    wanted = {"CPU": DEFAULT_TASK_CPUS if cpus is None else float(cpus), "GPU": float(options.get("num_gpus") or 0)}
+    wanted = {"CPU": default_cpus if cpus is None else float(cpus), "GPU": float(options.get("num_gpus") or 0)}
     wanted.update({name: float(amount) for name, amount in (options.get("resources") or {}).items()})
+    if options.get("memory") is not None:
+        wanted["memory"] = float(int(options["memory"]))
     return {name: amount for name, amount in wanted.items() if amount > 0}
+
+
+def _task_resources(options: Dict[str, Any]) -> Dict[str, float]:
+    return requested_resources(options, DEFAULT_TASK_CPUS)
 
 
 def _check_fits_group(name: str, resources: Dict[str, float], strategy: Any, bundles: list) -> None:
@@ -224,7 +236,8 @@ def remote(*args: Any, **options: Any) -> Any:
     """Ray's ``@ray.remote``: ``@remote`` or ``@remote(num_cpus=..., ...)`` on a function
     (a task) or a class (an actor, see raygo._actor).
 
-    Task options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``max_retries``
+    Task options: ``num_cpus`` (default 1), ``num_gpus``, ``resources``, ``memory`` (bytes of
+    the logical ``memory`` resource, as Ray's), ``max_retries``
     (default 3; -1 without limit), ``scheduling_strategy`` (``"DEFAULT"``, ``"SPREAD"``,
     ``PlacementGroupSchedulingStrategy``, ``NodeAffinitySchedulingStrategy``,
     ``NodeLabelSchedulingStrategy``), ``label_selector`` (see raygo._labels), ``name``, the

@@ -180,17 +180,51 @@ def test_options_not_built_are_refused_naming_them(driver: Cluster) -> None:
     for options, named in (
         ({"runtime_env": {"pip": ["x"]}}, "runtime_env"),
         ({"num_returns": 2}, "num_returns"),
-        ({"memory": 10**9}, "memory"),
+        ({"memory": -1}, "memory"),
         ({"max_restarts": 1}, "max_restarts"),
         ({"bogus": 1}, "bogus"),
         ({"resources": {"GPU": 1}}, "num_gpus"),
     ):
         with pytest.raises(ValueError, match=named):
             add.options(**options)
+    with pytest.raises(ValueError, match="must not contain the key 'memory'"):
+        add.options(resources={"memory": 1}).remote(1)  # as Ray's: refused at .remote()
     with pytest.raises(TypeError, match="cannot be called directly"):
         add(1)
     with pytest.raises(TypeError, match="Could not serialize the arguments of add"):
         add.remote(threading.Lock())
+
+
+def test_memory_option_requests_the_memory_resource(driver: Cluster) -> None:
+    """memory= is Ray's logical "memory" resource in bytes: a task holds it while it runs, a
+    request larger than every node's waits, and one larger than its bundle is refused naming it."""
+    most = max(node["Resources"].get("memory", 0) for node in raygo.nodes() if node["Alive"])
+    assert most > 0  # every raylet offers its memory
+    ran = raygo.get(where.options(memory=2**20).remote(), timeout=60)
+    assert ran["resources"] == {"CPU": 1.0, "memory": float(2**20)}
+    too_big = where.options(num_cpus=0, memory=int(most) + 2**30).remote()
+    ready, _ = raygo.wait([too_big], timeout=3)
+    assert ready == []
+    with pytest.raises(raygo.exceptions.GetTimeoutError):
+        raygo.get(too_big, timeout=1)
+    pg = placement_group([{"CPU": 1, "memory": 2**20}])
+    raygo.get(pg.ready(), timeout=20)
+    strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+    ran = raygo.get(where.options(memory=2**20, scheduling_strategy=strategy).remote(), timeout=60)
+    assert ran["placement_group_id"] == pg.id.hex() and ran["resources"]["memory"] == float(2**20)
+    with pytest.raises(ValueError, match=f"bundle 0 of placement group {pg.id.hex()}"):
+        where.options(memory=2**21, scheduling_strategy=strategy).remote()
+    remove_placement_group(pg)
+    # An actor holds its memory= for its life, as Ray's.
+    holder = MemoryHolder.remote()
+    assert raygo.get(holder.resources.remote(), timeout=60).get("memory") == float(2**20)
+    raygo.kill(holder)
+
+
+@raygo.remote(memory=2**20)
+class MemoryHolder:
+    def resources(self) -> Dict[str, float]:
+        return raygo.get_runtime_context().get_assigned_resources()
 
 
 @pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
@@ -220,6 +254,46 @@ def test_task_in_gpu_bundle_sees_the_bundles_gpus(gpu_node: Node) -> None:
             assert ran["cuda_visible_devices"] == row["bundles_to_cuda_visible_devices"][index], strategy
             assert ran["node_id"] == row["bundles_to_node_id"][index], strategy
         remove_placement_group(pg)
+
+
+@raygo.remote
+class WhereActor:
+    def where(self) -> Dict[str, Any]:
+        return {
+            "node_id": raygo.get_runtime_context().get_node_id(),
+            "gpu_ids": raygo.get_gpu_ids(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+
+@pytest.mark.skipif(not _gpu_sim_supported(), reason="bin/raygo has no --gpu-sim dgx-h100")
+def test_task_and_actor_in_mig_bundle_see_its_mig_uuid(driver: Cluster) -> None:
+    """As Ray's with MIG devices: CUDA_VISIBLE_DEVICES names the bundle's MIG device UUID and
+    get_gpu_ids() returns it as a string."""
+    node = driver.add_node("--num-cpus", "4", "--gpu-sim", "dgx-h100", "--mig", "0:on", "--node-name", "mig-1")
+    try:
+        poll("the MIG node in the node table", lambda: node.node_id in nodes_by_id())
+        slice_ = "nvidia.com/mig-1g.10gb"
+        pg = placement_group([{slice_: 1, "CPU": 1}] * 2, strategy="STRICT_PACK")
+        raygo.get(pg.ready(), timeout=30)
+        row = placement_group_table(pg)
+        uuids = [row["bundles_to_cuda_visible_devices"][i] for i in range(2)]
+        assert all(uuid.startswith("MIG-") for uuid in uuids) and uuids[0] != uuids[1]
+        for index in range(2):
+            strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
+            ran = raygo.get(where.options(num_cpus=0, resources={slice_: 1}, scheduling_strategy=strategy).remote(), timeout=60)
+            assert ran["node_id"] == node.node_id
+            assert ran["cuda_visible_devices"] == uuids[index]
+            assert ran["gpu_ids"] == [uuids[index]]
+        actor = WhereActor.options(num_cpus=0, resources={slice_: 1},
+                                   scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 1)).remote()
+        seen = raygo.get(actor.where.remote(), timeout=60)
+        assert seen == {"node_id": node.node_id, "gpu_ids": [uuids[1]], "cuda_visible_devices": uuids[1]}
+        raygo.kill(actor)
+        remove_placement_group(pg)
+    finally:
+        driver.remove_node(node)
+        poll("the MIG node to be dead", lambda: node.node_id not in nodes_by_id())
 
 
 def test_worker_that_cannot_start_fails_the_task_with_its_stderr(driver: Cluster, tmp_path: Path) -> None:

@@ -63,6 +63,15 @@ record("actor_calls_in_order", [ray.get(actor.node.remote(), timeout=30)[1] for 
 # A task that fits no bundle is refused when it is submitted.
 outcome("too_big_for_bundle", lambda: where.options(
     num_cpus=2, scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)).remote())
+# memory= is the logical "memory" resource in bytes ("memory corresponds to memory as used in
+# ray.remote"): it fits a bundle that reserves it, and more than the bundle has is refused.
+mem_pg = placement_group([{"CPU": 1, "memory": 2**20}])
+ray.get(mem_pg.ready(), timeout=30)
+mem_strategy = PlacementGroupSchedulingStrategy(placement_group=mem_pg, placement_group_bundle_index=0)
+outcome("memory_in_bundle", lambda: ray.get(where.options(memory=2**20, scheduling_strategy=mem_strategy).remote(), timeout=30))
+outcome("memory_too_big_for_bundle", lambda: where.options(memory=2**21, scheduling_strategy=mem_strategy).remote())
+outcome("memory_in_resources", lambda: where.options(resources={"memory": 1}).remote())
+remove_placement_group(mem_pg)
 # Exceptions: a RayTaskError that is also the exception's class.
 try:
     ray.get(fail.remote(), timeout=30)
