@@ -413,7 +413,7 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		// Its calls carry the raylet's token; its server requires the cluster token,
 		// which it checks by hash (the raylet's token may be a node token).
 		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
-		if hash := r.clusterTokenHash.Load(); hash != nil {
+		if hash := r.learned.ClusterToken.Load(); hash != nil {
 			env = append(env, auth.EnvTokenSHA256+"="+*hash)
 		}
 	}

@@ -25,6 +25,10 @@ const (
 	ScopeQueue ScopeKind = "queue"
 	// ScopeNamespace is a tenant: work in one namespace.
 	ScopeNamespace ScopeKind = "namespace"
+	// ScopeGCS is the GCS's own credential, on its calls to raylets: a random secret the
+	// GCS keeps in its store and no token holder has. Raylets take the 2PC and every
+	// epoch-bearing call with it alone. It is never issued (ParseScope refuses it).
+	ScopeGCS ScopeKind = "gcs"
 )
 
 // Scope is a token's scope: its kind and, for a tenant, the queue or namespace.
@@ -118,14 +122,34 @@ func ClusterToken(token string) Verifier {
 // own RAYGO_AUTH_TOKEN is a node token: its server then accepts the cluster token.
 const EnvTokenSHA256 = "RAYGO_AUTH_TOKEN_SHA256"
 
+// LearnedHashes are the SHA-256s (HashToken) of the cluster's credentials that a process
+// which may not hold them learns from the GCS (RegisterNodeReply) or from its raylet:
+// read at each call, so they can be learned after the server started. Empty or unset,
+// the credential is not accepted.
+type LearnedHashes struct {
+	// ClusterToken is the cluster token's: its holders (drivers, admins) are admin.
+	ClusterToken atomic.Pointer[string]
+	// GCSCredential is the GCS's own credential's: only the GCS holds it (ScopeGCS).
+	GCSCredential atomic.Pointer[string]
+}
+
+// matches reports whether presented hashes to the learned hash in p.
+func matches(p *atomic.Pointer[string], presentedHash string) bool {
+	expected := p.Load()
+	return expected != nil && *expected != "" && EqualHash(presentedHash, *expected)
+}
+
 // ClusterTokenHash is the Verifier of a process that may not hold the cluster token (a
-// raylet started with a node token, and its workers): it accepts, as admin, the token
-// whose HashToken is *hash (read at each call, so a raylet can learn it when it
-// registers), and its own token, which its raylet and workers use between them, as node
-// (as admin when it is the cluster token).
-func ClusterTokenHash(hash *atomic.Pointer[string], own string) Verifier {
+// raylet, and its workers): it accepts the GCS's credential as ScopeGCS, the cluster
+// token as admin, both by the hashes in learned, and its own token, which its raylet and
+// workers use between them, as node (as admin when it is the cluster token).
+func ClusterTokenHash(learned *LearnedHashes, own string) Verifier {
 	return func(presented string) (Scope, bool) {
-		if expected := hash.Load(); expected != nil && *expected != "" && EqualHash(HashToken(presented), *expected) {
+		presentedHash := HashToken(presented)
+		if matches(&learned.GCSCredential, presentedHash) {
+			return Scope{Kind: ScopeGCS}, true
+		}
+		if matches(&learned.ClusterToken, presentedHash) {
 			return Admin, true
 		}
 		return Scope{Kind: ScopeNode}, own != "" && Equal(presented, own)

@@ -78,7 +78,7 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 	}
 	defer own.Close()
 	_, err = pb.NewNodeManagerServiceClient(own).CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
-	denied(t, "CancelResourceReserve on the node-token worker with its node token and a forged epoch", err, "cluster token")
+	denied(t, "CancelResourceReserve on the node-token worker with its node token and a forged epoch", err, "GCS's own credential")
 	actor, err := counter.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
