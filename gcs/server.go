@@ -170,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	tenants := newTenancy(s.pgs, s.actors, s.jobs)
+	s.tokens.authorizeLease = tenants.authorizeLease
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, s.tokens.verifier(), tenants.unary)
 	if err != nil {
 		return nil, err

@@ -59,6 +59,8 @@ type Raylet struct {
 	// (RegisterNodeReply): a raylet started with a node token serves the cluster token
 	// without holding it, and no raylet holds the GCS's credential.
 	learned auth.LearnedHashes
+	// tenants vouches for tenants' tokens through the GCS (nil with auth off).
+	tenants *tenantTokens
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -130,10 +132,19 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
+	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{Token: cfg.AuthToken}); err != nil {
+		return nil, err
+	}
 	var verify auth.Verifier // nil: auth off
 	if cfg.AuthToken != "" {
 		// No cluster token is accepted before the GCS gives its hash at registration
 		// (no one has this raylet's address before): a node token is never taken for it.
+		// Tenants' tokens are the GCS's to vouch for.
+		gcsAuth := pb.NewAuthServiceClient(r.gcsConn)
+		r.tenants = newTenantTokens(func(ctx context.Context, req *pb.AuthorizeLeaseRequest) (*pb.AuthorizeLeaseReply, error) {
+			return gcsAuth.AuthorizeLease(ctx, req)
+		}, cfg.TenantTokenTTL)
+		r.learned.Lookup = r.tenants.lookup
 		verify = auth.ClusterTokenHash(&r.learned, cfg.AuthToken)
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, r.scopeInterceptor, r.fenceInterceptor)
@@ -144,9 +155,6 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
 	go func() { _ = r.grpc.Serve(r.listener) }()
 
-	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{Token: cfg.AuthToken}); err != nil {
-		return nil, err
-	}
 	r.nodes = pb.NewNodeInfoServiceClient(r.gcsConn)
 	r.actors = pb.NewActorInfoServiceClient(r.gcsConn)
 	var downloads context.Context
@@ -414,7 +422,8 @@ var gcsOnlyMethods = map[string]bool{
 // holder of the cluster token can neither reserve nor release behind the GCS's back nor
 // fence the real GCS out with a forged epoch; the raylet's own token, when it is not the
 // cluster token (a node token, which its workers hold), RegisterWorker alone; the
-// cluster token (or the GCS's) the rest: worker leases, stats. It runs before
+// cluster token (or the GCS's) the rest: worker leases, stats; a tenant's token, which the
+// GCS vouches for, its own task leases (authorizeTenant). It runs before
 // fenceInterceptor, so a refused call's epoch is never observed.
 func (r *Raylet) scopeInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if r.cfg.AuthToken == "" {
@@ -427,6 +436,12 @@ func (r *Raylet) scopeInterceptor(ctx context.Context, req any, info *grpc.Unary
 		return handler(ctx, req)
 	case gcsOnlyMethods[info.FullMethod] || carriesEpoch:
 		return nil, status.Errorf(codes.PermissionDenied, "%s takes the GCS's own credential alone (with a GCS epoch only the GCS sends); the %s token this call carried does not reach it", info.FullMethod, scope.Kind)
+	case scope.IsTenant():
+		ctx, err := r.authorizeTenant(ctx, scope, info.FullMethod, req)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
 	case scope.Kind == auth.ScopeNode && info.FullMethod != pb.NodeManagerService_RegisterWorker_FullMethodName:
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs the cluster token; this raylet's own (node) token only registers its workers", info.FullMethod)
 	}

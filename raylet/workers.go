@@ -51,6 +51,9 @@ func newWorkerKey(req *pb.RequestWorkerLeaseRequest, lease *workerLease) workerK
 	if lease.holder != nil {
 		env += " " + lease.bundle.String()
 	}
+	if lease.lessee != "" {
+		env += " lessee=" + lease.lessee // a tenant's worker serves that tenant alone
+	}
 	return workerKey{jobID: req.JobId, executableSHA256: req.ExecutableSha256, cudaVisibleDevices: lease.cudaVisibleDevices, leaseEnv: env,
 		python: pythonCommand(req.PythonWorker)}
 }
@@ -148,6 +151,7 @@ func (r *Raylet) requestWorkerLease(ctx context.Context, req *pb.RequestWorkerLe
 	if err != nil {
 		return nil, err
 	}
+	lease.lessee = lesseeFrom(ctx)
 	w, err := r.leaseWorker(ctx, req, lease)
 	if err != nil {
 		return nil, err
@@ -415,6 +419,9 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
 		if hash := r.learned.ClusterToken.Load(); hash != nil {
 			env = append(env, auth.EnvTokenSHA256+"="+*hash)
+		}
+		if lease.lessee != "" {
+			env = append(env, auth.EnvLesseeTokenSHA256+"="+lease.lessee)
 		}
 	}
 	if lease.holder != nil {

@@ -101,6 +101,9 @@ func serveWorker() error {
 	if hash := os.Getenv(auth.EnvTokenSHA256); hash != "" && token != "" {
 		var learned auth.LearnedHashes
 		learned.ClusterToken.Store(&hash)
+		if lessee := os.Getenv(auth.EnvLesseeTokenSHA256); lessee != "" {
+			learned.Lessee.Store(&lessee) // the tenant this worker is leased to
+		}
 		verify = auth.ClusterTokenHash(&learned, "")
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify)

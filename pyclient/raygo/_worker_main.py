@@ -15,6 +15,8 @@ worker's server requires and its own calls carry.
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
+import hmac
 import os
 import sys
 import threading
@@ -33,19 +35,29 @@ FUNCTION_KV_NAMESPACE = "fun"
 
 
 class _RequireToken(grpc.ServerInterceptor):
-    """Refuses calls without the cluster token, as the Go workers' servers do."""
+    """Refuses calls without the cluster token, or the token of the tenant the raylet
+    leased this worker to (by its SHA-256, RAYGO_LESSEE_TOKEN_SHA256), as the Go workers'
+    servers do."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, lessee_sha256: str = "") -> None:
         self._expected = "Bearer " + token
+        self._lessee_sha256 = lessee_sha256
 
         def deny(request: Any, context: grpc.ServicerContext) -> Any:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "worker: missing or wrong cluster token")
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
+    def _is_lessee(self, presented: str) -> bool:
+        if not self._lessee_sha256 or not presented.startswith("Bearer "):
+            return False
+        digest = hashlib.sha256(presented[len("Bearer "):].encode()).hexdigest()
+        return hmac.compare_digest(digest, self._lessee_sha256)
+
     def intercept_service(self, continuation: Callable, handler_call_details: Any) -> Any:
         metadata = dict(handler_call_details.invocation_metadata or ())
-        if metadata.get(AUTH_METADATA_KEY) != self._expected:
+        presented = metadata.get(AUTH_METADATA_KEY) or ""
+        if not hmac.compare_digest(presented.encode(), self._expected.encode()) and not self._is_lessee(presented):
             return self._deny
         return continuation(handler_call_details)
 
@@ -156,7 +168,7 @@ def main() -> None:
     token = load_token()
     _worker.enter_worker_mode()
     gcs = _channel(os.environ["RAYGO_GCS_ADDRESS"], token)
-    interceptors = [_RequireToken(token)] if token else []
+    interceptors = [_RequireToken(token, os.environ.get("RAYGO_LESSEE_TOKEN_SHA256", ""))] if token else []
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
     worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs)), server)
     host = os.environ.get("RAYGO_NODE_IP") or "127.0.0.1"

@@ -126,3 +126,33 @@ def _tasks_run_with_the_token(token: str) -> None:
         with pytest.raises(grpc.RpcError) as refused:
             worker_pb2_grpc.CoreWorkerServiceStub(channel).PushTask(worker_pb2.PushTaskRequest(task_id="x"), timeout=10)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_tenant_token_runs_a_python_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver holding only a namespace:a token stores its function under its own job's
+    key, leases a worker (the raylet asks the GCS whose the token is and whether the job
+    is its own) and runs a task there: the worker takes the token it was leased with."""
+    from conftest import RAYGO_BIN
+    import subprocess
+
+    from test_tasks import add
+
+    admin = secrets.token_hex(32)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.temp_dir.mkdir()
+    cluster.start_head("--num-cpus", "2")
+    try:
+        issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
+                                capture_output=True, text=True, check=True, timeout=60)
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", issued.stdout.strip())
+        raygo.init(address=cluster.address, namespace="a")
+        assert raygo.get(add.remote(1, b=2), timeout=120) == 3
+    finally:
+        raygo.shutdown()
+        cluster.stop()

@@ -1,0 +1,128 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+	"github.com/raygo-dev/raygo/sdk"
+	"github.com/raygo-dev/raygo/tests/harness"
+)
+
+// tenantClient connects the SDK with a tenant's token, in namespace.
+func tenantClient(t *testing.T, ctx context.Context, address, token, namespace string) *sdk.Client {
+	t.Helper()
+	t.Setenv("RAYGO_AUTH_TOKEN", token)
+	client, err := sdk.Connect(ctx, sdk.Options{Address: address, Namespace: namespace})
+	if err != nil {
+		t.Fatalf("tenant %s connects with its token: %v", namespace, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// A tenant's token leases task workers on a raylet, which asks the GCS whose the token
+// is and whether the lease's job and group are its own: a queue-scoped tenant runs a Go
+// SDK task in its own group, and its worker takes its token. Another tenant can lease
+// neither for the first one's job nor in its group, and can neither push a task to its
+// worker nor return or kill it. A revoked tenant token is refused by the raylet once
+// the raylet's answer from the GCS expires.
+func TestTenantTokensLeaseTheirOwnTaskWorkers(t *testing.T) {
+	queues := filepath.Join(t.TempDir(), "queues.yaml")
+	if err := os.WriteFile(queues, []byte(tenantQueues), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, admin := startAuthHead(t, nil, "--num-cpus", "4", "--queues", queues)
+	tokenA := issue(t, c, admin, "queue:a")
+	tokenB := issue(t, c, admin, "namespace:b")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	clientA := tenantClient(t, ctx, c.GCSAddress, tokenA, "a")
+	pgA, err := clientA.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}}, sdk.Pack)
+	if err == nil {
+		_, err = pgA.Ready(ctx)
+	}
+	if err != nil {
+		t.Fatalf("tenant A's group: %v", err)
+	}
+	runTask(t, ctx, clientA, pgA, 0, "tenant A's task in its own group, with its token")
+	clientB := tenantClient(t, ctx, c.GCSAddress, tokenB, "b")
+
+	all, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+	if err != nil || len(all.Nodes) != 1 {
+		t.Fatalf("nodes: %v %v", all, err)
+	}
+	rayletAddress := all.Nodes[0].RayletAddress
+	workers, err := pb.NewNodeManagerServiceClient(dialWith(t, rayletAddress, admin)).GetWorkers(ctx, &pb.GetWorkersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workerA *pb.WorkerInfo
+	for _, w := range workers.Workers {
+		if w.JobId == clientA.JobID() {
+			workerA = w
+		}
+	}
+	if workerA == nil {
+		t.Fatalf("no worker of tenant A's job %s on the raylet: %v", clientA.JobID(), workers.Workers)
+	}
+
+	rayletB := pb.NewNodeManagerServiceClient(dialWith(t, rayletAddress, tokenB))
+	cpu := map[string]float64{"CPU": 0.5}
+	_, err = rayletB.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: clientB.JobID(), Resources: cpu, PlacementGroupId: pgA.ID, BundleIndex: 0})
+	denied(t, "tenant B leases in A's group", err, "placement_group_id")
+	_, err = rayletB.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: clientA.JobID(), Resources: cpu})
+	denied(t, "tenant B leases for A's job", err, "job_id")
+	_, err = rayletB.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: clientB.JobID(), Resources: cpu, ActorId: "aa"})
+	denied(t, "tenant B leases an actor's worker", err, "actor_id")
+	_, err = rayletB.ReturnWorker(ctx, &pb.ReturnWorkerRequest{WorkerId: workerA.WorkerId, Disconnect: true})
+	denied(t, "tenant B returns A's worker", err, "worker_id")
+	_, err = rayletB.KillWorker(ctx, &pb.KillWorkerRequest{WorkerId: workerA.WorkerId})
+	denied(t, "tenant B kills A's worker", err, "worker_id")
+	_, err = rayletB.GetWorkers(ctx, &pb.GetWorkersRequest{})
+	denied(t, "tenant B lists the raylet's workers", err, "cluster token")
+	_, err = pb.NewCoreWorkerServiceClient(dialWith(t, workerA.Address, tokenB)).PushTask(ctx, &pb.PushTaskRequest{FunctionName: "square"})
+	refused(t, "tenant B pushes a task to A's worker", err)
+	// B's own work runs (a task leased from the node, in its own job).
+	var nine int
+	ref, err := clientB.Submit(ctx, "square", sdk.Args(3))
+	if err == nil {
+		err = sdk.Get(ctx, ref, &nine)
+	}
+	if err != nil || nine != 9 {
+		t.Errorf("tenant B's own task: %d %v", nine, err)
+	}
+	// A's worker was not returned nor killed by B: A's next task still runs.
+	runTask(t, ctx, clientA, pgA, 0, "tenant A's task after B's refused calls")
+
+	// A's token revoked: the raylet refuses it once its answer from the GCS expired.
+	listed, _, _ := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
+	idA := ""
+	for _, line := range strings.Split(listed, "\n") {
+		if fields := strings.Fields(line); len(fields) == 3 && fields[1] == "queue:a" {
+			idA = fields[0]
+		}
+	}
+	if _, stderr, code := harness.Run(t, c.Bin, []string{"auth", "revoke", idA, "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin); code != 0 {
+		t.Fatalf("auth revoke %q: exit %d: %s", idA, code, stderr)
+	}
+	rayletA := pb.NewNodeManagerServiceClient(dialWith(t, rayletAddress, tokenA))
+	// A call that changes nothing: PermissionDenied while the raylet still takes the
+	// token (no worker has that id), Unauthenticated once it does not.
+	harness.Eventually(t, 60*time.Second, "the raylet refuses tenant A's revoked token", func() error {
+		_, err := rayletA.ReturnWorker(ctx, &pb.ReturnWorkerRequest{WorkerId: "no-such-worker"})
+		if status.Code(err) == codes.Unauthenticated {
+			return nil
+		}
+		return fmt.Errorf("not refused as unknown yet: %v", err)
+	})
+}
