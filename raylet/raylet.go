@@ -417,6 +417,13 @@ var gcsOnlyMethods = map[string]bool{
 	pb.NodeManagerService_KillJobWorkers_FullMethodName:         true,
 }
 
+// namesLessee reports whether req is a lease naming whose token its worker takes: the
+// GCS's to say, for a tenant's actor.
+func namesLessee(req any) bool {
+	lease, ok := req.(*pb.RequestWorkerLeaseRequest)
+	return ok && lease.LesseeTokenSha256 != ""
+}
+
 // scopeInterceptor decides, with auth on, which credential reaches which call: the
 // GCS's own (ScopeGCS) alone the gcsOnlyMethods and every call carrying an epoch, so a
 // holder of the cluster token can neither reserve nor release behind the GCS's back nor
@@ -434,7 +441,7 @@ func (r *Raylet) scopeInterceptor(ctx context.Context, req any, info *grpc.Unary
 	switch {
 	case scope.Kind == auth.ScopeGCS:
 		return handler(ctx, req)
-	case gcsOnlyMethods[info.FullMethod] || carriesEpoch:
+	case gcsOnlyMethods[info.FullMethod] || carriesEpoch || namesLessee(req):
 		return nil, status.Errorf(codes.PermissionDenied, "%s takes the GCS's own credential alone (with a GCS epoch only the GCS sends); the %s token this call carried does not reach it", info.FullMethod, scope.Kind)
 	case scope.IsTenant():
 		ctx, err := r.authorizeTenant(ctx, scope, info.FullMethod, req)

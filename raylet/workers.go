@@ -151,7 +151,10 @@ func (r *Raylet) requestWorkerLease(ctx context.Context, req *pb.RequestWorkerLe
 	if err != nil {
 		return nil, err
 	}
-	lease.lessee = lesseeFrom(ctx)
+	lease.lessee = lesseeFrom(ctx) // a tenant's own lease
+	if lease.lessee == "" {
+		lease.lessee = req.LesseeTokenSha256 // the GCS's, for a tenant's actor (scopeInterceptor)
+	}
 	w, err := r.leaseWorker(ctx, req, lease)
 	if err != nil {
 		return nil, err

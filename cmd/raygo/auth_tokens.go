@@ -50,8 +50,8 @@ A tenant token sees only its own groups, actors and jobs (the others are left ou
 lists and answered as unknown ids); naming another queue or namespace is refused
 (PermissionDenied naming the field). A tenant token also runs tasks: raylets ask the GCS
 about it (and keep the answer 5 s, so a revoked token stops working there within 5 s)
-and lease workers for its own jobs and groups only, which take its token; actor calls
-still need the cluster token. A raylet's 2PC takes the GCS's own credential alone (a
+and lease workers for its own jobs and groups only, which take its token, as its
+actors' workers do. A raylet's 2PC takes the GCS's own credential alone (a
 node-token raylet takes its own token to register its workers, nothing else). A node
 token runs a worker node: RAYGO_AUTH_TOKEN=<node token> raygo start --address HEAD:6380.
 

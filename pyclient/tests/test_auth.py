@@ -128,13 +128,15 @@ def _tasks_run_with_the_token(token: str) -> None:
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
-def test_a_tenant_token_runs_a_python_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A driver holding only a namespace:a token stores its function under its own job's
     key, leases a worker (the raylet asks the GCS whose the token is and whether the job
-    is its own) and runs a task there: the worker takes the token it was leased with."""
+    is its own) and runs a task there: the worker takes the token it was leased with. Its
+    actor's worker, leased by the GCS, takes its owner's token: the driver calls it."""
     from conftest import RAYGO_BIN
     import subprocess
 
+    from test_actors import Counter
     from test_tasks import add
 
     admin = secrets.token_hex(32)
@@ -153,6 +155,8 @@ def test_a_tenant_token_runs_a_python_task(tmp_path: Path, monkeypatch: pytest.M
         monkeypatch.setenv("RAYGO_AUTH_TOKEN", issued.stdout.strip())
         raygo.init(address=cluster.address, namespace="a")
         assert raygo.get(add.remote(1, b=2), timeout=120) == 3
+        counter = Counter.remote(10)
+        assert raygo.get(counter.add.remote(5), timeout=120) == 15
     finally:
         raygo.shutdown()
         cluster.stop()

@@ -31,11 +31,12 @@ func tenantClient(t *testing.T, ctx context.Context, address, token, namespace s
 
 // A tenant's token leases task workers on a raylet, which asks the GCS whose the token
 // is and whether the lease's job and group are its own: a queue-scoped tenant runs a Go
-// SDK task in its own group, and its worker takes its token. Another tenant can lease
-// neither for the first one's job nor in its group, and can neither push a task to its
-// worker nor return or kill it. A revoked tenant token is refused by the raylet once
+// SDK task in its own group, and its worker takes its token; its actor's worker, leased
+// by the GCS, takes its token too. Another tenant can lease neither for the first one's
+// job nor in its group, can neither push a task to its workers, call its actor, nor
+// return or kill its workers, and cannot name the token a worker takes. A revoked tenant token is refused by the raylet once
 // the raylet's answer from the GCS expires.
-func TestTenantTokensLeaseTheirOwnTaskWorkers(t *testing.T) {
+func TestTenantTokensRunTheirOwnTasksAndActors(t *testing.T) {
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte(tenantQueues), 0o644); err != nil {
 		t.Fatal(err)
@@ -55,6 +56,11 @@ func TestTenantTokensLeaseTheirOwnTaskWorkers(t *testing.T) {
 		t.Fatalf("tenant A's group: %v", err)
 	}
 	runTask(t, ctx, clientA, pgA, 0, "tenant A's task in its own group, with its token")
+	counterA := callActor(t, ctx, clientA, pgA, 0, "tenant A calls its own actor, with its token")
+	actorA, err := counterA.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	clientB := tenantClient(t, ctx, c.GCSAddress, tokenB, "b")
 
 	all, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
@@ -92,6 +98,10 @@ func TestTenantTokensLeaseTheirOwnTaskWorkers(t *testing.T) {
 	denied(t, "tenant B lists the raylet's workers", err, "cluster token")
 	_, err = pb.NewCoreWorkerServiceClient(dialWith(t, workerA.Address, tokenB)).PushTask(ctx, &pb.PushTaskRequest{FunctionName: "square"})
 	refused(t, "tenant B pushes a task to A's worker", err)
+	_, err = pb.NewCoreWorkerServiceClient(dialWith(t, actorA.Address, tokenB)).PushTask(ctx, &pb.PushTaskRequest{ActorId: actorA.ID, FunctionName: "Add"})
+	refused(t, "tenant B calls A's actor", err)
+	_, err = rayletB.RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{JobId: clientB.JobID(), Resources: cpu, LesseeTokenSha256: strings.Repeat("0", 64)})
+	denied(t, "tenant B names the token a worker should take", err, gcsOnly)
 	// B's own work runs (a task leased from the node, in its own job).
 	var nine int
 	ref, err := clientB.Submit(ctx, "square", sdk.Args(3))
@@ -101,8 +111,12 @@ func TestTenantTokensLeaseTheirOwnTaskWorkers(t *testing.T) {
 	if err != nil || nine != 9 {
 		t.Errorf("tenant B's own task: %d %v", nine, err)
 	}
-	// A's worker was not returned nor killed by B: A's next task still runs.
+	// A's workers were not returned nor killed by B: A's next task and call still run.
 	runTask(t, ctx, clientA, pgA, 0, "tenant A's task after B's refused calls")
+	var two int
+	if ref, err := counterA.Call(ctx, "Add", 1); err != nil || sdk.Get(ctx, ref, &two) != nil || two != 2 {
+		t.Errorf("tenant A's actor after B's refused calls: %d %v", two, err)
+	}
 
 	// A's token revoked: the raylet refuses it once its answer from the GCS expired.
 	listed, _, _ := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
