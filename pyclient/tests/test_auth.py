@@ -160,3 +160,71 @@ def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, m
     finally:
         raygo.shutdown()
         cluster.stop()
+
+
+def test_python_workers_run_on_a_node_token_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a worker node started with a node token, a Python worker reads its function from
+    the KV with the token of the call it runs (a node token reads no function): an admin
+    driver's task, and a tenant driver's task and actor call, run there."""
+    from conftest import RAYGO_BIN
+    import subprocess
+
+    from test_actors import Counter
+    from test_tasks import add
+
+    admin = secrets.token_hex(32)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.temp_dir.mkdir()
+    cluster.start_head("--num-cpus", "0")  # every task and actor runs on the node-token node
+
+    def issue(scope: str) -> str:
+        return subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", scope, "--address", cluster.address],
+                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+
+    try:
+        node_token, tenant = issue("node"), issue("namespace:a")
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", node_token)
+        cluster.add_node("--num-cpus", "2")
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+        raygo.init(address=cluster.address)
+        assert raygo.get(add.remote(1, b=2), timeout=120) == 3
+        raygo.shutdown()
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", tenant)
+        raygo.init(address=cluster.address, namespace="a")
+        assert raygo.get(add.remote(2, b=2), timeout=120) == 4
+        counter = Counter.remote(10)
+        assert raygo.get(counter.add.remote(5), timeout=120) == 15
+        # The node token its workers hold reaches none of them.
+        _refused_with(node_token, admin)
+    finally:
+        raygo.shutdown()
+        cluster.stop()
+
+
+def _refused_with(token: str, admin: str) -> None:
+    """Every worker of the cluster (listed with the admin token) refuses a call carrying token."""
+    import grpc
+
+    from raygo._proto import raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
+    from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
+
+    version = (PROTOCOL_METADATA_KEY, str(PROTOCOL_VERSION))
+    checked = 0
+    for node in raygo.nodes():
+        with grpc.insecure_channel(node["RayletAddress"]) as channel:
+            workers = raylet_pb2_grpc.NodeManagerServiceStub(channel).GetWorkers(
+                raylet_pb2.GetWorkersRequest(), timeout=10, metadata=[("authorization", "Bearer " + admin), version]).workers
+        for worker in workers:
+            with grpc.insecure_channel(worker.address) as channel:
+                with pytest.raises(grpc.RpcError) as refused:
+                    worker_pb2_grpc.CoreWorkerServiceStub(channel).PushTask(
+                        worker_pb2.PushTaskRequest(task_id="x"), timeout=10, metadata=[("authorization", "Bearer " + token), version])
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            checked += 1
+    assert checked >= 2, "the task's and the actor's workers"
