@@ -18,16 +18,37 @@ from raygo.util.placement_group import placement_group, remove_placement_group
 from conftest import Cluster
 
 
-def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    token = secrets.token_hex(32)
+def _auth_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> "tuple[Cluster, str]":
+    """A cluster (not started) for RAYGO_AUTH_MODE=token with a fresh admin token in
+    RAYGO_AUTH_TOKEN and a HOME of its own (tmp_path/home); the caller starts the head."""
+    admin = secrets.token_hex(32)
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", token)
+    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
     monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
     cluster = Cluster(tmp_path / "cluster")
     cluster.temp_dir.mkdir()
+    return cluster, admin
+
+
+def _issue(cluster: Cluster, scope: str) -> str:
+    """`raygo auth issue --scope scope` with the admin token in the environment."""
+    import subprocess
+
+    from conftest import RAYGO_BIN
+
+    issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", scope, "--address", cluster.address],
+                            capture_output=True, text=True, check=True, timeout=60)
+    token = issued.stdout.strip()
+    assert len(token) == 64 and token not in issued.stderr
+    return token
+
+
+def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster, token = _auth_cluster(tmp_path, monkeypatch)
+    home = tmp_path / "home"
     cluster.start_head("--num-cpus", "2")
     try:
         monkeypatch.delenv("RAYGO_AUTH_TOKEN")
@@ -62,24 +83,10 @@ def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, mon
     """A namespace:a token from `raygo auth issue`: the driver places groups in its own
     namespace, lists only those (gRPC and the state API), and cannot remove a group of
     namespace b; the admin token can."""
-    from conftest import RAYGO_BIN
-    import subprocess
-
-    admin = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    cluster = Cluster(tmp_path / "cluster")
-    cluster.temp_dir.mkdir()
+    cluster, admin = _auth_cluster(tmp_path, monkeypatch)
     cluster.start_head("--num-cpus", "4")
     try:
-        issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
-                                capture_output=True, text=True, check=True, timeout=60)
-        tenant = issued.stdout.strip()
-        assert len(tenant) == 64 and tenant not in issued.stderr
+        tenant = _issue(cluster, "namespace:a")
 
         raygo.init(address=cluster.address, namespace="b")
         other = placement_group([{"CPU": 1}], strategy="PACK", lifetime="detached")
@@ -133,26 +140,13 @@ def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, m
     key, leases a worker (the raylet asks the GCS whose the token is and whether the job
     is its own) and runs a task there: the worker takes the token it was leased with. Its
     actor's worker, leased by the GCS, takes its owner's token: the driver calls it."""
-    from conftest import RAYGO_BIN
-    import subprocess
-
     from test_actors import Counter
     from test_tasks import add
 
-    admin = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    cluster = Cluster(tmp_path / "cluster")
-    cluster.temp_dir.mkdir()
+    cluster, _ = _auth_cluster(tmp_path, monkeypatch)
     cluster.start_head("--num-cpus", "2")
     try:
-        issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
-                                capture_output=True, text=True, check=True, timeout=60)
-        monkeypatch.setenv("RAYGO_AUTH_TOKEN", issued.stdout.strip())
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", _issue(cluster, "namespace:a"))
         raygo.init(address=cluster.address, namespace="a")
         assert raygo.get(add.remote(1, b=2), timeout=120) == 3
         counter = Counter.remote(10)
@@ -166,29 +160,13 @@ def test_python_workers_run_on_a_node_token_node(tmp_path: Path, monkeypatch: py
     """On a worker node started with a node token, a Python worker reads its function from
     the KV with the token of the call it runs (a node token reads no function): an admin
     driver's task, and a tenant driver's task and actor call, run there."""
-    from conftest import RAYGO_BIN
-    import subprocess
-
     from test_actors import Counter
     from test_tasks import add
 
-    admin = secrets.token_hex(32)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("RAYGO_AUTH_MODE", "token")
-    monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
-    monkeypatch.delenv("RAYGO_AUTH_TOKEN_PATH", raising=False)
-    cluster = Cluster(tmp_path / "cluster")
-    cluster.temp_dir.mkdir()
+    cluster, admin = _auth_cluster(tmp_path, monkeypatch)
     cluster.start_head("--num-cpus", "0")  # every task and actor runs on the node-token node
-
-    def issue(scope: str) -> str:
-        return subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", scope, "--address", cluster.address],
-                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-
     try:
-        node_token, tenant = issue("node"), issue("namespace:a")
+        node_token, tenant = _issue(cluster, "node"), _issue(cluster, "namespace:a")
         monkeypatch.setenv("RAYGO_AUTH_TOKEN", node_token)
         cluster.add_node("--num-cpus", "2")
         monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)

@@ -119,16 +119,7 @@ func TestTenantTokensRunTheirOwnTasksAndActors(t *testing.T) {
 	}
 
 	// A's token revoked: the raylet refuses it once its answer from the GCS expired.
-	listed, _, _ := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
-	idA := ""
-	for _, line := range strings.Split(listed, "\n") {
-		if fields := strings.Fields(line); len(fields) == 3 && fields[1] == "queue:a" {
-			idA = fields[0]
-		}
-	}
-	if _, stderr, code := harness.Run(t, c.Bin, []string{"auth", "revoke", idA, "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin); code != 0 {
-		t.Fatalf("auth revoke %q: exit %d: %s", idA, code, stderr)
-	}
+	revoke(t, c, admin, "queue:a")
 	rayletA := pb.NewNodeManagerServiceClient(dialWith(t, rayletAddress, tokenA))
 	// A call that changes nothing: PermissionDenied while the raylet still takes the
 	// token (no worker has that id), Unauthenticated once it does not.
