@@ -107,12 +107,7 @@ type tenantWork struct {
 
 func makeTenantWork(t *testing.T, ctx context.Context, address, token, namespace string) tenantWork {
 	t.Helper()
-	t.Setenv("RAYGO_AUTH_TOKEN", token)
-	client, err := sdk.Connect(ctx, sdk.Options{Address: address, Namespace: namespace})
-	if err != nil {
-		t.Fatalf("tenant %s connects with its token: %v", namespace, err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := tenantClient(t, ctx, address, token, namespace)
 	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}}, sdk.Pack)
 	if err != nil {
 		t.Fatalf("tenant %s creates a group: %v", namespace, err)
