@@ -218,7 +218,7 @@ func (m *actorManager) startPlacementLocked(e *actorEntry, targets []leaseTarget
 	lease := &pb.RequestWorkerLeaseRequest{
 		JobId: e.info.JobId, ExecutableSha256: e.info.ExecutableSha256, Resources: e.info.RequiredResources,
 		PlacementGroupId: e.info.SchedulingStrategy.GetPlacementGroupId(), ActorId: e.info.ActorId, Detached: e.info.IsDetached,
-		PythonWorker: e.info.PythonWorker,
+		PythonWorker: e.info.PythonWorker, LesseeTokenSha256: e.info.OwnerTokenSha256,
 	}
 	create := &pb.CreateActorOnWorkerRequest{ActorId: e.info.ActorId, ClassName: e.info.ClassName,
 		ConstructorArgs: e.info.ConstructorArgs, NumRestarts: e.info.NumRestarts, PythonClassKey: e.info.PythonClassKey,

@@ -13,9 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/fielderr"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -181,6 +183,9 @@ func (m *actorManager) CreateActor(ctx context.Context, req *pb.CreateActorReque
 		ExecutableSha256: req.ExecutableSha256, ConstructorArgs: req.ConstructorArgs,
 		PythonWorker: req.PythonWorker, PythonClassKey: req.PythonClassKey,
 		PendingReason: "waiting for its first scheduling attempt",
+	}
+	if auth.ScopeFrom(ctx).IsTenant() {
+		info.OwnerTokenSha256 = auth.HashToken(rpcutil.TokenFromIncoming(ctx)) // its worker takes its owner's token
 	}
 	e := &actorEntry{info: info, request: required, changed: make(chan struct{})}
 

@@ -26,6 +26,10 @@ type tokenRegistry struct {
 	clusterToken string
 	now          func() time.Time
 
+	// authorizeLease checks that a tenant owns the job and group a lease names
+	// (tenancy.authorizeLease); set before the server serves.
+	authorizeLease func(ctx context.Context, scope auth.Scope, jobID, groupID string) error
+
 	mu      sync.RWMutex
 	records map[string]*pb.ScopedTokenRecord // by id
 }
@@ -70,7 +74,11 @@ func (r *tokenRegistry) verify(presented string) (auth.Scope, bool) {
 	if auth.Equal(presented, r.clusterToken) {
 		return auth.Admin, true
 	}
-	hash := auth.HashToken(presented)
+	return r.scopeOfHash(auth.HashToken(presented))
+}
+
+// scopeOfHash is the scope of the issued, unrevoked token whose SHA-256 is hash.
+func (r *tokenRegistry) scopeOfHash(hash string) (auth.Scope, bool) {
 	var found *pb.ScopedTokenRecord
 	r.mu.RLock()
 	for _, record := range r.records {
@@ -170,4 +178,21 @@ func (r *tokenRegistry) RevokeToken(ctx context.Context, req *pb.RevokeTokenRequ
 	delete(r.records, req.Id)
 	r.mu.Unlock()
 	return &pb.RevokeTokenReply{}, nil
+}
+
+// AuthorizeLease answers a raylet about a token it does not know (a tenant's, on a
+// worker lease): its scope, and whether it owns the job and the group named. The
+// raylet caches the answer briefly, so a revocation reaches raylets within that time.
+func (r *tokenRegistry) AuthorizeLease(ctx context.Context, req *pb.AuthorizeLeaseRequest) (*pb.AuthorizeLeaseReply, error) {
+	if err := r.requireAuth(); err != nil {
+		return nil, err
+	}
+	scope, ok := r.scopeOfHash(req.TokenSha256)
+	if !ok {
+		return nil, errorf(errNotFound, "%s", "token_sha256: no issued token has it (unknown or revoked)")
+	}
+	if err := r.authorizeLease(ctx, scope, req.JobId, req.PlacementGroupId); err != nil {
+		return nil, err
+	}
+	return &pb.AuthorizeLeaseReply{Scope: scope.String()}, nil
 }

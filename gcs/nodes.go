@@ -96,8 +96,12 @@ type nodeDeps struct {
 	gossipAddress func() string
 	// dashboardAddress is where /metrics is served ("" when not); nil: not served.
 	dashboardAddress func() string
-	// authToken is Config.AuthToken, which calls to raylets carry.
+	// authToken is Config.AuthToken, whose hash (and the gossip key derived from it)
+	// registering raylets get.
 	authToken string
+	// gcsCredential is the GCS's own credential (gcsCredential in server.go), which calls
+	// to raylets carry and whose hash registering raylets get; "" with auth off.
+	gcsCredential string
 	// nodeTimeout is Config.NodeTimeout.
 	nodeTimeout time.Duration
 }
@@ -443,6 +447,7 @@ func (m *nodeManager) RegisterNode(ctx context.Context, req *pb.RegisterNodeRequ
 	if m.authToken != "" {
 		// For a raylet holding a node token (admin and node tokens alone reach here).
 		reply.GossipKey, reply.ClusterTokenSha256 = auth.GossipKey(m.authToken), auth.HashToken(m.authToken)
+		reply.GcsCredentialSha256 = auth.HashToken(m.gcsCredential)
 	}
 	return reply, nil
 }
@@ -671,11 +676,12 @@ func (m *nodeManager) UnregisterNode(ctx context.Context, req *pb.UnregisterNode
 	return &pb.UnregisterNodeReply{}, nil
 }
 
-// dialRaylet opens a connection to a raylet whose calls carry this GCS's epoch and the
-// cluster token.
+// dialRaylet opens a connection to a raylet whose calls carry this GCS's epoch and its
+// own credential, which raylets take for the 2PC and epoch-bearing calls (and the cluster
+// token's calls besides).
 func (m *nodeManager) dialRaylet(address string) (*grpc.ClientConn, error) {
 	epoch := m.epoch
-	return rpcutil.Dial(address, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.authToken})
+	return rpcutil.Dial(address, rpcutil.DialOptions{Epoch: func() int64 { return epoch }, Token: m.gcsCredential})
 }
 
 // rayletConnLocked returns the connection to a node's raylet; every request on it carries

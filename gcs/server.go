@@ -27,6 +27,10 @@ import (
 // metaKeyEpoch is the key in store.TableMeta of the last GCS epoch.
 const metaKeyEpoch = "epoch"
 
+// metaKeyGCSCredential is the key in store.TableMeta of the GCS's own credential
+// (gcsCredential).
+const metaKeyGCSCredential = "gcs_credential"
+
 // Server is a running GCS.
 type Server struct {
 	cfg       Config
@@ -89,9 +93,15 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}
 	s.log = s.log.With().Int64("gcs_epoch", s.epoch).Logger()
+	var credential string
+	if cfg.AuthToken != "" {
+		if credential, err = gcsCredential(ctx, cfg.Store); err != nil {
+			return nil, err
+		}
+	}
 
 	s.nodes = newNodeManager(nodeDeps{store: cfg.Store, log: s.log, now: cfg.Now, epoch: s.epoch, startTime: s.startTime,
-		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, nodeTimeout: cfg.NodeTimeout,
+		reconnectGrace: cfg.ReconnectGrace, gossipAddress: func() string { return s.gossip.Address() }, authToken: cfg.AuthToken, gcsCredential: credential, nodeTimeout: cfg.NodeTimeout,
 		dashboardAddress: func() string { return s.DashboardAddress() }})
 	s.jobs = newJobManager(cfg.Store, s.log, cfg.Now, cfg.JobLeaseTimeout)
 	s.kv = &kvService{store: cfg.Store, log: s.log}
@@ -162,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	tenants := newTenancy(s.pgs, s.actors, s.jobs)
+	s.tokens.authorizeLease = tenants.authorizeLease
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, s.tokens.verifier(), tenants.unary)
 	if err != nil {
 		return nil, err
@@ -216,6 +227,28 @@ func nextEpoch(ctx context.Context, st store.Store, now time.Time) (epoch int64,
 		return 0, false, fmt.Errorf("persist GCS epoch: %w", err)
 	}
 	return epoch, current == 0, nil
+}
+
+// gcsCredential returns the GCS's own credential, made at the first start with auth on
+// and kept in the store: a restarted GCS on the same store reconciles with raylets (the
+// 2PC, ReleaseUnusedBundles) before they register again, so they must still take it.
+// Raylets get only its hash; it is never logged nor given to a token holder.
+func gcsCredential(ctx context.Context, st store.Store) (string, error) {
+	made, err := auth.Generate()
+	if err != nil {
+		return "", err
+	}
+	if _, err := st.PutIfAbsent(ctx, store.TableMeta, metaKeyGCSCredential, []byte(made)); err != nil {
+		return "", fmt.Errorf("persist the GCS's credential: %w", err)
+	}
+	kept, found, err := st.Get(ctx, store.TableMeta, metaKeyGCSCredential)
+	if err != nil {
+		return "", fmt.Errorf("read the GCS's credential: %w", err)
+	}
+	if !found || len(kept) == 0 {
+		return "", fmt.Errorf("read the GCS's credential: %w: the store kept no value", errDataLoss)
+	}
+	return string(kept), nil
 }
 
 // randomJobCounterBase is where a new store's job numbers start: a random number in

@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -100,6 +101,13 @@ var methodAccess = map[string]access{
 	"/raygo.v1.ExecutableService/HasExecutable":      reader,
 	"/raygo.v1.ExecutableService/UploadExecutable":   tenantWork,
 	"/raygo.v1.ExecutableService/DownloadExecutable": nodeOrAdmin,
+
+	"/raygo.v1.AuthService/AuthorizeLease": nodeOrAdmin,
+
+	// A tenant's Python driver stores its functions, its worker reads them: only under
+	// its own jobs' keys (checkFunctionKey).
+	"/raygo.v1.InternalKVService/KVPut": tenantWork,
+	"/raygo.v1.InternalKVService/KVGet": tenantWork,
 
 	"/raygo.v1.AutoscalerStateService/GetClusterResourceState":          nodeOrAdmin,
 	"/raygo.v1.AutoscalerStateService/ReportAutoscalingState":           nodeOrAdmin,
@@ -235,6 +243,10 @@ func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 			return errorf(errNotFound, "actor_id %s: no such actor", req.ActorId) // as unknown
 		}
 		return nil
+	case *pb.KVPutRequest:
+		return t.checkFunctionKey(scope, req.Namespace, string(req.Key))
+	case *pb.KVGetRequest:
+		return t.checkFunctionKey(scope, req.Namespace, string(req.Key))
 	case interface{ GetJobId() string }: // RenewJobLease, MarkJobFinished, ReturnLeaseCharge
 		if id := req.GetJobId(); id != "" && !t.ownsJob(scope, t.job(id)) {
 			return notYours(scope, "job_id", id)
@@ -282,6 +294,31 @@ func (t *tenancy) checkGroupID(ctx context.Context, scope auth.Scope, field, id 
 	}
 	if !t.ownsGroup(scope, group) {
 		return notYours(scope, field, id)
+	}
+	return nil
+}
+
+// checkFunctionKey lets a tenant reach, in the KV, only its own jobs' Python functions:
+// namespace "fun", key "RemoteFunction:<job id>:<sha256>" of a job it owns.
+func (t *tenancy) checkFunctionKey(scope auth.Scope, namespace, key string) error {
+	if namespace != functionKVNamespace {
+		return errorf(errPermissionDenied, "namespace %q: a tenant token (scope %s) reaches only the %q namespace of the KV, its jobs' functions", namespace, scope, functionKVNamespace)
+	}
+	job, _, found := strings.Cut(strings.TrimPrefix(key, functionKeyPrefix), ":")
+	if !strings.HasPrefix(key, functionKeyPrefix) || !found || !t.ownsJob(scope, t.job(job)) {
+		return notYours(scope, "key", key)
+	}
+	return nil
+}
+
+// authorizeLease checks that a token of scope owns the job and the group (each when
+// set) a worker lease on a raylet names: the raylets ask (AuthService.AuthorizeLease).
+func (t *tenancy) authorizeLease(ctx context.Context, scope auth.Scope, jobID, groupID string) error {
+	if jobID != "" && !t.ownsJob(scope, t.job(jobID)) {
+		return notYours(scope, "job_id", jobID)
+	}
+	if groupID != "" {
+		return t.checkGroupID(ctx, scope, "placement_group_id", groupID)
 	}
 	return nil
 }

@@ -18,7 +18,9 @@ func TestAllowedByScope(t *testing.T) {
 	}{
 		{"/raygo.v1.AuthService/IssueToken", []auth.Scope{admin}, []auth.Scope{node, queueA, nsB}},
 		{"/raygo.v1.QueueService/ApplyQueues", []auth.Scope{admin}, []auth.Scope{node, queueA}},
-		{"/raygo.v1.InternalKVService/KVPut", []auth.Scope{admin}, []auth.Scope{node, queueA}},
+		{"/raygo.v1.InternalKVService/KVDel", []auth.Scope{admin}, []auth.Scope{node, queueA}},
+		{"/raygo.v1.InternalKVService/KVPut", []auth.Scope{admin, queueA, nsB}, []auth.Scope{node}}, // own functions only (checkFunctionKey)
+		{"/raygo.v1.AuthService/AuthorizeLease", []auth.Scope{admin, node}, []auth.Scope{queueA, nsB}},
 		{"/raygo.v1.NodeInfoService/RegisterNode", []auth.Scope{admin, node}, []auth.Scope{queueA, nsB}},
 		{"/raygo.v1.AutoscalerStateService/DrainNode", []auth.Scope{admin, node}, []auth.Scope{queueA, nsB}},
 		{"/raygo.v1.ExecutableService/DownloadExecutable", []auth.Scope{admin, node}, []auth.Scope{queueA}},
@@ -84,6 +86,32 @@ func TestTenantOwnsOnlyItsQueueOrNamespace(t *testing.T) {
 		}
 		if tc.wantErr == "" && (tc.req.Queue != tc.wantQueue || tc.req.Namespace != tc.wantName) {
 			t.Errorf("%s creates: queue %q namespace %q, want %q %q", tc.scope, tc.req.Queue, tc.req.Namespace, tc.wantQueue, tc.wantName)
+		}
+	}
+}
+
+// A tenant reaches in the KV only its own jobs' Python functions.
+func TestTenantReachesOnlyItsOwnJobsFunctions(t *testing.T) {
+	tn := &tenancy{queueOf: func(string) string { return "" }, job: func(id string) *pb.JobInfo {
+		return map[string]*pb.JobInfo{"0a000000": {JobId: "0a000000", Namespace: "a"}, "0b000000": {JobId: "0b000000", Namespace: "b"}}[id]
+	}}
+	nsA := auth.Scope{Kind: auth.ScopeNamespace, Name: "a"}
+	for _, tc := range []struct {
+		namespace, key, wantField string // wantField: the field the refusal names, "" for none
+	}{
+		{"fun", "RemoteFunction:0a000000:ab12", ""},
+		{"fun", "RemoteFunction:0b000000:ab12", "key"},         // another tenant's job
+		{"fun", "RemoteFunction:0c000000:ab12", "key"},         // an unknown job
+		{"fun", "RemoteFunction:0a000000", "key"},              // no function hash
+		{"fun", "ActorClass:0a000000:ab12", "key"},             // not a function key
+		{"session", "RemoteFunction:0a000000:ab", "namespace"}, // another namespace of the KV
+	} {
+		err := statusOf(tn.checkFunctionKey(nsA, tc.namespace, tc.key))
+		switch {
+		case tc.wantField == "" && err != nil:
+			t.Errorf("%s %s: %v, want allowed", tc.namespace, tc.key, err)
+		case tc.wantField != "" && (err == nil || !strings.Contains(err.Error(), "PermissionDenied") || !strings.Contains(err.Error(), tc.wantField)):
+			t.Errorf("%s %s: %v, want PermissionDenied naming %s", tc.namespace, tc.key, err, tc.wantField)
 		}
 	}
 }

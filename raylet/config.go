@@ -113,7 +113,11 @@ type Config struct {
 	// SpotPollInterval is how often the notice is looked for (default 5 s, as AWS
 	// advises).
 	SpotPollInterval time.Duration
-	Logger           zerolog.Logger
+	// TenantTokenTTL is how long the raylet keeps the GCS's answer about a tenant's token
+	// (its scope, and whether it owns a lease's job and group): a revoked tenant token
+	// is refused by raylets within it. Default 5 s; 0 asks the GCS on every call.
+	TenantTokenTTL time.Duration
+	Logger         zerolog.Logger
 }
 
 // DefaultConfig returns a raylet on 127.0.0.1 with free ports, joining the GCS at
@@ -133,6 +137,7 @@ func DefaultConfig() Config {
 		ExecutableCacheTTL:  time.Hour,
 		WorkerStartTimeout:  60 * time.Second,
 		IdleWorkerTimeout:   60 * time.Second,
+		TenantTokenTTL:      5 * time.Second,
 		Logger:              zerolog.Nop(),
 	}
 }
@@ -174,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.GPUActivityInterval < 0 {
 		return fmt.Errorf("raylet config: GPUActivityInterval %s must not be negative (0 turns sampling off)", c.GPUActivityInterval)
+	}
+	if c.TenantTokenTTL < 0 {
+		return fmt.Errorf("raylet config: TenantTokenTTL %s must not be negative (0 asks the GCS on every call)", c.TenantTokenTTL)
 	}
 	if err := c.validateWorkers(); err != nil {
 		return err

@@ -14,7 +14,10 @@ import (
 // workerLease is what one leased worker takes: resources from the node, or from a
 // committed bundle held here. Like the bundle table, it is guarded by the raylet's mutex.
 type workerLease struct {
-	id        string
+	id string
+	// lessee is the SHA-256 of the tenant token the lease was taken with ("" for the
+	// cluster token's or the GCS's): its worker takes that token too.
+	lessee    string
 	resources resources.Set
 	// holder is the bundle reservation the lease takes from, bundle its name; holder is
 	// nil for a lease taken from the node.

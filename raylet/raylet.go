@@ -53,11 +53,14 @@ type Raylet struct {
 	metrics *metricsserver.Server
 	// activity is the GPUs' last activity sample (gpu_activity.go).
 	activity gpuActivity
-	// clusterTokenHash is the SHA-256 of the cluster token, whose holders (the GCS,
-	// drivers) the raylet and its workers serve, from the GCS (RegisterNodeReply): a
-	// raylet started with a node token serves the cluster token without holding it (and
-	// its own token for RegisterWorker alone, ownTokenInterceptor).
-	clusterTokenHash atomic.Pointer[string]
+	// learned holds the SHA-256s of the cluster token, whose holders (drivers, admins)
+	// the raylet and its workers serve, and of the GCS's own credential, which alone
+	// reaches the 2PC and the epoch-bearing calls (scopeInterceptor), both from the GCS
+	// (RegisterNodeReply): a raylet started with a node token serves the cluster token
+	// without holding it, and no raylet holds the GCS's credential.
+	learned auth.LearnedHashes
+	// tenants vouches for tenants' tokens through the GCS (nil with auth off).
+	tenants *tenantTokens
 	// nodeSecret is what the GCS issued at the first registration; registrations,
 	// heartbeats and the unregistration carry it.
 	nodeSecret string
@@ -129,13 +132,22 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		}
 	}
 
+	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{Token: cfg.AuthToken}); err != nil {
+		return nil, err
+	}
 	var verify auth.Verifier // nil: auth off
 	if cfg.AuthToken != "" {
 		// No cluster token is accepted before the GCS gives its hash at registration
 		// (no one has this raylet's address before): a node token is never taken for it.
-		verify = auth.ClusterTokenHash(&r.clusterTokenHash, cfg.AuthToken)
+		// Tenants' tokens are the GCS's to vouch for.
+		gcsAuth := pb.NewAuthServiceClient(r.gcsConn)
+		r.tenants = newTenantTokens(func(ctx context.Context, req *pb.AuthorizeLeaseRequest) (*pb.AuthorizeLeaseReply, error) {
+			return gcsAuth.AuthorizeLease(ctx, req)
+		}, cfg.TenantTokenTTL)
+		r.learned.Lookup = r.tenants.lookup
+		verify = auth.ClusterTokenHash(&r.learned, cfg.AuthToken)
 	}
-	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, ownTokenInterceptor, r.fenceInterceptor)
+	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, r.scopeInterceptor, r.fenceInterceptor)
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +155,6 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 	pb.RegisterNodeManagerServiceServer(r.grpc, &nodeManagerService{raylet: r})
 	go func() { _ = r.grpc.Serve(r.listener) }()
 
-	if r.gcsConn, err = rpcutil.Dial(cfg.GCSAddress, rpcutil.DialOptions{Token: cfg.AuthToken}); err != nil {
-		return nil, err
-	}
 	r.nodes = pb.NewNodeInfoServiceClient(r.gcsConn)
 	r.actors = pb.NewActorInfoServiceClient(r.gcsConn)
 	var downloads context.Context
@@ -239,7 +248,12 @@ func (r *Raylet) register(ctx context.Context) error {
 	r.observeEpoch(reply.GcsEpoch)
 	if reply.ClusterTokenSha256 != "" && r.cfg.AuthToken != "" {
 		hash := reply.ClusterTokenSha256
-		r.clusterTokenHash.Store(&hash)
+		r.learned.ClusterToken.Store(&hash)
+	}
+	if reply.GcsCredentialSha256 != "" && r.cfg.AuthToken != "" {
+		// Registration after a GCS restart on the memory store brings a new credential.
+		hash := reply.GcsCredentialSha256
+		r.learned.GCSCredential.Store(&hash)
 	}
 	if len(reply.GossipKey) > 0 && r.cfg.AuthToken != "" {
 		// The cluster's key: ours, derived from our token, is another when it is a node token.
@@ -391,12 +405,51 @@ func (r *Raylet) heartbeat(acked int64) (int64, error) {
 	return version, nil
 }
 
-// ownTokenInterceptor lets the raylet's own token, when it is not the cluster token (a
-// node token, which its workers hold), call RegisterWorker alone: the 2PC, leases, drains
-// and every epoch-bearing call need the cluster token. It runs before fenceInterceptor,
-// so such a call's epoch is never observed.
-func ownTokenInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if auth.ScopeFrom(ctx).Kind == auth.ScopeNode && info.FullMethod != pb.NodeManagerService_RegisterWorker_FullMethodName {
+// gcsOnlyMethods are the calls a raylet takes from the GCS alone (its own credential,
+// ScopeGCS): the 2PC, drains and a finished job's worker kill. Any call carrying a GCS
+// epoch is the GCS's too (scopeInterceptor).
+var gcsOnlyMethods = map[string]bool{
+	pb.NodeManagerService_PrepareBundleResources_FullMethodName: true,
+	pb.NodeManagerService_CommitBundleResources_FullMethodName:  true,
+	pb.NodeManagerService_CancelResourceReserve_FullMethodName:  true,
+	pb.NodeManagerService_ReleaseUnusedBundles_FullMethodName:   true,
+	pb.NodeManagerService_DrainRaylet_FullMethodName:            true,
+	pb.NodeManagerService_KillJobWorkers_FullMethodName:         true,
+}
+
+// namesLessee reports whether req is a lease naming whose token its worker takes: the
+// GCS's to say, for a tenant's actor.
+func namesLessee(req any) bool {
+	lease, ok := req.(*pb.RequestWorkerLeaseRequest)
+	return ok && lease.LesseeTokenSha256 != ""
+}
+
+// scopeInterceptor decides, with auth on, which credential reaches which call: the
+// GCS's own (ScopeGCS) alone the gcsOnlyMethods and every call carrying an epoch, so a
+// holder of the cluster token can neither reserve nor release behind the GCS's back nor
+// fence the real GCS out with a forged epoch; the raylet's own token, when it is not the
+// cluster token (a node token, which its workers hold), RegisterWorker alone; the
+// cluster token (or the GCS's) the rest: worker leases, stats; a tenant's token, which the
+// GCS vouches for, its own task leases (authorizeTenant). It runs before
+// fenceInterceptor, so a refused call's epoch is never observed.
+func (r *Raylet) scopeInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if r.cfg.AuthToken == "" {
+		return handler(ctx, req) // auth off: every call is admin's
+	}
+	scope := auth.ScopeFrom(ctx)
+	_, carriesEpoch := rpcutil.EpochFromIncoming(ctx)
+	switch {
+	case scope.Kind == auth.ScopeGCS:
+		return handler(ctx, req)
+	case gcsOnlyMethods[info.FullMethod] || carriesEpoch || namesLessee(req):
+		return nil, status.Errorf(codes.PermissionDenied, "%s takes the GCS's own credential alone (with a GCS epoch only the GCS sends); the %s token this call carried does not reach it", info.FullMethod, scope.Kind)
+	case scope.IsTenant():
+		ctx, err := r.authorizeTenant(ctx, scope, info.FullMethod, req)
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	case scope.Kind == auth.ScopeNode && info.FullMethod != pb.NodeManagerService_RegisterWorker_FullMethodName:
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs the cluster token; this raylet's own (node) token only registers its workers", info.FullMethod)
 	}
 	return handler(ctx, req)

@@ -51,6 +51,9 @@ func newWorkerKey(req *pb.RequestWorkerLeaseRequest, lease *workerLease) workerK
 	if lease.holder != nil {
 		env += " " + lease.bundle.String()
 	}
+	if lease.lessee != "" {
+		env += " lessee=" + lease.lessee // a tenant's worker serves that tenant alone
+	}
 	return workerKey{jobID: req.JobId, executableSHA256: req.ExecutableSha256, cudaVisibleDevices: lease.cudaVisibleDevices, leaseEnv: env,
 		python: pythonCommand(req.PythonWorker)}
 }
@@ -147,6 +150,10 @@ func (r *Raylet) requestWorkerLease(ctx context.Context, req *pb.RequestWorkerLe
 	lease, err := r.reserveLease(ctx, req, request)
 	if err != nil {
 		return nil, err
+	}
+	lease.lessee = lesseeFrom(ctx) // a tenant's own lease
+	if lease.lessee == "" {
+		lease.lessee = req.LesseeTokenSha256 // the GCS's, for a tenant's actor (scopeInterceptor)
 	}
 	w, err := r.leaseWorker(ctx, req, lease)
 	if err != nil {
@@ -413,8 +420,11 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		// Its calls carry the raylet's token; its server requires the cluster token,
 		// which it checks by hash (the raylet's token may be a node token).
 		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
-		if hash := r.clusterTokenHash.Load(); hash != nil {
+		if hash := r.learned.ClusterToken.Load(); hash != nil {
 			env = append(env, auth.EnvTokenSHA256+"="+*hash)
+		}
+		if lease.lessee != "" {
+			env = append(env, auth.EnvLesseeTokenSHA256+"="+lease.lessee)
 		}
 	}
 	if lease.holder != nil {

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -100,9 +99,12 @@ func serveWorker() error {
 	}
 	verify := auth.ClusterToken(token)
 	if hash := os.Getenv(auth.EnvTokenSHA256); hash != "" && token != "" {
-		var clusterHash atomic.Pointer[string]
-		clusterHash.Store(&hash)
-		verify = auth.ClusterTokenHash(&clusterHash, "")
+		var learned auth.LearnedHashes
+		learned.ClusterToken.Store(&hash)
+		if lessee := os.Getenv(auth.EnvLesseeTokenSHA256); lessee != "" {
+			learned.Lessee.Store(&lessee) // the tenant this worker is leased to
+		}
+		verify = auth.ClusterTokenHash(&learned, "")
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify)
 	if err != nil {

@@ -48,8 +48,11 @@ Scopes:
 
 A tenant token sees only its own groups, actors and jobs (the others are left out of
 lists and answered as unknown ids); naming another queue or namespace is refused
-(PermissionDenied naming the field). Raylets and workers accept only the cluster token
-(a node-token raylet takes its own token to register its workers, nothing else). A node
+(PermissionDenied naming the field). A tenant token also runs tasks: raylets ask the GCS
+about it (and keep the answer 5 s, so a revoked token stops working there within 5 s)
+and lease workers for its own jobs and groups only, which take its token, as its
+actors' workers do. A raylet's 2PC takes the GCS's own credential alone (a
+node-token raylet takes its own token to register its workers, nothing else). A node
 token runs a worker node: RAYGO_AUTH_TOKEN=<node token> raygo start --address HEAD:6380.
 
 Examples:

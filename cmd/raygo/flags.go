@@ -49,7 +49,7 @@ var commandScopes = map[string]string{
 	"list":       "any scope; a tenant token (queue:<q>, namespace:<ns>) lists only its own placement groups and actors, a node token none",
 	"queues":     "list: any scope; apply: admin",
 	"drain":      "admin or node",
-	"debug":      "admin: the cluster token itself (it asks the raylets, which know no other)",
+	"debug":      "admin: the cluster token itself (it asks the raylets, which show their state to no other)",
 	"auth":       "admin",
 	"start":      "the cluster token for --head; a worker node runs on it or on a node token (raygo auth issue --scope node), then its raylet and workers never hold the cluster token",
 	"up":         "the cluster token itself (it starts the head; the head gives its autoscaler, and so the launched nodes, a node token)",

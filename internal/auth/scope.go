@@ -25,6 +25,14 @@ const (
 	ScopeQueue ScopeKind = "queue"
 	// ScopeNamespace is a tenant: work in one namespace.
 	ScopeNamespace ScopeKind = "namespace"
+	// ScopeGCS is the GCS's own credential, on its calls to raylets: a random secret the
+	// GCS keeps in its store and no token holder has. Raylets take the 2PC and every
+	// epoch-bearing call with it alone. It is never issued (ParseScope refuses it).
+	ScopeGCS ScopeKind = "gcs"
+	// ScopeLessee is, on a worker, the token of the driver its raylet leased it to (by
+	// its SHA-256, LearnedHashes.Lessee): a tenant's token reaches the workers of its
+	// own leases only. It is never issued.
+	ScopeLessee ScopeKind = "lessee"
 )
 
 // Scope is a token's scope: its kind and, for a tenant, the queue or namespace.
@@ -118,16 +126,55 @@ func ClusterToken(token string) Verifier {
 // own RAYGO_AUTH_TOKEN is a node token: its server then accepts the cluster token.
 const EnvTokenSHA256 = "RAYGO_AUTH_TOKEN_SHA256"
 
+// EnvLesseeTokenSHA256 gives a worker leased with a tenant's token that token's SHA-256
+// (from its raylet): its server then accepts the tenant's calls too (ScopeLessee).
+const EnvLesseeTokenSHA256 = "RAYGO_LESSEE_TOKEN_SHA256"
+
+// LearnedHashes are the SHA-256s (HashToken) of the cluster's credentials that a process
+// which may not hold them learns from the GCS (RegisterNodeReply) or from its raylet:
+// read at each call, so they can be learned after the server started. Empty or unset,
+// the credential is not accepted.
+type LearnedHashes struct {
+	// ClusterToken is the cluster token's: its holders (drivers, admins) are admin.
+	ClusterToken atomic.Pointer[string]
+	// GCSCredential is the GCS's own credential's: only the GCS holds it (ScopeGCS).
+	GCSCredential atomic.Pointer[string]
+	// Lessee is, on a worker, its lessee's token's (ScopeLessee).
+	Lessee atomic.Pointer[string]
+	// Lookup, when set, is asked about any other token (a raylet asks the GCS about
+	// tenants' tokens); it must answer quickly (a raylet caches the GCS's answers).
+	Lookup func(presented string) (Scope, bool)
+}
+
+// matches reports whether presented hashes to the learned hash in p.
+func matches(p *atomic.Pointer[string], presentedHash string) bool {
+	expected := p.Load()
+	return expected != nil && *expected != "" && EqualHash(presentedHash, *expected)
+}
+
 // ClusterTokenHash is the Verifier of a process that may not hold the cluster token (a
-// raylet started with a node token, and its workers): it accepts, as admin, the token
-// whose HashToken is *hash (read at each call, so a raylet can learn it when it
-// registers), and its own token, which its raylet and workers use between them, as node
-// (as admin when it is the cluster token).
-func ClusterTokenHash(hash *atomic.Pointer[string], own string) Verifier {
+// raylet, and its workers): it accepts the GCS's credential as ScopeGCS, the cluster
+// token as admin, a worker's lessee's token as ScopeLessee, all by the hashes in learned,
+// its own token, which its raylet and workers use between them, as node (as admin when it
+// is the cluster token), and what learned.Lookup accepts.
+func ClusterTokenHash(learned *LearnedHashes, own string) Verifier {
 	return func(presented string) (Scope, bool) {
-		if expected := hash.Load(); expected != nil && *expected != "" && EqualHash(HashToken(presented), *expected) {
+		presentedHash := HashToken(presented)
+		if matches(&learned.GCSCredential, presentedHash) {
+			return Scope{Kind: ScopeGCS}, true
+		}
+		if matches(&learned.ClusterToken, presentedHash) {
 			return Admin, true
 		}
-		return Scope{Kind: ScopeNode}, own != "" && Equal(presented, own)
+		if matches(&learned.Lessee, presentedHash) {
+			return Scope{Kind: ScopeLessee}, true
+		}
+		if own != "" && Equal(presented, own) {
+			return Scope{Kind: ScopeNode}, true
+		}
+		if learned.Lookup != nil && presented != "" {
+			return learned.Lookup(presented)
+		}
+		return Scope{}, false
 	}
 }

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 )
 
@@ -57,22 +56,34 @@ func TestClusterTokenVerifierAndScopeInContext(t *testing.T) {
 }
 
 func TestClusterTokenHashAcceptsTheClusterTokenByHashAndItsOwn(t *testing.T) {
-	var hash atomic.Pointer[string]
-	verify := ClusterTokenHash(&hash, "node-token")
-	if _, ok := verify("cluster-token"); ok {
-		t.Error("the cluster token accepted before its hash is known")
+	var learned LearnedHashes
+	verify := ClusterTokenHash(&learned, "node-token")
+	for _, presented := range []string{"cluster-token", "gcs-credential"} {
+		if _, ok := verify(presented); ok {
+			t.Errorf("%s accepted before its hash is known", presented)
+		}
 	}
 	if scope, ok := verify("node-token"); !ok || scope.Kind != ScopeNode {
 		t.Errorf("its own token: %v %v, want accepted as node", scope, ok)
 	}
-	known := HashToken("cluster-token")
-	hash.Store(&known)
+	known, gcs := HashToken("cluster-token"), HashToken("gcs-credential")
+	learned.ClusterToken.Store(&known)
+	learned.GCSCredential.Store(&gcs)
 	if scope, ok := verify("cluster-token"); !ok || scope != Admin {
 		t.Errorf("the cluster token by hash: %v %v, want admin", scope, ok)
 	}
-	for _, presented := range []string{"", "tenant-token", known} {
+	if scope, ok := verify("gcs-credential"); !ok || scope.Kind != ScopeGCS {
+		t.Errorf("the GCS's credential by hash: %v %v, want the gcs scope", scope, ok)
+	}
+	for _, presented := range []string{"", "tenant-token", known, gcs} {
 		if _, ok := verify(presented); ok {
 			t.Errorf("%q accepted", presented)
 		}
+	}
+}
+
+func TestTheGCSScopeIsNeverIssued(t *testing.T) {
+	if scope, err := ParseScope("gcs"); err == nil {
+		t.Errorf("ParseScope(gcs) = %v, want an error: the GCS's credential is not a token anyone is issued", scope)
 	}
 }

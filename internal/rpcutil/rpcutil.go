@@ -117,12 +117,11 @@ func checkToken(ctx context.Context, verify auth.Verifier) (context.Context, err
 	if verify == nil {
 		return ctx, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get(metadataAuthorization)
-	if len(values) == 0 || !strings.HasPrefix(values[0], bearerPrefix) {
+	token := TokenFromIncoming(ctx)
+	if token == "" {
 		return ctx, status.Error(codes.Unauthenticated, "this raygo cluster requires its token and the call carried none: "+auth.Hint)
 	}
-	scope, ok := verify(strings.TrimPrefix(values[0], bearerPrefix))
+	scope, ok := verify(token)
 	if !ok {
 		return ctx, status.Error(codes.Unauthenticated, "this raygo cluster refused the token the call carried (not the cluster's, nor a scoped token it issued and has not revoked): "+auth.Hint)
 	}
@@ -301,6 +300,16 @@ func checkServerVersion(header metadata.MD, version uint32, addr string) error {
 			"protocol version mismatch: client speaks raygo protocol %d, server at %s speaks %s", version, addr, values[0])
 	}
 	return nil
+}
+
+// TokenFromIncoming returns the token a request carries ("" for none).
+func TokenFromIncoming(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get(metadataAuthorization)
+	if len(values) == 0 || !strings.HasPrefix(values[0], bearerPrefix) {
+		return ""
+	}
+	return strings.TrimPrefix(values[0], bearerPrefix)
 }
 
 // EpochFromIncoming returns the GCS epoch a request carries, if any.

@@ -382,8 +382,12 @@ type ActorInfo struct {
 	// of its class in the GCS's internal KV (namespace "fun", pickled with cloudpickle).
 	PythonWorker   *PythonWorker `protobuf:"bytes,29,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
 	PythonClassKey string        `protobuf:"bytes,30,opt,name=python_class_key,json=pythonClassKey,proto3" json:"python_class_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With auth on, the SHA-256 of the tenant token that created the actor (empty for an
+	// admin's): its worker takes that token, so its owner calls it. A hash of a random
+	// token, which gives no way in; only the owner and admins see the row.
+	OwnerTokenSha256 string `protobuf:"bytes,31,opt,name=owner_token_sha256,json=ownerTokenSha256,proto3" json:"owner_token_sha256,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActorInfo) Reset() {
@@ -622,6 +626,13 @@ func (x *ActorInfo) GetPythonWorker() *PythonWorker {
 func (x *ActorInfo) GetPythonClassKey() string {
 	if x != nil {
 		return x.PythonClassKey
+	}
+	return ""
+}
+
+func (x *ActorInfo) GetOwnerTokenSha256() string {
+	if x != nil {
+		return x.OwnerTokenSha256
 	}
 	return ""
 }
@@ -1728,7 +1739,7 @@ const file_actor_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aD\n" +
 	"\x16SoftLabelSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\t\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\t\n" +
 	"\tActorInfo\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x1d\n" +
@@ -1763,7 +1774,8 @@ const file_actor_proto_rawDesc = "" +
 	"\x13pending_reason_code\x18\x1b \x01(\tR\x11pendingReasonCode\x12\x14\n" +
 	"\x05queue\x18\x1c \x01(\tR\x05queue\x12;\n" +
 	"\rpython_worker\x18\x1d \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x12(\n" +
-	"\x10python_class_key\x18\x1e \x01(\tR\x0epythonClassKey\x1aD\n" +
+	"\x10python_class_key\x18\x1e \x01(\tR\x0epythonClassKey\x12,\n" +
+	"\x12owner_token_sha256\x18\x1f \x01(\tR\x10ownerTokenSha256\x1aD\n" +
 	"\x16RequiredResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\xa2\x05\n" +

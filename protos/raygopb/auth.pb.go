@@ -21,6 +21,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AuthorizeLeaseRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TokenSha256      string                 `protobuf:"bytes,1,opt,name=token_sha256,json=tokenSha256,proto3" json:"token_sha256,omitempty"`
+	JobId            string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	PlacementGroupId string                 `protobuf:"bytes,3,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AuthorizeLeaseRequest) Reset() {
+	*x = AuthorizeLeaseRequest{}
+	mi := &file_auth_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeLeaseRequest) ProtoMessage() {}
+
+func (x *AuthorizeLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_auth_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeLeaseRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizeLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_auth_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AuthorizeLeaseRequest) GetTokenSha256() string {
+	if x != nil {
+		return x.TokenSha256
+	}
+	return ""
+}
+
+func (x *AuthorizeLeaseRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *AuthorizeLeaseRequest) GetPlacementGroupId() string {
+	if x != nil {
+		return x.PlacementGroupId
+	}
+	return ""
+}
+
+type AuthorizeLeaseReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As ScopedToken.scope.
+	Scope         string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeLeaseReply) Reset() {
+	*x = AuthorizeLeaseReply{}
+	mi := &file_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeLeaseReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeLeaseReply) ProtoMessage() {}
+
+func (x *AuthorizeLeaseReply) ProtoReflect() protoreflect.Message {
+	mi := &file_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeLeaseReply.ProtoReflect.Descriptor instead.
+func (*AuthorizeLeaseReply) Descriptor() ([]byte, []int) {
+	return file_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AuthorizeLeaseReply) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
 // ScopedToken is what the GCS shows of an issued token.
 type ScopedToken struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -35,7 +140,7 @@ type ScopedToken struct {
 
 func (x *ScopedToken) Reset() {
 	*x = ScopedToken{}
-	mi := &file_auth_proto_msgTypes[0]
+	mi := &file_auth_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +152,7 @@ func (x *ScopedToken) String() string {
 func (*ScopedToken) ProtoMessage() {}
 
 func (x *ScopedToken) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[0]
+	mi := &file_auth_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +165,7 @@ func (x *ScopedToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScopedToken.ProtoReflect.Descriptor instead.
 func (*ScopedToken) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{0}
+	return file_auth_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ScopedToken) GetId() string {
@@ -93,7 +198,7 @@ type IssueTokenRequest struct {
 
 func (x *IssueTokenRequest) Reset() {
 	*x = IssueTokenRequest{}
-	mi := &file_auth_proto_msgTypes[1]
+	mi := &file_auth_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +210,7 @@ func (x *IssueTokenRequest) String() string {
 func (*IssueTokenRequest) ProtoMessage() {}
 
 func (x *IssueTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[1]
+	mi := &file_auth_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +223,7 @@ func (x *IssueTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueTokenRequest.ProtoReflect.Descriptor instead.
 func (*IssueTokenRequest) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{1}
+	return file_auth_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IssueTokenRequest) GetScope() string {
@@ -138,7 +243,7 @@ type IssueTokenReply struct {
 
 func (x *IssueTokenReply) Reset() {
 	*x = IssueTokenReply{}
-	mi := &file_auth_proto_msgTypes[2]
+	mi := &file_auth_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -150,7 +255,7 @@ func (x *IssueTokenReply) String() string {
 func (*IssueTokenReply) ProtoMessage() {}
 
 func (x *IssueTokenReply) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[2]
+	mi := &file_auth_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -163,7 +268,7 @@ func (x *IssueTokenReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueTokenReply.ProtoReflect.Descriptor instead.
 func (*IssueTokenReply) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{2}
+	return file_auth_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *IssueTokenReply) GetInfo() *ScopedToken {
@@ -188,7 +293,7 @@ type ListTokensRequest struct {
 
 func (x *ListTokensRequest) Reset() {
 	*x = ListTokensRequest{}
-	mi := &file_auth_proto_msgTypes[3]
+	mi := &file_auth_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -200,7 +305,7 @@ func (x *ListTokensRequest) String() string {
 func (*ListTokensRequest) ProtoMessage() {}
 
 func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[3]
+	mi := &file_auth_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -213,7 +318,7 @@ func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListTokensRequest) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{3}
+	return file_auth_proto_rawDescGZIP(), []int{5}
 }
 
 type ListTokensReply struct {
@@ -225,7 +330,7 @@ type ListTokensReply struct {
 
 func (x *ListTokensReply) Reset() {
 	*x = ListTokensReply{}
-	mi := &file_auth_proto_msgTypes[4]
+	mi := &file_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +342,7 @@ func (x *ListTokensReply) String() string {
 func (*ListTokensReply) ProtoMessage() {}
 
 func (x *ListTokensReply) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[4]
+	mi := &file_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +355,7 @@ func (x *ListTokensReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTokensReply.ProtoReflect.Descriptor instead.
 func (*ListTokensReply) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{4}
+	return file_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListTokensReply) GetTokens() []*ScopedToken {
@@ -269,7 +374,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_auth_proto_msgTypes[5]
+	mi := &file_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +386,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[5]
+	mi := &file_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +399,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{5}
+	return file_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RevokeTokenRequest) GetId() string {
@@ -312,7 +417,7 @@ type RevokeTokenReply struct {
 
 func (x *RevokeTokenReply) Reset() {
 	*x = RevokeTokenReply{}
-	mi := &file_auth_proto_msgTypes[6]
+	mi := &file_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +429,7 @@ func (x *RevokeTokenReply) String() string {
 func (*RevokeTokenReply) ProtoMessage() {}
 
 func (x *RevokeTokenReply) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[6]
+	mi := &file_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +442,7 @@ func (x *RevokeTokenReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenReply.ProtoReflect.Descriptor instead.
 func (*RevokeTokenReply) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{6}
+	return file_auth_proto_rawDescGZIP(), []int{8}
 }
 
 // ScopedTokenRecord is the GCS's stored row of an issued token (store table
@@ -352,7 +457,7 @@ type ScopedTokenRecord struct {
 
 func (x *ScopedTokenRecord) Reset() {
 	*x = ScopedTokenRecord{}
-	mi := &file_auth_proto_msgTypes[7]
+	mi := &file_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +469,7 @@ func (x *ScopedTokenRecord) String() string {
 func (*ScopedTokenRecord) ProtoMessage() {}
 
 func (x *ScopedTokenRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_auth_proto_msgTypes[7]
+	mi := &file_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +482,7 @@ func (x *ScopedTokenRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScopedTokenRecord.ProtoReflect.Descriptor instead.
 func (*ScopedTokenRecord) Descriptor() ([]byte, []int) {
-	return file_auth_proto_rawDescGZIP(), []int{7}
+	return file_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScopedTokenRecord) GetInfo() *ScopedToken {
@@ -399,7 +504,13 @@ var File_auth_proto protoreflect.FileDescriptor
 const file_auth_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"auth.proto\x12\braygo.v1\"[\n" +
+	"auth.proto\x12\braygo.v1\"\x7f\n" +
+	"\x15AuthorizeLeaseRequest\x12!\n" +
+	"\ftoken_sha256\x18\x01 \x01(\tR\vtokenSha256\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12,\n" +
+	"\x12placement_group_id\x18\x03 \x01(\tR\x10placementGroupId\"+\n" +
+	"\x13AuthorizeLeaseReply\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\"[\n" +
 	"\vScopedToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12&\n" +
@@ -417,13 +528,14 @@ const file_auth_proto_rawDesc = "" +
 	"\x10RevokeTokenReply\"V\n" +
 	"\x11ScopedTokenRecord\x12)\n" +
 	"\x04info\x18\x01 \x01(\v2\x15.raygo.v1.ScopedTokenR\x04info\x12\x16\n" +
-	"\x06sha256\x18\x02 \x01(\tR\x06sha2562\xe2\x01\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha2562\xb4\x02\n" +
 	"\vAuthService\x12D\n" +
 	"\n" +
 	"IssueToken\x12\x1b.raygo.v1.IssueTokenRequest\x1a\x19.raygo.v1.IssueTokenReply\x12D\n" +
 	"\n" +
 	"ListTokens\x12\x1b.raygo.v1.ListTokensRequest\x1a\x19.raygo.v1.ListTokensReply\x12G\n" +
-	"\vRevokeToken\x12\x1c.raygo.v1.RevokeTokenRequest\x1a\x1a.raygo.v1.RevokeTokenReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
+	"\vRevokeToken\x12\x1c.raygo.v1.RevokeTokenRequest\x1a\x1a.raygo.v1.RevokeTokenReply\x12P\n" +
+	"\x0eAuthorizeLease\x12\x1f.raygo.v1.AuthorizeLeaseRequest\x1a\x1d.raygo.v1.AuthorizeLeaseReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3"
 
 var (
 	file_auth_proto_rawDescOnce sync.Once
@@ -437,29 +549,33 @@ func file_auth_proto_rawDescGZIP() []byte {
 	return file_auth_proto_rawDescData
 }
 
-var file_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_auth_proto_goTypes = []any{
-	(*ScopedToken)(nil),        // 0: raygo.v1.ScopedToken
-	(*IssueTokenRequest)(nil),  // 1: raygo.v1.IssueTokenRequest
-	(*IssueTokenReply)(nil),    // 2: raygo.v1.IssueTokenReply
-	(*ListTokensRequest)(nil),  // 3: raygo.v1.ListTokensRequest
-	(*ListTokensReply)(nil),    // 4: raygo.v1.ListTokensReply
-	(*RevokeTokenRequest)(nil), // 5: raygo.v1.RevokeTokenRequest
-	(*RevokeTokenReply)(nil),   // 6: raygo.v1.RevokeTokenReply
-	(*ScopedTokenRecord)(nil),  // 7: raygo.v1.ScopedTokenRecord
+	(*AuthorizeLeaseRequest)(nil), // 0: raygo.v1.AuthorizeLeaseRequest
+	(*AuthorizeLeaseReply)(nil),   // 1: raygo.v1.AuthorizeLeaseReply
+	(*ScopedToken)(nil),           // 2: raygo.v1.ScopedToken
+	(*IssueTokenRequest)(nil),     // 3: raygo.v1.IssueTokenRequest
+	(*IssueTokenReply)(nil),       // 4: raygo.v1.IssueTokenReply
+	(*ListTokensRequest)(nil),     // 5: raygo.v1.ListTokensRequest
+	(*ListTokensReply)(nil),       // 6: raygo.v1.ListTokensReply
+	(*RevokeTokenRequest)(nil),    // 7: raygo.v1.RevokeTokenRequest
+	(*RevokeTokenReply)(nil),      // 8: raygo.v1.RevokeTokenReply
+	(*ScopedTokenRecord)(nil),     // 9: raygo.v1.ScopedTokenRecord
 }
 var file_auth_proto_depIdxs = []int32{
-	0, // 0: raygo.v1.IssueTokenReply.info:type_name -> raygo.v1.ScopedToken
-	0, // 1: raygo.v1.ListTokensReply.tokens:type_name -> raygo.v1.ScopedToken
-	0, // 2: raygo.v1.ScopedTokenRecord.info:type_name -> raygo.v1.ScopedToken
-	1, // 3: raygo.v1.AuthService.IssueToken:input_type -> raygo.v1.IssueTokenRequest
-	3, // 4: raygo.v1.AuthService.ListTokens:input_type -> raygo.v1.ListTokensRequest
-	5, // 5: raygo.v1.AuthService.RevokeToken:input_type -> raygo.v1.RevokeTokenRequest
-	2, // 6: raygo.v1.AuthService.IssueToken:output_type -> raygo.v1.IssueTokenReply
-	4, // 7: raygo.v1.AuthService.ListTokens:output_type -> raygo.v1.ListTokensReply
-	6, // 8: raygo.v1.AuthService.RevokeToken:output_type -> raygo.v1.RevokeTokenReply
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
+	2, // 0: raygo.v1.IssueTokenReply.info:type_name -> raygo.v1.ScopedToken
+	2, // 1: raygo.v1.ListTokensReply.tokens:type_name -> raygo.v1.ScopedToken
+	2, // 2: raygo.v1.ScopedTokenRecord.info:type_name -> raygo.v1.ScopedToken
+	3, // 3: raygo.v1.AuthService.IssueToken:input_type -> raygo.v1.IssueTokenRequest
+	5, // 4: raygo.v1.AuthService.ListTokens:input_type -> raygo.v1.ListTokensRequest
+	7, // 5: raygo.v1.AuthService.RevokeToken:input_type -> raygo.v1.RevokeTokenRequest
+	0, // 6: raygo.v1.AuthService.AuthorizeLease:input_type -> raygo.v1.AuthorizeLeaseRequest
+	4, // 7: raygo.v1.AuthService.IssueToken:output_type -> raygo.v1.IssueTokenReply
+	6, // 8: raygo.v1.AuthService.ListTokens:output_type -> raygo.v1.ListTokensReply
+	8, // 9: raygo.v1.AuthService.RevokeToken:output_type -> raygo.v1.RevokeTokenReply
+	1, // 10: raygo.v1.AuthService.AuthorizeLease:output_type -> raygo.v1.AuthorizeLeaseReply
+	7, // [7:11] is the sub-list for method output_type
+	3, // [3:7] is the sub-list for method input_type
 	3, // [3:3] is the sub-list for extension type_name
 	3, // [3:3] is the sub-list for extension extendee
 	0, // [0:3] is the sub-list for field type_name
@@ -476,7 +592,7 @@ func file_auth_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_auth_proto_rawDesc), len(file_auth_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

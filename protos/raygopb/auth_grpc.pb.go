@@ -19,9 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AuthService_IssueToken_FullMethodName  = "/raygo.v1.AuthService/IssueToken"
-	AuthService_ListTokens_FullMethodName  = "/raygo.v1.AuthService/ListTokens"
-	AuthService_RevokeToken_FullMethodName = "/raygo.v1.AuthService/RevokeToken"
+	AuthService_IssueToken_FullMethodName     = "/raygo.v1.AuthService/IssueToken"
+	AuthService_ListTokens_FullMethodName     = "/raygo.v1.AuthService/ListTokens"
+	AuthService_RevokeToken_FullMethodName    = "/raygo.v1.AuthService/RevokeToken"
+	AuthService_AuthorizeLease_FullMethodName = "/raygo.v1.AuthService/AuthorizeLease"
 )
 
 // AuthServiceClient is the client API for AuthService service.
@@ -39,6 +40,12 @@ type AuthServiceClient interface {
 	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensReply, error)
 	// RevokeToken removes an issued token (NotFound for an unknown id).
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenReply, error)
+	// AuthorizeLease is a raylet's question about a token it does not know, by its SHA-256:
+	// its scope, and, for a tenant, whether it owns the job and the placement group (each
+	// when set) it leases for. Admin or node tokens only (not admin-only as the rest).
+	// Unauthenticated for a token the GCS did not issue or revoked, PermissionDenied
+	// naming the field for another's job or group.
+	AuthorizeLease(ctx context.Context, in *AuthorizeLeaseRequest, opts ...grpc.CallOption) (*AuthorizeLeaseReply, error)
 }
 
 type authServiceClient struct {
@@ -79,6 +86,16 @@ func (c *authServiceClient) RevokeToken(ctx context.Context, in *RevokeTokenRequ
 	return out, nil
 }
 
+func (c *authServiceClient) AuthorizeLease(ctx context.Context, in *AuthorizeLeaseRequest, opts ...grpc.CallOption) (*AuthorizeLeaseReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuthorizeLeaseReply)
+	err := c.cc.Invoke(ctx, AuthService_AuthorizeLease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AuthServiceServer is the server API for AuthService service.
 // All implementations must embed UnimplementedAuthServiceServer
 // for forward compatibility.
@@ -94,6 +111,12 @@ type AuthServiceServer interface {
 	ListTokens(context.Context, *ListTokensRequest) (*ListTokensReply, error)
 	// RevokeToken removes an issued token (NotFound for an unknown id).
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenReply, error)
+	// AuthorizeLease is a raylet's question about a token it does not know, by its SHA-256:
+	// its scope, and, for a tenant, whether it owns the job and the placement group (each
+	// when set) it leases for. Admin or node tokens only (not admin-only as the rest).
+	// Unauthenticated for a token the GCS did not issue or revoked, PermissionDenied
+	// naming the field for another's job or group.
+	AuthorizeLease(context.Context, *AuthorizeLeaseRequest) (*AuthorizeLeaseReply, error)
 	mustEmbedUnimplementedAuthServiceServer()
 }
 
@@ -112,6 +135,9 @@ func (UnimplementedAuthServiceServer) ListTokens(context.Context, *ListTokensReq
 }
 func (UnimplementedAuthServiceServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedAuthServiceServer) AuthorizeLease(context.Context, *AuthorizeLeaseRequest) (*AuthorizeLeaseReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method AuthorizeLease not implemented")
 }
 func (UnimplementedAuthServiceServer) mustEmbedUnimplementedAuthServiceServer() {}
 func (UnimplementedAuthServiceServer) testEmbeddedByValue()                     {}
@@ -188,6 +214,24 @@ func _AuthService_RevokeToken_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AuthService_AuthorizeLease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuthorizeLeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).AuthorizeLease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_AuthorizeLease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).AuthorizeLease(ctx, req.(*AuthorizeLeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AuthService_ServiceDesc is the grpc.ServiceDesc for AuthService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -206,6 +250,10 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeToken",
 			Handler:    _AuthService_RevokeToken_Handler,
+		},
+		{
+			MethodName: "AuthorizeLease",
+			Handler:    _AuthService_AuthorizeLease_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -211,8 +211,14 @@ type RegisterNodeReply struct {
 	// driver's) without holding the token itself. RegisterNode takes an admin or node token.
 	GossipKey          []byte `protobuf:"bytes,4,opt,name=gossip_key,json=gossipKey,proto3" json:"gossip_key,omitempty"`
 	ClusterTokenSha256 string `protobuf:"bytes,5,opt,name=cluster_token_sha256,json=clusterTokenSha256,proto3" json:"cluster_token_sha256,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// With auth on, the SHA-256 of the GCS's own credential, which only the GCS holds (a
+	// random secret kept in its store, so a restarted GCS keeps it) and which its calls to
+	// raylets carry: a raylet takes the 2PC (prepare, commit, cancel, release unused),
+	// drains, a job's worker kill and every call carrying a GCS epoch with that credential
+	// alone, never with the cluster token or any other.
+	GcsCredentialSha256 string `protobuf:"bytes,6,opt,name=gcs_credential_sha256,json=gcsCredentialSha256,proto3" json:"gcs_credential_sha256,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RegisterNodeReply) Reset() {
@@ -276,6 +282,13 @@ func (x *RegisterNodeReply) GetGossipKey() []byte {
 func (x *RegisterNodeReply) GetClusterTokenSha256() string {
 	if x != nil {
 		return x.ClusterTokenSha256
+	}
+	return ""
+}
+
+func (x *RegisterNodeReply) GetGcsCredentialSha256() string {
+	if x != nil {
+		return x.GcsCredentialSha256
 	}
 	return ""
 }
@@ -1874,7 +1887,7 @@ const file_gcs_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.raygo.v1.NodeInfoR\x04node\x12\x1f\n" +
 	"\vnode_secret\x18\x02 \x01(\tR\n" +
-	"nodeSecret\"\xc5\x01\n" +
+	"nodeSecret\"\xf9\x01\n" +
 	"\x11RegisterNodeReply\x12\x1b\n" +
 	"\tgcs_epoch\x18\x01 \x01(\x03R\bgcsEpoch\x12!\n" +
 	"\fgossip_seeds\x18\x02 \x03(\tR\vgossipSeeds\x12\x1f\n" +
@@ -1882,7 +1895,8 @@ const file_gcs_proto_rawDesc = "" +
 	"nodeSecret\x12\x1d\n" +
 	"\n" +
 	"gossip_key\x18\x04 \x01(\fR\tgossipKey\x120\n" +
-	"\x14cluster_token_sha256\x18\x05 \x01(\tR\x12clusterTokenSha256\"\xeb\x04\n" +
+	"\x14cluster_token_sha256\x18\x05 \x01(\tR\x12clusterTokenSha256\x122\n" +
+	"\x15gcs_credential_sha256\x18\x06 \x01(\tR\x13gcsCredentialSha256\"\xeb\x04\n" +
 	"\x16ReportHeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12i\n" +
 	"\x13resources_available\x18\x02 \x03(\v28.raygo.v1.ReportHeartbeatRequest.ResourcesAvailableEntryR\x12resourcesAvailable\x12%\n" +

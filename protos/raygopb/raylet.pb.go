@@ -951,9 +951,13 @@ type RequestWorkerLeaseRequest struct {
 	Queue bool `protobuf:"varint,8,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Set for a Python job's worker (executable_sha256 then empty): the raylet starts
 	// `<interpreter> -m raygo._worker_main` instead of an executable.
-	PythonWorker  *PythonWorker `protobuf:"bytes,9,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PythonWorker *PythonWorker `protobuf:"bytes,9,opt,name=python_worker,json=pythonWorker,proto3" json:"python_worker,omitempty"`
+	// From the GCS alone (PermissionDenied from anyone else), for an actor a tenant owns:
+	// the SHA-256 of the owner's token, which the worker then takes besides the cluster
+	// token. A tenant's own task lease gets its token's without asking.
+	LesseeTokenSha256 string `protobuf:"bytes,10,opt,name=lessee_token_sha256,json=lesseeTokenSha256,proto3" json:"lessee_token_sha256,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RequestWorkerLeaseRequest) Reset() {
@@ -1047,6 +1051,13 @@ func (x *RequestWorkerLeaseRequest) GetPythonWorker() *PythonWorker {
 		return x.PythonWorker
 	}
 	return nil
+}
+
+func (x *RequestWorkerLeaseRequest) GetLesseeTokenSha256() string {
+	if x != nil {
+		return x.LesseeTokenSha256
+	}
+	return ""
 }
 
 // PythonWorker is how a raylet starts a worker for a Python driver: with the driver's
@@ -1920,7 +1931,7 @@ const file_raylet_proto_rawDesc = "" +
 	"\abundles\x18\x03 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\",\n" +
 	"\x12DrainRayletRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x12\n" +
-	"\x10DrainRayletReply\"\xca\x03\n" +
+	"\x10DrainRayletReply\"\xfa\x03\n" +
 	"\x19RequestWorkerLeaseRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12+\n" +
 	"\x11executable_sha256\x18\x02 \x01(\tR\x10executableSha256\x12P\n" +
@@ -1930,7 +1941,9 @@ const file_raylet_proto_rawDesc = "" +
 	"\bactor_id\x18\x06 \x01(\tR\aactorId\x12\x1a\n" +
 	"\bdetached\x18\a \x01(\bR\bdetached\x12\x14\n" +
 	"\x05queue\x18\b \x01(\bR\x05queue\x12;\n" +
-	"\rpython_worker\x18\t \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x1a<\n" +
+	"\rpython_worker\x18\t \x01(\v2\x16.raygo.v1.PythonWorkerR\fpythonWorker\x12.\n" +
+	"\x13lessee_token_sha256\x18\n" +
+	" \x01(\tR\x11lesseeTokenSha256\x1a<\n" +
 	"\x0eResourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"l\n" +

@@ -16,6 +16,8 @@ actors makes the worker join its job at ``RAYGO_GCS_ADDRESS`` (raygo._worker.glo
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
+import hmac
 import os
 import sys
 import threading
@@ -34,19 +36,31 @@ FUNCTION_KV_NAMESPACE = "fun"
 
 
 class _RequireToken(grpc.ServerInterceptor):
-    """Refuses calls without the cluster token, as the Go workers' servers do."""
+    """Refuses calls without the cluster token (its own, or by the SHA-256 its raylet gives
+    it in RAYGO_AUTH_TOKEN_SHA256 when its own is a node token), or the token of the tenant
+    the raylet leased it to (by its SHA-256, RAYGO_LESSEE_TOKEN_SHA256), as the Go
+    workers' servers do."""
 
-    def __init__(self, token: str) -> None:
-        self._expected = "Bearer " + token
+    def __init__(self, token: str, *accepted_sha256: str) -> None:
+        # With the cluster token's SHA-256, its own token (maybe a node token) is not taken.
+        self._expected = "" if accepted_sha256 and accepted_sha256[0] else "Bearer " + token
+        self._accepted_sha256 = [digest for digest in accepted_sha256 if digest]
 
         def deny(request: Any, context: grpc.ServicerContext) -> Any:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "worker: missing or wrong cluster token")
 
         self._deny = grpc.unary_unary_rpc_method_handler(deny)
 
+    def _is_accepted_by_hash(self, presented: str) -> bool:
+        if not presented.startswith("Bearer "):
+            return False
+        digest = hashlib.sha256(presented[len("Bearer "):].encode()).hexdigest()
+        return any(hmac.compare_digest(digest, accepted) for accepted in self._accepted_sha256)
+
     def intercept_service(self, continuation: Callable, handler_call_details: Any) -> Any:
         metadata = dict(handler_call_details.invocation_metadata or ())
-        if metadata.get(AUTH_METADATA_KEY) != self._expected:
+        presented = metadata.get(AUTH_METADATA_KEY) or ""
+        if not (self._expected and hmac.compare_digest(presented.encode(), self._expected.encode())) and not self._is_accepted_by_hash(presented):
             return self._deny
         return continuation(handler_call_details)
 
@@ -76,23 +90,30 @@ def _qualified_name(cls: type) -> str:
 class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
     """Runs pushed tasks one at a time; functions are fetched from the GCS once each."""
 
-    def __init__(self, kv: gcs_pb2_grpc.InternalKVServiceStub) -> None:
+    def __init__(self, kv: gcs_pb2_grpc.InternalKVServiceStub, kv_as_caller: gcs_pb2_grpc.InternalKVServiceStub) -> None:
         import cloudpickle
 
         self._pickle = cloudpickle
         self._kv = kv
+        # A channel that adds no token: each call carries its caller's (_function).
+        self._kv_as_caller = kv_as_caller
         self._functions: Dict[str, Callable[..., Any]] = {}
         self._run_lock = threading.Lock()
         # The actor this worker hosts (CreateActor), if any.
         self._actor_id = ""
         self._actor: Any = None
 
-    def _function(self, key: str) -> Callable[..., Any]:
+    def _function(self, key: str, context: grpc.ServicerContext) -> Callable[..., Any]:
         function = self._functions.get(key)
         if function is None:
-            reply = self._kv.KVGet(
+            # Read with the token the call carried (the driver's, a tenant's own or the
+            # cluster token; the GCS's for an actor's class): it reaches that job's
+            # functions, where this worker's own token may be a node token, which does not.
+            presented = dict(context.invocation_metadata() or ()).get(AUTH_METADATA_KEY)
+            kv, metadata = (self._kv_as_caller, [(AUTH_METADATA_KEY, presented)]) if presented else (self._kv, None)
+            reply = kv.KVGet(
                 gcs_pb2.KVGetRequest(namespace=FUNCTION_KV_NAMESPACE, key=key.encode()),
-                timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True,
+                timeout=DEFAULT_RPC_TIMEOUT_S, wait_for_ready=True, metadata=metadata,
             )
             if not reply.found:
                 raise LookupError(f"function {key} is not in the GCS (its job ended?)")
@@ -111,7 +132,7 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
                 if request.actor_id:
                     function = getattr(self._actor, request.function_name)
                 else:
-                    function = self._function(request.function_name)
+                    function = self._function(request.function_name, context)
                 args, kwargs = self._pickle.loads(request.args[0]) if request.args else ((), {})
                 _worker.worker_context().begin_task(request.task_id, getattr(function, "__name__", "task"),
                                                     request.placement_group_capture_child_tasks if not request.actor_id else None)
@@ -142,7 +163,7 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
             if self._actor_id and self._actor_id != request.actor_id:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"worker hosts actor {self._actor_id} already")
             try:
-                cls = self._function(request.python_class_key)
+                cls = self._function(request.python_class_key, context)
                 args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
                 _worker.worker_context().actor_id = request.actor_id
                 _worker.worker_context().num_restarts = request.num_restarts
@@ -169,9 +190,11 @@ def main() -> None:
     token = load_token()
     _worker.enter_worker_mode()
     gcs = _channel(os.environ["RAYGO_GCS_ADDRESS"], token)
-    interceptors = [_RequireToken(token)] if token else []
+    accepted = (os.environ.get("RAYGO_AUTH_TOKEN_SHA256", ""), os.environ.get("RAYGO_LESSEE_TOKEN_SHA256", ""))
+    interceptors = [_RequireToken(token, *accepted)] if token else []
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
-    worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs)), server)
+    worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs),
+                                                                  gcs_pb2_grpc.InternalKVServiceStub(_channel(os.environ["RAYGO_GCS_ADDRESS"], None))), server)
     host = os.environ.get("RAYGO_NODE_IP") or "127.0.0.1"
     bind = f"[{host}]:0" if ":" in host else f"{host}:0"
     credentials = _server_credentials()

@@ -14,7 +14,20 @@ from raygo.exceptions import AuthenticationError
 from raygo.util import state
 from raygo.util.placement_group import placement_group, remove_placement_group
 
-from conftest import start_auth_cluster
+from conftest import Cluster, start_auth_cluster
+
+
+def _issue(cluster: Cluster, scope: str) -> str:
+    """`raygo auth issue --scope scope` with the admin token in the environment."""
+    import subprocess
+
+    from conftest import RAYGO_BIN
+
+    issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", scope, "--address", cluster.address],
+                            capture_output=True, text=True, check=True, timeout=60)
+    token = issued.stdout.strip()
+    assert len(token) == 64 and token not in issued.stderr
+    return token
 
 
 def test_a_cluster_with_auth_refuses_a_driver_without_its_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,15 +65,9 @@ def test_a_tenant_token_sees_and_removes_only_its_own_groups(tmp_path: Path, mon
     """A namespace:a token from `raygo auth issue`: the driver places groups in its own
     namespace, lists only those (gRPC and the state API), and cannot remove a group of
     namespace b; the admin token can."""
-    from conftest import RAYGO_BIN
-    import subprocess
-
     cluster, admin, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "4")
     try:
-        issued = subprocess.run([str(RAYGO_BIN), "auth", "issue", "--scope", "namespace:a", "--address", cluster.address],
-                                capture_output=True, text=True, check=True, timeout=60)
-        tenant = issued.stdout.strip()
-        assert len(tenant) == 64 and tenant not in issued.stderr
+        tenant = _issue(cluster, "namespace:a")
 
         raygo.init(address=cluster.address, namespace="b")
         other = placement_group([{"CPU": 1}], strategy="PACK", lifetime="detached")
@@ -112,3 +119,75 @@ def _tasks_run_with_the_token(token: str) -> None:
         with pytest.raises(grpc.RpcError) as refused:
             worker_pb2_grpc.CoreWorkerServiceStub(channel).PushTask(worker_pb2.PushTaskRequest(task_id="x"), timeout=10)
     assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver holding only a namespace:a token stores its function under its own job's
+    key, leases a worker (the raylet asks the GCS whose the token is and whether the job
+    is its own) and runs a task there: the worker takes the token it was leased with. Its
+    actor's worker, leased by the GCS, takes its owner's token: the driver calls it."""
+    from test_actors import Counter
+    from test_tasks import add
+
+    cluster, _, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "2")
+    try:
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", _issue(cluster, "namespace:a"))
+        raygo.init(address=cluster.address, namespace="a")
+        assert raygo.get(add.remote(1, b=2), timeout=120) == 3
+        counter = Counter.remote(10)
+        assert raygo.get(counter.add.remote(5), timeout=120) == 15
+    finally:
+        raygo.shutdown()
+        cluster.stop()
+
+
+def test_python_workers_run_on_a_node_token_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a worker node started with a node token, a Python worker reads its function from
+    the KV with the token of the call it runs (a node token reads no function): an admin
+    driver's task, and a tenant driver's task and actor call, run there."""
+    from test_actors import Counter
+    from test_tasks import add
+
+    # every task and actor runs on the node-token node
+    cluster, admin, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "0")
+    try:
+        node_token, tenant = _issue(cluster, "node"), _issue(cluster, "namespace:a")
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", node_token)
+        cluster.add_node("--num-cpus", "2")
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", admin)
+        raygo.init(address=cluster.address)
+        assert raygo.get(add.remote(1, b=2), timeout=120) == 3
+        raygo.shutdown()
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", tenant)
+        raygo.init(address=cluster.address, namespace="a")
+        assert raygo.get(add.remote(2, b=2), timeout=120) == 4
+        counter = Counter.remote(10)
+        assert raygo.get(counter.add.remote(5), timeout=120) == 15
+        # The node token its workers hold reaches none of them.
+        _refused_with(node_token, admin)
+    finally:
+        raygo.shutdown()
+        cluster.stop()
+
+
+def _refused_with(token: str, admin: str) -> None:
+    """Every worker of the cluster (listed with the admin token) refuses a call carrying token."""
+    import grpc
+
+    from raygo._proto import raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
+    from raygo._version import PROTOCOL_METADATA_KEY, PROTOCOL_VERSION
+
+    version = (PROTOCOL_METADATA_KEY, str(PROTOCOL_VERSION))
+    checked = 0
+    for node in raygo.nodes():
+        with grpc.insecure_channel(node["RayletAddress"]) as channel:
+            workers = raylet_pb2_grpc.NodeManagerServiceStub(channel).GetWorkers(
+                raylet_pb2.GetWorkersRequest(), timeout=10, metadata=[("authorization", "Bearer " + admin), version]).workers
+        for worker in workers:
+            with grpc.insecure_channel(worker.address) as channel:
+                with pytest.raises(grpc.RpcError) as refused:
+                    worker_pb2_grpc.CoreWorkerServiceStub(channel).PushTask(
+                        worker_pb2.PushTaskRequest(task_id="x"), timeout=10, metadata=[("authorization", "Bearer " + token), version])
+            assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            checked += 1
+    assert checked >= 2, "the task's and the actor's workers"

@@ -62,14 +62,14 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 	runTask(t, ctx, client, pg, bundle, "a task on the node-token worker")
 	counter := callActor(t, ctx, client, pg, bundle, "an actor call on the node-token worker")
 
-	// The worker's raylet refuses a tenant token.
+	// The worker's raylet, which asks the GCS about a tenant token, keeps it from the 2PC.
 	all, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, admin)).GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	raylet := pb.NewNodeManagerServiceClient(dialWith(t, harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress(), tenantToken))
 	_, err = raylet.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
-	refused(t, "CancelResourceReserve on the node-token worker with a tenant token", err)
+	denied(t, "CancelResourceReserve on the node-token worker with a tenant token", err, gcsOnly)
 	// Its own node token, which its workers hold, registers workers and nothing else: not
 	// the 2PC, nor a forged epoch, nor a call to a worker.
 	own, err := rpcutil.Dial(harness.FindNode(all.Nodes, worker.NodeID).GetRayletAddress(), rpcutil.DialOptions{Token: nodeToken, Epoch: func() int64 { return math.MaxInt64 }})
@@ -78,7 +78,7 @@ func TestAWorkerNodeRunsOnANodeToken(t *testing.T) {
 	}
 	defer own.Close()
 	_, err = pb.NewNodeManagerServiceClient(own).CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: pg.ID}}})
-	denied(t, "CancelResourceReserve on the node-token worker with its node token and a forged epoch", err, "cluster token")
+	denied(t, "CancelResourceReserve on the node-token worker with its node token and a forged epoch", err, "GCS's own credential")
 	actor, err := counter.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

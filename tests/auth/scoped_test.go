@@ -55,6 +55,23 @@ func issue(t testing.TB, c *harness.Cluster, admin, scope string) string {
 	return token
 }
 
+// revoke runs `raygo auth revoke` with the admin token on the (one) issued token of
+// the scope, found with `raygo auth list`, and returns its id.
+func revoke(t *testing.T, c *harness.Cluster, admin, scope string) string {
+	t.Helper()
+	listed, _, _ := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
+	id := ""
+	for _, line := range strings.Split(listed, "\n") {
+		if fields := strings.Fields(line); len(fields) == 3 && fields[1] == scope {
+			id = fields[0]
+		}
+	}
+	if _, stderr, code := harness.Run(t, c.Bin, []string{"auth", "revoke", id, "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin); code != 0 {
+		t.Fatalf("auth revoke %q (%s): exit %d: %s", id, scope, code, stderr)
+	}
+	return id
+}
+
 func dialWith(t testing.TB, addr, token string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := rpcutil.Dial(addr, rpcutil.DialOptions{Token: token})
@@ -90,12 +107,7 @@ type tenantWork struct {
 
 func makeTenantWork(t *testing.T, ctx context.Context, address, token, namespace string) tenantWork {
 	t.Helper()
-	t.Setenv("RAYGO_AUTH_TOKEN", token)
-	client, err := sdk.Connect(ctx, sdk.Options{Address: address, Namespace: namespace})
-	if err != nil {
-		t.Fatalf("tenant %s connects with its token: %v", namespace, err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := tenantClient(t, ctx, address, token, namespace)
 	pg, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"CPU": 1}}, sdk.Pack)
 	if err != nil {
 		t.Fatalf("tenant %s creates a group: %v", namespace, err)
@@ -312,16 +324,7 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 	if _, err := groupsA.RemovePlacementGroup(ctx, &pb.RemovePlacementGroupRequest{PlacementGroupId: a.group}); err != nil {
 		t.Errorf("tenant A removes its own group: %v", err)
 	}
-	listed, _, _ := harness.Run(t, c.Bin, []string{"auth", "list", "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin)
-	idA := ""
-	for _, line := range strings.Split(listed, "\n") {
-		if fields := strings.Fields(line); len(fields) == 3 && fields[1] == "queue:a" {
-			idA = fields[0]
-		}
-	}
-	if _, stderr, code := harness.Run(t, c.Bin, []string{"auth", "revoke", idA, "--address", c.GCSAddress}, "RAYGO_AUTH_TOKEN="+admin); code != 0 {
-		t.Fatalf("auth revoke %q: exit %d: %s", idA, code, stderr)
-	}
+	idA := revoke(t, c, admin, "queue:a")
 	_, err := groupsA.GetAllPlacementGroup(ctx, &pb.GetAllPlacementGroupRequest{})
 	refused(t, "a revoked token", err)
 

@@ -347,7 +347,9 @@ func DialPlacementGroups(t testing.TB, addr string) pb.PlacementGroupServiceClie
 
 // PrepareOrphan makes the raylet at rayletAddress hold one prepared CPU bundle of a group
 // the GCS at gcsAddress never recorded, with that GCS's epoch: what a GCS that died before
-// persisting PREPARED leaves behind.
+// persisting PREPARED leaves behind. It speaks as that GCS, which only a cluster without
+// auth lets a test do: with auth on, a raylet takes a prepare from the GCS's own credential
+// alone.
 func PrepareOrphan(t testing.TB, ctx context.Context, gcsAddress, rayletAddress, groupID string) {
 	t.Helper()
 	info, err := Dial(t, gcsAddress).Nodes.GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})

@@ -82,7 +82,7 @@ class SchedulingStrategy(_message.Message):
     def __init__(self, kind: _Optional[_Union[SchedulingStrategyKind, str]] = ..., legacy_kind: _Optional[str] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., node_id: _Optional[str] = ..., soft: _Optional[bool] = ..., placement_group_capture_child_tasks: _Optional[bool] = ..., label_selector: _Optional[_Mapping[str, str]] = ..., soft_label_selector: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ActorInfo(_message.Message):
-    __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices", "pending_reason_code", "queue", "python_worker", "python_class_key")
+    __slots__ = ("actor_id", "job_id", "class_name", "name", "namespace", "state", "node_id", "pid", "worker_id", "address", "required_resources", "scheduling_strategy", "placement_group_id", "bundle_index", "is_detached", "max_restarts", "num_restarts", "max_task_retries", "death_cause", "pending_reason", "start_time_ms", "end_time_ms", "executable_sha256", "constructor_args", "gpu_ids", "cuda_visible_devices", "pending_reason_code", "queue", "python_worker", "python_class_key", "owner_token_sha256")
     class RequiredResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +120,7 @@ class ActorInfo(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PYTHON_WORKER_FIELD_NUMBER: _ClassVar[int]
     PYTHON_CLASS_KEY_FIELD_NUMBER: _ClassVar[int]
+    OWNER_TOKEN_SHA256_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     job_id: str
     class_name: str
@@ -150,7 +151,8 @@ class ActorInfo(_message.Message):
     queue: str
     python_worker: _raylet_pb2.PythonWorker
     python_class_key: str
-    def __init__(self, actor_id: _Optional[str] = ..., job_id: _Optional[str] = ..., class_name: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[ActorState, str]] = ..., node_id: _Optional[str] = ..., pid: _Optional[int] = ..., worker_id: _Optional[str] = ..., address: _Optional[str] = ..., required_resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., is_detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., num_restarts: _Optional[int] = ..., max_task_retries: _Optional[int] = ..., death_cause: _Optional[str] = ..., pending_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., python_worker: _Optional[_Union[_raylet_pb2.PythonWorker, _Mapping]] = ..., python_class_key: _Optional[str] = ...) -> None: ...
+    owner_token_sha256: str
+    def __init__(self, actor_id: _Optional[str] = ..., job_id: _Optional[str] = ..., class_name: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., state: _Optional[_Union[ActorState, str]] = ..., node_id: _Optional[str] = ..., pid: _Optional[int] = ..., worker_id: _Optional[str] = ..., address: _Optional[str] = ..., required_resources: _Optional[_Mapping[str, float]] = ..., scheduling_strategy: _Optional[_Union[SchedulingStrategy, _Mapping]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., is_detached: _Optional[bool] = ..., max_restarts: _Optional[int] = ..., num_restarts: _Optional[int] = ..., max_task_retries: _Optional[int] = ..., death_cause: _Optional[str] = ..., pending_reason: _Optional[str] = ..., start_time_ms: _Optional[int] = ..., end_time_ms: _Optional[int] = ..., executable_sha256: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., gpu_ids: _Optional[_Iterable[int]] = ..., cuda_visible_devices: _Optional[str] = ..., pending_reason_code: _Optional[str] = ..., queue: _Optional[str] = ..., python_worker: _Optional[_Union[_raylet_pb2.PythonWorker, _Mapping]] = ..., python_class_key: _Optional[str] = ..., owner_token_sha256: _Optional[str] = ...) -> None: ...
 
 class CreateActorRequest(_message.Message):
     __slots__ = ("job_id", "class_name", "name", "namespace", "required_resources", "scheduling_strategy", "is_detached", "max_restarts", "max_task_retries", "executable_sha256", "constructor_args", "python_worker", "python_class_key")

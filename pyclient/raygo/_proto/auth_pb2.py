@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nauth.proto\x12\x08raygo.v1\"A\n\x0bScopedToken\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0f\x63reated_time_ms\x18\x03 \x01(\x03\"\"\n\x11IssueTokenRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"E\n\x0fIssueTokenReply\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.raygo.v1.ScopedToken\x12\r\n\x05token\x18\x02 \x01(\t\"\x13\n\x11ListTokensRequest\"8\n\x0fListTokensReply\x12%\n\x06tokens\x18\x01 \x03(\x0b\x32\x15.raygo.v1.ScopedToken\" \n\x12RevokeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x12\n\x10RevokeTokenReply\"H\n\x11ScopedTokenRecord\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.raygo.v1.ScopedToken\x12\x0e\n\x06sha256\x18\x02 \x01(\t2\xe2\x01\n\x0b\x41uthService\x12\x44\n\nIssueToken\x12\x1b.raygo.v1.IssueTokenRequest\x1a\x19.raygo.v1.IssueTokenReply\x12\x44\n\nListTokens\x12\x1b.raygo.v1.ListTokensRequest\x1a\x19.raygo.v1.ListTokensReply\x12G\n\x0bRevokeToken\x12\x1c.raygo.v1.RevokeTokenRequest\x1a\x1a.raygo.v1.RevokeTokenReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nauth.proto\x12\x08raygo.v1\"Y\n\x15\x41uthorizeLeaseRequest\x12\x14\n\x0ctoken_sha256\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\x1a\n\x12placement_group_id\x18\x03 \x01(\t\"$\n\x13\x41uthorizeLeaseReply\x12\r\n\x05scope\x18\x01 \x01(\t\"A\n\x0bScopedToken\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x17\n\x0f\x63reated_time_ms\x18\x03 \x01(\x03\"\"\n\x11IssueTokenRequest\x12\r\n\x05scope\x18\x01 \x01(\t\"E\n\x0fIssueTokenReply\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.raygo.v1.ScopedToken\x12\r\n\x05token\x18\x02 \x01(\t\"\x13\n\x11ListTokensRequest\"8\n\x0fListTokensReply\x12%\n\x06tokens\x18\x01 \x03(\x0b\x32\x15.raygo.v1.ScopedToken\" \n\x12RevokeTokenRequest\x12\n\n\x02id\x18\x01 \x01(\t\"\x12\n\x10RevokeTokenReply\"H\n\x11ScopedTokenRecord\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.raygo.v1.ScopedToken\x12\x0e\n\x06sha256\x18\x02 \x01(\t2\xb4\x02\n\x0b\x41uthService\x12\x44\n\nIssueToken\x12\x1b.raygo.v1.IssueTokenRequest\x1a\x19.raygo.v1.IssueTokenReply\x12\x44\n\nListTokens\x12\x1b.raygo.v1.ListTokensRequest\x1a\x19.raygo.v1.ListTokensReply\x12G\n\x0bRevokeToken\x12\x1c.raygo.v1.RevokeTokenRequest\x1a\x1a.raygo.v1.RevokeTokenReply\x12P\n\x0e\x41uthorizeLease\x12\x1f.raygo.v1.AuthorizeLeaseRequest\x1a\x1d.raygo.v1.AuthorizeLeaseReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,22 +32,26 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'auth_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z1github.com/raygo-dev/raygo/protos/raygopb;raygopb'
-  _globals['_SCOPEDTOKEN']._serialized_start=24
-  _globals['_SCOPEDTOKEN']._serialized_end=89
-  _globals['_ISSUETOKENREQUEST']._serialized_start=91
-  _globals['_ISSUETOKENREQUEST']._serialized_end=125
-  _globals['_ISSUETOKENREPLY']._serialized_start=127
-  _globals['_ISSUETOKENREPLY']._serialized_end=196
-  _globals['_LISTTOKENSREQUEST']._serialized_start=198
-  _globals['_LISTTOKENSREQUEST']._serialized_end=217
-  _globals['_LISTTOKENSREPLY']._serialized_start=219
-  _globals['_LISTTOKENSREPLY']._serialized_end=275
-  _globals['_REVOKETOKENREQUEST']._serialized_start=277
-  _globals['_REVOKETOKENREQUEST']._serialized_end=309
-  _globals['_REVOKETOKENREPLY']._serialized_start=311
-  _globals['_REVOKETOKENREPLY']._serialized_end=329
-  _globals['_SCOPEDTOKENRECORD']._serialized_start=331
-  _globals['_SCOPEDTOKENRECORD']._serialized_end=403
-  _globals['_AUTHSERVICE']._serialized_start=406
-  _globals['_AUTHSERVICE']._serialized_end=632
+  _globals['_AUTHORIZELEASEREQUEST']._serialized_start=24
+  _globals['_AUTHORIZELEASEREQUEST']._serialized_end=113
+  _globals['_AUTHORIZELEASEREPLY']._serialized_start=115
+  _globals['_AUTHORIZELEASEREPLY']._serialized_end=151
+  _globals['_SCOPEDTOKEN']._serialized_start=153
+  _globals['_SCOPEDTOKEN']._serialized_end=218
+  _globals['_ISSUETOKENREQUEST']._serialized_start=220
+  _globals['_ISSUETOKENREQUEST']._serialized_end=254
+  _globals['_ISSUETOKENREPLY']._serialized_start=256
+  _globals['_ISSUETOKENREPLY']._serialized_end=325
+  _globals['_LISTTOKENSREQUEST']._serialized_start=327
+  _globals['_LISTTOKENSREQUEST']._serialized_end=346
+  _globals['_LISTTOKENSREPLY']._serialized_start=348
+  _globals['_LISTTOKENSREPLY']._serialized_end=404
+  _globals['_REVOKETOKENREQUEST']._serialized_start=406
+  _globals['_REVOKETOKENREQUEST']._serialized_end=438
+  _globals['_REVOKETOKENREPLY']._serialized_start=440
+  _globals['_REVOKETOKENREPLY']._serialized_end=458
+  _globals['_SCOPEDTOKENRECORD']._serialized_start=460
+  _globals['_SCOPEDTOKENRECORD']._serialized_end=532
+  _globals['_AUTHSERVICE']._serialized_start=535
+  _globals['_AUTHSERVICE']._serialized_end=843
 # @@protoc_insertion_point(module_scope)

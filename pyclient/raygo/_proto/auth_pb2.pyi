@@ -6,6 +6,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class AuthorizeLeaseRequest(_message.Message):
+    __slots__ = ("token_sha256", "job_id", "placement_group_id")
+    TOKEN_SHA256_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    token_sha256: str
+    job_id: str
+    placement_group_id: str
+    def __init__(self, token_sha256: _Optional[str] = ..., job_id: _Optional[str] = ..., placement_group_id: _Optional[str] = ...) -> None: ...
+
+class AuthorizeLeaseReply(_message.Message):
+    __slots__ = ("scope",)
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    def __init__(self, scope: _Optional[str] = ...) -> None: ...
+
 class ScopedToken(_message.Message):
     __slots__ = ("id", "scope", "created_time_ms")
     ID_FIELD_NUMBER: _ClassVar[int]

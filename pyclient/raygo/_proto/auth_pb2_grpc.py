@@ -53,6 +53,11 @@ class AuthServiceStub:
                 request_serializer=auth__pb2.RevokeTokenRequest.SerializeToString,
                 response_deserializer=auth__pb2.RevokeTokenReply.FromString,
                 _registered_method=True)
+        self.AuthorizeLease = channel.unary_unary(
+                '/raygo.v1.AuthService/AuthorizeLease',
+                request_serializer=auth__pb2.AuthorizeLeaseRequest.SerializeToString,
+                response_deserializer=auth__pb2.AuthorizeLeaseReply.FromString,
+                _registered_method=True)
 
 
 class AuthServiceServicer:
@@ -83,6 +88,17 @@ class AuthServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AuthorizeLease(self, request, context):
+        """AuthorizeLease is a raylet's question about a token it does not know, by its SHA-256:
+        its scope, and, for a tenant, whether it owns the job and the placement group (each
+        when set) it leases for. Admin or node tokens only (not admin-only as the rest).
+        Unauthenticated for a token the GCS did not issue or revoked, PermissionDenied
+        naming the field for another's job or group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuthServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -100,6 +116,11 @@ def add_AuthServiceServicer_to_server(servicer, server):
                     servicer.RevokeToken,
                     request_deserializer=auth__pb2.RevokeTokenRequest.FromString,
                     response_serializer=auth__pb2.RevokeTokenReply.SerializeToString,
+            ),
+            'AuthorizeLease': grpc.unary_unary_rpc_method_handler(
+                    servicer.AuthorizeLease,
+                    request_deserializer=auth__pb2.AuthorizeLeaseRequest.FromString,
+                    response_serializer=auth__pb2.AuthorizeLeaseReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -187,6 +208,33 @@ class AuthService:
             '/raygo.v1.AuthService/RevokeToken',
             auth__pb2.RevokeTokenRequest.SerializeToString,
             auth__pb2.RevokeTokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AuthorizeLease(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raygo.v1.AuthService/AuthorizeLease',
+            auth__pb2.AuthorizeLeaseRequest.SerializeToString,
+            auth__pb2.AuthorizeLeaseReply.FromString,
             options,
             channel_credentials,
             insecure,

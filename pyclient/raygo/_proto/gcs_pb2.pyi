@@ -36,18 +36,20 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node: _Optional[_Union[_common_pb2.NodeInfo, _Mapping]] = ..., node_secret: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
-    __slots__ = ("gcs_epoch", "gossip_seeds", "node_secret", "gossip_key", "cluster_token_sha256")
+    __slots__ = ("gcs_epoch", "gossip_seeds", "node_secret", "gossip_key", "cluster_token_sha256", "gcs_credential_sha256")
     GCS_EPOCH_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_SEEDS_FIELD_NUMBER: _ClassVar[int]
     NODE_SECRET_FIELD_NUMBER: _ClassVar[int]
     GOSSIP_KEY_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_TOKEN_SHA256_FIELD_NUMBER: _ClassVar[int]
+    GCS_CREDENTIAL_SHA256_FIELD_NUMBER: _ClassVar[int]
     gcs_epoch: int
     gossip_seeds: _containers.RepeatedScalarFieldContainer[str]
     node_secret: str
     gossip_key: bytes
     cluster_token_sha256: str
-    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ..., node_secret: _Optional[str] = ..., gossip_key: _Optional[bytes] = ..., cluster_token_sha256: _Optional[str] = ...) -> None: ...
+    gcs_credential_sha256: str
+    def __init__(self, gcs_epoch: _Optional[int] = ..., gossip_seeds: _Optional[_Iterable[str]] = ..., node_secret: _Optional[str] = ..., gossip_key: _Optional[bytes] = ..., cluster_token_sha256: _Optional[str] = ..., gcs_credential_sha256: _Optional[str] = ...) -> None: ...
 
 class ReportHeartbeatRequest(_message.Message):
     __slots__ = ("node_id", "resources_available", "gossip_address", "resources_version", "mig_gpus", "unchanged", "node_secret", "idle_gpus", "gpu_activity")

@@ -164,7 +164,7 @@ class DrainRayletReply(_message.Message):
     def __init__(self) -> None: ...
 
 class RequestWorkerLeaseRequest(_message.Message):
-    __slots__ = ("job_id", "executable_sha256", "resources", "placement_group_id", "bundle_index", "actor_id", "detached", "queue", "python_worker")
+    __slots__ = ("job_id", "executable_sha256", "resources", "placement_group_id", "bundle_index", "actor_id", "detached", "queue", "python_worker", "lessee_token_sha256")
     class ResourcesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -181,6 +181,7 @@ class RequestWorkerLeaseRequest(_message.Message):
     DETACHED_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     PYTHON_WORKER_FIELD_NUMBER: _ClassVar[int]
+    LESSEE_TOKEN_SHA256_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     executable_sha256: str
     resources: _containers.ScalarMap[str, float]
@@ -190,7 +191,8 @@ class RequestWorkerLeaseRequest(_message.Message):
     detached: bool
     queue: bool
     python_worker: PythonWorker
-    def __init__(self, job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., actor_id: _Optional[str] = ..., detached: _Optional[bool] = ..., queue: _Optional[bool] = ..., python_worker: _Optional[_Union[PythonWorker, _Mapping]] = ...) -> None: ...
+    lessee_token_sha256: str
+    def __init__(self, job_id: _Optional[str] = ..., executable_sha256: _Optional[str] = ..., resources: _Optional[_Mapping[str, float]] = ..., placement_group_id: _Optional[str] = ..., bundle_index: _Optional[int] = ..., actor_id: _Optional[str] = ..., detached: _Optional[bool] = ..., queue: _Optional[bool] = ..., python_worker: _Optional[_Union[PythonWorker, _Mapping]] = ..., lessee_token_sha256: _Optional[str] = ...) -> None: ...
 
 class PythonWorker(_message.Message):
     __slots__ = ("interpreter", "working_dir", "sys_path")
