@@ -415,21 +415,27 @@ class GcsClient:
         )
 
     def remove_placement_group_later(self, pg_id: str) -> None:
-        """Removes a group whose create was answered, without a call of its own: the
-        driver's next create carries the removal, or it is sent after REMOVAL_RIDE_S
-        (and before any other call of this client); an error is logged, as a Ray
-        driver's removal reports none.
+        """Removes a group whose create was answered. A removal alone (none waiting, nothing
+        in flight: a driver making one group at a time) needs no call of its own: the
+        driver's next create carries it, or it is sent after REMOVAL_RIDE_S (and before any
+        other call of this client). One of several in a row is sent at once, with those
+        waiting. An error is logged, as a Ray driver's removal reports none.
         """
         with self._removals_changed:
-            self._removals.append((pg_id, time.monotonic()))
-            if self._removal_thread is None:
-                self._removal_thread = threading.Thread(
-                    target=self._send_removals_late, name=f"raygo-job-{self.job_id}-removals", daemon=True
-                )
-                self._removal_thread.start()
-            elif self._removal_thread_idle:
-                self._removal_thread_idle = False
-                self._removals_changed.notify()
+            alone = not self._removals and not self._in_flight
+            if alone:
+                self._removals.append((pg_id, time.monotonic()))
+                if self._removal_thread is None:
+                    self._removal_thread = threading.Thread(
+                        target=self._send_removals_late, name=f"raygo-job-{self.job_id}-removals", daemon=True
+                    )
+                    self._removal_thread.start()
+                elif self._removal_thread_idle:
+                    self._removal_thread_idle = False
+                    self._removals_changed.notify()
+        if not alone:
+            self._send_removals()
+            self.remove_placement_group_async(pg_id)
 
     def _send_removals_late(self) -> None:
         """The removal thread: sends each removal no create took within REMOVAL_RIDE_S."""
