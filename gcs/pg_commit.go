@@ -286,22 +286,32 @@ func (m *pgManager) releasePlanLocked(group string, plan map[int]placement.Bundl
 // rayletCallTimeout, records the resource report each returns and the node's work, and
 // returns the first error.
 func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error)) error {
+	one := func(node string, bundles []*pb.BundleReservation) error {
+		ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
+		report, err := call(ctx, node, bundles)
+		cancel()
+		m.nodes.applyResourceReport(node, report)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", node, err)
+		}
+		// Bundles came to or left the node: its idle clock restarts.
+		m.nodes.noteWork(node)
+		return nil
+	}
+	if len(byNode) == 1 { // the common case (a group on one node): no goroutine
+		for node, bundles := range byNode {
+			return one(node, bundles)
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(byNode))
 	for node, bundles := range byNode {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
-			report, err := call(ctx, node, bundles)
-			cancel()
-			m.nodes.applyResourceReport(node, report)
-			if err != nil {
-				errs <- fmt.Errorf("node %s: %w", node, err)
-				return
+			if err := one(node, bundles); err != nil {
+				errs <- err
 			}
-			// Bundles came to or left the node: its idle clock restarts.
-			m.nodes.noteWork(node)
 		}()
 	}
 	wg.Wait()

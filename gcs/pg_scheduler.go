@@ -48,6 +48,15 @@ func (m *pgManager) releasedLocked(group string, indices ...int) {
 	}
 }
 
+// waitingLocked reports whether anything may be waiting for capacity: queued groups,
+// groups backing off, admission (its queues and preemptions), evictions. When nothing
+// is, released bundles need no round at once: the view takes them back at its next use
+// (a create placing its group, or the loop's next round, at most a second away).
+// Callers hold mu.
+func (m *pgManager) waitingLocked() bool {
+	return len(m.queue.shapes) > 0 || len(m.queue.backoff) > 0 || m.admission != nil || len(m.evicting) > 0
+}
+
 // loop runs scheduling rounds when woken, when a retry is due, and at least every second.
 func (m *pgManager) loop(stop <-chan struct{}) {
 	for {
@@ -123,6 +132,8 @@ type roundFailure struct {
 // the table's RPCs never wait for it, and within roundBudget. It returns how long until
 // the loop must run again and how many decisions it made.
 func (m *pgManager) scheduleRound() (time.Duration, int) {
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
 	now := m.now()
 	if m.view == nil || m.viewStale.Swap(false) {
 		if !m.rebuildView() {
@@ -131,25 +142,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 	}
 
 	m.mu.Lock()
-	if len(m.releases) > 0 {
-		freed := map[placement.NodeID]bool{}
-		for _, ref := range m.releases {
-			node, released, ok := m.view.release(ref)
-			if !ok {
-				m.viewStale.Store(true)
-				m.kick()
-			}
-			if released {
-				freed[node] = true
-			}
-		}
-		m.releases = m.releases[:0]
-		for id := range freed {
-			if node, ok := m.view.snapshot.Node(id); ok {
-				m.queue.wakeFor(node)
-			}
-		}
-	}
+	m.applyReleasesLocked()
 	if now.Sub(m.lastFlush) >= parkedFlush {
 		m.lastFlush = now
 		m.queue.wakeAll()
@@ -290,6 +283,99 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		m.kick()
 	}
 	return wait, attempts
+}
+
+// applyReleasesLocked gives the bundles released since the view last looked back to
+// their nodes in the view, and wakes the shapes the freed nodes could help. A release
+// the view cannot make in place (a MIG bundle) asks for a rebuild. Callers hold viewMu
+// and mu.
+func (m *pgManager) applyReleasesLocked() {
+	if len(m.releases) == 0 {
+		return
+	}
+	freed := map[placement.NodeID]bool{}
+	for _, ref := range m.releases {
+		node, released, ok := m.view.release(ref)
+		if !ok {
+			m.viewStale.Store(true)
+			m.kick()
+		}
+		if released {
+			freed[node] = true
+		}
+	}
+	m.releases = m.releases[:0]
+	for id := range freed {
+		if node, ok := m.view.snapshot.Node(id); ok {
+			m.queue.wakeFor(node)
+		}
+	}
+}
+
+// placeNow makes a new group's first attempt inside its create call, without waiting
+// for the loop's next round, when nothing waits ahead of it: admission is off, the group
+// is the first of its shape and every other shape is parked (so the loop would try it
+// first too), and the view is current. On success it starts the group's reservation and
+// reports true; otherwise the group stays queued untouched (the loop tries it, and says
+// why when it cannot be placed) and it reports false.
+func (m *pgManager) placeNow(e *pgEntry) bool {
+	if m.admission != nil {
+		return false // admission decides in the loop, charging queues in order
+	}
+	m.viewMu.Lock()
+	defer m.viewMu.Unlock()
+	if m.view == nil || m.viewStale.Load() {
+		return false
+	}
+	now := m.now()
+	m.mu.Lock()
+	if !m.firstInLineLocked(e) {
+		m.mu.Unlock()
+		return false
+	}
+	m.applyReleasesLocked()
+	request := e.request
+	if d := m.workload.Distribution(); len(d.Shapes) > 0 {
+		request.Workload = &d
+	}
+	m.mu.Unlock()
+
+	// Decide without mu, as a round does; viewMu keeps the loop out.
+	plan, err := m.metrics.schedule(m.view.snapshot, request)
+	if err == nil {
+		err = m.view.reserve(e.id, request.Bundles, plan)
+	}
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !e.live() || e.inFlight != nil || e.queued == nil {
+		// Removed or taken meanwhile: give the plan back.
+		for _, p := range plan.Placements {
+			m.view.release(bundleRef{e.id, p.BundleIndex})
+		}
+		return false
+	}
+	m.queue.drop(e)
+	m.startCommitLocked(e, plan, now)
+	return true
+}
+
+// firstInLineLocked reports whether the loop's next round would try e before any other
+// group: a group new to the queue (not RESCHEDULING), first of its shape, with every
+// other shape parked. Callers hold mu.
+func (m *pgManager) firstInLineLocked(e *pgEntry) bool {
+	s := e.queued
+	if s == nil || !e.live() || e.rescheduling() || len(s.entries) == 0 || s.entries[0] != e {
+		return false
+	}
+	for _, other := range m.queue.shapes {
+		if other != s && !other.parked && len(other.entries) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // startCommitLocked starts the two-phase commit of a group's plan.

@@ -16,7 +16,8 @@ import (
 // The scheduler's view of the cluster is kept, not rebuilt per round: built from the node
 // table and the bundles placed (or being placed) when a node joins, dies or changes, and
 // otherwise changed in place — each plan reserved as it is decided, each bundle released
-// once its raylet confirmed the cancel. Only the loop goroutine touches it.
+// once its raylet confirmed the cancel. Only the holder of pgManager.viewMu touches it:
+// the loop during a round, or a create placing its group at once.
 
 // bundleRef names one bundle of one group.
 type bundleRef struct {
@@ -32,7 +33,8 @@ type heldBundle struct {
 	mig       bool
 }
 
-// clusterView is the kept snapshot and what it counts as held. Owned by the loop.
+// clusterView is the kept snapshot and what it counts as held. Guarded by
+// pgManager.viewMu.
 type clusterView struct {
 	snapshot *placement.Snapshot
 	held     map[bundleRef]heldBundle

@@ -150,8 +150,11 @@ type pgManager struct {
 	// lastFlush is when every parked shape was last woken.
 	lastFlush time.Time
 
-	// view is the loop's view of the cluster (pg_snapshot.go): only the loop goroutine
-	// reads or writes it. viewStale asks the loop to rebuild it.
+	// view is the scheduler's view of the cluster (pg_snapshot.go), read and written only
+	// under viewMu: the loop holds it for a whole round, a create placing its group at
+	// once (placeNow) for its decision. viewMu is taken before mu, never while holding
+	// it. viewStale asks for a rebuild.
+	viewMu    sync.Mutex
 	view      *clusterView
 	viewStale atomic.Bool
 	rounds    roundHistory
@@ -226,21 +229,41 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 			m.log.Warn().Str("job_id", req.CreatorJobId).Int64("client_seq", req.ClientSeq).Int64("missing", gap).Msg("registering a numbered create without the ones numbered before it")
 		}
 	}
-	e, reply, err := m.register(req)
+	// The removals riding on the create were asked for before it, and after the creates
+	// numbered before it (which made the groups they name).
+	var err error
+	for _, id := range req.RemovePlacementGroupIds {
+		if err = m.remove(id, removedByOwner); err != nil {
+			break
+		}
+	}
+	var e *pgEntry
+	var reply *pb.PlacementGroupInfo
+	if err == nil {
+		e, reply, err = m.register(req)
+	}
 	if ordered {
 		m.order.done(req.CreatorJobId, req.ClientSeq)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if req.WaitFirstAttemptMs > 0 && reply.State != pb.PlacementGroupState_REMOVED {
-		reply = m.waitFirstAttempt(ctx, e, reply.PlacementGroupId, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
+	if req.WaitFirstAttemptMs <= 0 || reply.State == pb.PlacementGroupState_REMOVED {
+		m.kick()
+		return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
 	}
+	// The caller waits for the first attempt: make it here when nothing waits ahead of
+	// the group, rather than in the loop's next round.
+	if !m.placeNow(e) {
+		m.kick()
+	}
+	reply = m.waitFirstAttempt(ctx, e, reply.PlacementGroupId, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
 	return &pb.CreatePlacementGroupReply{PlacementGroup: reply}, nil
 }
 
 // register validates a create and queues the new group (or, for an id the same creator
-// already used, finds the group it made), returning it and a copy of its row.
+// already used, finds the group it made), returning it and a copy of its row. The caller
+// tries the group or kicks the loop.
 func (m *pgManager) register(req *pb.CreatePlacementGroupRequest) (*pgEntry, *pb.PlacementGroupInfo, error) {
 	spec := placement.RequestSpec{Strategy: req.Strategy, Topology: req.Topology}
 	hasSelector := false
@@ -349,7 +372,6 @@ func (m *pgManager) register(req *pb.CreatePlacementGroupRequest) (*pgEntry, *pb
 	}
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
-	m.kick()
 	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
 	return e, reply, nil
 }
@@ -530,8 +552,11 @@ func (m *pgManager) remove(id, reason string) error {
 				m.releasedLocked(id, int(b.Key.BundleIndex))
 			}
 		}
+		waiting := m.waitingLocked()
 		m.mu.Unlock()
-		m.kick()
+		if waiting {
+			m.kick()
+		}
 	}()
 	return nil
 }

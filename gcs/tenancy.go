@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -182,6 +183,11 @@ func outside(scope auth.Scope, field, value string) error {
 func (t *tenancy) check(ctx context.Context, scope auth.Scope, req any) error {
 	switch req := req.(type) {
 	case *pb.CreatePlacementGroupRequest:
+		for i, id := range req.RemovePlacementGroupIds { // removals riding on the create
+			if err := t.checkGroupID(ctx, scope, fmt.Sprintf("remove_placement_group_ids[%d]", i), id); err != nil {
+				return err
+			}
+		}
 		return t.checkNewGroup(scope, req)
 	case *pb.CreateActorRequest:
 		if req.JobId != "" && !t.ownsJob(scope, t.job(req.JobId)) {

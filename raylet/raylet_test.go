@@ -72,3 +72,73 @@ func startTestGCS(t *testing.T) *gcs.Server {
 	t.Cleanup(g.Stop)
 	return g
 }
+
+// A group on one node is prepared and committed in one call (PrepareBundleResources with
+// commit): the call keeps the two phases' guarantees. Sent again it holds the bundle
+// once; a late call of an older generation, or from an older GCS epoch, is refused and
+// changes nothing; a cancel releases it.
+func TestPrepareAndCommitInOneCallIsIdempotentAndFenced(t *testing.T) {
+	g := startTestGCS(t)
+	cfg := DefaultConfig()
+	cfg.GCSAddress = g.Address()
+	cfg.Resources = map[string]float64{"CPU": 4}
+	r, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	epoch := g.Epoch()
+	conn, err := rpcutil.Dial(r.Address(), rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewNodeManagerServiceClient(conn)
+	ctx := context.Background()
+	oneCall := func(generation int64, cpus float64) error {
+		_, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
+			{Key: key("one", 0, generation), Resources: map[string]float64{"CPU": cpus}},
+		}})
+		return err
+	}
+	available := func() float64 { return r.Node().ResourcesAvailable["CPU"] }
+	for attempt := range 3 { // a retried call holds the bundle once
+		if err := oneCall(1, 1); err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+	}
+	if got := available(); got != 3 {
+		t.Fatalf("CPU available %v after the same call three times, want 3", got)
+	}
+	if err := oneCall(2, 2); err != nil { // the group placed again: the newer generation replaces it
+		t.Fatal(err)
+	}
+	if err := oneCall(1, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "stale generation") {
+		t.Fatalf("a late call of generation 1 after 2: %v, want FailedPrecondition (stale generation)", err)
+	}
+	if got := available(); got != 2 {
+		t.Fatalf("CPU available %v, want 2 (generation 2 alone)", got)
+	}
+	// A newer GCS has spoken: the old one's call is refused and holds nothing.
+	epoch = g.Epoch() + 5
+	if _, err := client.GetNodeStats(ctx, &pb.GetNodeStatsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	epoch = g.Epoch()
+	_, err = client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
+		{Key: key("stale", 0, 1), Resources: map[string]float64{"CPU": 1}},
+	}})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "stale GCS epoch") {
+		t.Fatalf("one call from an older GCS epoch: %v, want FailedPrecondition (stale GCS epoch)", err)
+	}
+	if got := available(); got != 2 {
+		t.Fatalf("CPU available %v after a refused call, want 2", got)
+	}
+	epoch = g.Epoch() + 5
+	if _, err := client.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{key("one", 0, 2)}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := available(); got != 4 {
+		t.Fatalf("CPU available %v after the cancel, want 4", got)
+	}
+}

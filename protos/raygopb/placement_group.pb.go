@@ -822,9 +822,16 @@ type CreatePlacementGroupRequest struct {
 	// creates without waiting for each other's answers numbers them, and the GCS registers
 	// a job's creates in that order (a create waits, at most a second, for the ones numbered
 	// before it), so its groups queue in the order they were asked for.
-	ClientSeq     int64 `protobuf:"varint,13,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientSeq int64 `protobuf:"varint,13,opt,name=client_seq,json=clientSeq,proto3" json:"client_seq,omitempty"`
+	// Groups to remove before this one is registered: removals the client asked for and
+	// has not sent yet ride on its next create, so a driver that removes a group and
+	// creates the next makes one call, not two. Each is applied as RemovePlacementGroup
+	// would (an unknown or removed id does nothing), in order, after the creates numbered
+	// before this one; when one cannot be applied the create fails with its error and
+	// nothing of the create is done (sending it again is safe: removals are idempotent).
+	RemovePlacementGroupIds []string `protobuf:"bytes,14,rep,name=remove_placement_group_ids,json=removePlacementGroupIds,proto3" json:"remove_placement_group_ids,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *CreatePlacementGroupRequest) Reset() {
@@ -946,6 +953,13 @@ func (x *CreatePlacementGroupRequest) GetClientSeq() int64 {
 		return x.ClientSeq
 	}
 	return 0
+}
+
+func (x *CreatePlacementGroupRequest) GetRemovePlacementGroupIds() []string {
+	if x != nil {
+		return x.RemovePlacementGroupIds
+	}
+	return nil
 }
 
 type CreatePlacementGroupReply struct {
@@ -2094,7 +2108,7 @@ const file_placement_group_proto_rawDesc = "" +
 	"\atime_ms\x18\x03 \x01(\x03R\x06timeMs\x12\x1f\n" +
 	"\vdeadline_ms\x18\x04 \x01(\x03R\n" +
 	"deadlineMs\x12\"\n" +
-	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\xc5\x06\n" +
+	"\facknowledged\x18\x05 \x01(\bR\facknowledged\"\x82\a\n" +
 	"\x1bCreatePlacementGroupRequest\x12J\n" +
 	"\abundles\x18\x01 \x03(\v20.raygo.v1.CreatePlacementGroupRequest.BundleSpecR\abundles\x12\x1a\n" +
 	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x12\n" +
@@ -2110,7 +2124,8 @@ const file_placement_group_proto_rawDesc = "" +
 	"\rmax_runtime_s\x18\v \x01(\x03R\vmaxRuntimeS\x12,\n" +
 	"\x12placement_group_id\x18\f \x01(\tR\x10placementGroupId\x12\x1d\n" +
 	"\n" +
-	"client_seq\x18\r \x01(\x03R\tclientSeq\x1a\xd7\x02\n" +
+	"client_seq\x18\r \x01(\x03R\tclientSeq\x12;\n" +
+	"\x1aremove_placement_group_ids\x18\x0e \x03(\tR\x17removePlacementGroupIds\x1a\xd7\x02\n" +
 	"\n" +
 	"BundleSpec\x12]\n" +
 	"\tresources\x18\x01 \x03(\v2?.raygo.v1.CreatePlacementGroupRequest.BundleSpec.ResourcesEntryR\tresources\x12j\n" +

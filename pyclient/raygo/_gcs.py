@@ -53,6 +53,13 @@ READY_RETRY_DELAY_S = 0.2
 # burst one thread serves them all, and futures sent from the caller's thread leave in the
 # order asked for.
 ASYNC_SENDERS = 2
+# A removal through the creating handle waits at most this long for the driver's next
+# create, which carries it to the GCS in the same call; then it is sent on its own.
+REMOVAL_RIDE_S = 0.005
+# How long a create sent on the caller's thread lets the GCS wait for the group's first
+# attempt: a group that fits is ready when the answer comes; one that takes longer is
+# waited for by ready() / wait().
+INLINE_FIRST_ATTEMPT_MS = 200
 
 
 class _VersionInterceptor(grpc.UnaryUnaryClientInterceptor):
@@ -144,6 +151,20 @@ class GcsClient:
         # Creates and removes sent without waiting and not answered yet.
         self._in_flight_lock = threading.Lock()
         self._in_flight: Set["concurrent.futures.Future[Any]"] = set()
+        # Removals not sent yet (group id, when asked), under _in_flight_lock: the next
+        # create carries them, or the removal thread sends them after REMOVAL_RIDE_S.
+        self._removals: List[Tuple[str, float]] = []
+        self._removals_changed = threading.Condition(self._in_flight_lock)
+        self._removal_thread: Optional[threading.Thread] = None
+        # Whether the removal thread waits for a first removal (a later one finds it
+        # waiting for an earlier one's time, and need not wake it).
+        self._removal_thread_idle = False
+        # The last create sent without waiting, and whether the driver waited for its
+        # group since (ready(), wait()): a driver that waits for each group before making
+        # the next gets its next create sent on its own thread (no hand-over to a sender
+        # thread), while creates made in a burst go through the senders and overlap.
+        self._last_create: "Optional[concurrent.futures.Future[Any]]" = None
+        self._last_create_waited = True
         # Sends them (see ASYNC_SENDERS); threads to spare for retries, which sleep first.
         self._senders = concurrent.futures.ThreadPoolExecutor(2 * ASYNC_SENDERS, thread_name_prefix="raygo-send")
         self._stop_renewal = threading.Event()
@@ -290,6 +311,8 @@ class GcsClient:
             if self._closed:
                 return
             self._stop_renewal.set()
+            with self._removals_changed:
+                self._removals_changed.notify_all()
             try:
                 if not self._joined:  # a joined job is its driver's to end
                     self._jobs.MarkJobFinished(
@@ -361,10 +384,30 @@ class GcsClient:
         # Sent alongside others, it may reach the GCS before the ones asked for earlier:
         # the number keeps the groups queued in the order asked for.
         request.client_seq = next(self._create_seq)
-        return _AsyncCall(
+        with self._in_flight_lock:
+            # A driver that waited for its last group and has nothing in flight creates
+            # one group at a time: the create goes on this thread, carrying the removals
+            # not sent yet.
+            inline = self._last_create_waited and not self._in_flight
+            if inline:
+                request.remove_placement_group_ids.extend(pg_id for pg_id, _ in self._removals)
+                self._removals.clear()
+                request.wait_first_attempt_ms = min(request.wait_first_attempt_ms, INLINE_FIRST_ATTEMPT_MS)
+        result = _AsyncCall(
             self, "create placement group", self._pgs.CreatePlacementGroup, request,
-            lambda reply: self._created_row(request, reply), self._why_refused,
+            lambda reply: self._created_row(request, reply), self._why_refused, inline=inline,
         ).result
+        if request.remove_placement_group_ids and result.exception() is not None:
+            # The removals it carried may not have been applied: send them on their own.
+            for pg_id in request.remove_placement_group_ids:
+                self.remove_placement_group_async(pg_id)
+        self._last_create, self._last_create_waited = result, False
+        return result
+
+    def note_waited(self, create: "Optional[concurrent.futures.Future[Any]]") -> None:
+        """The driver waits (ready(), wait()) for the group whose create this was."""
+        if create is not None and create is self._last_create:
+            self._last_create_waited = True
 
     def _why_refused(self, err: Exception) -> Exception:
         """A create's refusal, or the reason behind it: a GCS restarted on its empty memory
@@ -388,6 +431,58 @@ class GcsClient:
             self._pgs.RemovePlacementGroup,
             placement_group_pb2.RemovePlacementGroupRequest(placement_group_id=pg_id),
         )
+
+    def remove_placement_group_later(self, pg_id: str) -> None:
+        """Removes a group whose create was answered. A removal alone (none waiting, nothing
+        in flight: a driver making one group at a time) needs no call of its own: the
+        driver's next create carries it, or it is sent after REMOVAL_RIDE_S (and before any
+        other call of this client). One of several in a row is sent at once, with those
+        waiting. An error is logged, as a Ray driver's removal reports none.
+        """
+        with self._removals_changed:
+            alone = not self._removals and not self._in_flight
+            if alone:
+                self._removals.append((pg_id, time.monotonic()))
+                if self._removal_thread is None:
+                    self._removal_thread = threading.Thread(
+                        target=self._send_removals_late, name=f"raygo-job-{self.job_id}-removals", daemon=True
+                    )
+                    self._removal_thread.start()
+                elif self._removal_thread_idle:
+                    self._removal_thread_idle = False
+                    self._removals_changed.notify()
+        if not alone:
+            self._send_removals()
+            self.remove_placement_group_async(pg_id)
+
+    def _send_removals_late(self) -> None:
+        """The removal thread: sends each removal no create took within REMOVAL_RIDE_S."""
+        with self._removals_changed:
+            while not self._closed:
+                if not self._removals:
+                    self._removal_thread_idle = True
+                    self._removals_changed.wait()
+                    continue
+                due = self._removals[0][1] + REMOVAL_RIDE_S - time.monotonic()
+                if due > 0:
+                    self._removals_changed.wait(due)
+                    continue
+                late = [pg_id for pg_id, _ in self._removals]
+                self._removals.clear()
+                self._removals_changed.release()
+                try:
+                    for pg_id in late:
+                        self.remove_placement_group_async(pg_id)
+                finally:
+                    self._removals_changed.acquire()
+
+    def _send_removals(self) -> None:
+        """Sends the removals no create took yet (before a call that must see them)."""
+        with self._in_flight_lock:
+            pending = [pg_id for pg_id, _ in self._removals]
+            self._removals.clear()
+        for pg_id in pending:
+            self.remove_placement_group_async(pg_id)
 
     def remove_placement_group_async(
         self, pg_id: str, after: "Optional[concurrent.futures.Future[Any]]" = None
@@ -419,15 +514,18 @@ class GcsClient:
         return len(self._in_flight)
 
     def flush(self, timeout: Optional[float] = DEFAULT_RPC_TIMEOUT_S) -> None:
-        """Waits (up to timeout) until the creates and removes sent so far are answered."""
+        """Waits (up to timeout) until the creates and removes asked for so far are
+        answered (sending the removals no create took)."""
+        self._send_removals()
         with self._in_flight_lock:
             pending = list(self._in_flight)
         if pending:
             concurrent.futures.wait(pending, timeout=timeout)
 
     def _after_in_flight(self, fn: Callable[[], None]) -> None:
-        """Calls fn once the creates and removes sent so far are answered (at once when
-        none is in flight)."""
+        """Calls fn once the creates and removes asked for so far are answered (at once
+        when none is in flight)."""
+        self._send_removals()
         with self._in_flight_lock:
             pending = list(self._in_flight)
         if not pending:
@@ -550,7 +648,8 @@ def _log_failure(future: "concurrent.futures.Future[Any]") -> None:
 
 class _AsyncCall:
     """One unary call sent without blocking the caller (after ``after`` settles, when
-    given), settled into a concurrent Future with ``answer(reply)`` or the translated error.
+    given; or, ``inline``, made on the caller's thread before the constructor returns),
+    settled into a concurrent Future with ``answer(reply)`` or the translated error.
     A call cut by a lost connection is sent again until its deadline: creates (by their
     client-chosen id) and removes are idempotent. The client flushes it before its other
     calls.
@@ -559,7 +658,7 @@ class _AsyncCall:
     def __init__(
         self, client: GcsClient, what: str, method: Any, request: Any, answer: Callable[[Any], Any],
         explain: Callable[[Exception], Exception] = lambda err: err,
-        after: "Optional[concurrent.futures.Future[Any]]" = None,
+        after: "Optional[concurrent.futures.Future[Any]]" = None, inline: bool = False,
     ) -> None:
         self._client = client
         self._explain = explain
@@ -570,7 +669,9 @@ class _AsyncCall:
         self._deadline = time.monotonic() + DEFAULT_RPC_TIMEOUT_S
         self.result: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
         client._track(self.result)
-        if after is None or after.done():
+        if inline:
+            self._run()  # on the caller's thread: settled when the constructor returns
+        elif after is None or after.done():
             self._send()
         else:
             after.add_done_callback(lambda _: self._send())

@@ -6,7 +6,8 @@ The session cluster: head (zone a) and three raylets (zones b, c, c; the last on
 
 from __future__ import annotations
 
-from typing import Dict, List
+import threading
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -219,6 +220,67 @@ def test_a_removal_returns_at_once_and_every_later_call_sees_it(driver: Cluster)
     remove_placement_group(again)
     client.flush()
     assert client.in_flight() == 0
+
+
+class _Recorder:
+    """Stands in front of one of the client's real stub methods and records each request
+    and the thread that sent it (calls and futures go through to the GCS)."""
+
+    def __init__(self, method: Any) -> None:
+        self._method = method
+        self.sent: List[Tuple[Any, str]] = []
+
+    def __call__(self, request: Any, **kwargs: Any) -> Any:
+        self.sent.append((request, threading.current_thread().name))
+        return self._method(request, **kwargs)
+
+    def future(self, request: Any, **kwargs: Any) -> Any:
+        self.sent.append((request, threading.current_thread().name))
+        return self._method.future(request, **kwargs)
+
+
+def test_a_driver_making_one_group_at_a_time_makes_one_call_per_group(
+    driver: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The removal waits for the next create as long as it takes here, so that which call
+    # carries it does not depend on the machine's speed.
+    monkeypatch.setattr(raygo._gcs, "REMOVAL_RIDE_S", 3600.0)
+    client = raygo._worker.global_client()
+    creates = _Recorder(client._pgs.CreatePlacementGroup)
+    removes = _Recorder(client._pgs.RemovePlacementGroup)
+    monkeypatch.setattr(client._pgs, "CreatePlacementGroup", creates)
+    monkeypatch.setattr(client._pgs, "RemovePlacementGroup", removes)
+    groups = []
+    for _ in range(5):
+        pg = placement_group([{"CPU": 0.01}])
+        ready(pg)
+        remove_placement_group(pg)
+        groups.append(pg)
+    # Each create went on the driver's own thread and carried the removal before it; none
+    # went alone.
+    assert [thread for _, thread in creates.sent] == [threading.current_thread().name] * 5
+    assert [list(request.remove_placement_group_ids) for request, _ in creates.sent] == [[]] + [
+        [pg.id.hex()] for pg in groups[:-1]
+    ]
+    assert removes.sent == []
+    # Any other call sends the last removal first, and sees it.
+    assert placement_group_table(groups[-1])["state"] == "REMOVED"
+    assert [request.placement_group_id for request, _ in removes.sent] == [groups[-1].id.hex()]
+    rows = placement_group_table()
+    assert all(rows[pg.id.hex()]["state"] == "REMOVED" for pg in groups)
+
+
+def test_a_removal_no_create_takes_is_sent_on_its_own(driver: Cluster) -> None:
+    pg = placement_group([{"CPU": 1}])
+    ready(pg)
+    remove_placement_group(pg)
+    # The driver makes no other call: another connection sees the group removed.
+    other = raygo._gcs.GcsClient(driver.address, "observer", connect_timeout_s=10)
+    try:
+        poll("the removal applied without another call of its driver",
+             lambda: other.get_placement_group(pg.id.hex()).state == pg_pb2.PlacementGroupState.REMOVED)
+    finally:
+        other.close()
 
 
 def test_groups_created_at_once_get_the_ids_their_handles_have(driver: Cluster) -> None:

@@ -186,6 +186,11 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 	t.Run("TenantCannotRemoveAnotherTenantsGroup", func(t *testing.T) {
 		_, err := groupsA.RemovePlacementGroup(ctx, &pb.RemovePlacementGroupRequest{PlacementGroupId: b.group})
 		denied(t, "tenant A removes B's group", err, "placement_group_id")
+		// Nor through a removal riding on a create.
+		_, err = groupsA.CreatePlacementGroup(ctx, &pb.CreatePlacementGroupRequest{Strategy: "PACK", Lifetime: "detached",
+			Bundles:                 []*pb.CreatePlacementGroupRequest_BundleSpec{{Resources: map[string]float64{"CPU": 1}}},
+			RemovePlacementGroupIds: []string{b.group}})
+		denied(t, "tenant A's create carrying the removal of B's group", err, "remove_placement_group_ids[0]")
 		reply, err := pb.NewPlacementGroupServiceClient(adminConn).GetPlacementGroup(ctx, &pb.GetPlacementGroupRequest{PlacementGroupId: b.group})
 		if err != nil || reply.PlacementGroup.GetState() != pb.PlacementGroupState_CREATED {
 			t.Errorf("B's group after A's removal: %v %v; want CREATED", reply, err)

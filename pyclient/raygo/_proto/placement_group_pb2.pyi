@@ -177,7 +177,7 @@ class PreemptionNotice(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., preemptor_id: _Optional[str] = ..., time_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., acknowledged: _Optional[bool] = ...) -> None: ...
 
 class CreatePlacementGroupRequest(_message.Message):
-    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority", "max_runtime_s", "placement_group_id", "client_seq")
+    __slots__ = ("bundles", "strategy", "name", "namespace", "lifetime", "creator_job_id", "topology", "wait_first_attempt_ms", "queue", "priority", "max_runtime_s", "placement_group_id", "client_seq", "remove_placement_group_ids")
     class BundleSpec(_message.Message):
         __slots__ = ("resources", "label_selector")
         class ResourcesEntry(_message.Message):
@@ -212,6 +212,7 @@ class CreatePlacementGroupRequest(_message.Message):
     MAX_RUNTIME_S_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_PLACEMENT_GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
     bundles: _containers.RepeatedCompositeFieldContainer[CreatePlacementGroupRequest.BundleSpec]
     strategy: str
     name: str
@@ -225,7 +226,8 @@ class CreatePlacementGroupRequest(_message.Message):
     max_runtime_s: int
     placement_group_id: str
     client_seq: int
-    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ..., queue: _Optional[str] = ..., priority: _Optional[str] = ..., max_runtime_s: _Optional[int] = ..., placement_group_id: _Optional[str] = ..., client_seq: _Optional[int] = ...) -> None: ...
+    remove_placement_group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, bundles: _Optional[_Iterable[_Union[CreatePlacementGroupRequest.BundleSpec, _Mapping]]] = ..., strategy: _Optional[str] = ..., name: _Optional[str] = ..., namespace: _Optional[str] = ..., lifetime: _Optional[str] = ..., creator_job_id: _Optional[str] = ..., topology: _Optional[str] = ..., wait_first_attempt_ms: _Optional[int] = ..., queue: _Optional[str] = ..., priority: _Optional[str] = ..., max_runtime_s: _Optional[int] = ..., placement_group_id: _Optional[str] = ..., client_seq: _Optional[int] = ..., remove_placement_group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreatePlacementGroupReply(_message.Message):
     __slots__ = ("placement_group",)

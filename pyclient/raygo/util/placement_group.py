@@ -3,8 +3,10 @@
 A placement group reserves a gang of resource bundles, all or nothing. As Ray's,
 ``placement_group`` returns the handle of a group whose id the driver chose, and the group
 is placed asynchronously: wait with ``raygo.get(pg.ready())`` or ``pg.wait(seconds)``.
-Without a name, queue, priority or label selector the create is sent without waiting for
-its answer (a refusal by the GCS is raised by ``ready()`` / ``wait()``); with one,
+Without a name, queue, priority or label selector a refusal by the GCS is raised by
+``ready()`` / ``wait()``, and the create is sent in the background, or, when the driver
+waited for its previous group and has nothing in flight, on its own thread (answered once
+the group is placed or its first attempt failed, at most 200 ms); with one,
 ``placement_group`` waits for the GCS to accept it, so a name already taken raises at once.
 
 Beyond Ray, ``placement_group_table`` says where each bundle lives on the hardware:
@@ -118,6 +120,8 @@ class PlacementGroup:
         ``raygo.get`` on it raises ``raygo.exceptions.TaskPlacementGroupRemoved`` if the
         group is removed first, and ``GetTimeoutError`` when its timeout passes.
         """
+        if self._owner is not None:
+            self._owner.note_waited(self._create)
         if self.is_empty or self._created_now():
             return ObjectRef._resolved(self)
         return ObjectRef(_worker.global_client().ready_future(self.id.hex(), self, created=self._create))
@@ -141,6 +145,8 @@ class PlacementGroup:
         """
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)):
             raise TypeError(f"timeout_seconds must be a number of seconds, got {timeout_seconds!r}")
+        if self._owner is not None:
+            self._owner.note_waited(self._create)
         if self._created_now():
             return True
         client = _worker.global_client()
@@ -399,9 +405,12 @@ def placement_group(
     """Asks the GCS for a placement group and returns its handle.
 
     As Ray's, the driver picks the group's id and the group is placed asynchronously.
-    Without ``name``, ``queue``, ``priority`` or ``bundle_label_selector`` it returns
-    without waiting for the GCS: a refusal by the GCS (a finished job, the store down) is
-    raised by ``ready()`` / ``wait()``. With one of them it returns once the GCS accepted
+    Without ``name``, ``queue``, ``priority`` or ``bundle_label_selector`` a refusal by the
+    GCS (a finished job, the store down) is raised by ``ready()`` / ``wait()``: the create
+    goes in the background, or, when the driver waited for its previous group and has
+    nothing in flight, on the caller's thread (the GCS answers once the group is placed or
+    its first attempt failed, at most 200 ms later; a group not placed by then is waited
+    for by ``ready()``). With one of them it returns once the GCS accepted
     the group, so that a name already taken, an unknown queue or a selector the GCS cannot
     parse raises here.
 
@@ -502,9 +511,10 @@ def remove_placement_group(placement_group: PlacementGroup) -> None:
     group does nothing.
 
     The handle ``placement_group()`` returned to this driver is removed without waiting for
-    the GCS, which took the group from this driver and takes its removal too: the removal is
-    sent in the background (after the group's create, if that is still in flight) and a
-    failure (the GCS unreachable for 30 s) is logged. Every later call of this driver
+    the GCS, which took the group from this driver and takes its removal too: the removal
+    rides on the driver's next create, or is sent on its own within 5 ms (after the group's
+    create, if that is still in flight), and a failure (the GCS unreachable for 30 s) is
+    logged. Every later call of this driver
     (``placement_group_table``, ``get_placement_group``, ``wait``, ``ready``, a new group
     with the same name, ``shutdown``) waits for it first. Any other handle (from
     ``get_placement_group``, unpickled, made from an id) waits for the GCS's answer and
@@ -516,7 +526,9 @@ def remove_placement_group(placement_group: PlacementGroup) -> None:
     create = placement_group._create
     placement_group._forget_created()
     client = _worker.global_client()
-    if placement_group._owner is client:
+    if placement_group._owner is client and (create is None or create.done()):
+        client.remove_placement_group_later(placement_group.id.hex())
+    elif placement_group._owner is client:
         client.remove_placement_group_async(placement_group.id.hex(), after=create)
     else:
         client.remove_placement_group(placement_group.id.hex())
