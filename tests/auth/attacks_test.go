@@ -127,6 +127,17 @@ func (w attacker) gcsRefuses(t *testing.T, what string, err error) {
 	}
 }
 
+// rayletRefuses checks a raylet's refusal: without a token it knows, Unauthenticated; a
+// tenant's token, which the raylet knows through the GCS, PermissionDenied naming want.
+func (w attacker) rayletRefuses(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if w.token == "" || w.token == "not-the-token" {
+		refused(t, what, err)
+	} else {
+		denied(t, what+" with a tenant token", err, want)
+	}
+}
+
 // dial connects to addr with the attacker's token (and epoch, when not zero).
 func (w attacker) dial(t *testing.T, addr string, epoch int64) *grpc.ClientConn {
 	t.Helper()
@@ -316,9 +327,9 @@ func TestCancellingACommittedBundleBehindTheGCSIsRefused(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			manager := pb.NewNodeManagerServiceClient(w.dial(t, a.rayletAddress, 0))
 			_, err := manager.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{{PlacementGroupId: a.group}}})
-			refused(t, "CancelResourceReserve of the group's bundle", err)
+			w.rayletRefuses(t, "CancelResourceReserve of the group's bundle", err, gcsOnly)
 			_, err = manager.ReleaseUnusedBundles(ctx, &pb.ReleaseUnusedBundlesRequest{})
-			refused(t, "ReleaseUnusedBundles keeping none", err)
+			w.rayletRefuses(t, "ReleaseUnusedBundles keeping none", err, gcsOnly)
 		})
 	}
 	t.Run("a node token", func(t *testing.T) {
@@ -340,9 +351,9 @@ func TestAGhostReservationIsRefused(t *testing.T) {
 			manager := pb.NewNodeManagerServiceClient(w.dial(t, a.rayletAddress, 0))
 			_, err := manager.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{{
 				Key: ghost, Resources: map[string]float64{"CPU": 4}}}})
-			refused(t, "PrepareBundleResources of a ghost", err)
+			w.rayletRefuses(t, "PrepareBundleResources of a ghost", err, gcsOnly)
 			_, err = manager.CommitBundleResources(ctx, &pb.CommitBundleResourcesRequest{Bundles: []*pb.BundleKey{ghost}})
-			refused(t, "CommitBundleResources of a ghost", err)
+			w.rayletRefuses(t, "CommitBundleResources of a ghost", err, gcsOnly)
 		})
 	}
 	for _, b := range a.workerStats(t, ctx).Bundles {
@@ -361,9 +372,9 @@ func TestAForgedEpochChangesNothing(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			manager := pb.NewNodeManagerServiceClient(w.dial(t, a.rayletAddress, math.MaxInt64))
 			_, err := manager.ReleaseUnusedBundles(ctx, &pb.ReleaseUnusedBundlesRequest{InUse: []*pb.BundleKey{{PlacementGroupId: a.group}}})
-			refused(t, "ReleaseUnusedBundles with a forged epoch", err)
+			w.rayletRefuses(t, "ReleaseUnusedBundles with a forged epoch", err, gcsOnly)
 			_, err = manager.GetNodeStats(ctx, &pb.GetNodeStatsRequest{})
-			refused(t, "GetNodeStats with a forged epoch", err)
+			w.rayletRefuses(t, "GetNodeStats with a forged epoch", err, gcsOnly)
 		})
 	}
 	a.unchanged(t, ctx) // the raylet still on the GCS's epoch
@@ -445,7 +456,7 @@ func TestLeasingAWorkerFromARayletIsRefused(t *testing.T) {
 		t.Run(w.name, func(t *testing.T) {
 			_, err := pb.NewNodeManagerServiceClient(w.dial(t, a.rayletAddress, 0)).RequestWorkerLease(ctx, &pb.RequestWorkerLeaseRequest{
 				JobId: "01000000", PlacementGroupId: a.group, BundleIndex: -1, Resources: map[string]float64{"CPU": 1}})
-			refused(t, "RequestWorkerLease in the group", err)
+			w.rayletRefuses(t, "RequestWorkerLease in the group", err, "job_id")
 		})
 	}
 	a.unchanged(t, ctx)
