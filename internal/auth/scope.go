@@ -130,6 +130,11 @@ const EnvTokenSHA256 = "RAYGO_AUTH_TOKEN_SHA256"
 // (from its raylet): its server then accepts the tenant's calls too (ScopeLessee).
 const EnvLesseeTokenSHA256 = "RAYGO_LESSEE_TOKEN_SHA256"
 
+// EnvGCSCredentialSHA256 gives a worker the SHA-256 of the GCS's own credential (from
+// its raylet): its server then accepts the GCS's calls (ScopeGCS), which never carry the
+// cluster token.
+const EnvGCSCredentialSHA256 = "RAYGO_GCS_CREDENTIAL_SHA256"
+
 // LearnedHashes are the SHA-256s (HashToken) of the cluster's credentials that a process
 // which may not hold them learns from the GCS (RegisterNodeReply) or from its raylet:
 // read at each call, so they can be learned after the server started. Empty or unset,
