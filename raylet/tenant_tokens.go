@@ -134,24 +134,11 @@ func (r *Raylet) authorizeTenant(ctx context.Context, scope auth.Scope, method s
 			return ctx, err
 		}
 		return withLessee(ctx, token, lessee), nil
-	case *pb.ReturnWorkerRequest:
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
-		}
-		return ctx, nil
-	case *pb.RegisterWorkerRequest: // its task worker's, which takes its token
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
-		}
-		return ctx, nil
-	case *pb.NotifyWorkerBlockedRequest:
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
-		}
-		return ctx, nil
-	case *pb.KillWorkerRequest:
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
+	case *pb.ReturnWorkerRequest, *pb.KillWorkerRequest,
+		*pb.RegisterWorkerRequest, *pb.NotifyWorkerBlockedRequest: // the last two: its task workers', which take its token
+		workerID := req.(interface{ GetWorkerId() string }).GetWorkerId()
+		if !r.leasedTo(workerID, lessee) {
+			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", workerID, scope)
 		}
 		return ctx, nil
 	}

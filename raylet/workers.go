@@ -473,8 +473,8 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease, token str
 			hash = new(string)
 		}
 		env = append(env, auth.EnvTokenSHA256+"="+*hash)
-		if gcs := r.learned.GCSCredential.Load(); gcs != nil {
-			env = append(env, auth.EnvGCSCredentialSHA256+"="+*gcs)
+		if gcs := r.learned.GCSCredential.Load(); gcs != nil && *gcs != "" {
+			env = append(env, auth.EnvGCSCredentialSHA256+"="+auth.HashToken(auth.WorkerCredential(*gcs, workerID)))
 		}
 		if lease.lessee != "" {
 			env = append(env, auth.EnvLesseeTokenSHA256+"="+lease.lessee)

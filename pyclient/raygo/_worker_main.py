@@ -107,7 +107,7 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
         function = self._functions.get(key)
         if function is None:
             # Read with the token the call carried (the driver's, a tenant's own or the
-            # cluster token; the GCS's for an actor's class): it reaches that job's
+            # cluster token; the GCS sends an actor's class): it reaches that job's
             # functions, where this worker's own token may be a node token, which does not.
             presented = dict(context.invocation_metadata() or ()).get(AUTH_METADATA_KEY)
             kv, metadata = (self._kv_as_caller, [(AUTH_METADATA_KEY, presented)]) if presented else (self._kv, None)
@@ -163,7 +163,8 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
             if self._actor_id and self._actor_id != request.actor_id:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"worker hosts actor {self._actor_id} already")
             try:
-                cls = self._function(request.python_class_key, context)
+                # The GCS sends the class with auth on: its call carries no token that reads the KV.
+                cls = self._pickle.loads(request.python_class) if request.python_class else self._function(request.python_class_key, context)
                 args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
                 _worker.worker_context().actor_id = request.actor_id
                 _worker.worker_context().num_restarts = request.num_restarts

@@ -137,8 +137,19 @@ def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, m
 
     @raygo.remote
     class Environ:
+        def __init__(self) -> None:
+            # What a tenant's constructor can read of the GCS's call that runs it.
+            import inspect
+
+            self.presented = [dict(frame.frame.f_locals["context"].invocation_metadata()).get("authorization", "")
+                              for frame in inspect.stack() if "context" in frame.frame.f_locals
+                              and hasattr(frame.frame.f_locals["context"], "invocation_metadata")]
+
         def token(self) -> str | None:
             return os.environ.get("RAYGO_AUTH_TOKEN")
+
+        def gcs_call(self) -> list:
+            return self.presented
 
     cluster, admin, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "2")
     try:
@@ -151,9 +162,13 @@ def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, m
         task_token = raygo.get(environ_token.remote(), timeout=120)
         assert task_token != admin, "the tenant's task read the cluster token"
         assert task_token == tenant
-        actor_token = raygo.get(Environ.remote().token.remote(), timeout=120)
+        environ = Environ.remote()
+        actor_token = raygo.get(environ.token.remote(), timeout=120)
         assert actor_token != admin, "the tenant's actor read the cluster token"
         assert actor_token != tenant
+        presented = raygo.get(environ.gcs_call.remote(), timeout=120)
+        assert presented and all(p.startswith("Bearer ") for p in presented), presented
+        assert "Bearer " + admin not in presented, "the GCS's call to the tenant's actor carried the cluster token"
     finally:
         raygo.shutdown()
         cluster.stop()
