@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/auth"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -73,7 +75,10 @@ func (m *actorManager) place(e *actorEntry, attempt int64, targets []leaseTarget
 	m.mu.Unlock()
 
 	var reply *pb.CreateActorOnWorkerReply
-	client, err := m.workerClient(worker.Address)
+	client, err := m.workerClient(worker.Address, worker.WorkerId)
+	if err == nil && create.PythonClassKey != "" && m.gcsCredentialSHA256 != "" {
+		create, err = m.withPythonClass(ctx, create)
+	}
 	if err == nil {
 		reply, err = client.CreateActor(ctx, create)
 	}
@@ -463,18 +468,47 @@ func (m *actorManager) killWorker(nodeID, workerID, reason string) {
 	}()
 }
 
-// workerClient returns the CoreWorkerService client of a worker, from a cached connection.
-func (m *actorManager) workerClient(address string) (pb.CoreWorkerServiceClient, error) {
-	m.connMu.Lock()
-	defer m.connMu.Unlock()
-	if conn := m.workerConns[address]; conn != nil {
-		return pb.NewCoreWorkerServiceClient(conn), nil
-	}
-	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{Token: m.authToken})
+// withPythonClass is create with the class its python_class_key names, read from the KV:
+// with auth on, the worker may hold no token that reads it (a tenant's actor's), and the
+// GCS's call carries none (auth.WorkerCredential).
+func (m *actorManager) withPythonClass(ctx context.Context, create *pb.CreateActorOnWorkerRequest) (*pb.CreateActorOnWorkerRequest, error) {
+	key, err := kvKey(functionKVNamespace, []byte(create.PythonClassKey))
 	if err != nil {
 		return nil, err
 	}
-	m.workerConns[address] = conn
+	class, found, err := m.store.Get(ctx, store.TableKV, key)
+	if err != nil {
+		return nil, fmt.Errorf("read the actor's class %s: %w", create.PythonClassKey, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("the actor's class %s is not in the KV (its job ended?)", create.PythonClassKey)
+	}
+	withClass := proto.Clone(create).(*pb.CreateActorOnWorkerRequest)
+	withClass.PythonClass = class
+	return withClass, nil
+}
+
+// workerClient returns the CoreWorkerService client of a worker, from a cached connection
+// to that worker (its calls carry auth.WorkerCredential of that worker's id).
+func (m *actorManager) workerClient(address, workerID string) (pb.CoreWorkerServiceClient, error) {
+	m.connMu.Lock()
+	defer m.connMu.Unlock()
+	if cached := m.workerConns[address]; cached.conn != nil {
+		if cached.workerID == workerID {
+			return pb.NewCoreWorkerServiceClient(cached.conn), nil
+		}
+		_ = cached.conn.Close() // another worker had that address before
+		delete(m.workerConns, address)
+	}
+	var token string
+	if m.gcsCredentialSHA256 != "" {
+		token = auth.WorkerCredential(m.gcsCredentialSHA256, workerID)
+	}
+	conn, err := rpcutil.Dial(address, rpcutil.DialOptions{Token: token})
+	if err != nil {
+		return nil, err
+	}
+	m.workerConns[address] = workerConn{conn: conn, workerID: workerID}
 	return pb.NewCoreWorkerServiceClient(conn), nil
 }
 
@@ -484,8 +518,8 @@ func (m *actorManager) closeWorkerConn(address string) {
 	}
 	m.connMu.Lock()
 	defer m.connMu.Unlock()
-	if conn := m.workerConns[address]; conn != nil {
-		_ = conn.Close()
+	if cached := m.workerConns[address]; cached.conn != nil {
+		_ = cached.conn.Close()
 		delete(m.workerConns, address)
 	}
 }

@@ -125,6 +125,12 @@ func (e *actorEntry) endAttemptLocked() {
 // is never held while calling the node, job or placement-group managers' locking
 // methods; they call the hooks here without holding their own locks, except
 // retryAllNow, which takes no lock.
+// workerConn is a cached connection to the worker workerID (workerClient).
+type workerConn struct {
+	conn     *grpc.ClientConn
+	workerID string
+}
+
 type actorManager struct {
 	pb.UnimplementedActorInfoServiceServer
 	actorDeps
@@ -151,7 +157,7 @@ type actorManager struct {
 	killRetry      rpcutil.Backoff
 
 	connMu      sync.Mutex
-	workerConns map[string]*grpc.ClientConn // worker address → connection
+	workerConns map[string]workerConn // worker address → connection
 
 	// tasks is the SDK's tasks waiting for a worker, for the autoscaler.
 	tasks taskBacklogs
@@ -175,8 +181,11 @@ type actorDeps struct {
 	// deadActorRetention and maxDeadActors are Config.DeadActorRetention and MaxDeadActors.
 	deadActorRetention time.Duration
 	maxDeadActors      int
-	// authToken is Config.AuthToken, which calls to workers carry.
-	authToken string
+	// gcsCredentialSHA256 is the SHA-256 of the GCS's own credential (gcsCredential), ""
+	// with auth off: its calls to a worker carry auth.WorkerCredential of it, never the
+	// cluster token nor the GCS's credential, which a tenant's actor code could read from
+	// the call's metadata.
+	gcsCredentialSHA256 string
 	// freeFunctions deletes functions from the KV (kvService.deleteFunctions): the class
 	// of a detached Python actor whose job ended, once no live actor uses it (nil: never).
 	freeFunctions func(keys ...string)
@@ -191,7 +200,7 @@ type executableChecker interface {
 func newActorManager(deps actorDeps) *actorManager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &actorManager{actorDeps: deps, ctx: ctx, cancel: cancel, actors: map[string]*actorEntry{}, names: map[string]string{},
-		wake: make(chan struct{}, 1), workerConns: map[string]*grpc.ClientConn{},
+		wake: make(chan struct{}, 1), workerConns: map[string]workerConn{},
 		reconcileRetry: reconcileRetry, killRetry: rpcutil.Backoff{Min: killRetryMin, Max: killRetryMax}}
 }
 
@@ -215,8 +224,8 @@ func (m *actorManager) close() {
 	m.cancel()
 	m.connMu.Lock()
 	defer m.connMu.Unlock()
-	for addr, conn := range m.workerConns {
-		_ = conn.Close()
+	for addr, cached := range m.workerConns {
+		_ = cached.conn.Close()
 		delete(m.workerConns, addr)
 	}
 }

@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.pgs = newPGManager(pgDeps{queues: queueConfig, store: cfg.Store, nodes: s.nodes, jobs: s.jobs, reserver: reserver, now: cfg.Now, log: s.log, stopped: s.stopped, metrics: newPGMetrics()})
 	s.executables = newExecutableService(cfg, s.startTime, s.log)
 	s.actors = newActorManager(actorDeps{store: cfg.Store, nodes: s.nodes, groups: s.pgs, jobs: s.jobs, executables: s.executables, leases: s.pgs,
-		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, authToken: cfg.AuthToken,
+		now: cfg.Now, log: s.log, deadActorRetention: cfg.DeadActorRetention, maxDeadActors: cfg.MaxDeadActors, gcsCredentialSHA256: credentialSHA256(credential),
 		freeFunctions: s.kv.deleteFunctions})
 	s.kv.holders = s.actors
 	s.autoscaler = newAutoscalerState(autoscalerDeps{store: cfg.Store, log: s.log, now: cfg.Now, nodes: s.nodes, groups: s.pgs, actors: s.actors,
@@ -227,6 +227,14 @@ func nextEpoch(ctx context.Context, st store.Store, now time.Time) (epoch int64,
 		return 0, false, fmt.Errorf("persist GCS epoch: %w", err)
 	}
 	return epoch, current == 0, nil
+}
+
+// credentialSHA256 is the SHA-256 of the GCS's credential, "" without one (auth off).
+func credentialSHA256(credential string) string {
+	if credential == "" {
+		return ""
+	}
+	return auth.HashToken(credential)
 }
 
 // gcsCredential returns the GCS's own credential, made at the first start with auth on

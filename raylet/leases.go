@@ -17,8 +17,12 @@ type workerLease struct {
 	id string
 	// lessee is the SHA-256 of the tenant token the lease was taken with ("" for the
 	// cluster token's or the GCS's): its worker takes that token too.
-	lessee    string
-	resources resources.Set
+	lessee string
+	// lesseeToken is the tenant's token itself, when the tenant leased the worker (the
+	// GCS's lease for a tenant's actor has only its hash): its worker's token. In memory
+	// only, never logged.
+	lesseeToken string
+	resources   resources.Set
 	// holder is the bundle reservation the lease takes from, bundle its name; holder is
 	// nil for a lease taken from the node.
 	holder *reservation

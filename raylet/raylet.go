@@ -144,7 +144,12 @@ func Start(ctx context.Context, cfg Config) (_ *Raylet, err error) {
 		r.tenants = newTenantTokens(func(ctx context.Context, req *pb.AuthorizeLeaseRequest) (*pb.AuthorizeLeaseReply, error) {
 			return gcsAuth.AuthorizeLease(ctx, req)
 		}, cfg.TenantTokenTTL)
-		r.learned.Lookup = r.tenants.lookup
+		r.learned.Lookup = func(presented string) (auth.Scope, bool) {
+			if scope, ok := r.registrationScope(presented); ok {
+				return scope, true
+			}
+			return r.tenants.lookup(presented)
+		}
 		verify = auth.ClusterTokenHash(&r.learned, cfg.AuthToken)
 	}
 	serverOptions, err := rpcutil.VerifiedServerOptions(rpcutil.ProtocolVersion, verify, r.scopeInterceptor, r.fenceInterceptor)

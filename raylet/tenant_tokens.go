@@ -96,16 +96,19 @@ func (t *tenantTokens) lookup(presented string) (auth.Scope, bool) {
 
 type lesseeKey struct{}
 
+// lessee is the tenant a lease request is from: its token and the token's SHA-256.
+type lessee struct{ token, tokenSHA256 string }
+
 // withLessee marks a lease request as a tenant's: the worker it gets takes that
-// tenant's token (by its SHA-256) besides the cluster token.
-func withLessee(ctx context.Context, tokenSHA256 string) context.Context {
-	return context.WithValue(ctx, lesseeKey{}, tokenSHA256)
+// tenant's token (and its server the token's SHA-256), never the raylet's.
+func withLessee(ctx context.Context, token, tokenSHA256 string) context.Context {
+	return context.WithValue(ctx, lesseeKey{}, lessee{token: token, tokenSHA256: tokenSHA256})
 }
 
-// lesseeFrom is the token SHA-256 withLessee set ("" for a lease with the cluster token).
-func lesseeFrom(ctx context.Context) string {
-	lessee, _ := ctx.Value(lesseeKey{}).(string)
-	return lessee
+// lesseeFrom is the tenant withLessee set (zero for a lease with the cluster token).
+func lesseeFrom(ctx context.Context) lessee {
+	l, _ := ctx.Value(lesseeKey{}).(lessee)
+	return l
 }
 
 // leasedTo reports whether the worker is leased with the token whose SHA-256 is lessee.
@@ -120,7 +123,8 @@ func (r *Raylet) leasedTo(workerID, lessee string) bool {
 // groups only, and return or kill only the workers leased with it; nothing else on a
 // raylet.
 func (r *Raylet) authorizeTenant(ctx context.Context, scope auth.Scope, method string, req any) (context.Context, error) {
-	lessee := auth.HashToken(rpcutil.TokenFromIncoming(ctx))
+	token := rpcutil.TokenFromIncoming(ctx)
+	lessee := auth.HashToken(token)
 	switch req := req.(type) {
 	case *pb.RequestWorkerLeaseRequest:
 		if req.ActorId != "" {
@@ -129,15 +133,12 @@ func (r *Raylet) authorizeTenant(ctx context.Context, scope auth.Scope, method s
 		if _, err := r.tenants.authorize(ctx, tenantQuestion{tokenSHA256: lessee, jobID: req.JobId, groupID: req.PlacementGroupId}, time.Now()); err != nil {
 			return ctx, err
 		}
-		return withLessee(ctx, lessee), nil
-	case *pb.ReturnWorkerRequest:
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
-		}
-		return ctx, nil
-	case *pb.KillWorkerRequest:
-		if !r.leasedTo(req.WorkerId, lessee) {
-			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", req.WorkerId, scope)
+		return withLessee(ctx, token, lessee), nil
+	case *pb.ReturnWorkerRequest, *pb.KillWorkerRequest,
+		*pb.RegisterWorkerRequest, *pb.NotifyWorkerBlockedRequest: // the last two: its task workers', which take its token
+		workerID := req.(interface{ GetWorkerId() string }).GetWorkerId()
+		if !r.leasedTo(workerID, lessee) {
+			return ctx, status.Errorf(codes.PermissionDenied, "worker_id %s: not leased with this token (scope %s)", workerID, scope)
 		}
 		return ctx, nil
 	}

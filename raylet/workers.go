@@ -110,7 +110,10 @@ type worker struct {
 	detached   bool
 	idleSince  time.Time
 	killReason string // set when the raylet killed it on purpose
-	exitDetail string
+	// registrationSHA256 is the SHA-256 of a tenant's actor's worker's token
+	// (workerToken) until it registers; "" after, and for any other worker.
+	registrationSHA256 string
+	exitDetail         string
 }
 
 // workerIDBytes is the size of a worker id, as Ray's WorkerID.
@@ -151,7 +154,8 @@ func (r *Raylet) requestWorkerLease(ctx context.Context, req *pb.RequestWorkerLe
 	if err != nil {
 		return nil, err
 	}
-	lease.lessee = lesseeFrom(ctx) // a tenant's own lease
+	tenant := lesseeFrom(ctx) // a tenant's own lease
+	lease.lessee, lease.lesseeToken = tenant.tokenSHA256, tenant.token
 	if lease.lessee == "" {
 		lease.lessee = req.LesseeTokenSha256 // the GCS's, for a tenant's actor (scopeInterceptor)
 	}
@@ -349,7 +353,12 @@ func (r *Raylet) startWorker(cmd *exec.Cmd, key workerKey, req *pb.RequestWorker
 		bundle: lease.bundle, bundleHolder: lease.holder,
 	}
 	w.cmd = cmd
-	w.cmd.Env = r.workerEnv(w.id, req.JobId, lease)
+	token, err := r.workerToken(w)
+	if err != nil {
+		r.releaseLease(lease)
+		return nil, err
+	}
+	w.cmd.Env = r.workerEnv(w.id, req.JobId, lease, token)
 	if req.PythonWorker != nil {
 		w.cmd.Env = append(w.cmd.Env, "PYTHONPATH="+strings.Join(req.PythonWorker.SysPath, string(os.PathListSeparator)))
 	}
@@ -399,9 +408,47 @@ func (r *Raylet) startWorker(cmd *exec.Cmd, key workerKey, req *pb.RequestWorker
 	return w, nil
 }
 
+// workerToken is the token worker w takes (RAYGO_AUTH_TOKEN), with auth on: the
+// raylet's own for a lease with the cluster token; a tenant's own for its task worker,
+// so its nested tasks run with its rights; for a tenant's actor, whose lease the GCS
+// took with the tenant's token's hash alone, a random one that registers w with this
+// raylet once and does nothing else (registrationSHA256). A tenant's code never holds
+// the raylet's token, which may be the cluster token.
+func (r *Raylet) workerToken(w *worker) (string, error) {
+	switch {
+	case r.cfg.AuthToken == "":
+		return "", nil
+	case w.lease.lessee == "":
+		return r.cfg.AuthToken, nil
+	case w.lease.lesseeToken != "":
+		return w.lease.lesseeToken, nil
+	}
+	token, err := auth.Generate()
+	if err != nil {
+		return "", refusef(ErrInternal, "worker token: %w", err)
+	}
+	w.registrationSHA256 = auth.HashToken(token) // before w joins the pool
+	return token, nil
+}
+
+// registrationScope is the raylet Verifier's answer for a starting worker's
+// registration token (workerToken): ScopeNode, which reaches RegisterWorker alone.
+func (r *Raylet) registrationScope(presented string) (auth.Scope, bool) {
+	presentedHash := auth.HashToken(presented)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for _, w := range r.workers {
+		if w.registrationSHA256 != "" && auth.EqualHash(presentedHash, w.registrationSHA256) {
+			found = true
+		}
+	}
+	return auth.Scope{Kind: auth.ScopeNode}, found
+}
+
 // workerEnv is the raylet's environment without its RAYGO_* (but TLS's) and CUDA_*
-// variables, plus the worker contract of protos/worker.proto.
-func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string {
+// variables, plus the worker contract of protos/worker.proto; token is workerToken's.
+func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease, token string) []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		tls := strings.HasPrefix(kv, rpcutil.EnvUseTLS+"=") || strings.HasPrefix(kv, "RAYGO_TLS_")
 		return strings.HasPrefix(kv, "RAYGO_") && !tls || strings.HasPrefix(kv, "CUDA_")
@@ -417,11 +464,17 @@ func (r *Raylet) workerEnv(workerID, jobID string, lease *workerLease) []string 
 		"RAYGO_RESOURCES="+string(resources),
 	)
 	if r.cfg.AuthToken != "" {
-		// Its calls carry the raylet's token; its server requires the cluster token,
-		// which it checks by hash (the raylet's token may be a node token).
-		env = append(env, auth.EnvToken+"="+r.cfg.AuthToken)
-		if hash := r.learned.ClusterToken.Load(); hash != nil {
-			env = append(env, auth.EnvTokenSHA256+"="+*hash)
+		// Its calls carry token (workerToken). Its server checks by hash the cluster
+		// token, the GCS's credential and its tenant's token.
+		env = append(env, auth.EnvToken+"="+token)
+		// Set even when empty: with it, a worker never falls back to a token file.
+		hash := r.learned.ClusterToken.Load()
+		if hash == nil {
+			hash = new(string)
+		}
+		env = append(env, auth.EnvTokenSHA256+"="+*hash)
+		if gcs := r.learned.GCSCredential.Load(); gcs != nil && *gcs != "" {
+			env = append(env, auth.EnvGCSCredentialSHA256+"="+auth.HashToken(auth.WorkerCredential(*gcs, workerID)))
 		}
 		if lease.lessee != "" {
 			env = append(env, auth.EnvLesseeTokenSHA256+"="+lease.lessee)
@@ -542,6 +595,7 @@ func (r *Raylet) registerWorker(workerID, address string) error {
 	switch w.address {
 	case "":
 		w.address = address
+		w.registrationSHA256 = "" // its registration token served once
 		close(w.registered)
 	case address: // a retried registration
 	default:

@@ -90,18 +90,26 @@ func serveWorker() error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", nodeIP, err)
 	}
-	// The raylet passes its token on (RAYGO_AUTH_TOKEN), and the cluster token's SHA-256
-	// (RAYGO_AUTH_TOKEN_SHA256) as its own may be a node token: the calls this worker
-	// serves (the GCS's, drivers') carry the cluster token, which alone it accepts.
+	// The raylet passes its token on (RAYGO_AUTH_TOKEN; a tenant's worker gets its
+	// tenant's, or none), and the SHA-256s of the tokens whose calls this worker serves:
+	// the cluster token's (RAYGO_AUTH_TOKEN_SHA256: drivers), the GCS's credential's
+	// (RAYGO_GCS_CREDENTIAL_SHA256: the GCS) and its tenant's (RAYGO_LESSEE_TOKEN_SHA256).
 	token, err := auth.Load()
 	if err != nil {
 		return err
 	}
 	verify := auth.ClusterToken(token)
-	if hash := os.Getenv(auth.EnvTokenSHA256); hash != "" && token != "" {
+	if hash, underRaylet := os.LookupEnv(auth.EnvTokenSHA256); underRaylet {
 		var learned auth.LearnedHashes
+		lessee := os.Getenv(auth.EnvLesseeTokenSHA256)
+		if hash == "" && lessee == "" && token != "" {
+			hash = auth.HashToken(token) // the raylet's own token is the cluster token
+		}
 		learned.ClusterToken.Store(&hash)
-		if lessee := os.Getenv(auth.EnvLesseeTokenSHA256); lessee != "" {
+		if gcs := os.Getenv(auth.EnvGCSCredentialSHA256); gcs != "" {
+			learned.GCSCredential.Store(&gcs)
+		}
+		if lessee != "" {
 			learned.Lessee.Store(&lessee) // the tenant this worker is leased to
 		}
 		verify = auth.ClusterTokenHash(&learned, "")

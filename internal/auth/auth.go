@@ -85,11 +85,20 @@ func TokenPath() string {
 	return DefaultTokenPath()
 }
 
+// underRaylet reports whether this process is a worker a raylet with auth started: its
+// raylet sets EnvTokenSHA256, maybe empty.
+func underRaylet() bool {
+	_, set := os.LookupEnv(EnvTokenSHA256)
+	return set
+}
+
 // Load returns the token: EnvToken, else the file at TokenPath. It returns "" without
 // an error when there is none; a file that exists but cannot be read, is empty, or is
-// readable by others than its owner is an error naming it.
+// readable by others than its owner is an error naming it. A raylet's worker under auth
+// (EnvTokenSHA256 set) has only the token its raylet gave it, none for a tenant's actor:
+// it never falls back to a token file, which may hold the cluster token.
 func Load() (string, error) {
-	if token := strings.TrimSpace(os.Getenv(EnvToken)); token != "" {
+	if token := strings.TrimSpace(os.Getenv(EnvToken)); token != "" || underRaylet() {
 		return token, nil
 	}
 	path := TokenPath()

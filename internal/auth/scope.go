@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -84,6 +85,17 @@ func HashToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// WorkerCredential is the credential the GCS's calls to one worker carry: derived from
+// the SHA-256 of the GCS's own credential (which the GCS and the raylets hold, and
+// workers never) and the worker's id, so a worker's code that reads it from a call it
+// serves holds a credential good for that worker alone, never the GCS's own nor the
+// cluster token.
+func WorkerCredential(gcsCredentialSHA256, workerID string) string {
+	mac := hmac.New(sha256.New, []byte(gcsCredentialSHA256))
+	mac.Write([]byte("raygo worker " + workerID))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
 // EqualHash compares two hashes from HashToken in constant time.
 func EqualHash(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
@@ -129,6 +141,11 @@ const EnvTokenSHA256 = "RAYGO_AUTH_TOKEN_SHA256"
 // EnvLesseeTokenSHA256 gives a worker leased with a tenant's token that token's SHA-256
 // (from its raylet): its server then accepts the tenant's calls too (ScopeLessee).
 const EnvLesseeTokenSHA256 = "RAYGO_LESSEE_TOKEN_SHA256"
+
+// EnvGCSCredentialSHA256 gives a worker the SHA-256 of the GCS's credential for it
+// (WorkerCredential, from its raylet): its server then accepts the GCS's calls
+// (ScopeGCS), which never carry the cluster token nor the GCS's own credential.
+const EnvGCSCredentialSHA256 = "RAYGO_GCS_CREDENTIAL_SHA256"
 
 // LearnedHashes are the SHA-256s (HashToken) of the cluster's credentials that a process
 // which may not hold them learns from the GCS (RegisterNodeReply) or from its raylet:

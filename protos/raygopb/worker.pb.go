@@ -264,8 +264,11 @@ type CreateActorOnWorkerRequest struct {
 	// The actor's SchedulingStrategy.placement_group_capture_child_tasks: what its methods
 	// submit without a strategy of their own runs in its placement group.
 	PlacementGroupCaptureChildTasks bool `protobuf:"varint,6,opt,name=placement_group_capture_child_tasks,json=placementGroupCaptureChildTasks,proto3" json:"placement_group_capture_child_tasks,omitempty"`
-	unknownFields                   protoimpl.UnknownFields
-	sizeCache                       protoimpl.SizeCache
+	// The pickled class python_class_key names, read by the GCS: the worker of a tenant's
+	// actor holds no token that reads the KV, and the GCS's call carries no token that does.
+	PythonClass   []byte `protobuf:"bytes,7,opt,name=python_class,json=pythonClass,proto3" json:"python_class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateActorOnWorkerRequest) Reset() {
@@ -338,6 +341,13 @@ func (x *CreateActorOnWorkerRequest) GetPlacementGroupCaptureChildTasks() bool {
 		return x.PlacementGroupCaptureChildTasks
 	}
 	return false
+}
+
+func (x *CreateActorOnWorkerRequest) GetPythonClass() []byte {
+	if x != nil {
+		return x.PythonClass
+	}
+	return nil
 }
 
 type CreateActorOnWorkerReply struct {
@@ -413,7 +423,7 @@ const file_worker_proto_rawDesc = "" +
 	"\areturns\x18\x01 \x03(\fR\areturns\x12)\n" +
 	"\x05error\x18\x02 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\x9c\x02\n" +
+	"\x03pid\x18\x04 \x01(\x03R\x03pid\"\xbf\x02\n" +
 	"\x1aCreateActorOnWorkerRequest\x12\x19\n" +
 	"\bactor_id\x18\x01 \x01(\tR\aactorId\x12\x1d\n" +
 	"\n" +
@@ -421,7 +431,8 @@ const file_worker_proto_rawDesc = "" +
 	"\x10constructor_args\x18\x03 \x03(\fR\x0fconstructorArgs\x12!\n" +
 	"\fnum_restarts\x18\x04 \x01(\x03R\vnumRestarts\x12(\n" +
 	"\x10python_class_key\x18\x05 \x01(\tR\x0epythonClassKey\x12L\n" +
-	"#placement_group_capture_child_tasks\x18\x06 \x01(\bR\x1fplacementGroupCaptureChildTasks\"W\n" +
+	"#placement_group_capture_child_tasks\x18\x06 \x01(\bR\x1fplacementGroupCaptureChildTasks\x12!\n" +
+	"\fpython_class\x18\a \x01(\fR\vpythonClass\"W\n" +
 	"\x18CreateActorOnWorkerReply\x12)\n" +
 	"\x05error\x18\x01 \x01(\v2\x13.raygo.v1.TaskErrorR\x05error\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x03R\x03pid2\xac\x01\n" +

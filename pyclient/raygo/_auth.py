@@ -24,8 +24,10 @@ def load_token() -> Optional[str]:
     """The token this process has, or None. A token file that others can read, that is
     empty, or that ``RAYGO_AUTH_TOKEN_PATH`` names but does not exist is a ValueError naming it."""
     token = os.environ.get(ENV_TOKEN, "").strip()
-    if token:
-        return token
+    if token or "RAYGO_AUTH_TOKEN_SHA256" in os.environ:
+        # A raylet's worker under auth has only the token its raylet gave it (none for
+        # some): it never falls back to a token file, which may hold the cluster token.
+        return token or None
     named = os.environ.get(ENV_TOKEN_PATH, "")
     path = Path(named) if named else Path.home() / ".raygo" / "auth_token"
     try:

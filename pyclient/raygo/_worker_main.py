@@ -43,7 +43,7 @@ class _RequireToken(grpc.ServerInterceptor):
 
     def __init__(self, token: str, *accepted_sha256: str) -> None:
         # With the cluster token's SHA-256, its own token (maybe a node token) is not taken.
-        self._expected = "" if accepted_sha256 and accepted_sha256[0] else "Bearer " + token
+        self._expected = "" if not token or (accepted_sha256 and accepted_sha256[0]) else "Bearer " + token
         self._accepted_sha256 = [digest for digest in accepted_sha256 if digest]
 
         def deny(request: Any, context: grpc.ServicerContext) -> Any:
@@ -107,7 +107,7 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
         function = self._functions.get(key)
         if function is None:
             # Read with the token the call carried (the driver's, a tenant's own or the
-            # cluster token; the GCS's for an actor's class): it reaches that job's
+            # cluster token; the GCS sends an actor's class): it reaches that job's
             # functions, where this worker's own token may be a node token, which does not.
             presented = dict(context.invocation_metadata() or ()).get(AUTH_METADATA_KEY)
             kv, metadata = (self._kv_as_caller, [(AUTH_METADATA_KEY, presented)]) if presented else (self._kv, None)
@@ -163,7 +163,8 @@ class CoreWorker(worker_pb2_grpc.CoreWorkerServiceServicer):
             if self._actor_id and self._actor_id != request.actor_id:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"worker hosts actor {self._actor_id} already")
             try:
-                cls = self._function(request.python_class_key, context)
+                # The GCS sends the class with auth on: its call carries no token that reads the KV.
+                cls = self._pickle.loads(request.python_class) if request.python_class else self._function(request.python_class_key, context)
                 args, kwargs = self._pickle.loads(request.constructor_args[0]) if request.constructor_args else ((), {})
                 _worker.worker_context().actor_id = request.actor_id
                 _worker.worker_context().num_restarts = request.num_restarts
@@ -190,8 +191,14 @@ def main() -> None:
     token = load_token()
     _worker.enter_worker_mode()
     gcs = _channel(os.environ["RAYGO_GCS_ADDRESS"], token)
-    accepted = (os.environ.get("RAYGO_AUTH_TOKEN_SHA256", ""), os.environ.get("RAYGO_LESSEE_TOKEN_SHA256", ""))
-    interceptors = [_RequireToken(token, *accepted)] if token else []
+    accepted = (os.environ.get("RAYGO_AUTH_TOKEN_SHA256", ""), os.environ.get("RAYGO_LESSEE_TOKEN_SHA256", ""),
+                os.environ.get("RAYGO_GCS_CREDENTIAL_SHA256", ""))
+    # A raylet with auth sets RAYGO_AUTH_TOKEN_SHA256 (maybe empty): a tenant's actor's
+    # worker holds no token that others' calls carry, yet requires theirs.
+    under_auth = "RAYGO_AUTH_TOKEN_SHA256" in os.environ
+    if under_auth and not accepted[0] and not accepted[1] and token:
+        accepted = (hashlib.sha256(token.encode()).hexdigest(),) + accepted[1:]  # its raylet's token is the cluster token
+    interceptors = [_RequireToken(token or "", *accepted)] if token or under_auth else []
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
     worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs),
                                                                   gcs_pb2_grpc.InternalKVServiceStub(_channel(os.environ["RAYGO_GCS_ADDRESS"], None))), server)

@@ -124,18 +124,51 @@ def _tasks_run_with_the_token(token: str) -> None:
 def test_a_tenant_token_runs_a_python_task_and_calls_its_actor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A driver holding only a namespace:a token stores its function under its own job's
     key, leases a worker (the raylet asks the GCS whose the token is and whether the job
-    is its own) and runs a task there: the worker takes the token it was leased with. Its
-    actor's worker, leased by the GCS, takes its owner's token: the driver calls it."""
+    is its own) and runs a task there: the worker takes the token it was leased with, never
+    the cluster token its raylet holds. Its actor's worker, leased by the GCS, accepts its
+    owner's token (the driver calls it) and the GCS's call that creates it, and holds no
+    token of the tenant's nor the cluster token."""
     from test_actors import Counter
     from test_tasks import add
 
-    cluster, _, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "2")
+    @raygo.remote
+    def environ_token() -> str | None:
+        return os.environ.get("RAYGO_AUTH_TOKEN")
+
+    @raygo.remote
+    class Environ:
+        def __init__(self) -> None:
+            # What a tenant's constructor can read of the GCS's call that runs it.
+            import inspect
+
+            self.presented = [dict(frame.frame.f_locals["context"].invocation_metadata()).get("authorization", "")
+                              for frame in inspect.stack() if "context" in frame.frame.f_locals
+                              and hasattr(frame.frame.f_locals["context"], "invocation_metadata")]
+
+        def token(self) -> str | None:
+            return os.environ.get("RAYGO_AUTH_TOKEN")
+
+        def gcs_call(self) -> list:
+            return self.presented
+
+    cluster, admin, _ = start_auth_cluster(tmp_path, monkeypatch, "--num-cpus", "2")
     try:
-        monkeypatch.setenv("RAYGO_AUTH_TOKEN", _issue(cluster, "namespace:a"))
+        tenant = _issue(cluster, "namespace:a")
+        monkeypatch.setenv("RAYGO_AUTH_TOKEN", tenant)
         raygo.init(address=cluster.address, namespace="a")
         assert raygo.get(add.remote(1, b=2), timeout=120) == 3
         counter = Counter.remote(10)
         assert raygo.get(counter.add.remote(5), timeout=120) == 15
+        task_token = raygo.get(environ_token.remote(), timeout=120)
+        assert task_token != admin, "the tenant's task read the cluster token"
+        assert task_token == tenant
+        environ = Environ.remote()
+        actor_token = raygo.get(environ.token.remote(), timeout=120)
+        assert actor_token != admin, "the tenant's actor read the cluster token"
+        assert actor_token != tenant
+        presented = raygo.get(environ.gcs_call.remote(), timeout=120)
+        assert presented and all(p.startswith("Bearer ") for p in presented), presented
+        assert "Bearer " + admin not in presented, "the GCS's call to the tenant's actor carried the cluster token"
     finally:
         raygo.shutdown()
         cluster.stop()

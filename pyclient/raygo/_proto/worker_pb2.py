@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x08raygo.v1\"\x97\x01\n\x0fPushTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x15\n\rfunction_name\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x04 \x03(\x0c\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\x05\x12+\n#placement_group_capture_child_tasks\x18\x06 \x01(\x08\"D\n\tTaskError\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x18\n\x10python_exception\x18\x03 \x01(\x0c\"d\n\rPushTaskReply\x12\x0f\n\x07returns\x18\x01 \x03(\x0c\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.raygo.v1.TaskError\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xb9\x01\n\x1a\x43reateActorOnWorkerRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x03 \x03(\x0c\x12\x14\n\x0cnum_restarts\x18\x04 \x01(\x03\x12\x18\n\x10python_class_key\x18\x05 \x01(\t\x12+\n#placement_group_capture_child_tasks\x18\x06 \x01(\x08\"K\n\x18\x43reateActorOnWorkerReply\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.raygo.v1.TaskError\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x32\xac\x01\n\x11\x43oreWorkerService\x12>\n\x08PushTask\x12\x19.raygo.v1.PushTaskRequest\x1a\x17.raygo.v1.PushTaskReply\x12W\n\x0b\x43reateActor\x12$.raygo.v1.CreateActorOnWorkerRequest\x1a\".raygo.v1.CreateActorOnWorkerReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x08raygo.v1\"\x97\x01\n\x0fPushTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x15\n\rfunction_name\x18\x02 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x03 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x04 \x03(\x0c\x12\x0f\n\x07\x61ttempt\x18\x05 \x01(\x05\x12+\n#placement_group_capture_child_tasks\x18\x06 \x01(\x08\"D\n\tTaskError\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x18\n\x10python_exception\x18\x03 \x01(\x0c\"d\n\rPushTaskReply\x12\x0f\n\x07returns\x18\x01 \x03(\x0c\x12\"\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x13.raygo.v1.TaskError\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\"\xcf\x01\n\x1a\x43reateActorOnWorkerRequest\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\t\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x18\n\x10\x63onstructor_args\x18\x03 \x03(\x0c\x12\x14\n\x0cnum_restarts\x18\x04 \x01(\x03\x12\x18\n\x10python_class_key\x18\x05 \x01(\t\x12+\n#placement_group_capture_child_tasks\x18\x06 \x01(\x08\x12\x14\n\x0cpython_class\x18\x07 \x01(\x0c\"K\n\x18\x43reateActorOnWorkerReply\x12\"\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x13.raygo.v1.TaskError\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x32\xac\x01\n\x11\x43oreWorkerService\x12>\n\x08PushTask\x12\x19.raygo.v1.PushTaskRequest\x1a\x17.raygo.v1.PushTaskReply\x12W\n\x0b\x43reateActor\x12$.raygo.v1.CreateActorOnWorkerRequest\x1a\".raygo.v1.CreateActorOnWorkerReplyB3Z1github.com/raygo-dev/raygo/protos/raygopb;raygopbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,9 +39,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUSHTASKREPLY']._serialized_start=250
   _globals['_PUSHTASKREPLY']._serialized_end=350
   _globals['_CREATEACTORONWORKERREQUEST']._serialized_start=353
-  _globals['_CREATEACTORONWORKERREQUEST']._serialized_end=538
-  _globals['_CREATEACTORONWORKERREPLY']._serialized_start=540
-  _globals['_CREATEACTORONWORKERREPLY']._serialized_end=615
-  _globals['_COREWORKERSERVICE']._serialized_start=618
-  _globals['_COREWORKERSERVICE']._serialized_end=790
+  _globals['_CREATEACTORONWORKERREQUEST']._serialized_end=560
+  _globals['_CREATEACTORONWORKERREPLY']._serialized_start=562
+  _globals['_CREATEACTORONWORKERREPLY']._serialized_end=637
+  _globals['_COREWORKERSERVICE']._serialized_start=640
+  _globals['_COREWORKERSERVICE']._serialized_end=812
 # @@protoc_insertion_point(module_scope)

@@ -45,20 +45,22 @@ class PushTaskReply(_message.Message):
     def __init__(self, returns: _Optional[_Iterable[bytes]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., worker_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class CreateActorOnWorkerRequest(_message.Message):
-    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts", "python_class_key", "placement_group_capture_child_tasks")
+    __slots__ = ("actor_id", "class_name", "constructor_args", "num_restarts", "python_class_key", "placement_group_capture_child_tasks", "python_class")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     CONSTRUCTOR_ARGS_FIELD_NUMBER: _ClassVar[int]
     NUM_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     PYTHON_CLASS_KEY_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_GROUP_CAPTURE_CHILD_TASKS_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_CLASS_FIELD_NUMBER: _ClassVar[int]
     actor_id: str
     class_name: str
     constructor_args: _containers.RepeatedScalarFieldContainer[bytes]
     num_restarts: int
     python_class_key: str
     placement_group_capture_child_tasks: bool
-    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ..., python_class_key: _Optional[str] = ..., placement_group_capture_child_tasks: _Optional[bool] = ...) -> None: ...
+    python_class: bytes
+    def __init__(self, actor_id: _Optional[str] = ..., class_name: _Optional[str] = ..., constructor_args: _Optional[_Iterable[bytes]] = ..., num_restarts: _Optional[int] = ..., python_class_key: _Optional[str] = ..., placement_group_capture_child_tasks: _Optional[bool] = ..., python_class: _Optional[bytes] = ...) -> None: ...
 
 class CreateActorOnWorkerReply(_message.Message):
     __slots__ = ("error", "pid")
