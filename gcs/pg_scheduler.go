@@ -190,16 +190,9 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		todo = append(todo, w)
 	}
 	var workload *placement.WorkloadDistribution
-	if len(todo) > 0 {
-		if d := m.workload.Distribution(); len(d.Shapes) > 0 {
-			workload = &d
-		}
-	}
 	admitting := m.admission != nil && m.admission.dirty
-	if admitting && workload == nil {
-		if d := m.workload.Distribution(); len(d.Shapes) > 0 {
-			workload = &d
-		}
+	if len(todo) > 0 || admitting {
+		workload = m.workloadLocked()
 	}
 	m.mu.Unlock()
 	attempts := 0
@@ -211,7 +204,7 @@ func (m *pgManager) scheduleRound() (time.Duration, int) {
 		return wait, attempts
 	}
 
-	// Decide, without mu. Only this goroutine touches the view.
+	// Decide, without mu. viewMu keeps placeNow out of the view.
 	view := m.view
 	var decided []roundDecision
 	var failed []roundFailure
@@ -312,6 +305,15 @@ func (m *pgManager) applyReleasesLocked() {
 	}
 }
 
+// workloadLocked is the decaying distribution of request shapes the GCS saw, for
+// fragmentation-aware scoring: nil before it saw any. Callers hold mu.
+func (m *pgManager) workloadLocked() *placement.WorkloadDistribution {
+	if d := m.workload.Distribution(); len(d.Shapes) > 0 {
+		return &d
+	}
+	return nil
+}
+
 // placeNow makes a new group's first attempt inside its create call, without waiting
 // for the loop's next round, when nothing waits ahead of it: admission is off, the group
 // is the first of its shape and every other shape is parked (so the loop would try it
@@ -335,9 +337,7 @@ func (m *pgManager) placeNow(e *pgEntry) bool {
 	}
 	m.applyReleasesLocked()
 	request := e.request
-	if d := m.workload.Distribution(); len(d.Shapes) > 0 {
-		request.Workload = &d
-	}
+	request.Workload = m.workloadLocked()
 	m.mu.Unlock()
 
 	// Decide without mu, as a round does; viewMu keeps the loop out.

@@ -46,12 +46,8 @@ func (l *workerLease) held() resources.Set {
 	if !l.blocked || l.resources[resources.CPU] == 0 {
 		return l.resources
 	}
-	held := resources.Set{}
-	for name, amount := range l.resources {
-		if name != resources.CPU {
-			held[name] = amount
-		}
-	}
+	held := l.resources.Clone()
+	delete(held, resources.CPU)
 	return held
 }
 

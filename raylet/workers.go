@@ -437,13 +437,12 @@ func (r *Raylet) registrationScope(presented string) (auth.Scope, bool) {
 	presentedHash := auth.HashToken(presented)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	found := false
 	for _, w := range r.workers {
 		if w.registrationSHA256 != "" && auth.EqualHash(presentedHash, w.registrationSHA256) {
-			found = true
+			return auth.Scope{Kind: auth.ScopeNode}, true
 		}
 	}
-	return auth.Scope{Kind: auth.ScopeNode}, found
+	return auth.Scope{}, false
 }
 
 // workerEnv is the raylet's environment without its RAYGO_* (but TLS's) and CUDA_*

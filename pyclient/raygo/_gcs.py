@@ -105,6 +105,15 @@ def _driver_ip(gcs_host: str) -> str:
         return "127.0.0.1"
 
 
+def open_channel(address: str, token: Optional[str]) -> Tuple[grpc.Channel, grpc.Channel]:
+    """A channel to a raygo server at address (mutual TLS when the cluster runs with
+    RAYGO_USE_TLS=1), and the same channel carrying the protocol version and token on
+    every call: (raw, with token). Close the raw one."""
+    credentials = tls_credentials()
+    raw = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    return raw, grpc.intercept_channel(raw, _VersionInterceptor(token))
+
+
 class GcsClient:
     """One connection to a GCS, registered as one job whose lease a daemon thread renews.
 
@@ -124,11 +133,7 @@ class GcsClient:
         self._joined = job_id is not None
         host = address.rsplit(":", 1)[0].strip("[]")
         token = load_token()  # before the channel: a bad token file is a ValueError naming it
-        credentials = tls_credentials()
-        if credentials is None:
-            self._channel = grpc.insecure_channel(address)
-        else:
-            self._channel = grpc.secure_channel(address, credentials)
+        self._channel, channel = open_channel(address, token)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout_s)
         except grpc.FutureTimeoutError:
@@ -137,7 +142,6 @@ class GcsClient:
                 f"no raygo GCS answers at {address} (waited {connect_timeout_s:g} s); "
                 "start a cluster with `raygo start --head` or pass its address to raygo.init"
             ) from None
-        channel = grpc.intercept_channel(self._channel, _VersionInterceptor(token))
         self._nodes = gcs_pb2_grpc.NodeInfoServiceStub(channel)
         self._jobs = gcs_pb2_grpc.JobInfoServiceStub(channel)
         self._pgs = placement_group_pb2_grpc.PlacementGroupServiceStub(channel)

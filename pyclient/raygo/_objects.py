@@ -94,13 +94,10 @@ def _kv() -> gcs_pb2_grpc.InternalKVServiceStub:
     global _worker_kv
     with _worker_kv_lock:
         if _worker_kv is None:
-            from raygo._auth import load_token, tls_credentials
-            from raygo._gcs import _VersionInterceptor
+            from raygo._auth import load_token
+            from raygo._gcs import open_channel
 
-            address = os.environ["RAYGO_GCS_ADDRESS"]
-            credentials = tls_credentials()
-            raw = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
-            _worker_kv = gcs_pb2_grpc.InternalKVServiceStub(grpc.intercept_channel(raw, _VersionInterceptor(load_token())))
+            _worker_kv = gcs_pb2_grpc.InternalKVServiceStub(open_channel(os.environ["RAYGO_GCS_ADDRESS"], load_token())[1])
         return _worker_kv
 
 

@@ -35,8 +35,8 @@ from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import grpc
 
-from raygo._auth import load_token, tls_credentials
-from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, GcsClient, _VersionInterceptor, rpc_status
+from raygo._auth import load_token
+from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, GcsClient, open_channel, rpc_status
 from raygo import _objects
 from raygo._object_ref import ObjectRef
 from raygo._proto import (
@@ -84,7 +84,6 @@ class _Channels:
 
     def __init__(self) -> None:
         self._token = load_token()
-        self._credentials = tls_credentials()
         self._lock = threading.Lock()
         self.channels: Dict[str, Tuple[grpc.Channel, grpc.Channel]] = {}
 
@@ -92,11 +91,7 @@ class _Channels:
         with self._lock:
             pair = self.channels.get(address)
             if pair is None:
-                if self._credentials is None:
-                    raw = grpc.insecure_channel(address)
-                else:
-                    raw = grpc.secure_channel(address, self._credentials)
-                pair = (raw, grpc.intercept_channel(raw, _VersionInterceptor(self._token)))
+                pair = open_channel(address, self._token)
                 self.channels[address] = pair
             return pair[1]
 

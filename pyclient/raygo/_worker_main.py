@@ -29,7 +29,7 @@ import grpc
 from raygo import _objects, _worker
 from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
 from raygo._auth import load_token, tls_credentials
-from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, _VersionInterceptor
+from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, open_channel
 from raygo._proto import gcs_pb2, gcs_pb2_grpc, raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 FUNCTION_KV_NAMESPACE = "fun"
@@ -78,9 +78,7 @@ def _server_credentials() -> Optional[grpc.ServerCredentials]:
 
 
 def _channel(address: str, token: Optional[str]) -> grpc.Channel:
-    credentials = tls_credentials()
-    raw = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
-    return grpc.intercept_channel(raw, _VersionInterceptor(token))
+    return open_channel(address, token)[1]
 
 
 def _qualified_name(cls: type) -> str:
