@@ -52,6 +52,8 @@ type typeCache struct {
 	rejects map[cacheKey]bool
 	// templateRows are templateNodes' rows per type.
 	templateRows map[*NodeType][]placement.Node
+	// passes counts the decision's greedy passes (the search's budget, maxSearchPasses).
+	passes int
 }
 
 type cacheKey struct{ demand, typ string }

@@ -171,11 +171,17 @@ type demandOrder func(groups, shapes []*demand) []*demand
 var (
 	_ demandOrder = servingOrder
 	_ demandOrder = groupsFirst
+	_ demandOrder = shapesFirst
 )
 
 // groupsFirst serves every group before any shape.
 func groupsFirst(groups, shapes []*demand) []*demand {
 	return append(slices.Clip(groups), shapes...)
+}
+
+// shapesFirst serves every shape before any group.
+func shapesFirst(groups, shapes []*demand) []*demand {
+	return append(slices.Clip(shapes), groups...)
 }
 
 // unplacedPart is the part of a group still to place: a group being rescheduled after a

@@ -1,9 +1,11 @@
 package autoscaler
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -29,6 +31,9 @@ const (
 	maxSearchTypes   = 32
 	// maxSearchRounds is how many times the search may move to a cheaper plan.
 	maxSearchRounds = 4
+	// maxSearchPasses bounds the greedy passes of one decision: the search and the
+	// pilot stop trying plans once the decision has made that many.
+	maxSearchPasses = 300
 )
 
 // seededNode is a node the search planned before demand was served.
@@ -103,11 +108,11 @@ func improve(in Input, cache *typeCache, best *planner) *planner {
 		}
 		var found *planner
 		for _, seeds := range best.moves(nodes) {
-			candidate := greedy(in, cache, seeds, best.order)
-			if candidate == nil || !candidate.servesAll(best) {
-				continue
+			if cache.passes >= maxSearchPasses {
+				break
 			}
-			if found == nil && candidate.cheaperThan(best) || found != nil && candidate.cheaperThan(found) {
+			candidate := greedy(in, cache, seeds, best.order)
+			if found == nil && candidate.improves(best, best) || found != nil && candidate.improves(found, best) {
 				found = candidate
 			}
 		}
@@ -184,4 +189,194 @@ func (p *planner) launchCost() (unpriced int, cost float64) {
 		cost += float64(launch.Count) * t.PricePerHour
 	}
 	return unpriced, cost
+}
+
+// pilot builds a plan node by node from the greedy plan base (the pilot method): at each
+// step every type is tried as the next node planned before demand (seeded), the greedy
+// pass in base's order completes the plan, and the type whose completed plan costs least
+// is kept, provided demand lands on it. It returns the cheapest completed plan that
+// holds as much as base, or base. Like improve, it runs on small inputs only: each step
+// is a greedy pass per type.
+//
+// The greedy pass prices each demand alone; pilot prices a node by the whole plan it
+// leads to, so one large node whose spare capacity holds later demand (one 128-CPU
+// node for a gang and the tasks beside it, where the greedy pass takes two smaller
+// ones) is found even when no single move of the search reaches it.
+func pilot(in Input, cache *typeCache, base *planner) *planner {
+	best := base
+	var seeds []*NodeType
+	for range maxSearchNodes {
+		var step *planner
+		var stepType *NodeType
+		for _, t := range base.sortedTypes {
+			if t.Unavailable || cache.passes >= maxSearchPasses {
+				continue
+			}
+			candidate := greedy(in, cache, append(slices.Clip(seeds), t), base.order)
+			if candidate == nil || !candidate.servesAll(base) || !candidate.holdsSeed(len(seeds)) {
+				continue
+			}
+			if step == nil || candidate.cheaperThan(step) {
+				step, stepType = candidate, t
+			}
+		}
+		if step == nil {
+			break
+		}
+		seeds = append(seeds, stepType)
+		if step.improves(best, base) {
+			best = step
+		}
+		if len(step.demandNodes()) == len(seeds) {
+			break // all demand sits on the seeds: another one could only take some over
+		}
+	}
+	return best
+}
+
+// holdsSeed: demand landed on the i-th seeded node.
+func (p *planner) holdsSeed(i int) bool {
+	return len(p.pool.holders[p.seeded[i].id]) > 0
+}
+
+// cheapestServing is other when it improves on p, else p.
+func cheapestServing(p, other *planner) *planner {
+	if other.improves(p, p) {
+		return other
+	}
+	return p
+}
+
+// improves: the plan (nil: a move that broke a rule) holds at least as much of every
+// demand as base, costs less than best, and is placeable. The last is checked last:
+// it places all the demand again.
+func (p *planner) improves(best, base *planner) bool {
+	return p != nil && p != best && p.servesAll(base) && p.cheaperThan(best) && p.placeable()
+}
+
+// placeable: the demand the plan holds fits on the nodes it leaves (running nodes'
+// free capacity, launching nodes, and its launches, new) when the placement core
+// places each demand in turn on all of them, as the cluster places work as it arrives,
+// in one of a few orders: demand in either serving order (servingOrder, groupsFirst) or
+// every task and actor before the groups (shapesFirst),
+// new nodes in type-name order or its reverse (placement breaks ties by node id). The
+// search seeds nodes in some order and can find a packing that holds only when nodes
+// are tried in that order; such a plan is not kept.
+func (p *planner) placeable() bool {
+	var existing, launched []placement.Node
+	p.existingRows(func(row placement.Node, _ nodeKind, _ string) { existing = append(existing, row) })
+	for _, name := range slices.Sorted(maps.Keys(p.launches)) {
+		for range p.launches[name].Count {
+			launched = append(launched, NewNode("", p.types[name]))
+		}
+	}
+	groups, shapes, _ := collectDemand(p.in)
+	for _, reverse := range []bool{false, true} {
+		rows := slices.Clone(existing)
+		for i, row := range launched {
+			rank := i
+			if reverse {
+				rank = len(launched) - 1 - i
+			}
+			rows = append(rows, withID(row, placement.NodeID(fmt.Sprintf("launch-%04d", rank))))
+		}
+		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst} {
+			if p.placesAll(rows, order(groups, shapes)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// placesAll: the instances of each demand the plan holds, in the given order, fit on
+// new copies of the rows, placed and reserved one after the other.
+func (p *planner) placesAll(rows []placement.Node, demands []*demand) bool {
+	snapshot, err := placement.NewSnapshot(rows)
+	if err != nil {
+		return false
+	}
+	for _, d := range demands {
+		for range p.served[d.name] {
+			plan, err := placement.Schedule(snapshot, d.request)
+			if err != nil || snapshot.Reserve(d.request.Bundles, plan) != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fills are seed sets that hold the demand on nodes of few types: for each type, as
+// many of its nodes as the demand it could hold needs by its scarcest resource (GPU
+// demand for a GPU type, the CPU-only demand for another), and for each GPU type with
+// each other type, both. The greedy pass places the demand on the seeds (and new nodes
+// for what they do not hold) and drops the seeds nothing lands on. They reach plans of
+// a few large nodes (one 96-CPU, 8-GPU node holding GPU tasks and the CPU tasks beside
+// them) that a plan built a demand at a time, and moves of one node, do not.
+func (p *planner) fills(in Input) [][]*NodeType {
+	groups, shapes, _ := collectDemand(in)
+	gpuWork, cpuWork := resources.Set{}, resources.Set{}
+	for _, d := range append(groups, shapes...) {
+		total := cpuWork
+		if d.anyGPU {
+			total = gpuWork
+		}
+		for _, bundle := range d.request.Bundles {
+			for name, amount := range bundle {
+				total[name] += amount * resources.Amount(d.count)
+			}
+		}
+	}
+	var gpuFills, cpuFills [][]*NodeType
+	for _, t := range p.sortedTypes {
+		if t.Unavailable {
+			continue
+		}
+		work := cpuWork
+		if isGPUType(t) {
+			work = gpuWork
+		}
+		n := 0
+		for name, amount := range work {
+			if have := t.Resources[name]; have > 0 {
+				n = max(n, int((amount+have-1)/have))
+			}
+		}
+		n = min(n, p.allowance(t), maxSearchNodes)
+		if n == 0 {
+			continue
+		}
+		if isGPUType(t) {
+			gpuFills = append(gpuFills, slices.Repeat([]*NodeType{t}, n))
+		} else {
+			cpuFills = append(cpuFills, slices.Repeat([]*NodeType{t}, n))
+		}
+	}
+	out := slices.Concat(gpuFills, cpuFills)
+	for _, f := range out[:len(out):len(out)] {
+		if len(f) < min(p.allowance(f[0]), maxSearchNodes) {
+			out = append(out, append(slices.Clip(f), f[0]))
+		}
+	}
+	for _, g := range gpuFills {
+		for _, c := range cpuFills {
+			out = append(out, slices.Concat(g, c))
+		}
+	}
+	return out
+}
+
+// fill is the cheapest plan the fills lead to that holds as much as base, or base.
+func fill(in Input, cache *typeCache, base *planner) *planner {
+	best := base
+	for _, seeds := range base.fills(in) {
+		if cache.passes >= maxSearchPasses {
+			break
+		}
+		if candidate := greedy(in, cache, seeds, base.order); candidate.improves(best, base) {
+			best = candidate
+		}
+	}
+	return best
 }

@@ -29,9 +29,9 @@ const minLaunchBurst = 5
 //     first (servingOrder): on running nodes' free capacity, then on launching and
 //     planned nodes, then on the cheapest new nodes; groups are not throttled, tasks and
 //     actors launch at most max(5, upscaling_speed × running nodes) nodes; on inputs
-//     small enough for the local search (improve.go), that search refines the plan, and
-//     the plan with every group served before any shape (groupsFirst) is made and
-//     refined too: the cheaper one is kept;
+//     small enough for the local search (improve.go), that search refines the plan,
+//     and plans from other starting points (groups first, nodes of one or two types,
+//     built node by node) are made and refined too: the cheapest placeable one is kept;
 //  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.
@@ -47,16 +47,25 @@ func Decide(in Input) Plan {
 // placed on).
 func decide(in Input) (Plan, *planner) {
 	cache := newTypeCache()
-	p := improve(in, cache, greedy(in, cache, nil, servingOrder))
-	// Serving the gangs before any task can cost less (a STRICT_SPREAD whose bundles
-	// then hold the tasks between them, where tasks served first fill one node and
-	// leave the gang to new ones): on inputs small enough for the search, that order is
-	// planned and searched too, and its plan kept when it costs less and holds as much.
-	if p.demands > 0 && p.demands <= maxSearchDemands {
-		other := improve(in, cache, greedy(in, cache, nil, groupsFirst))
-		if other.servesAll(p) && other.cheaperThan(p) {
-			p = other
-		}
+	first := greedy(in, cache, nil, servingOrder)
+	p := improve(in, cache, first)
+	if p.demands == 0 || p.demands > maxSearchDemands {
+		return p.plan(), p
+	}
+	// On inputs small enough for the search, more starting points are planned and
+	// searched (improve.go), and the cheapest placeable plan that holds as much as the
+	// first is kept:
+	//   - serving the gangs before any task (a STRICT_SPREAD whose bundles then hold the
+	//     tasks between them, where tasks served first fill one node and leave the gang
+	//     to new ones);
+	//   - the demand on nodes of one or two types (fill);
+	//   - in both orders, the plan built node by node (pilot).
+	// All of it shares one budget of greedy passes (maxSearchPasses).
+	starts := []*planner{first, greedy(in, cache, nil, groupsFirst)}
+	p = cheapestServing(p, improve(in, cache, starts[1]))
+	p = cheapestServing(p, improve(in, cache, fill(in, cache, first)))
+	for _, start := range starts {
+		p = cheapestServing(p, improve(in, cache, pilot(in, cache, start)))
 	}
 	return p.plan(), p
 }
@@ -66,6 +75,7 @@ func decide(in Input) (Plan, *planner) {
 // improvement search's moves, improve.go); those no demand lands on are not launched.
 // nil when the seeds break a rule (settleSeeds).
 func greedy(in Input, cache *typeCache, seeds []*NodeType, order demandOrder) *planner {
+	cache.passes++
 	p := newPlanner(in)
 	p.cache = cache
 	p.order = order
@@ -179,6 +189,14 @@ func newPlanner(in Input) *planner {
 // launching nodes of a known type, all free. Nodes the plan terminates are left out.
 func (p *planner) buildPool() *pool {
 	pl := newPool()
+	p.existingRows(pl.add)
+	return pl
+}
+
+// existingRows calls add with the row of each node demand may use, in input order:
+// running nodes with their free capacity, launching nodes of a known type, all free,
+// and not the nodes the plan terminates.
+func (p *planner) existingRows(add func(row placement.Node, kind nodeKind, typ string)) {
 	for _, node := range p.in.Nodes {
 		if p.terminated[node.ID] {
 			continue
@@ -188,14 +206,13 @@ func (p *planner) buildPool() *pool {
 			row := node.Placement
 			row.Total = countedMIG(row.Total)
 			row.Available = countedMIG(row.Available)
-			pl.add(row, kindRunning, node.Type)
+			add(row, kindRunning, node.Type)
 		case NodeLaunching:
 			if t, ok := p.types[node.Type]; ok {
-				pl.add(NewNode(placement.NodeID(node.ID), t), kindLaunching, node.Type)
+				add(NewNode(placement.NodeID(node.ID), t), kindLaunching, node.Type)
 			}
 		}
 	}
-	return pl
 }
 
 // allowance is how many more nodes of type t the limits let the plan launch.
