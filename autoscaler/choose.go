@@ -198,14 +198,7 @@ func (p *planner) freshFromInstances(d *demand, t *NodeType) (rows []placement.N
 	if d.request.Strategy == placement.StrategyStrictPack || len(d.distinct) != 1 {
 		return nil, false
 	}
-	if d.bundle == nil {
-		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
-		if len(d.original.BundleLabelSelectors) > 0 {
-			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
-		}
-		d.bundle = newDemand(d.name, single, 1, true)
-	}
-	fills := p.cache.shape(d.bundle, t).fills
+	fills := p.cache.shape(bundleDemand(d), t).fills
 	if len(fills) == 0 {
 		return nil, false
 	}
@@ -385,6 +378,10 @@ func (p *planner) limitReason(t *NodeType) string {
 // planGroup plans one placement group, all or nothing: on the free capacity of running
 // nodes, then of launching and planned nodes, then on new nodes of the cheapest type.
 func (p *planner) planGroup(d *demand) {
+	if p.classes != nil {
+		p.planGroupByClass(d)
+		return
+	}
 	if p.placeOnPool(d) {
 		p.served[d.name] = 1
 		return
@@ -806,10 +803,18 @@ func (p *planner) planShape(d *demand) {
 		}
 		fresh := p.cache.shape(d, t)
 		launch := min(need, p.allowance(t), p.shapeBudget)
-		for i := range launch {
-			held := min(perNode, remaining-i*perNode)
-			p.nextID++
-			p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
+		if p.classes != nil {
+			full := min(launch, remaining/perNode)
+			p.classes.addNew(p, t, d, perNode, full)
+			if launch > full {
+				p.classes.addNew(p, t, d, remaining-full*perNode, 1)
+			}
+		} else {
+			for i := range launch {
+				held := min(perNode, remaining-i*perNode)
+				p.nextID++
+				p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
+			}
 		}
 		remaining -= min(remaining, launch*perNode)
 		p.shapeBudget -= launch
@@ -834,6 +839,9 @@ func (p *planner) shapeCover(d *demand, types []*NodeType, n int) []float64 {
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most
 // maxKind and returns how many it placed.
 func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
+	if p.classes != nil {
+		return p.classes.fill(p, d, maxKind, false, n)
+	}
 	rows, _ := p.pool.open(d, maxKind)
 	if len(rows) == 0 {
 		return 0

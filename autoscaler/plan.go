@@ -79,6 +79,9 @@ func greedy(in Input, cache *typeCache, seeds []*NodeType, order demandOrder) *p
 	groups, shapes, bad := collectDemand(in)
 	p.infeasible = append(p.infeasible, bad...)
 	p.demands = len(groups) + len(shapes)
+	if seeds == nil && classesApply(groups, shapes) && classesHold(p.pool) {
+		p.classes = newClassPool(p.pool)
+	}
 	for _, d := range order(groups, shapes) {
 		if d.shape {
 			p.planShape(d)
@@ -135,6 +138,9 @@ type planner struct {
 	seeded []seededNode
 	// order is the order demand is served in (servingOrder or groupsFirst).
 	order demandOrder
+	// classes, on large inputs, holds the nodes demand may use instead of pool
+	// (classes.go).
+	classes *classPool
 }
 
 func newPlanner(in Input) *planner {

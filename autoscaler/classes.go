@@ -1,0 +1,596 @@
+package autoscaler
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+	"github.com/raygo-dev/raygo/internal/resources"
+	"github.com/raygo-dev/raygo/placement"
+)
+
+// Planning by node classes: how large plans stay fast.
+//
+// A plan for thousands of demands launches tens of thousands of nodes, and placing each
+// gang on them row by row (pool, placeOnPool) costs a placement snapshot per try. Most of
+// those nodes are interchangeable: two planned nodes of one type with the same free
+// capacity (amounts and GPUs) hold the same work. Above minClassDemands, the planner
+// keeps the launching and planned nodes as classes (a node state and how many nodes are
+// in it) and running nodes one by one, and serves demand by counting:
+//   - the state after one more instance of a bundle (or a whole STRICT_PACK) is asked of
+//     placement once per class, on that class's row alone, and kept; how many instances
+//     a class holds follows from those steps;
+//   - a gang of equal bundles fits the open nodes when their counts add up to its
+//     bundles (one per node for STRICT_SPREAD; a node's share was placed there by
+//     placement, as freshFromInstances does for new nodes), running nodes first, then
+//     the newest classes; else it takes the fewest new nodes of the cheapest type that
+//     complete it, as planGroup prices them;
+//   - a STRICT_PACK goes on the first open node that holds it whole, else on one new
+//     node of the cheapest type;
+//   - shapes fill the open nodes the same way, then new nodes as planShape chooses them.
+//
+// Plans that have a gang of unlike bundles (other than a STRICT_PACK), or a label
+// selector on the node id (which tells nodes of a class apart), are planned node by
+// node. Small plans always are (the cost search in improve.go works on the rows), so
+// the plans of the cost benchmark do not depend on this file; on large ones the class
+// plan costs about what the row plan costs (TestClassPlanAgreesWithRows).
+
+// minClassDemands: plans serving more groups and shapes than this are planned by node
+// classes. A variable so tests can plan medium inputs both ways.
+var minClassDemands = 256
+
+// classPool is the nodes demand may use, with launching and planned nodes kept as
+// classes.
+type classPool struct {
+	classes []*nodeClass
+	byState map[string]int
+	// count is, per class, how many launching or planned nodes are in it (running
+	// nodes' classes count 0: running holds them).
+	count []int
+	// live are the classes that have had nodes, in the order they first had them: only
+	// they are looked at for open nodes (a node passes through many states, one
+	// instance at a time, that no node stays in).
+	live   []int
+	isLive []bool
+	// running are the running nodes, in pool order: their class and pool position.
+	running []runningNode
+	// freshOf is the class of a new node of each type.
+	freshOf map[*NodeType]int
+	// unheld are the reasons (nil: it waits) given for demand no type could hold, by
+	// demand key and kind (unheldKey).
+	unheld map[string]*Infeasible
+	// lists are, per demand key, the nodes that may hold an instance (fitList).
+	lists map[string]*fitList
+}
+
+type runningNode struct {
+	class    int
+	position int
+}
+
+// nodeClass is one node state.
+type nodeClass struct {
+	// row is a node in the state (its id and id label are one such node's).
+	row placement.Node
+	typ string
+	// after is, per demand key, the class after one instance of the demand (the whole
+	// request) is placed on the row; -1 when placement refuses.
+	after map[string]int
+	// holds is, per demand key, how many instances in a row the class holds.
+	holds map[string]int
+	// many is, per demand key and number of instances, the class after that many
+	// (placeMany).
+	many map[manyKey]int
+}
+
+// fitList is, for one demand key, the nodes that held an instance when last looked at:
+// running nodes (indices in classPool.running; their room only shrinks, so those that
+// stop holding one are dropped) and live classes of other nodes (a class never changes,
+// but its count can go to zero and back); seen is how many live classes were looked at.
+type fitList struct {
+	running []int
+	others  []int
+	seen    int
+}
+
+// classesApply: the demand may be planned by classes.
+func classesApply(groups, shapes []*demand) bool {
+	if len(groups)+len(shapes) <= minClassDemands {
+		return false
+	}
+	for _, d := range append(groups[:len(groups):len(groups)], shapes...) {
+		for _, selector := range d.request.BundleLabelSelectors {
+			for _, constraint := range selector {
+				if constraint.Key == nodelabel.NodeID {
+					return false
+				}
+			}
+		}
+		if !d.shape && d.request.Strategy != placement.StrategyStrictPack && len(d.distinct) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// classesHold: the pool's nodes may be planned by classes: none is in a multi-node
+// NVLink domain (placement on one node alone would not be placement on the cluster).
+func classesHold(pl *pool) bool {
+	for i := range pl.nodes {
+		if pl.nodes[i].row.NVLinkDomain != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// newClassPool takes over the pool's nodes: running nodes one by one, launching and
+// planned ones by class.
+func newClassPool(pl *pool) *classPool {
+	cp := &classPool{byState: make(map[string]int), lists: make(map[string]*fitList), freshOf: make(map[*NodeType]int),
+		unheld: make(map[string]*Infeasible)}
+	for position := range pl.nodes {
+		node := &pl.nodes[position]
+		row := pl.rowAt(position)
+		if node.kind == kindRunning {
+			cp.running = append(cp.running, runningNode{cp.intern(row, node.typ), position})
+			continue
+		}
+		class := cp.intern(row, node.typ)
+		cp.add(class, 1)
+	}
+	return cp
+}
+
+// intern is the class of the row of a node of type typ. Nodes in one state share a
+// class (their id aside); a node with MIG slot maps (which the key leaves out) has
+// classes of its own.
+func (cp *classPool) intern(row placement.Node, typ string) int {
+	var key strings.Builder
+	if len(row.MIGGPUs) > 0 {
+		key.WriteString(string(row.ID))
+	}
+	key.WriteByte('|')
+	key.WriteString(typ)
+	key.WriteByte('|')
+	key.WriteString(row.Total.String())
+	key.WriteString(row.Available.String())
+	for _, name := range slices.Sorted(maps.Keys(row.Labels)) {
+		if name != nodelabel.NodeID {
+			key.WriteString(name + "=" + row.Labels[name] + ",")
+		}
+	}
+	fmt.Fprintf(&key, "|%t|%t|", row.Alive, row.Draining)
+	for _, gpu := range row.GPUs {
+		fmt.Fprintf(&key, "%d:%d:%d:%d,", gpu.Index, gpu.NVLinkIsland, gpu.Rail, gpu.Available)
+	}
+	if class, ok := cp.byState[key.String()]; ok {
+		return class
+	}
+	class := len(cp.classes)
+	cp.byState[key.String()] = class
+	cp.classes = append(cp.classes, &nodeClass{row: row, typ: typ, after: make(map[string]int), holds: make(map[string]int)})
+	cp.count = append(cp.count, 0)
+	cp.isLive = append(cp.isLive, false)
+	return class
+}
+
+// add puts n more launching or planned nodes in class c.
+func (cp *classPool) add(c, n int) {
+	cp.count[c] += n
+	if !cp.isLive[c] && n > 0 {
+		cp.isLive[c] = true
+		cp.live = append(cp.live, c)
+	}
+}
+
+// after is the class after one instance of d on a node of class c; -1 when it does not
+// fit.
+func (cp *classPool) after(c int, d *demand) int {
+	class := cp.classes[c]
+	if next, ok := class.after[d.key]; ok {
+		return next
+	}
+	next := -1
+	if fitsByAmounts(class.row.Available, d.request.Bundles) {
+		if snapshot, plan, err := scheduleOn([]placement.Node{class.row}, d.request); err == nil && len(plan.Placements) > 0 {
+			row, _ := snapshot.Node(class.row.ID)
+			next = cp.intern(row, class.typ)
+		}
+	}
+	class.after[d.key] = next
+	return next
+}
+
+// fitsByAmounts: the bundles summed are within available (a necessary condition).
+func fitsByAmounts(available resources.Set, bundles []resources.Set) bool {
+	if len(bundles) == 1 {
+		return bundles[0].IsSubsetOf(available)
+	}
+	sum := make(resources.Set)
+	for _, bundle := range bundles {
+		for name, amount := range bundle {
+			sum[name] += amount
+		}
+	}
+	return sum.IsSubsetOf(available)
+}
+
+// holds is how many instances of d in a row a node of class c takes (at most
+// maxInstancesPerNode). For a bundle without GPUs or MIG profiles the amounts say how
+// many (byAmounts) and one placement call of that many confirms it; otherwise, and if
+// placement disagrees, it walks placement's answers one instance at a time.
+func (cp *classPool) holds(c int, d *demand) int {
+	if n, ok := cp.classes[c].holds[d.key]; ok {
+		return n
+	}
+	if !d.anyGPU && len(d.request.Bundles) == 1 {
+		n := min(maxInstancesPerNode, byAmounts(cp.classes[c].row.Available, d.request.Bundles[0]))
+		if n == 0 || cp.placeMany(c, d, n) >= 0 {
+			cp.classes[c].holds[d.key] = n
+			return n
+		}
+	}
+	// Walk the steps to a class whose count is known or that holds none, then fill in
+	// the counts backwards.
+	var chain []int
+	base := -1 // what the class after the chain's last holds; -1: the last holds none
+	for next := c; next >= 0 && len(chain) < maxInstancesPerNode; next = cp.after(next, d) {
+		if n, ok := cp.classes[next].holds[d.key]; ok {
+			base = n
+			break
+		}
+		chain = append(chain, next)
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		base++
+		cp.classes[chain[i]].holds[d.key] = base
+	}
+	return cp.classes[c].holds[d.key]
+}
+
+// holdsOne: a node of class c holds one instance of d.
+func (cp *classPool) holdsOne(c int, d *demand) bool {
+	if len(d.request.Bundles) > 1 {
+		return cp.after(c, d) >= 0
+	}
+	return cp.holds(c, d) > 0
+}
+
+// byAmounts is how many copies of bundle the amounts hold.
+func byAmounts(available, bundle resources.Set) int {
+	n := math.MaxInt
+	for name, need := range bundle {
+		if need > 0 {
+			n = min(n, int(available[name]/need))
+		}
+	}
+	if n == math.MaxInt {
+		return 0
+	}
+	return n
+}
+
+// placeMany is the class after n instances of d placed on a node of class c at once (a
+// gang of n of its bundle); -1 when placement refuses.
+func (cp *classPool) placeMany(c int, d *demand, n int) int {
+	class := cp.classes[c]
+	key := manyKey{d.key, n}
+	if next, ok := class.many[key]; ok {
+		return next
+	}
+	request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyPack}
+	for i := range n {
+		request.Bundles[i] = d.request.Bundles[0]
+		if len(d.request.BundleLabelSelectors) > 0 {
+			request.BundleLabelSelectors = append(request.BundleLabelSelectors, d.request.BundleLabelSelectors[0])
+		}
+	}
+	next := -1
+	if snapshot, plan, err := scheduleOn([]placement.Node{class.row}, request); err == nil && len(plan.Placements) == n {
+		row, _ := snapshot.Node(class.row.ID)
+		next = cp.intern(row, class.typ)
+	}
+	if class.many == nil {
+		class.many = make(map[manyKey]int)
+	}
+	class.many[key] = next
+	return next
+}
+
+type manyKey struct {
+	demand string
+	n      int
+}
+
+// then is the class after n instances of d on a node of class c (n <= holds).
+func (cp *classPool) then(c int, d *demand, n int) int {
+	if n == 0 {
+		return c
+	}
+	if !d.anyGPU && len(d.request.Bundles) == 1 {
+		if next := cp.placeMany(c, d, n); next >= 0 {
+			return next
+		}
+	}
+	for range n {
+		if next := cp.after(c, d); next >= 0 {
+			c = next
+		}
+	}
+	return c
+}
+
+// list is d's fitList, brought up to date with the classes made since it was last
+// looked at.
+func (cp *classPool) list(d *demand) *fitList {
+	l, ok := cp.lists[d.key]
+	if !ok {
+		l = &fitList{}
+		for i, node := range cp.running {
+			if cp.holdsOne(node.class, d) {
+				l.running = append(l.running, i)
+			}
+		}
+		cp.lists[d.key] = l
+	}
+	for ; l.seen < len(cp.live); l.seen++ {
+		if c := cp.live[l.seen]; cp.holdsOne(c, d) {
+			l.others = append(l.others, c)
+		}
+	}
+	return l
+}
+
+// take is how many instances of d one node of class c takes for a gang: all it holds,
+// or one for STRICT_SPREAD.
+func (cp *classPool) take(c int, d *demand, spread bool) int {
+	if spread {
+		return min(1, cp.holds(c, d))
+	}
+	return cp.holds(c, d)
+}
+
+// capacity is how many instances of d the open nodes of kind at most maxKind take
+// (running ones alone, or all), counted up to limit.
+func (cp *classPool) capacity(d *demand, maxKind nodeKind, spread bool, limit int) int {
+	l := cp.list(d)
+	total := 0
+	kept := l.running[:0]
+	for _, i := range l.running {
+		if n := cp.take(cp.running[i].class, d, spread); n > 0 {
+			kept = append(kept, i)
+			total += n
+		}
+	}
+	l.running = kept
+	if maxKind == kindRunning || total >= limit {
+		return min(total, limit)
+	}
+	for k := len(l.others) - 1; k >= 0 && total < limit; k-- {
+		if c := l.others[k]; cp.count[c] > 0 {
+			per := cp.take(c, d, spread)
+			total += cp.count[c] * per
+		}
+	}
+	return min(total, limit)
+}
+
+// fill places up to n instances of d on the open nodes of kind at most maxKind, running
+// nodes in pool order first, then the newest classes, and returns how many it placed.
+// Running nodes used are pinned.
+func (cp *classPool) fill(p *planner, d *demand, maxKind nodeKind, spread bool, n int) int {
+	l := cp.list(d)
+	placed := 0
+	for _, i := range l.running {
+		if placed == n {
+			return placed
+		}
+		node := &cp.running[i]
+		if k := min(n-placed, cp.take(node.class, d, spread)); k > 0 {
+			node.class = cp.then(node.class, d, k)
+			placed += k
+			p.pool.pinned[p.pool.nodes[node.position].row.ID] = true
+		}
+	}
+	if maxKind == kindRunning {
+		return placed
+	}
+	for k := len(l.others) - 1; k >= 0 && placed < n; k-- {
+		c := l.others[k]
+		per := cp.take(c, d, spread)
+		if cp.count[c] == 0 || per == 0 {
+			continue
+		}
+		nodes := min(cp.count[c], (n-placed)/per)
+		if nodes > 0 {
+			next := cp.then(c, d, per)
+			cp.count[c] -= nodes
+			cp.add(next, nodes)
+			placed += nodes * per
+		}
+		if rest := n - placed; rest > 0 && rest < per && cp.count[c] > 0 {
+			next := cp.then(c, d, rest)
+			cp.count[c]--
+			cp.add(next, 1)
+			placed += rest
+		}
+	}
+	return placed
+}
+
+// fresh is the class of a new node of type t.
+func (cp *classPool) fresh(p *planner, t *NodeType) int {
+	class, ok := cp.freshOf[t]
+	if !ok {
+		class = cp.intern(p.template(t), t.Name)
+		cp.freshOf[t] = class
+	}
+	return class
+}
+
+// addNew adds nodes new nodes of type t, each holding per instances of d.
+func (cp *classPool) addNew(p *planner, t *NodeType, d *demand, per, nodes int) {
+	if nodes > 0 {
+		class := cp.then(cp.fresh(p, t), d, per)
+		cp.add(class, nodes)
+	}
+}
+
+// bundleDemand is a gang of equal bundles' bundle as a demand of its own (a shape of
+// one).
+func bundleDemand(d *demand) *demand {
+	if d.bundle == nil {
+		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
+		if len(d.original.BundleLabelSelectors) > 0 {
+			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
+		}
+		d.bundle = newDemand(d.name, single, 1, true)
+	}
+	return d.bundle
+}
+
+// planGroupByClass is planGroup on the class pool: a STRICT_PACK on one node, any other
+// gang (of equal bundles) counted onto open nodes, then the cheapest new nodes.
+func (p *planner) planGroupByClass(d *demand) {
+	cp := p.classes
+	if d.request.Strategy == placement.StrategyStrictPack {
+		p.planStrictPackByClass(d)
+		return
+	}
+	bundle := bundleDemand(d)
+	spread := d.request.Strategy == placement.StrategyStrictSpread
+	n := len(d.request.Bundles)
+	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
+		if cp.capacity(bundle, kind, spread, n) >= n {
+			cp.fill(p, bundle, kind, spread, n)
+			p.served[d.name] = 1
+			return
+		}
+	}
+	open := cp.capacity(bundle, kindPlanned, spread, n)
+	// A new node of type t takes per bundles (placement's answer for the bundle alone,
+	// as freshFromInstances prices it): the gang needs ceil((n - open) / per) of them.
+	perNode := func(t *NodeType) int { return cp.take(cp.fresh(p, t), bundle, spread) }
+	var best *option
+	var bestPer int
+	var limits limitTracker
+	for _, t := range p.candidateTypes(d, func(t *NodeType) bool { return perNode(t) > 0 }) {
+		per := perNode(t)
+		if per == 0 {
+			continue
+		}
+		if t.Unavailable {
+			limits.note(p.limitReason(t))
+			continue
+		}
+		opt := option{t: t, nodes: (n - open + per - 1) / per}
+		if opt.nodes > p.allowance(t) {
+			limits.note(p.limitReason(t))
+			continue
+		}
+		if best == nil || cheaper(opt, *best) {
+			best, bestPer = &opt, per
+		}
+	}
+	if best == nil {
+		cp.reportUnheld(p, d, limits)
+		return
+	}
+	cp.fill(p, bundle, kindPlanned, spread, open)
+	rest := n - open
+	full := rest / bestPer
+	cp.addNew(p, best.t, bundle, bestPer, full)
+	cp.addNew(p, best.t, bundle, rest-full*bestPer, min(1, rest-full*bestPer))
+	p.launch(best.t, best.nodes, d.name)
+	p.served[d.name] = 1
+}
+
+// planStrictPackByClass places a STRICT_PACK on the first open node that holds it whole
+// (running nodes first, then the newest classes), else on a new node of the cheapest
+// type that holds it.
+func (p *planner) planStrictPackByClass(d *demand) {
+	cp := p.classes
+	l := cp.list(d)
+	kept := l.running[:0]
+	placed := false
+	for _, i := range l.running {
+		node := &cp.running[i]
+		next := cp.after(node.class, d)
+		if next < 0 {
+			continue
+		}
+		if !placed {
+			node.class, placed = next, true
+			p.pool.pinned[p.pool.nodes[node.position].row.ID] = true
+			if cp.after(next, d) < 0 {
+				continue
+			}
+		}
+		kept = append(kept, i)
+	}
+	l.running = kept
+	for k := len(l.others) - 1; k >= 0 && !placed; k-- {
+		if c := l.others[k]; cp.count[c] > 0 {
+			next := cp.after(c, d)
+			cp.count[c]--
+			cp.add(next, 1)
+			placed = true
+		}
+	}
+	if placed {
+		p.served[d.name] = 1
+		return
+	}
+	fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+	var best *option
+	var limits limitTracker
+	for _, t := range p.candidateTypes(d, fits) {
+		if p.quickRejects(d, t) || !fits(t) {
+			continue
+		}
+		if t.Unavailable || p.allowance(t) < 1 {
+			limits.note(p.limitReason(t))
+			continue
+		}
+		if opt := (option{t: t, nodes: 1}); best == nil || cheaper(opt, *best) {
+			best = &opt
+		}
+	}
+	if best == nil {
+		cp.reportUnheld(p, d, limits)
+		return
+	}
+	class := cp.after(cp.fresh(p, best.t), d)
+	if class < 0 { // placement held it on the type's template row alone (freshGroup)
+		class = cp.intern(p.freshGroup(d, best.t).rows[0], best.t.Name)
+	}
+	cp.add(class, 1)
+	p.launch(best.t, 1, d.name)
+	p.served[d.name] = 1
+}
+
+// reportUnheld is planner.reportUnheld for a group, with the reason for demand no type
+// could hold worked out once per demand key: on large inputs many gangs are alike.
+func (cp *classPool) reportUnheld(p *planner, d *demand, limits limitTracker) {
+	typeErr := func(t *NodeType) error { return p.groupErr(d, t) }
+	if limits.feasible {
+		p.reportUnheld(d, limits, typeErr)
+		return
+	}
+	key := d.key
+	if d.shape {
+		key = shapePrefix + key
+	}
+	reason, ok := cp.unheld[key]
+	if !ok {
+		reason = p.unheldReason(d, limits, typeErr)
+		cp.unheld[key] = reason
+	}
+	if reason != nil {
+		p.infeasible = append(p.infeasible, Infeasible{For: d.name, Reason: reason.Reason, Limited: reason.Limited})
+	}
+}
