@@ -82,7 +82,7 @@ type nodeClass struct {
 	// holds is, per demand key, how many instances in a row the class holds.
 	holds map[string]int
 	// many is, per demand key and number of instances, the class after that many
-	// (placeMany).
+	// (minus).
 	many map[manyKey]int
 }
 
@@ -190,6 +190,12 @@ func (cp *classPool) add(c, n int) {
 // after is the class after one instance of d on a node of class c; -1 when it does not
 // fit.
 func (cp *classPool) after(c int, d *demand) int {
+	if !d.anyGPU {
+		if cp.holds(c, d) == 0 {
+			return -1
+		}
+		return cp.then(c, d, 1)
+	}
 	class := cp.classes[c]
 	if next, ok := class.after[d.key]; ok {
 		return next
@@ -220,19 +226,19 @@ func fitsByAmounts(available resources.Set, bundles []resources.Set) bool {
 }
 
 // holds is how many instances of d in a row a node of class c takes (at most
-// maxInstancesPerNode). For a bundle without GPUs or MIG profiles the amounts say how
-// many (byAmounts) and one placement call of that many confirms it; otherwise, and if
-// placement disagrees, it walks placement's answers one instance at a time.
+// maxInstancesPerNode). For demand without GPUs or MIG profiles the amounts say
+// (byAmounts); otherwise it walks placement's answers one instance at a time.
 func (cp *classPool) holds(c int, d *demand) int {
 	if n, ok := cp.classes[c].holds[d.key]; ok {
 		return n
 	}
-	if !d.anyGPU && len(d.request.Bundles) == 1 {
-		n := min(maxInstancesPerNode, byAmounts(cp.classes[c].row.Available, d.request.Bundles[0]))
-		if n == 0 || cp.placeMany(c, d, n) >= 0 {
-			cp.classes[c].holds[d.key] = n
-			return n
+	if !d.anyGPU {
+		n := 0
+		if row := cp.classes[c].row; row.Alive && !row.Draining && selectorsMatch(d, row.Labels) {
+			n = min(maxInstancesPerNode, byAmounts(row.Available, d.total()))
 		}
+		cp.classes[c].holds[d.key] = n
+		return n
 	}
 	// Walk the steps to a class whose count is known or that holds none, then fill in
 	// the counts backwards.
@@ -274,31 +280,40 @@ func byAmounts(available, bundle resources.Set) int {
 	return n
 }
 
-// placeMany is the class after n instances of d placed on a node of class c at once (a
-// gang of n of its bundle); -1 when placement refuses.
-func (cp *classPool) placeMany(c int, d *demand, n int) int {
+// minus is the class after n instances of d (without GPUs or MIG profiles) on a node
+// of class c: its amounts less theirs. On one node, placement's stages for such demand
+// are status, labels and amounts (placement/filters.go): holds checked them.
+func (cp *classPool) minus(c int, d *demand, n int) int {
 	class := cp.classes[c]
 	key := manyKey{d.key, n}
 	if next, ok := class.many[key]; ok {
 		return next
 	}
-	request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyPack}
-	for i := range n {
-		request.Bundles[i] = d.request.Bundles[0]
-		if len(d.request.BundleLabelSelectors) > 0 {
-			request.BundleLabelSelectors = append(request.BundleLabelSelectors, d.request.BundleLabelSelectors[0])
+	row := class.row
+	available := row.Available.Clone()
+	for name, amount := range d.total() {
+		available[name] -= resources.Amount(n) * amount
+		if available[name] == 0 {
+			delete(available, name)
 		}
 	}
-	next := -1
-	if snapshot, plan, err := scheduleOn([]placement.Node{class.row}, request); err == nil && len(plan.Placements) == n {
-		row, _ := snapshot.Node(class.row.ID)
-		next = cp.intern(row, class.typ)
-	}
+	row.Available = available
+	next := cp.intern(row, class.typ)
 	if class.many == nil {
 		class.many = make(map[manyKey]int)
 	}
 	class.many[key] = next
 	return next
+}
+
+// selectorsMatch: the labels pass every bundle's selector.
+func selectorsMatch(d *demand, labels map[string]string) bool {
+	for _, selector := range d.request.BundleLabelSelectors {
+		if !selector.Matches(labels) {
+			return false
+		}
+	}
+	return true
 }
 
 type manyKey struct {
@@ -311,10 +326,8 @@ func (cp *classPool) then(c int, d *demand, n int) int {
 	if n == 0 {
 		return c
 	}
-	if !d.anyGPU && len(d.request.Bundles) == 1 {
-		if next := cp.placeMany(c, d, n); next >= 0 {
-			return next
-		}
+	if !d.anyGPU {
+		return cp.minus(c, d, n)
 	}
 	for range n {
 		if next := cp.after(c, d); next >= 0 {

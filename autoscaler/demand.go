@@ -60,8 +60,27 @@ type demand struct {
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
 	// bundle is a gang of equal bundles' bundle as a demand of its own, set on first use
-	// (freshFromInstances).
+	// (bundleDemand).
 	bundle *demand
+	// sumSet is the bundles summed, set on first use (total).
+	sumSet resources.Set
+}
+
+// total is the request's bundles summed.
+func (d *demand) total() resources.Set {
+	if d.sumSet == nil {
+		if len(d.request.Bundles) == 1 {
+			d.sumSet = d.request.Bundles[0]
+		} else {
+			d.sumSet = make(resources.Set)
+			for _, bundle := range d.request.Bundles {
+				for name, amount := range bundle {
+					d.sumSet[name] += amount
+				}
+			}
+		}
+	}
+	return d.sumSet
 }
 
 // countedMIG renames MIG profile resources ("nvidia.com/mig-1g.10gb") to plain counted
