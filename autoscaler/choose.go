@@ -198,7 +198,7 @@ func (p *planner) freshFromInstances(d *demand, t *NodeType) (rows []placement.N
 	if d.request.Strategy == placement.StrategyStrictPack || len(d.distinct) != 1 {
 		return nil, false
 	}
-	fills := p.cache.shape(bundleDemand(d), t).fills
+	fills := p.cache.shape(bundleDemand(d, p.classes), t).fills
 	if len(fills) == 0 {
 		return nil, false
 	}

@@ -1,10 +1,10 @@
 package autoscaler
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -57,11 +57,19 @@ type classPool struct {
 	isLive []bool
 	// running are the running nodes, in pool order: their class and pool position.
 	running []runningNode
+	// packTypes are, per STRICT_PACK key, the types whose new node holds it (of those
+	// it may launch: candidateTypes).
+	packTypes map[string][]*NodeType
+	// keyBuffer is internState's.
+	keyBuffer []byte
 	// freshOf is the class of a new node of each type.
 	freshOf map[*NodeType]int
 	// unheld are the reasons (nil: it waits) given for demand no type could hold, by
 	// demand key and kind (unheldKey).
 	unheld map[string]*Infeasible
+	// bundles are the bundle demands of gangs of equal bundles, by the bundle's text
+	// (bundleDemand).
+	bundles map[string]*demand
 	// lists are, per demand key, the nodes that may hold an instance (fitList).
 	lists map[string]*fitList
 }
@@ -76,6 +84,10 @@ type nodeClass struct {
 	// row is a node in the state (its id and id label are one such node's).
 	row placement.Node
 	typ string
+	// static is the key of the row's fixed part (internState).
+	static string
+	// snapshot is the row alone, for place.
+	snapshot *placement.Snapshot
 	// after is, per demand key, the class after one instance of the demand (the whole
 	// request) is placed on the row; -1 when placement refuses.
 	after map[string]int
@@ -131,7 +143,8 @@ func classesHold(pl *pool) bool {
 // planned ones by class.
 func newClassPool(pl *pool) *classPool {
 	cp := &classPool{byState: make(map[string]int), lists: make(map[string]*fitList), freshOf: make(map[*NodeType]int),
-		unheld: make(map[string]*Infeasible)}
+		unheld: make(map[string]*Infeasible), bundles: make(map[string]*demand),
+		packTypes: make(map[string][]*NodeType)}
 	for position := range pl.nodes {
 		node := &pl.nodes[position]
 		row := pl.rowAt(position)
@@ -153,29 +166,54 @@ func (cp *classPool) intern(row placement.Node, typ string) int {
 	if len(row.MIGGPUs) > 0 {
 		key.WriteString(string(row.ID))
 	}
-	key.WriteByte('|')
-	key.WriteString(typ)
-	key.WriteByte('|')
-	key.WriteString(row.Total.String())
-	key.WriteString(row.Available.String())
+	key.WriteString("|" + typ + "|" + row.Total.String())
 	for _, name := range slices.Sorted(maps.Keys(row.Labels)) {
 		if name != nodelabel.NodeID {
 			key.WriteString(name + "=" + row.Labels[name] + ",")
 		}
 	}
-	fmt.Fprintf(&key, "|%t|%t|", row.Alive, row.Draining)
+	key.WriteString("|" + strconv.FormatBool(row.Alive) + "|" + strconv.FormatBool(row.Draining) + "|")
 	for _, gpu := range row.GPUs {
-		fmt.Fprintf(&key, "%d:%d:%d:%d,", gpu.Index, gpu.NVLinkIsland, gpu.Rail, gpu.Available)
+		key.WriteString(strconv.Itoa(gpu.Index) + ":" + strconv.Itoa(gpu.NVLinkIsland) + ":" + strconv.Itoa(gpu.Rail) + ",")
 	}
-	if class, ok := cp.byState[key.String()]; ok {
+	return cp.internState(key.String(), row, typ)
+}
+
+// internState is the class of the row whose fixed part (what placement never changes:
+// type, totals, labels, status, GPU layout) has the key static.
+func (cp *classPool) internState(static string, row placement.Node, typ string) int {
+	key := append(cp.keyBuffer[:0], static...)
+	key = appendAmounts(key, row.Available)
+	for _, gpu := range row.GPUs {
+		key = append(strconv.AppendInt(key, int64(gpu.Available), 10), ',')
+	}
+	cp.keyBuffer = key
+	if class, ok := cp.byState[string(key)]; ok {
 		return class
 	}
 	class := len(cp.classes)
-	cp.byState[key.String()] = class
-	cp.classes = append(cp.classes, &nodeClass{row: row, typ: typ, after: make(map[string]int), holds: make(map[string]int)})
+	cp.byState[string(key)] = class
+	cp.classes = append(cp.classes, &nodeClass{row: row, typ: typ, static: static,
+		after: make(map[string]int), holds: make(map[string]int)})
 	cp.count = append(cp.count, 0)
 	cp.isLive = append(cp.isLive, false)
 	return class
+}
+
+// appendAmounts appends the set's amounts in name order (a set has few names: sorted
+// in place, without allocating).
+func appendAmounts(key []byte, set resources.Set) []byte {
+	var buffer [16]string
+	names := buffer[:0]
+	for name := range set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		key = append(key, name...)
+		key = append(strconv.AppendInt(append(key, '='), int64(set[name]), 10), ',')
+	}
+	return key
 }
 
 // add puts n more launching or planned nodes in class c.
@@ -201,28 +239,35 @@ func (cp *classPool) after(c int, d *demand) int {
 		return next
 	}
 	next := -1
-	if fitsByAmounts(class.row.Available, d.request.Bundles) {
-		if snapshot, plan, err := scheduleOn([]placement.Node{class.row}, d.request); err == nil && len(plan.Placements) > 0 {
-			row, _ := snapshot.Node(class.row.ID)
-			next = cp.intern(row, class.typ)
+	if d.total().IsSubsetOf(class.row.Available) {
+		if row, ok := class.place(d.request); ok {
+			next = cp.internState(class.static, row, class.typ)
 		}
 	}
 	class.after[d.key] = next
 	return next
 }
 
-// fitsByAmounts: the bundles summed are within available (a necessary condition).
-func fitsByAmounts(available resources.Set, bundles []resources.Set) bool {
-	if len(bundles) == 1 {
-		return bundles[0].IsSubsetOf(available)
-	}
-	sum := make(resources.Set)
-	for _, bundle := range bundles {
-		for name, amount := range bundle {
-			sum[name] += amount
+// place is the row after the request is placed on a node of the class alone; ok is
+// false when placement refuses. The class's one-node snapshot is built once and left
+// as it was.
+func (class *nodeClass) place(request placement.Request) (row placement.Node, ok bool) {
+	if class.snapshot == nil {
+		snapshot, err := placement.NewSnapshot([]placement.Node{class.row})
+		if err != nil {
+			return row, false
 		}
+		class.snapshot = snapshot
 	}
-	return sum.IsSubsetOf(available)
+	plan, err := placement.Schedule(class.snapshot, request)
+	if err != nil || len(plan.Placements) == 0 || class.snapshot.Reserve(request.Bundles, plan) != nil {
+		return row, false
+	}
+	row, _ = class.snapshot.Node(class.row.ID)
+	if err := class.snapshot.Release(request.Bundles, plan); err != nil {
+		class.snapshot = nil // rebuilt on next use
+	}
+	return row, true
 }
 
 // holds is how many instances of d in a row a node of class c takes (at most
@@ -298,7 +343,7 @@ func (cp *classPool) minus(c int, d *demand, n int) int {
 		}
 	}
 	row.Available = available
-	next := cp.intern(row, class.typ)
+	next := cp.internState(class.static, row, class.typ)
 	if class.many == nil {
 		class.many = make(map[manyKey]int)
 	}
@@ -454,14 +499,20 @@ func (cp *classPool) addNew(p *planner, t *NodeType, d *demand, per, nodes int) 
 }
 
 // bundleDemand is a gang of equal bundles' bundle as a demand of its own (a shape of
-// one).
-func bundleDemand(d *demand) *demand {
+// one). Gangs alike share it (cp may be nil).
+func bundleDemand(d *demand, cp *classPool) *demand {
+	if d.bundle == nil && cp != nil {
+		d.bundle = cp.bundles[d.firstText]
+	}
 	if d.bundle == nil {
 		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
 		if len(d.original.BundleLabelSelectors) > 0 {
 			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
 		}
 		d.bundle = newDemand(d.name, single, 1, true)
+		if cp != nil {
+			cp.bundles[d.firstText] = d.bundle
+		}
 	}
 	return d.bundle
 }
@@ -474,7 +525,7 @@ func (p *planner) planGroupByClass(d *demand) {
 		p.planStrictPackByClass(d)
 		return
 	}
-	bundle := bundleDemand(d)
+	bundle := bundleDemand(d, cp)
 	spread := d.request.Strategy == placement.StrategyStrictSpread
 	n := len(d.request.Bundles)
 	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
@@ -558,13 +609,19 @@ func (p *planner) planStrictPackByClass(d *demand) {
 		p.served[d.name] = 1
 		return
 	}
-	fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+	holding, ok := cp.packTypes[d.key]
+	if !ok {
+		fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+		for _, t := range p.candidateTypes(d, fits) {
+			if !p.quickRejects(d, t) && fits(t) {
+				holding = append(holding, t)
+			}
+		}
+		cp.packTypes[d.key] = holding
+	}
 	var best *option
 	var limits limitTracker
-	for _, t := range p.candidateTypes(d, fits) {
-		if p.quickRejects(d, t) || !fits(t) {
-			continue
-		}
+	for _, t := range holding {
 		if t.Unavailable || p.allowance(t) < 1 {
 			limits.note(p.limitReason(t))
 			continue

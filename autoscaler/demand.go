@@ -2,9 +2,10 @@ package autoscaler
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/raygo-dev/raygo/internal/mig"
@@ -51,6 +52,8 @@ type demand struct {
 	// key identifies the request for the planner's caches: two demands with the same
 	// key place the same way on the same nodes.
 	key string
+	// firstText is the first bundle's text in key (with its selector).
+	firstText string
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
 	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
@@ -227,20 +230,30 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	}
 	d := &demand{name: name, original: original, count: count, shape: shape}
 	var key strings.Builder
-	fmt.Fprintf(&key, "%s|%s|", request.Strategy, request.Topology)
-	seen := make(map[string]bool)
+	key.WriteString(string(request.Strategy) + "|" + string(request.Topology) + "|")
+	var seen []string // the distinct bundles' texts: gangs have few
 	var text string
+	var gpus, cpus resources.Amount // the bundle before's
+	run := 0                        // how many bundles in a row are text
+	endRun := func() {
+		if run > 0 {
+			key.WriteString(text + "*" + strconv.Itoa(run) + ";")
+		}
+	}
 	for index, bundle := range original.Bundles {
-		d.gpus += bundle[resources.GPU]
-		d.cpus += bundle[resources.CPU]
-		// Gangs are mostly runs of equal bundles: one like the bundle before it (and
-		// without selectors) is that bundle again.
-		if index > 0 && len(request.BundleLabelSelectors) == 0 && maps.Equal(bundle, original.Bundles[index-1]) {
+		// Gangs are mostly runs of equal bundles (often one map): one like the bundle
+		// before it (and without selectors) is that bundle again.
+		if index > 0 && len(request.BundleLabelSelectors) == 0 && sameSet(bundle, original.Bundles[index-1]) {
+			d.gpus += gpus
+			d.cpus += cpus
 			request.Bundles[index] = request.Bundles[index-1]
-			key.WriteString(text)
-			key.WriteByte(';')
+			run++
 			continue
 		}
+		endRun()
+		gpus, cpus = bundle[resources.GPU], bundle[resources.CPU]
+		d.gpus += gpus
+		d.cpus += cpus
 		counted := countedMIG(bundle)
 		request.Bundles[index] = counted
 		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
@@ -250,14 +263,22 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
-		key.WriteString(text)
-		key.WriteByte(';')
-		if !seen[text] {
-			seen[text] = true
+		if index == 0 {
+			d.firstText = text
+		}
+		run = 1
+		if !slices.Contains(seen, text) {
+			seen = append(seen, text)
 			d.distinct = append(d.distinct, counted)
 		}
 	}
+	endRun()
 	d.request = request
 	d.key = key.String()
 	return d
+}
+
+// sameSet: the sets are equal, at once when they are the same map.
+func sameSet(a, b resources.Set) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() || maps.Equal(a, b)
 }

@@ -113,8 +113,10 @@ type planner struct {
 	pool         *pool
 	// launches are the plan's launches by type; launchOrder the types in first-launch
 	// order (sorted at the end).
-	launches   map[string]*Launch
-	infeasible []Infeasible
+	launches map[string]*Launch
+	// launchedFor indexes the launches' For lists.
+	launchedFor forIndex
+	infeasible  []Infeasible
 	// shapeBudget is how many more nodes tasks and actors may launch in this plan.
 	shapeBudget int
 	// nextID numbers the planned nodes.
@@ -150,6 +152,7 @@ func newPlanner(in Input) *planner {
 		count:       make(map[string]int),
 		terminated:  make(map[string]bool),
 		launches:    make(map[string]*Launch),
+		launchedFor: make(forIndex),
 		cache:       newTypeCache(),
 		typeVectors: make(map[*NodeType][]resources.Amount),
 		templates:   make(map[*NodeType]placement.Node),
@@ -222,12 +225,35 @@ func (p *planner) launch(t *NodeType, n int, forName string) {
 		p.launches[t.Name] = entry
 	}
 	entry.Count += n
-	if !slices.Contains(entry.For, forName) {
+	if !p.launchedFor.lists(entry, forName) {
 		entry.For = append(entry.For, forName)
 	}
 	if forName != ForMinWorkers && forName != ForRequestResources {
 		p.demandLaunches[t.Name] += n
 	}
+}
+
+// forIndex is, per type, the names in its Launch.For, and how many of the list's
+// entries it holds (entries appended elsewhere are added on the next look): large plans
+// launch for thousands of demands.
+type forIndex map[string]*forNames
+
+type forNames struct {
+	names   map[string]bool
+	indexed int
+}
+
+// lists: the launch's For lists the name.
+func (index forIndex) lists(entry *Launch, name string) bool {
+	known, ok := index[entry.Type]
+	if !ok {
+		known = &forNames{names: make(map[string]bool)}
+		index[entry.Type] = known
+	}
+	for ; known.indexed < len(entry.For); known.indexed++ {
+		known.names[entry.For[known.indexed]] = true
+	}
+	return known.names[name]
 }
 
 // newID names the next planned node.
