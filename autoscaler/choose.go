@@ -887,9 +887,36 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 	return &Infeasible{For: d.name, Reason: p.infeasibleReason(d, typeErr)}
 }
 
+// runningTotalsCouldHold is a necessary condition for fitsExistingTotals, by amounts:
+// a STRICT_PACK's sum is within one running node's totals, any other demand's each
+// bundle within some running node's. Placement explains a refusal node by node, which
+// is dear on a large cluster: demand this rules out is refused without asking it.
+func (p *planner) runningTotalsCouldHold(d *demand) bool {
+	needs := d.distinct
+	if d.request.Strategy == placement.StrategyStrictPack {
+		needs = []resources.Set{d.total()}
+	}
+	for _, need := range needs {
+		held := false
+		for _, position := range p.pool.running {
+			if need.IsSubsetOf(p.pool.nodes[position].row.Total) {
+				held = true
+				break
+			}
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
+}
+
 // fitsExistingTotals: one instance of the demand fits on the running nodes as if they
 // were idle.
 func (p *planner) fitsExistingTotals(d *demand) bool {
+	if !p.runningTotalsCouldHold(d) {
+		return false
+	}
 	if p.idleRunning == nil {
 		var rows []placement.Node
 		for _, position := range p.pool.running {

@@ -106,6 +106,8 @@ type fitList struct {
 	running []int
 	others  []int
 	seen    int
+	// pending are live classes not yet asked about (they had no nodes when looked at).
+	pending []int
 }
 
 // classesApply: the demand may be planned by classes.
@@ -395,11 +397,20 @@ func (cp *classPool) list(d *demand) *fitList {
 		}
 		cp.lists[d.key] = l
 	}
-	for ; l.seen < len(cp.live); l.seen++ {
-		if c := cp.live[l.seen]; cp.holdsOne(c, d) {
+	// A class is asked about d only once it has nodes: many states are passed through
+	// and emptied before any demand of a key comes by.
+	l.pending = append(l.pending, cp.live[l.seen:]...)
+	l.seen = len(cp.live)
+	kept := l.pending[:0]
+	for _, c := range l.pending {
+		switch {
+		case cp.count[c] == 0:
+			kept = append(kept, c)
+		case cp.holdsOne(c, d):
 			l.others = append(l.others, c)
 		}
 	}
+	l.pending = kept
 	return l
 }
 

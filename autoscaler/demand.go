@@ -155,9 +155,19 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		merged[name] = d
 		shapes = append(shapes, d)
 	}
+	// Comparisons stop at the first difference (cmp.Or would work out every one of them:
+	// large plans sort thousands of groups).
 	slices.SortStableFunc(groups, func(a, b *demand) int {
-		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(len(b.request.Bundles), len(a.request.Bundles)),
-			cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
+		if c := cmp.Compare(b.gpus, a.gpus); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(b.request.Bundles), len(a.request.Bundles)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.cpus, a.cpus); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
 	})
 	slices.SortStableFunc(shapes, func(a, b *demand) int {
 		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
@@ -224,7 +234,10 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	request := original
 	request.PlacedBundles = nil
 	request.Workload = nil
-	request.Bundles = make([]resources.Set, len(original.Bundles))
+	// The bundles are the caller's unless a MIG profile is renamed (countedMIG): nothing
+	// changes a request's bundles in place.
+	request.Bundles = original.Bundles
+	copied := false
 	if request.Strategy == "" {
 		request.Strategy = placement.StrategyPack
 	}
@@ -246,7 +259,9 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		if index > 0 && len(request.BundleLabelSelectors) == 0 && sameSet(bundle, original.Bundles[index-1]) {
 			d.gpus += gpus
 			d.cpus += cpus
-			request.Bundles[index] = request.Bundles[index-1]
+			if copied {
+				request.Bundles[index] = request.Bundles[index-1]
+			}
 			run++
 			continue
 		}
@@ -255,7 +270,12 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		d.gpus += gpus
 		d.cpus += cpus
 		counted := countedMIG(bundle)
-		request.Bundles[index] = counted
+		if !sameSet(counted, bundle) && !copied {
+			request.Bundles, copied = slices.Clone(original.Bundles), true
+		}
+		if copied {
+			request.Bundles[index] = counted
+		}
 		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
 			d.anyGPU = true
 		}
