@@ -658,6 +658,19 @@ func (p *planner) planStrictPackByClass(d *demand) {
 // could hold worked out once per demand key: on large inputs many gangs are alike.
 func (cp *classPool) reportUnheld(p *planner, d *demand, limits limitTracker) {
 	typeErr := func(t *NodeType) error { return p.groupErr(d, t) }
+	if d.request.Strategy == placement.StrategyStrictPack {
+		// One node is all a STRICT_PACK can use: placement's reasons on one, not on a
+		// node per bundle.
+		typeErr = func(t *NodeType) error {
+			if p.freshGroup(d, t).nodes > 0 {
+				return nil
+			}
+			if _, _, err := scheduleOn(p.cache.templateNodes(t, 1), d.request); err != nil {
+				return err
+			}
+			return p.groupErr(d, t)
+		}
+	}
 	if limits.feasible {
 		p.reportUnheld(d, limits, typeErr)
 		return

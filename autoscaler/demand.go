@@ -133,6 +133,7 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		groups = append(groups, newDemand(group.ID, request, 1, false))
 	}
 	merged := make(map[string]*demand)
+	var key []byte
 	for _, shape := range in.Shapes {
 		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
 			continue
@@ -142,17 +143,23 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 			bad = append(bad, Infeasible{For: shapePrefix + shape.Shape.String(), Reason: "invalid label selector: " + err.Error()})
 			continue
 		}
-		name := ShapeName(shape.Shape, selector)
-		if existing, ok := merged[name]; ok {
+		// Shapes are merged by their exact amounts and selector (what their name says),
+		// written without allocating: large inputs list thousands.
+		key = appendAmounts(key[:0], shape.Shape)
+		if len(selector) > 0 {
+			key = append(append(key, '|'), selector.String()...)
+		}
+		if existing, ok := merged[string(key)]; ok {
 			existing.count += shape.Count
 			continue
 		}
+		name := ShapeName(shape.Shape, selector)
 		request := placement.Request{Bundles: []resources.Set{shape.Shape}, Strategy: placement.StrategyPack}
 		if len(selector) > 0 {
 			request.BundleLabelSelectors = []nodelabel.Selector{selector}
 		}
 		d := newDemand(name, request, shape.Count, true)
-		merged[name] = d
+		merged[string(key)] = d
 		shapes = append(shapes, d)
 	}
 	// Comparisons stop at the first difference (cmp.Or would work out every one of them:
