@@ -202,22 +202,6 @@ func (cp *classPool) internState(static string, row placement.Node, typ string) 
 	return class
 }
 
-// appendAmounts appends the set's amounts in name order (a set has few names: sorted
-// in place, without allocating).
-func appendAmounts(key []byte, set resources.Set) []byte {
-	var buffer [16]string
-	names := buffer[:0]
-	for name := range set {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		key = append(key, name...)
-		key = append(strconv.AppendInt(append(key, '='), int64(set[name]), 10), ',')
-	}
-	return key
-}
-
 // add puts n more launching or planned nodes in class c.
 func (cp *classPool) add(c, n int) {
 	cp.count[c] += n
@@ -622,9 +606,9 @@ func (p *planner) planStrictPackByClass(d *demand) {
 	}
 	holding, ok := cp.packTypes[d.key]
 	if !ok {
-		fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+		fits := func(t *NodeType) bool { return cp.after(cp.fresh(p, t), d) >= 0 }
 		for _, t := range p.candidateTypes(d, fits) {
-			if !p.quickRejects(d, t) && fits(t) {
+			if fits(t) {
 				holding = append(holding, t)
 			}
 		}
@@ -645,11 +629,7 @@ func (p *planner) planStrictPackByClass(d *demand) {
 		cp.reportUnheld(p, d, limits)
 		return
 	}
-	class := cp.after(cp.fresh(p, best.t), d)
-	if class < 0 { // placement held it on the type's template row alone (freshGroup)
-		class = cp.intern(p.freshGroup(d, best.t).rows[0], best.t.Name)
-	}
-	cp.add(class, 1)
+	cp.add(cp.after(cp.fresh(p, best.t), d), 1)
 	p.launch(best.t, 1, d.name)
 	p.served[d.name] = 1
 }

@@ -286,7 +286,7 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
 			d.anyGPU = true
 		}
-		text = counted.String()
+		text = string(appendAmounts(nil, counted))
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
@@ -308,4 +308,20 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 // sameSet: the sets are equal, at once when they are the same map.
 func sameSet(a, b resources.Set) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() || maps.Equal(a, b)
+}
+
+// appendAmounts appends the set's amounts in name order (a set has few names: sorted
+// in place, without allocating).
+func appendAmounts(key []byte, set resources.Set) []byte {
+	var buffer [16]string
+	names := buffer[:0]
+	for name := range set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		key = append(key, name...)
+		key = append(strconv.AppendInt(append(key, '='), int64(set[name]), 10), ',')
+	}
+	return key
 }
