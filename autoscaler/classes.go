@@ -2,7 +2,6 @@ package autoscaler
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,17 +256,16 @@ func (class *nodeClass) place(request placement.Request) (row placement.Node, ok
 }
 
 // holds is how many instances of d in a row a node of class c takes (at most
-// maxInstancesPerNode). For demand without GPUs or MIG profiles the amounts say
-// (byAmounts); otherwise it walks placement's answers one instance at a time.
+// maxInstancesPerNode). For demand without GPUs or MIG profiles the placement core says
+// at once (placement.CopiesThatFit); otherwise it walks placement's answers one instance
+// at a time.
 func (cp *classPool) holds(c int, d *demand) int {
 	if n, ok := cp.classes[c].holds[d.key]; ok {
 		return n
 	}
 	if !d.anyGPU {
-		n := 0
-		if row := cp.classes[c].row; row.Alive && !row.Draining && selectorsMatch(d, row.Labels) {
-			n = min(maxInstancesPerNode, byAmounts(row.Available, d.total()))
-		}
+		n, _ := placement.CopiesThatFit(cp.classes[c].row, d.total(), d.request.BundleLabelSelectors...)
+		n = min(n, maxInstancesPerNode)
 		cp.classes[c].holds[d.key] = n
 		return n
 	}
@@ -297,23 +295,9 @@ func (cp *classPool) holdsOne(c int, d *demand) bool {
 	return cp.holds(c, d) > 0
 }
 
-// byAmounts is how many copies of bundle the amounts hold.
-func byAmounts(available, bundle resources.Set) int {
-	n := math.MaxInt
-	for name, need := range bundle {
-		if need > 0 {
-			n = min(n, int(available[name]/need))
-		}
-	}
-	if n == math.MaxInt {
-		return 0
-	}
-	return n
-}
-
 // minus is the class after n instances of d (without GPUs or MIG profiles) on a node
-// of class c: its amounts less theirs. On one node, placement's stages for such demand
-// are status, labels and amounts (placement/filters.go): holds checked them.
+// of class c: its free amounts less theirs, as placement reserves them (holds asked
+// placement.CopiesThatFit that they fit).
 func (cp *classPool) minus(c int, d *demand, n int) int {
 	class := cp.classes[c]
 	key := manyKey{d.key, n}
@@ -335,16 +319,6 @@ func (cp *classPool) minus(c int, d *demand, n int) int {
 	}
 	class.many[key] = next
 	return next
-}
-
-// selectorsMatch: the labels pass every bundle's selector.
-func selectorsMatch(d *demand, labels map[string]string) bool {
-	for _, selector := range d.request.BundleLabelSelectors {
-		if !selector.Matches(labels) {
-			return false
-		}
-	}
-	return true
 }
 
 type manyKey struct {
