@@ -213,7 +213,7 @@ func (cp *classPool) add(c, n int) {
 // after is the class after one instance of d on a node of class c; -1 when it does not
 // fit.
 func (cp *classPool) after(c int, d *demand) int {
-	if !d.anyGPU {
+	if !d.anyGPU || len(d.request.Bundles) == 1 {
 		if cp.holds(c, d) == 0 {
 			return -1
 		}
@@ -263,8 +263,13 @@ func (cp *classPool) holds(c int, d *demand) int {
 	if n, ok := cp.classes[c].holds[d.key]; ok {
 		return n
 	}
-	if !d.anyGPU {
-		n, _ := placement.CopiesThatFit(cp.classes[c].row, d.total(), d.request.BundleLabelSelectors...)
+	if !d.anyGPU || len(d.request.Bundles) == 1 {
+		var n int
+		if copies, ok := placement.CopiesThatFit(cp.classes[c].row, d.total(), d.request.BundleLabelSelectors...); ok {
+			n = copies
+		} else {
+			n = cp.copiesTogether(c, d)
+		}
 		n = min(n, maxInstancesPerNode)
 		cp.classes[c].holds[d.key] = n
 		return n
@@ -321,6 +326,59 @@ func (cp *classPool) minus(c int, d *demand, n int) int {
 	return next
 }
 
+// copiesTogether is how many copies of d's one bundle (with GPUs or a MIG profile)
+// placement places together on a node of class c: the bound by amounts is tried first
+// (usually exact), else the most is bisected below it.
+func (cp *classPool) copiesTogether(c int, d *demand) int {
+	high := maxInstancesPerNode
+	for name, need := range d.total() {
+		if need > 0 {
+			high = min(high, int(cp.classes[c].row.Available[name]/need))
+		}
+	}
+	if high == 0 || cp.together(c, d, high) >= 0 {
+		return high
+	}
+	low := 0 // fits; high does not
+	for high-low > 1 {
+		if middle := (low + high) / 2; cp.together(c, d, middle) >= 0 {
+			low = middle
+		} else {
+			high = middle
+		}
+	}
+	return low
+}
+
+// together is the class after n copies of d's one bundle placed together (a PACK group
+// of them) on a node of class c; -1 when placement refuses.
+func (cp *classPool) together(c int, d *demand, n int) int {
+	class := cp.classes[c]
+	key := manyKey{d.key, n}
+	if next, ok := class.many[key]; ok {
+		return next
+	}
+	request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyPack}
+	for i := range request.Bundles {
+		request.Bundles[i] = d.request.Bundles[0]
+	}
+	if len(d.request.BundleLabelSelectors) > 0 {
+		request.BundleLabelSelectors = make([]nodelabel.Selector, n)
+		for i := range request.BundleLabelSelectors {
+			request.BundleLabelSelectors[i] = d.request.BundleLabelSelectors[0]
+		}
+	}
+	next := -1
+	if row, ok := class.place(request); ok {
+		next = cp.internState(class.static, row, class.typ)
+	}
+	if class.many == nil {
+		class.many = make(map[manyKey]int)
+	}
+	class.many[key] = next
+	return next
+}
+
 type manyKey struct {
 	demand string
 	n      int
@@ -333,6 +391,12 @@ func (cp *classPool) then(c int, d *demand, n int) int {
 	}
 	if !d.anyGPU {
 		return cp.minus(c, d, n)
+	}
+	if len(d.request.Bundles) == 1 {
+		if next := cp.together(c, d, n); next >= 0 {
+			return next
+		}
+		return c
 	}
 	for range n {
 		if next := cp.after(c, d); next >= 0 {
