@@ -54,6 +54,8 @@ type demand struct {
 	key string
 	// firstText is the first bundle's text in key (with its selector).
 	firstText string
+	// index is the group's place in the input, for collectDemand's sort.
+	index int
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
 	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
@@ -163,8 +165,12 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		shapes = append(shapes, d)
 	}
 	// Comparisons stop at the first difference (cmp.Or would work out every one of them:
-	// large plans sort thousands of groups).
-	slices.SortStableFunc(groups, func(a, b *demand) int {
+	// large plans sort thousands of groups); the input order breaks the last ties, so
+	// the unstable sort gives the stable order.
+	for i, d := range groups {
+		d.index = i
+	}
+	slices.SortFunc(groups, func(a, b *demand) int {
 		if c := cmp.Compare(b.gpus, a.gpus); c != 0 {
 			return c
 		}
@@ -174,7 +180,10 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		if c := cmp.Compare(b.cpus, a.cpus); c != 0 {
 			return c
 		}
-		return strings.Compare(a.name, b.name)
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.index, b.index)
 	})
 	slices.SortStableFunc(shapes, func(a, b *demand) int {
 		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
@@ -250,7 +259,10 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	}
 	d := &demand{name: name, original: original, count: count, shape: shape}
 	var key strings.Builder
-	key.WriteString(string(request.Strategy) + "|" + string(request.Topology) + "|")
+	key.WriteString(string(request.Strategy))
+	key.WriteByte('|')
+	key.WriteString(string(request.Topology))
+	key.WriteByte('|')
 	var seen []string // the distinct bundles' texts: gangs have few
 	var text string
 	var gpus, cpus resources.Amount // the bundle before's
@@ -283,7 +295,7 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		if copied {
 			request.Bundles[index] = counted
 		}
-		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
+		if bundle[resources.GPU] > 0 || !sameSet(counted, bundle) {
 			d.anyGPU = true
 		}
 		text = string(appendAmounts(nil, counted))
