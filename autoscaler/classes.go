@@ -49,6 +49,8 @@ type classPool struct {
 	// count is, per class, how many launching or planned nodes are in it (running
 	// nodes' classes count 0: running holds them).
 	count []int
+	// revivals counts the times a class went from no nodes to some (fitList.pending).
+	revivals int
 	// live are the classes that have had nodes, in the order they first had them: only
 	// they are looked at for open nodes (a node passes through many states, one
 	// instance at a time, that no node stays in).
@@ -61,6 +63,8 @@ type classPool struct {
 	packTypes map[string][]*NodeType
 	// keyBuffer is internState's.
 	keyBuffer []byte
+	// freshTypesOf caches freshTypes.
+	freshTypesOf map[freshTypesKey][]freshType
 	// freshOf is the class of a new node of each type.
 	freshOf map[*NodeType]int
 	// unheld are the reasons (nil: it waits) given for demand no type could hold, by
@@ -69,8 +73,10 @@ type classPool struct {
 	// bundles are the bundle demands of gangs of equal bundles, by the bundle's text
 	// (bundleDemand).
 	bundles map[string]*demand
+	// keyIDs number the demand keys (keyID).
+	keyIDs map[string]int
 	// lists are, per demand key, the nodes that may hold an instance (fitList).
-	lists map[string]*fitList
+	lists map[int]*fitList
 }
 
 type runningNode struct {
@@ -89,9 +95,9 @@ type nodeClass struct {
 	snapshot *placement.Snapshot
 	// after is, per demand key, the class after one instance of the demand (the whole
 	// request) is placed on the row; -1 when placement refuses.
-	after map[string]int
+	after map[int]int
 	// holds is, per demand key, how many instances in a row the class holds.
-	holds map[string]int
+	holds map[int]int
 	// many is, per demand key and number of instances, the class after that many
 	// (minus).
 	many map[manyKey]int
@@ -105,8 +111,10 @@ type fitList struct {
 	running []int
 	others  []int
 	seen    int
-	// pending are live classes not yet asked about (they had no nodes when looked at).
-	pending []int
+	// pending are live classes not yet asked about (they had no nodes when looked at);
+	// revivals is classPool.revivals when they were.
+	pending  []int
+	revivals int
 }
 
 // classesApply: the demand may be planned by classes.
@@ -143,7 +151,7 @@ func classesHold(pl *pool) bool {
 // newClassPool takes over the pool's nodes: running nodes one by one, launching and
 // planned ones by class.
 func newClassPool(pl *pool) *classPool {
-	cp := &classPool{byState: make(map[string]int), lists: make(map[string]*fitList), freshOf: make(map[*NodeType]int),
+	cp := &classPool{byState: make(map[string]int), lists: make(map[int]*fitList), keyIDs: make(map[string]int), freshOf: make(map[*NodeType]int), freshTypesOf: make(map[freshTypesKey][]freshType),
 		unheld: make(map[string]*Infeasible), bundles: make(map[string]*demand),
 		packTypes: make(map[string][]*NodeType)}
 	for position := range pl.nodes {
@@ -195,7 +203,7 @@ func (cp *classPool) internState(static string, row placement.Node, typ string) 
 	class := len(cp.classes)
 	cp.byState[string(key)] = class
 	cp.classes = append(cp.classes, &nodeClass{row: row, typ: typ, static: static,
-		after: make(map[string]int), holds: make(map[string]int)})
+		after: make(map[int]int), holds: make(map[int]int)})
 	cp.count = append(cp.count, 0)
 	cp.isLive = append(cp.isLive, false)
 	return class
@@ -203,6 +211,9 @@ func (cp *classPool) internState(static string, row placement.Node, typ string) 
 
 // add puts n more launching or planned nodes in class c.
 func (cp *classPool) add(c, n int) {
+	if cp.count[c] == 0 && n > 0 {
+		cp.revivals++
+	}
 	cp.count[c] += n
 	if !cp.isLive[c] && n > 0 {
 		cp.isLive[c] = true
@@ -220,7 +231,8 @@ func (cp *classPool) after(c int, d *demand) int {
 		return cp.then(c, d, 1)
 	}
 	class := cp.classes[c]
-	if next, ok := class.after[d.key]; ok {
+	id := cp.keyID(d)
+	if next, ok := class.after[id]; ok {
 		return next
 	}
 	next := -1
@@ -229,7 +241,7 @@ func (cp *classPool) after(c int, d *demand) int {
 			next = cp.internState(class.static, row, class.typ)
 		}
 	}
-	class.after[d.key] = next
+	class.after[id] = next
 	return next
 }
 
@@ -260,7 +272,8 @@ func (class *nodeClass) place(request placement.Request) (row placement.Node, ok
 // at once (placement.CopiesThatFit); otherwise it walks placement's answers one instance
 // at a time.
 func (cp *classPool) holds(c int, d *demand) int {
-	if n, ok := cp.classes[c].holds[d.key]; ok {
+	id := cp.keyID(d)
+	if n, ok := cp.classes[c].holds[id]; ok {
 		return n
 	}
 	if !d.anyGPU || len(d.request.Bundles) == 1 {
@@ -271,7 +284,7 @@ func (cp *classPool) holds(c int, d *demand) int {
 			n = cp.copiesTogether(c, d)
 		}
 		n = min(n, maxInstancesPerNode)
-		cp.classes[c].holds[d.key] = n
+		cp.classes[c].holds[id] = n
 		return n
 	}
 	// Walk the steps to a class whose count is known or that holds none, then fill in
@@ -279,7 +292,7 @@ func (cp *classPool) holds(c int, d *demand) int {
 	var chain []int
 	base := -1 // what the class after the chain's last holds; -1: the last holds none
 	for next := c; next >= 0 && len(chain) < maxInstancesPerNode; next = cp.after(next, d) {
-		if n, ok := cp.classes[next].holds[d.key]; ok {
+		if n, ok := cp.classes[next].holds[id]; ok {
 			base = n
 			break
 		}
@@ -287,9 +300,9 @@ func (cp *classPool) holds(c int, d *demand) int {
 	}
 	for i := len(chain) - 1; i >= 0; i-- {
 		base++
-		cp.classes[chain[i]].holds[d.key] = base
+		cp.classes[chain[i]].holds[id] = base
 	}
-	return cp.classes[c].holds[d.key]
+	return cp.classes[c].holds[id]
 }
 
 // holdsOne: a node of class c holds one instance of d.
@@ -305,7 +318,7 @@ func (cp *classPool) holdsOne(c int, d *demand) bool {
 // placement.CopiesThatFit that they fit).
 func (cp *classPool) minus(c int, d *demand, n int) int {
 	class := cp.classes[c]
-	key := manyKey{d.key, n}
+	key := manyKey{cp.keyID(d), n}
 	if next, ok := class.many[key]; ok {
 		return next
 	}
@@ -354,7 +367,7 @@ func (cp *classPool) copiesTogether(c int, d *demand) int {
 // of them) on a node of class c; -1 when placement refuses.
 func (cp *classPool) together(c int, d *demand, n int) int {
 	class := cp.classes[c]
-	key := manyKey{d.key, n}
+	key := manyKey{cp.keyID(d), n}
 	if next, ok := class.many[key]; ok {
 		return next
 	}
@@ -379,9 +392,20 @@ func (cp *classPool) together(c int, d *demand, n int) int {
 	return next
 }
 
-type manyKey struct {
-	demand string
-	n      int
+type manyKey struct{ demand, n int }
+
+// keyID numbers d's key (from 1), for the classes' tables: maps keyed by small
+// integers, not by keys as long as a gang.
+func (cp *classPool) keyID(d *demand) int {
+	if d.keyID == 0 {
+		id, ok := cp.keyIDs[d.key]
+		if !ok {
+			id = len(cp.keyIDs) + 1
+			cp.keyIDs[d.key] = id
+		}
+		d.keyID = id
+	}
+	return d.keyID
 }
 
 // then is the class after n instances of d on a node of class c (n <= holds).
@@ -409,7 +433,7 @@ func (cp *classPool) then(c int, d *demand, n int) int {
 // list is d's fitList, brought up to date with the classes made since it was last
 // looked at.
 func (cp *classPool) list(d *demand) *fitList {
-	l, ok := cp.lists[d.key]
+	l, ok := cp.lists[cp.keyID(d)]
 	if !ok {
 		l = &fitList{}
 		for i, node := range cp.running {
@@ -417,12 +441,16 @@ func (cp *classPool) list(d *demand) *fitList {
 				l.running = append(l.running, i)
 			}
 		}
-		cp.lists[d.key] = l
+		cp.lists[cp.keyID(d)] = l
 	}
 	// A class is asked about d only once it has nodes: many states are passed through
-	// and emptied before any demand of a key comes by.
+	// and emptied before any demand of a key comes by. The pending ones are looked at
+	// again only when some class has had nodes again.
+	if l.seen == len(cp.live) && l.revivals == cp.revivals {
+		return l
+	}
 	l.pending = append(l.pending, cp.live[l.seen:]...)
-	l.seen = len(cp.live)
+	l.seen, l.revivals = len(cp.live), cp.revivals
 	kept := l.pending[:0]
 	for _, c := range l.pending {
 		switch {
@@ -445,29 +473,26 @@ func (cp *classPool) take(c int, d *demand, spread bool) int {
 	return cp.holds(c, d)
 }
 
-// capacity is how many instances of d the open nodes of kind at most maxKind take
-// (running ones alone, or all), counted up to limit.
-func (cp *classPool) capacity(d *demand, maxKind nodeKind, spread bool, limit int) int {
+// capacity is how many instances of d the open nodes take: the running ones, and all
+// (running, launching and planned), the latter counted up to limit.
+func (cp *classPool) capacity(d *demand, spread bool, limit int) (running, all int) {
 	l := cp.list(d)
-	total := 0
 	kept := l.running[:0]
 	for _, i := range l.running {
 		if n := cp.take(cp.running[i].class, d, spread); n > 0 {
 			kept = append(kept, i)
-			total += n
+			running += n
 		}
 	}
 	l.running = kept
-	if maxKind == kindRunning || total >= limit {
-		return min(total, limit)
-	}
-	for k := len(l.others) - 1; k >= 0 && total < limit; k-- {
+	all = running
+	for k := len(l.others) - 1; k >= 0 && all < limit; k-- {
 		if c := l.others[k]; cp.count[c] > 0 {
 			per := cp.take(c, d, spread)
-			total += cp.count[c] * per
+			all += cp.count[c] * per
 		}
 	}
-	return min(total, limit)
+	return running, min(all, limit)
 }
 
 // fill places up to n instances of d on the open nodes of kind at most maxKind, running
@@ -511,6 +536,35 @@ func (cp *classPool) fill(p *planner, d *demand, maxKind nodeKind, spread bool, 
 		}
 	}
 	return placed
+}
+
+// freshType is a type whose new node takes per instances of a demand.
+type freshType struct {
+	t   *NodeType
+	per int
+}
+
+type freshTypesKey struct {
+	demand int
+	spread bool
+}
+
+// freshTypes are the types d may launch (candidateTypes) whose new node takes some of
+// it, with how many (placement's answer for the bundle alone, as freshFromInstances
+// prices it): a gang of n needs ceil((n - open) / per) of them.
+func (cp *classPool) freshTypes(p *planner, d *demand, spread bool) []freshType {
+	key := freshTypesKey{cp.keyID(d), spread}
+	types, ok := cp.freshTypesOf[key]
+	if !ok {
+		perNode := func(t *NodeType) int { return cp.take(cp.fresh(p, t), d, spread) }
+		for _, t := range p.candidateTypes(d, func(t *NodeType) bool { return perNode(t) > 0 }) {
+			if per := perNode(t); per > 0 {
+				types = append(types, freshType{t, per})
+			}
+		}
+		cp.freshTypesOf[key] = types
+	}
+	return types
 }
 
 // fresh is the class of a new node of type t.
@@ -561,25 +615,21 @@ func (p *planner) planGroupByClass(d *demand) {
 	bundle := bundleDemand(d, cp)
 	spread := d.request.Strategy == placement.StrategyStrictSpread
 	n := len(d.request.Bundles)
-	for _, kind := range []nodeKind{kindRunning, kindPlanned} {
-		if cp.capacity(bundle, kind, spread, n) >= n {
-			cp.fill(p, bundle, kind, spread, n)
-			p.served[d.name] = 1
-			return
+	running, open := cp.capacity(bundle, spread, n)
+	if open >= n {
+		kind := kindPlanned
+		if running >= n {
+			kind = kindRunning
 		}
+		cp.fill(p, bundle, kind, spread, n)
+		p.served[d.name] = 1
+		return
 	}
-	open := cp.capacity(bundle, kindPlanned, spread, n)
-	// A new node of type t takes per bundles (placement's answer for the bundle alone,
-	// as freshFromInstances prices it): the gang needs ceil((n - open) / per) of them.
-	perNode := func(t *NodeType) int { return cp.take(cp.fresh(p, t), bundle, spread) }
 	var best *option
 	var bestPer int
 	var limits limitTracker
-	for _, t := range p.candidateTypes(d, func(t *NodeType) bool { return perNode(t) > 0 }) {
-		per := perNode(t)
-		if per == 0 {
-			continue
-		}
+	for _, fresh := range cp.freshTypes(p, bundle, spread) {
+		t, per := fresh.t, fresh.per
 		if t.Unavailable {
 			limits.note(p.limitReason(t))
 			continue

@@ -56,6 +56,8 @@ type demand struct {
 	firstText string
 	// index is the group's place in the input, for collectDemand's sort.
 	index int
+	// keyID numbers key in a class plan (classPool.keyID); 0 until then.
+	keyID int
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
 	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
