@@ -245,6 +245,19 @@ func (cp *classPool) after(c int, d *demand) int {
 	return next
 }
 
+// fits: placement places the request on a node of the class alone.
+func (class *nodeClass) fits(request placement.Request) bool {
+	if class.snapshot == nil {
+		snapshot, err := placement.NewSnapshot([]placement.Node{class.row})
+		if err != nil {
+			return false
+		}
+		class.snapshot = snapshot
+	}
+	_, err := placement.Schedule(class.snapshot, request)
+	return err == nil
+}
+
 // place is the row after the request is placed on a node of the class alone; ok is
 // false when placement refuses. The class's one-node snapshot is built once and left
 // as it was.
@@ -307,10 +320,63 @@ func (cp *classPool) holds(c int, d *demand) int {
 
 // holdsOne: a node of class c holds one instance of d.
 func (cp *classPool) holdsOne(c int, d *demand) bool {
-	if len(d.request.Bundles) > 1 {
+	switch {
+	case len(d.request.Bundles) == 1:
+		return cp.holds(c, d) > 0
+	case d.request.Strategy == placement.StrategyStrictPack && len(d.distinct) == 1 && d.anyGPU:
+		return len(d.request.Bundles) <= cp.packMost(c, d)
+	default:
 		return cp.after(c, d) >= 0
 	}
-	return cp.holds(c, d) > 0
+}
+
+// packMost is the most copies of the bundle of d, a STRICT_PACK of equal bundles with
+// GPUs, that one STRICT_PACK (with d's topology) places on a node of class c: the bound
+// by amounts is tried first, else the most is bisected below it. Fewer copies fit too,
+// so every such STRICT_PACK of the bundle is answered from one search per class.
+func (cp *classPool) packMost(c int, d *demand) int {
+	if d.packID == 0 {
+		d.packID = cp.keyIDOf("STRICT_PACK of|" + string(d.request.Topology) + "|" + bundleDemand(d, cp).key)
+	}
+	class := cp.classes[c]
+	if n, ok := class.holds[d.packID]; ok {
+		return n
+	}
+	bundle := d.request.Bundles[0]
+	high := maxInstancesPerNode
+	for name, need := range bundle {
+		if need > 0 {
+			high = min(high, int(class.row.Available[name]/need))
+		}
+	}
+	fits := func(n int) bool {
+		request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyStrictPack,
+			Topology: d.request.Topology}
+		for i := range request.Bundles {
+			request.Bundles[i] = bundle
+		}
+		if len(d.request.BundleLabelSelectors) > 0 {
+			request.BundleLabelSelectors = make([]nodelabel.Selector, n)
+			for i := range request.BundleLabelSelectors {
+				request.BundleLabelSelectors[i] = d.request.BundleLabelSelectors[0]
+			}
+		}
+		return class.fits(request)
+	}
+	most := high
+	if high > 0 && !fits(high) {
+		low := 0 // fits; high does not
+		for high-low > 1 {
+			if middle := (low + high) / 2; fits(middle) {
+				low = middle
+			} else {
+				high = middle
+			}
+		}
+		most = low
+	}
+	class.holds[d.packID] = most
+	return most
 }
 
 // minus is the class after n instances of d (without GPUs or MIG profiles) on a node
@@ -398,14 +464,19 @@ type manyKey struct{ demand, n int }
 // integers, not by keys as long as a gang.
 func (cp *classPool) keyID(d *demand) int {
 	if d.keyID == 0 {
-		id, ok := cp.keyIDs[d.key]
-		if !ok {
-			id = len(cp.keyIDs) + 1
-			cp.keyIDs[d.key] = id
-		}
-		d.keyID = id
+		d.keyID = cp.keyIDOf(d.key)
 	}
 	return d.keyID
+}
+
+// keyIDOf numbers a key.
+func (cp *classPool) keyIDOf(key string) int {
+	id, ok := cp.keyIDs[key]
+	if !ok {
+		id = len(cp.keyIDs) + 1
+		cp.keyIDs[key] = id
+	}
+	return id
 }
 
 // then is the class after n instances of d on a node of class c (n <= holds).
@@ -666,14 +737,13 @@ func (p *planner) planStrictPackByClass(d *demand) {
 	placed := false
 	for _, i := range l.running {
 		node := &cp.running[i]
-		next := cp.after(node.class, d)
-		if next < 0 {
+		if !cp.holdsOne(node.class, d) {
 			continue
 		}
-		if !placed {
+		if next := cp.after(node.class, d); !placed && next >= 0 {
 			node.class, placed = next, true
 			p.pool.pinned[p.pool.nodes[node.position].row.ID] = true
-			if cp.after(next, d) < 0 {
+			if !cp.holdsOne(next, d) {
 				continue
 			}
 		}
@@ -682,10 +752,11 @@ func (p *planner) planStrictPackByClass(d *demand) {
 	l.running = kept
 	for k := len(l.others) - 1; k >= 0 && !placed; k-- {
 		if c := l.others[k]; cp.count[c] > 0 {
-			next := cp.after(c, d)
-			cp.count[c]--
-			cp.add(next, 1)
-			placed = true
+			if next := cp.after(c, d); next >= 0 {
+				cp.count[c]--
+				cp.add(next, 1)
+				placed = true
+			}
 		}
 	}
 	if placed {
@@ -694,7 +765,7 @@ func (p *planner) planStrictPackByClass(d *demand) {
 	}
 	holding, ok := cp.packTypes[d.key]
 	if !ok {
-		fits := func(t *NodeType) bool { return cp.after(cp.fresh(p, t), d) >= 0 }
+		fits := func(t *NodeType) bool { return cp.holdsOne(cp.fresh(p, t), d) }
 		for _, t := range p.candidateTypes(d, fits) {
 			if fits(t) {
 				holding = append(holding, t)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -56,8 +57,9 @@ type demand struct {
 	firstText string
 	// index is the group's place in the input, for collectDemand's sort.
 	index int
-	// keyID numbers key in a class plan (classPool.keyID); 0 until then.
-	keyID int
+	// keyID numbers key in a class plan (classPool.keyID), packID a STRICT_PACK's
+	// bundle and topology (classPool.packMost); 0 until then.
+	keyID, packID int
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
 	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
@@ -138,8 +140,19 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 	}
 	merged := make(map[string]*demand)
 	var key []byte
+	// Shapes without a selector that are one map (as a client sends the tasks of one
+	// shape) are merged at once.
+	byMap := make(map[unsafe.Pointer]*demand)
 	for _, shape := range in.Shapes {
-		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
+		if shape.Reason.HeldByAdmission() || shape.Count <= 0 {
+			continue
+		}
+		same := reflect.ValueOf(shape.Shape).UnsafePointer()
+		if existing, ok := byMap[same]; ok && len(shape.LabelSelector) == 0 {
+			existing.count += shape.Count
+			continue
+		}
+		if shape.Shape.IsZero() {
 			continue
 		}
 		selector, err := nodelabel.ParseSelector(shape.LabelSelector)
@@ -155,6 +168,9 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		if existing, ok := merged[string(key)]; ok {
 			existing.count += shape.Count
+			if len(selector) == 0 {
+				byMap[same] = existing
+			}
 			continue
 		}
 		name := ShapeName(shape.Shape, selector)
@@ -164,6 +180,9 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		d := newDemand(name, request, shape.Count, true)
 		merged[string(key)] = d
+		if len(selector) == 0 {
+			byMap[same] = d
+		}
 		shapes = append(shapes, d)
 	}
 	// Comparisons stop at the first difference (cmp.Or would work out every one of them:
