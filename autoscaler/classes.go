@@ -696,7 +696,7 @@ func (p *planner) planGroupByClass(d *demand) {
 		p.served[d.name] = 1
 		return
 	}
-	var best *option
+	var best option // best.t nil: none yet
 	var bestPer int
 	var limits limitTracker
 	for _, fresh := range cp.freshTypes(p, bundle, spread) {
@@ -710,11 +710,11 @@ func (p *planner) planGroupByClass(d *demand) {
 			limits.note(p.limitReason(t))
 			continue
 		}
-		if best == nil || cheaper(opt, *best) {
-			best, bestPer = &opt, per
+		if best.t == nil || cheaper(opt, best) {
+			best, bestPer = opt, per
 		}
 	}
-	if best == nil {
+	if best.t == nil {
 		cp.reportUnheld(p, d, limits)
 		return
 	}
@@ -773,23 +773,23 @@ func (p *planner) planStrictPackByClass(d *demand) {
 		}
 		cp.packTypes[d.key] = holding
 	}
-	var best *option
+	var best *NodeType
 	var limits limitTracker
 	for _, t := range holding {
 		if t.Unavailable || p.allowance(t) < 1 {
 			limits.note(p.limitReason(t))
 			continue
 		}
-		if opt := (option{t: t, nodes: 1}); best == nil || cheaper(opt, *best) {
-			best = &opt
+		if best == nil || cheaper(option{t: t, nodes: 1}, option{t: best, nodes: 1}) {
+			best = t
 		}
 	}
 	if best == nil {
 		cp.reportUnheld(p, d, limits)
 		return
 	}
-	cp.add(cp.after(cp.fresh(p, best.t), d), 1)
-	p.launch(best.t, 1, d.name)
+	cp.add(cp.after(cp.fresh(p, best), d), 1)
+	p.launch(best, 1, d.name)
 	p.served[d.name] = 1
 }
 

@@ -319,7 +319,8 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		if bundle[resources.GPU] > 0 || !sameSet(counted, bundle) {
 			d.anyGPU = true
 		}
-		text = string(appendAmounts(nil, counted))
+		var buffer [64]byte
+		text = string(appendAmounts(buffer[:0], counted))
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
