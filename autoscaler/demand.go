@@ -280,60 +280,56 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	}
 	d := &demand{name: name, original: original, count: count, shape: shape}
 	var key strings.Builder
+	key.Grow(64)
 	key.WriteString(string(request.Strategy))
 	key.WriteByte('|')
 	key.WriteString(string(request.Topology))
 	key.WriteByte('|')
 	var seen []string // the distinct bundles' texts: gangs have few
-	var text string
-	var gpus, cpus resources.Amount // the bundle before's
-	run := 0                        // how many bundles in a row are text
-	endRun := func() {
-		if run > 0 {
-			key.WriteString(text + "*" + strconv.Itoa(run) + ";")
-		}
-	}
-	for index, bundle := range original.Bundles {
-		// Gangs are mostly runs of equal bundles (often one map): one like the bundle
-		// before it (and without selectors) is that bundle again.
-		if index > 0 && len(request.BundleLabelSelectors) == 0 && sameSet(bundle, original.Bundles[index-1]) {
-			d.gpus += gpus
-			d.cpus += cpus
-			if copied {
-				request.Bundles[index] = request.Bundles[index-1]
+	bundles := original.Bundles
+	for index := 0; index < len(bundles); {
+		bundle := bundles[index]
+		// Gangs are mostly runs of equal bundles (often one map): the bundles like this
+		// one that follow it (without selectors) are this bundle again.
+		end := index + 1
+		if len(request.BundleLabelSelectors) == 0 {
+			for end < len(bundles) && sameSet(bundles[end], bundle) {
+				end++
 			}
-			run++
-			continue
 		}
-		endRun()
-		gpus, cpus = bundle[resources.GPU], bundle[resources.CPU]
-		d.gpus += gpus
-		d.cpus += cpus
+		run := resources.Amount(end - index)
+		d.gpus += run * bundle[resources.GPU]
+		d.cpus += run * bundle[resources.CPU]
 		counted := countedMIG(bundle)
 		if !sameSet(counted, bundle) && !copied {
 			request.Bundles, copied = slices.Clone(original.Bundles), true
 		}
 		if copied {
-			request.Bundles[index] = counted
+			for i := index; i < end; i++ {
+				request.Bundles[i] = counted
+			}
 		}
 		if bundle[resources.GPU] > 0 || !sameSet(counted, bundle) {
 			d.anyGPU = true
 		}
 		var buffer [64]byte
-		text = string(appendAmounts(buffer[:0], counted))
+		text := string(appendAmounts(buffer[:0], counted))
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
 		if index == 0 {
 			d.firstText = text
 		}
-		run = 1
+		key.WriteString(text)
+		key.WriteByte('*')
+		key.WriteString(strconv.Itoa(end - index))
+		key.WriteByte(';')
 		if !slices.Contains(seen, text) {
 			seen = append(seen, text)
 			d.distinct = append(d.distinct, counted)
 		}
+		index = end
 	}
-	endRun()
 	d.request = request
 	d.key = key.String()
 	return d
