@@ -3,7 +3,6 @@ package autoscaler
 import (
 	"cmp"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,7 +146,7 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		if shape.Reason.HeldByAdmission() || shape.Count <= 0 {
 			continue
 		}
-		same := reflect.ValueOf(shape.Shape).UnsafePointer()
+		same := mapIdentity(shape.Shape)
 		if existing, ok := byMap[same]; ok && len(shape.LabelSelector) == 0 {
 			existing.count += shape.Count
 			continue
@@ -337,7 +336,13 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 
 // sameSet: the sets are equal, at once when they are the same map.
 func sameSet(a, b resources.Set) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() || maps.Equal(a, b)
+	return mapIdentity(a) == mapIdentity(b) || maps.Equal(a, b)
+}
+
+// mapIdentity is the map a set value refers to (a map value is a pointer to it): two
+// sets with one identity are one map.
+func mapIdentity(set resources.Set) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&set))
 }
 
 // appendAmounts appends the set's amounts in name order (a set has few names: sorted
