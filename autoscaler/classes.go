@@ -122,7 +122,7 @@ func classesApply(groups, shapes []*demand) bool {
 	if len(groups)+len(shapes) <= minClassDemands {
 		return false
 	}
-	for _, d := range append(groups[:len(groups):len(groups)], shapes...) {
+	for _, d := range slices.Concat(groups, shapes) {
 		for _, selector := range d.request.BundleLabelSelectors {
 			for _, constraint := range selector {
 				if constraint.Key == nodelabel.NodeID {
@@ -247,15 +247,21 @@ func (cp *classPool) after(c int, d *demand) int {
 
 // fits: placement places the request on a node of the class alone.
 func (class *nodeClass) fits(request placement.Request) bool {
+	return class.scheduleErr(request) == nil
+}
+
+// scheduleErr is placement's answer for the request on a node of the class alone: nil
+// when it places it.
+func (class *nodeClass) scheduleErr(request placement.Request) error {
 	if class.snapshot == nil {
 		snapshot, err := placement.NewSnapshot([]placement.Node{class.row})
 		if err != nil {
-			return false
+			return err
 		}
 		class.snapshot = snapshot
 	}
 	_, err := placement.Schedule(class.snapshot, request)
-	return err == nil
+	return err
 }
 
 // place is the row after the request is placed on a node of the class alone; ok is
@@ -804,7 +810,7 @@ func (cp *classPool) reportUnheld(p *planner, d *demand, limits limitTracker) {
 			if p.freshGroup(d, t).nodes > 0 {
 				return nil
 			}
-			if _, _, err := scheduleOn(p.cache.templateNodes(t, 1), d.request); err != nil {
+			if err := cp.classes[cp.fresh(p, t)].scheduleErr(d.request); err != nil {
 				return err
 			}
 			return p.groupErr(d, t)
