@@ -127,6 +127,11 @@ const countedMIGPrefix = "mig-slot/"
 // resources and selector) are merged. Shapes whose selector does not parse are
 // returned as infeasible.
 func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
+	// Gangs of one bundle map repeated, alike in strategy, topology and size and without
+	// selectors, are the same demand but for their name: the first is worked out, the
+	// others copy it (large inputs hold thousands of such gangs).
+	alike := make(map[alikeGang]*demand)
+	groups = make([]*demand, 0, len(in.Groups))
 	for _, group := range in.Groups {
 		if group.Reason.HeldByAdmission() {
 			continue
@@ -135,7 +140,19 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		if len(request.Bundles) == 0 {
 			continue
 		}
-		groups = append(groups, newDemand(group.ID, request, 1, false))
+		key, ok := alikeKey(request)
+		if first := alike[key]; ok && first != nil {
+			d := new(demand)
+			*d = *first
+			d.name, d.original = group.ID, request
+			groups = append(groups, d)
+			continue
+		}
+		d := newDemand(group.ID, request, 1, false)
+		if ok {
+			alike[key] = d
+		}
+		groups = append(groups, d)
 	}
 	merged := make(map[string]*demand)
 	var key []byte
@@ -209,6 +226,28 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
 	})
 	return groups, shapes, bad
+}
+
+// alikeGang identifies a gang of one bundle map repeated (alikeKey).
+type alikeGang struct {
+	bundle             unsafe.Pointer
+	bundles            int
+	strategy, topology string
+}
+
+// alikeKey is the request's alikeGang; ok is false unless every bundle is one map and
+// there are no selectors.
+func alikeKey(request placement.Request) (key alikeGang, ok bool) {
+	if len(request.BundleLabelSelectors) > 0 {
+		return key, false
+	}
+	first := mapIdentity(request.Bundles[0])
+	for _, bundle := range request.Bundles[1:] {
+		if mapIdentity(bundle) != first {
+			return key, false
+		}
+	}
+	return alikeGang{first, len(request.Bundles), string(request.Strategy), string(request.Topology)}, true
 }
 
 // servingOrder merges the groups and shapes, each in collectDemand's order, into the
