@@ -132,6 +132,7 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 	// others copy it (large inputs hold thousands of such gangs).
 	alike := make(map[alikeGang]*demand)
 	groups = make([]*demand, 0, len(in.Groups))
+	copies := make([]demand, 0, len(in.Groups)) // one allocation for the copies
 	for _, group := range in.Groups {
 		if group.Reason.HeldByAdmission() {
 			continue
@@ -142,8 +143,8 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		key, ok := alikeKey(request)
 		if first := alike[key]; ok && first != nil {
-			d := new(demand)
-			*d = *first
+			copies = append(copies, *first)
+			d := &copies[len(copies)-1]
 			d.name, d.original = group.ID, request
 			groups = append(groups, d)
 			continue
