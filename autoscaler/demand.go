@@ -54,8 +54,6 @@ type demand struct {
 	key string
 	// firstText is the first bundle's text in key (with its selector).
 	firstText string
-	// index is the group's place in the input, for collectDemand's sort.
-	index int
 	// keyID numbers key in a class plan (classPool.keyID), packID a STRICT_PACK's
 	// bundle and topology (classPool.packMost); 0 until then.
 	keyID, packID int
@@ -202,31 +200,48 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		shapes = append(shapes, d)
 	}
-	// Comparisons stop at the first difference (cmp.Or would work out every one of them:
-	// large plans sort thousands of groups); the input order breaks the last ties, so
-	// the unstable sort gives the stable order.
-	for i, d := range groups {
-		d.index = i
+	sortGroups(groups)
+	slices.SortStableFunc(shapes, func(a, b *demand) int {
+		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
+	})
+	return groups, shapes, bad
+}
+
+// sortGroups orders groups as collectDemand says: the largest GPU ask first, then the
+// most bundles, then CPU, then id. Large plans sort thousands: the keys are copied into
+// one array (no pointer chasing), comparisons stop at the first difference, and the
+// input order breaks the last ties, so the unstable sort gives the stable order.
+func sortGroups(groups []*demand) {
+	type entry struct {
+		gpus, cpus resources.Amount
+		bundles    int
+		name       string
+		index      int
 	}
-	slices.SortFunc(groups, func(a, b *demand) int {
-		if c := cmp.Compare(b.gpus, a.gpus); c != 0 {
-			return c
+	entries := make([]entry, len(groups))
+	for i, d := range groups {
+		entries[i] = entry{d.gpus, d.cpus, len(d.request.Bundles), d.name, i}
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.gpus != b.gpus {
+			return cmp.Compare(b.gpus, a.gpus)
 		}
-		if c := cmp.Compare(len(b.request.Bundles), len(a.request.Bundles)); c != 0 {
-			return c
+		if a.bundles != b.bundles {
+			return cmp.Compare(b.bundles, a.bundles)
 		}
-		if c := cmp.Compare(b.cpus, a.cpus); c != 0 {
-			return c
+		if a.cpus != b.cpus {
+			return cmp.Compare(b.cpus, a.cpus)
 		}
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.index, b.index)
 	})
-	slices.SortStableFunc(shapes, func(a, b *demand) int {
-		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
-	})
-	return groups, shapes, bad
+	sorted := make([]*demand, len(groups))
+	for i, e := range entries {
+		sorted[i] = groups[e.index]
+	}
+	copy(groups, sorted)
 }
 
 // alikeGang identifies a gang of one bundle map repeated (alikeKey).
