@@ -19,9 +19,11 @@ import (
 // capacity (amounts and GPUs) hold the same work. Above minClassDemands, the planner
 // keeps the launching and planned nodes as classes (a node state and how many nodes are
 // in it) and running nodes one by one, and serves demand by counting:
-//   - the state after one more instance of a bundle (or a whole STRICT_PACK) is asked of
-//     placement once per class, on that class's row alone, and kept; how many instances
-//     a class holds follows from those steps;
+//   - how many instances of a bundle a class holds, and the state after some of them,
+//     are asked of the placement core once per class and kept, on that class's row
+//     alone: placement.CopiesThatFit for a bundle without GPUs, Schedule of the copies
+//     together for one with GPUs (holds, together), Schedule of the STRICT_PACK for a
+//     STRICT_PACK (packMost, after);
 //   - a gang of equal bundles fits the open nodes when their counts add up to its
 //     bundles (one per node for STRICT_SPREAD; a node's share was placed there by
 //     placement, as freshFromInstances does for new nodes), running nodes first, then
@@ -68,7 +70,7 @@ type classPool struct {
 	// freshOf is the class of a new node of each type.
 	freshOf map[*NodeType]int
 	// unheld are the reasons (nil: it waits) given for demand no type could hold, by
-	// demand key and kind (unheldKey).
+	// demand key (prefixed for shapes: reportUnheld).
 	unheld map[string]*Infeasible
 	// bundles are the bundle demands of gangs of equal bundles, by the bundle's text
 	// (bundleDemand).
@@ -99,7 +101,7 @@ type nodeClass struct {
 	// holds is, per demand key, how many instances in a row the class holds.
 	holds map[int]int
 	// many is, per demand key and number of instances, the class after that many
-	// (minus).
+	// (minus, together).
 	many map[manyKey]int
 }
 
@@ -151,9 +153,9 @@ func classesHold(pl *pool) bool {
 // newClassPool takes over the pool's nodes: running nodes one by one, launching and
 // planned ones by class.
 func newClassPool(pl *pool) *classPool {
-	cp := &classPool{byState: make(map[string]int), lists: make(map[int]*fitList), keyIDs: make(map[string]int), freshOf: make(map[*NodeType]int), freshTypesOf: make(map[freshTypesKey][]freshType),
-		unheld: make(map[string]*Infeasible), bundles: make(map[string]*demand),
-		packTypes: make(map[string][]*NodeType)}
+	cp := &classPool{byState: make(map[string]int), lists: make(map[int]*fitList), keyIDs: make(map[string]int),
+		freshOf: make(map[*NodeType]int), freshTypesOf: make(map[freshTypesKey][]freshType),
+		unheld: make(map[string]*Infeasible), bundles: make(map[string]*demand), packTypes: make(map[string][]*NodeType)}
 	for position := range pl.nodes {
 		node := &pl.nodes[position]
 		row := pl.rowAt(position)
@@ -288,8 +290,9 @@ func (class *nodeClass) place(request placement.Request) (row placement.Node, ok
 
 // holds is how many instances of d in a row a node of class c takes (at most
 // maxInstancesPerNode). For demand without GPUs or MIG profiles the placement core says
-// at once (placement.CopiesThatFit); otherwise it walks placement's answers one instance
-// at a time.
+// at once (placement.CopiesThatFit); for one bundle with GPUs, placement of copies
+// together (copiesTogether); for a gang with GPUs (a STRICT_PACK of unlike bundles),
+// placement's answers one instance at a time.
 func (cp *classPool) holds(c int, d *demand) int {
 	id := cp.keyID(d)
 	if n, ok := cp.classes[c].holds[id]; ok {
@@ -349,13 +352,7 @@ func (cp *classPool) packMost(c int, d *demand) int {
 		return n
 	}
 	bundle := d.request.Bundles[0]
-	high := maxInstancesPerNode
-	for name, need := range bundle {
-		if need > 0 {
-			high = min(high, int(class.row.Available[name]/need))
-		}
-	}
-	fits := func(n int) bool {
+	most := mostCopies(class.row.Available, bundle, func(n int) bool {
 		request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyStrictPack,
 			Topology: d.request.Topology}
 		for i := range request.Bundles {
@@ -368,19 +365,7 @@ func (cp *classPool) packMost(c int, d *demand) int {
 			}
 		}
 		return class.fits(request)
-	}
-	most := high
-	if high > 0 && !fits(high) {
-		low := 0 // fits; high does not
-		for high-low > 1 {
-			if middle := (low + high) / 2; fits(middle) {
-				low = middle
-			} else {
-				high = middle
-			}
-		}
-		most = low
-	}
+	})
 	class.holds[d.packID] = most
 	return most
 }
@@ -415,18 +400,26 @@ func (cp *classPool) minus(c int, d *demand, n int) int {
 // placement places together on a node of class c: the bound by amounts is tried first
 // (usually exact), else the most is bisected below it.
 func (cp *classPool) copiesTogether(c int, d *demand) int {
+	return mostCopies(cp.classes[c].row.Available, d.total(), func(n int) bool { return cp.together(c, d, n) >= 0 })
+}
+
+// mostCopies is the most copies of bundle, at most maxInstancesPerNode, that a node with
+// the free amounts available takes, as fits (placement) says: the bound by amounts is
+// tried first (usually exact), else the most is bisected below it (fits holds for
+// fewer copies whenever it holds for more).
+func mostCopies(available, bundle resources.Set, fits func(n int) bool) int {
 	high := maxInstancesPerNode
-	for name, need := range d.total() {
+	for name, need := range bundle {
 		if need > 0 {
-			high = min(high, int(cp.classes[c].row.Available[name]/need))
+			high = min(high, int(available[name]/need))
 		}
 	}
-	if high == 0 || cp.together(c, d, high) >= 0 {
+	if high == 0 || fits(high) {
 		return high
 	}
 	low := 0 // fits; high does not
 	for high-low > 1 {
-		if middle := (low + high) / 2; cp.together(c, d, middle) >= 0 {
+		if middle := (low + high) / 2; fits(middle) {
 			low = middle
 		} else {
 			high = middle
