@@ -351,19 +351,9 @@ func (cp *classPool) packMost(c int, d *demand) int {
 	if n, ok := class.holds[d.packID]; ok {
 		return n
 	}
-	bundle := d.request.Bundles[0]
-	most := mostCopies(class.row.Available, bundle, func(n int) bool {
-		request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyStrictPack,
-			Topology: d.request.Topology}
-		for i := range request.Bundles {
-			request.Bundles[i] = bundle
-		}
-		if len(d.request.BundleLabelSelectors) > 0 {
-			request.BundleLabelSelectors = make([]nodelabel.Selector, n)
-			for i := range request.BundleLabelSelectors {
-				request.BundleLabelSelectors[i] = d.request.BundleLabelSelectors[0]
-			}
-		}
+	most := mostCopies(class.row.Available, d.request.Bundles[0], func(n int) bool {
+		request := copiesOf(d, n, placement.StrategyStrictPack)
+		request.Topology = d.request.Topology
 		return class.fits(request)
 	})
 	class.holds[d.packID] = most
@@ -374,26 +364,49 @@ func (cp *classPool) packMost(c int, d *demand) int {
 // of class c: its free amounts less theirs, as placement reserves them (holds asked
 // placement.CopiesThatFit that they fit).
 func (cp *classPool) minus(c int, d *demand, n int) int {
+	return cp.afterMany(c, d, n, func(class *nodeClass) int {
+		row := class.row
+		available := row.Available.Clone()
+		for name, amount := range d.total() {
+			available[name] -= resources.Amount(n) * amount
+			if available[name] == 0 {
+				delete(available, name)
+			}
+		}
+		row.Available = available
+		return cp.internState(class.static, row, class.typ)
+	})
+}
+
+// afterMany is the class after n instances of d on a node of class c, worked out by
+// next once per class, demand key and n (minus, together).
+func (cp *classPool) afterMany(c int, d *demand, n int, next func(*nodeClass) int) int {
 	class := cp.classes[c]
 	key := manyKey{cp.keyID(d), n}
-	if next, ok := class.many[key]; ok {
-		return next
+	if after, ok := class.many[key]; ok {
+		return after
 	}
-	row := class.row
-	available := row.Available.Clone()
-	for name, amount := range d.total() {
-		available[name] -= resources.Amount(n) * amount
-		if available[name] == 0 {
-			delete(available, name)
-		}
-	}
-	row.Available = available
-	next := cp.internState(class.static, row, class.typ)
+	after := next(class)
 	if class.many == nil {
 		class.many = make(map[manyKey]int)
 	}
-	class.many[key] = next
-	return next
+	class.many[key] = after
+	return after
+}
+
+// copiesOf is n copies of d's first bundle, with its selector, as one request.
+func copiesOf(d *demand, n int, strategy placement.Strategy) placement.Request {
+	request := placement.Request{Bundles: make([]resources.Set, n), Strategy: strategy}
+	for i := range request.Bundles {
+		request.Bundles[i] = d.request.Bundles[0]
+	}
+	if len(d.request.BundleLabelSelectors) > 0 {
+		request.BundleLabelSelectors = make([]nodelabel.Selector, n)
+		for i := range request.BundleLabelSelectors {
+			request.BundleLabelSelectors[i] = d.request.BundleLabelSelectors[0]
+		}
+	}
+	return request
 }
 
 // copiesTogether is how many copies of d's one bundle (with GPUs or a MIG profile)
@@ -431,30 +444,12 @@ func mostCopies(available, bundle resources.Set, fits func(n int) bool) int {
 // together is the class after n copies of d's one bundle placed together (a PACK group
 // of them) on a node of class c; -1 when placement refuses.
 func (cp *classPool) together(c int, d *demand, n int) int {
-	class := cp.classes[c]
-	key := manyKey{cp.keyID(d), n}
-	if next, ok := class.many[key]; ok {
-		return next
-	}
-	request := placement.Request{Bundles: make([]resources.Set, n), Strategy: placement.StrategyPack}
-	for i := range request.Bundles {
-		request.Bundles[i] = d.request.Bundles[0]
-	}
-	if len(d.request.BundleLabelSelectors) > 0 {
-		request.BundleLabelSelectors = make([]nodelabel.Selector, n)
-		for i := range request.BundleLabelSelectors {
-			request.BundleLabelSelectors[i] = d.request.BundleLabelSelectors[0]
+	return cp.afterMany(c, d, n, func(class *nodeClass) int {
+		if row, ok := class.place(copiesOf(d, n, placement.StrategyPack)); ok {
+			return cp.internState(class.static, row, class.typ)
 		}
-	}
-	next := -1
-	if row, ok := class.place(request); ok {
-		next = cp.internState(class.static, row, class.typ)
-	}
-	if class.many == nil {
-		class.many = make(map[manyKey]int)
-	}
-	class.many[key] = next
-	return next
+		return -1
+	})
 }
 
 type manyKey struct{ demand, n int }
