@@ -61,10 +61,15 @@ var benchBundles = []resources.Set{
 // demands: 60% task shapes, 40% placement groups of 2–64 bundles over the four
 // strategies.
 func benchInput(seed uint64) Input {
+	return sizedBenchInput(seed, benchDemands, benchRunning)
+}
+
+// sizedBenchInput is benchInput with the given numbers of demands and running nodes.
+func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	types := benchTypeCatalog()
 	in := Input{Types: types, MaxWorkers: 1000000, MaxUnavailable: 10, UpscalingSpeed: 1}
-	for i := range benchRunning {
+	for i := range runningNodes {
 		t := types[rng.IntN(len(types))]
 		id := fmt.Sprintf("node-%04d", i)
 		if rng.IntN(2) == 0 {
@@ -73,7 +78,7 @@ func benchInput(seed uint64) Input {
 			in.Nodes = append(in.Nodes, running(id, t, time.Duration(rng.IntN(30))*time.Minute))
 		}
 	}
-	for i := range benchDemands {
+	for i := range demands {
 		if rng.IntN(10) < 6 {
 			s := shape(benchShapes[rng.IntN(len(benchShapes))], 1+rng.IntN(4))
 			if rng.IntN(10) == 0 {

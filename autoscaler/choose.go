@@ -200,14 +200,7 @@ func (p *planner) freshFromInstances(d *demand, t *NodeType) (rows []placement.N
 	if d.request.Strategy == placement.StrategyStrictPack || len(d.distinct) != 1 {
 		return nil, false
 	}
-	if d.bundle == nil {
-		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
-		if len(d.original.BundleLabelSelectors) > 0 {
-			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
-		}
-		d.bundle = newDemand(d.name, single, 1, true)
-	}
-	fills := p.cache.shape(d.bundle, t).fills
+	fills := p.cache.shape(bundleDemand(d, p.classes), t).fills
 	if len(fills) == 0 {
 		return nil, false
 	}
@@ -387,6 +380,10 @@ func (p *planner) limitReason(t *NodeType) string {
 // planGroup plans one placement group, all or nothing: on the free capacity of running
 // nodes, then of launching and planned nodes, then on new nodes of the cheapest type.
 func (p *planner) planGroup(d *demand) {
+	if p.classes != nil {
+		p.planGroupByClass(d)
+		return
+	}
 	if p.placeOnPool(d) {
 		p.served[d.name] = 1
 		return
@@ -808,10 +805,18 @@ func (p *planner) planShape(d *demand) {
 		}
 		fresh := p.cache.shape(d, t)
 		launch := min(need, p.allowance(t), p.shapeBudget)
-		for i := range launch {
-			held := min(perNode, remaining-i*perNode)
-			p.nextID++
-			p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
+		if p.classes != nil {
+			full := min(launch, remaining/perNode)
+			p.classes.addNew(p, t, d, perNode, full)
+			if launch > full {
+				p.classes.addNew(p, t, d, remaining-full*perNode, 1)
+			}
+		} else {
+			for i := range launch {
+				held := min(perNode, remaining-i*perNode)
+				p.nextID++
+				p.pool.addPlanned(fresh.fills[held-1], t.Name, p.nextID)
+			}
 		}
 		remaining -= min(remaining, launch*perNode)
 		p.shapeBudget -= launch
@@ -836,6 +841,9 @@ func (p *planner) shapeCover(d *demand, types []*NodeType, n int) []float64 {
 // fillPool places up to n instances of a shape on the pool's nodes of kind at most
 // maxKind and returns how many it placed.
 func (p *planner) fillPool(d *demand, maxKind nodeKind, n int) int {
+	if p.classes != nil {
+		return p.classes.fill(p, d, maxKind, false, n)
+	}
 	rows, _ := p.pool.open(d, maxKind)
 	if len(rows) == 0 {
 		return 0
@@ -881,9 +889,36 @@ func (p *planner) unheldReason(d *demand, limits limitTracker, typeErr func(*Nod
 	return &Infeasible{For: d.name, Reason: p.infeasibleReason(d, typeErr)}
 }
 
+// runningTotalsCouldHold is a necessary condition for fitsExistingTotals, by amounts:
+// a STRICT_PACK's sum is within one running node's totals, any other demand's each
+// bundle within some running node's. Placement explains a refusal node by node, which
+// is dear on a large cluster: demand this rules out is refused without asking it.
+func (p *planner) runningTotalsCouldHold(d *demand) bool {
+	needs := d.distinct
+	if d.request.Strategy == placement.StrategyStrictPack {
+		needs = []resources.Set{d.total()}
+	}
+	for _, need := range needs {
+		held := false
+		for _, position := range p.pool.running {
+			if need.IsSubsetOf(p.pool.nodes[position].row.Total) {
+				held = true
+				break
+			}
+		}
+		if !held {
+			return false
+		}
+	}
+	return true
+}
+
 // fitsExistingTotals: one instance of the demand fits on the running nodes as if they
 // were idle.
 func (p *planner) fitsExistingTotals(d *demand) bool {
+	if !p.runningTotalsCouldHold(d) {
+		return false
+	}
 	if p.idleRunning == nil {
 		var rows []placement.Node
 		for _, position := range p.pool.running {

@@ -2,10 +2,11 @@ package autoscaler
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -51,6 +52,11 @@ type demand struct {
 	// key identifies the request for the planner's caches: two demands with the same
 	// key place the same way on the same nodes.
 	key string
+	// firstText is the first bundle's text in key (with its selector).
+	firstText string
+	// keyID numbers key in a class plan (classPool.keyID), packID a STRICT_PACK's
+	// bundle and topology (classPool.packMost); 0 until then.
+	keyID, packID int
 	// distinct are the request's distinct bundles, for the open-node filter.
 	distinct []resources.Set
 	// classes are the pool's fit classes of distinct, set on first use (pool.classesOf).
@@ -60,8 +66,27 @@ type demand struct {
 	// anyGPU: some bundle asks for GPUs or a MIG profile.
 	anyGPU bool
 	// bundle is a gang of equal bundles' bundle as a demand of its own, set on first use
-	// (freshFromInstances).
+	// (bundleDemand).
 	bundle *demand
+	// sumSet is the bundles summed, set on first use (total).
+	sumSet resources.Set
+}
+
+// total is the request's bundles summed.
+func (d *demand) total() resources.Set {
+	if d.sumSet == nil {
+		if len(d.request.Bundles) == 1 {
+			d.sumSet = d.request.Bundles[0]
+		} else {
+			d.sumSet = make(resources.Set)
+			for _, bundle := range d.request.Bundles {
+				for name, amount := range bundle {
+					d.sumSet[name] += amount
+				}
+			}
+		}
+	}
+	return d.sumSet
 }
 
 // countedMIG renames MIG profile resources ("nvidia.com/mig-1g.10gb") to plain counted
@@ -100,6 +125,12 @@ const countedMIGPrefix = "mig-slot/"
 // resources and selector) are merged. Shapes whose selector does not parse are
 // returned as infeasible.
 func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
+	// Gangs of one bundle map repeated, alike in strategy, topology and size and without
+	// selectors, are the same demand but for their name: the first is worked out, the
+	// others copy it (large inputs hold thousands of such gangs).
+	alike := make(map[alikeGang]*demand)
+	groups = make([]*demand, 0, len(in.Groups))
+	copies := make([]demand, 0, len(in.Groups)) // one allocation for the copies
 	for _, group := range in.Groups {
 		if group.Reason.HeldByAdmission() {
 			continue
@@ -108,11 +139,35 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		if len(request.Bundles) == 0 {
 			continue
 		}
-		groups = append(groups, newDemand(group.ID, request, 1, false))
+		key, ok := alikeKey(request)
+		if first := alike[key]; ok && first != nil {
+			copies = append(copies, *first)
+			d := &copies[len(copies)-1]
+			d.name, d.original = group.ID, request
+			groups = append(groups, d)
+			continue
+		}
+		d := newDemand(group.ID, request, 1, false)
+		if ok {
+			alike[key] = d
+		}
+		groups = append(groups, d)
 	}
 	merged := make(map[string]*demand)
+	var key []byte
+	// Shapes without a selector that are one map (as a client sends the tasks of one
+	// shape) are merged at once.
+	byMap := make(map[unsafe.Pointer]*demand)
 	for _, shape := range in.Shapes {
-		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
+		if shape.Reason.HeldByAdmission() || shape.Count <= 0 {
+			continue
+		}
+		same := mapIdentity(shape.Shape)
+		if existing, ok := byMap[same]; ok && len(shape.LabelSelector) == 0 {
+			existing.count += shape.Count
+			continue
+		}
+		if shape.Shape.IsZero() {
 			continue
 		}
 		selector, err := nodelabel.ParseSelector(shape.LabelSelector)
@@ -120,27 +175,95 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 			bad = append(bad, Infeasible{For: shapePrefix + shape.Shape.String(), Reason: "invalid label selector: " + err.Error()})
 			continue
 		}
-		name := ShapeName(shape.Shape, selector)
-		if existing, ok := merged[name]; ok {
+		// Shapes are merged by their exact amounts and selector (what their name says),
+		// written without allocating: large inputs list thousands.
+		key = appendAmounts(key[:0], shape.Shape)
+		if len(selector) > 0 {
+			key = append(append(key, '|'), selector.String()...)
+		}
+		if existing, ok := merged[string(key)]; ok {
 			existing.count += shape.Count
+			if len(selector) == 0 {
+				byMap[same] = existing
+			}
 			continue
 		}
+		name := ShapeName(shape.Shape, selector)
 		request := placement.Request{Bundles: []resources.Set{shape.Shape}, Strategy: placement.StrategyPack}
 		if len(selector) > 0 {
 			request.BundleLabelSelectors = []nodelabel.Selector{selector}
 		}
 		d := newDemand(name, request, shape.Count, true)
-		merged[name] = d
+		merged[string(key)] = d
+		if len(selector) == 0 {
+			byMap[same] = d
+		}
 		shapes = append(shapes, d)
 	}
-	slices.SortStableFunc(groups, func(a, b *demand) int {
-		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(len(b.request.Bundles), len(a.request.Bundles)),
-			cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
-	})
+	sortGroups(groups)
 	slices.SortStableFunc(shapes, func(a, b *demand) int {
 		return cmp.Or(cmp.Compare(b.gpus, a.gpus), cmp.Compare(b.cpus, a.cpus), strings.Compare(a.name, b.name))
 	})
 	return groups, shapes, bad
+}
+
+// sortGroups orders groups as collectDemand says: the largest GPU ask first, then the
+// most bundles, then CPU, then id. Large plans sort thousands: the keys are copied into
+// one array (no pointer chasing), comparisons stop at the first difference, and the
+// input order breaks the last ties, so the unstable sort gives the stable order.
+func sortGroups(groups []*demand) {
+	type entry struct {
+		gpus, cpus resources.Amount
+		bundles    int
+		name       string
+		index      int
+	}
+	entries := make([]entry, len(groups))
+	for i, d := range groups {
+		entries[i] = entry{d.gpus, d.cpus, len(d.request.Bundles), d.name, i}
+	}
+	slices.SortFunc(entries, func(a, b entry) int {
+		if a.gpus != b.gpus {
+			return cmp.Compare(b.gpus, a.gpus)
+		}
+		if a.bundles != b.bundles {
+			return cmp.Compare(b.bundles, a.bundles)
+		}
+		if a.cpus != b.cpus {
+			return cmp.Compare(b.cpus, a.cpus)
+		}
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.index, b.index)
+	})
+	sorted := make([]*demand, len(groups))
+	for i, e := range entries {
+		sorted[i] = groups[e.index]
+	}
+	copy(groups, sorted)
+}
+
+// alikeGang identifies a gang of one bundle map repeated (alikeKey).
+type alikeGang struct {
+	bundle             unsafe.Pointer
+	bundles            int
+	strategy, topology string
+}
+
+// alikeKey is the request's alikeGang; ok is false unless every bundle is one map and
+// there are no selectors.
+func alikeKey(request placement.Request) (key alikeGang, ok bool) {
+	if len(request.BundleLabelSelectors) > 0 {
+		return key, false
+	}
+	first := mapIdentity(request.Bundles[0])
+	for _, bundle := range request.Bundles[1:] {
+		if mapIdentity(bundle) != first {
+			return key, false
+		}
+	}
+	return alikeGang{first, len(request.Bundles), string(request.Strategy), string(request.Topology)}, true
 }
 
 // servingOrder merges the groups and shapes, each in collectDemand's order, into the
@@ -208,43 +331,93 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	request := original
 	request.PlacedBundles = nil
 	request.Workload = nil
-	request.Bundles = make([]resources.Set, len(original.Bundles))
+	// The bundles are the caller's unless a MIG profile is renamed (countedMIG): nothing
+	// changes a request's bundles in place.
+	request.Bundles = original.Bundles
+	copied := false
 	if request.Strategy == "" {
 		request.Strategy = placement.StrategyPack
 	}
 	d := &demand{name: name, original: original, count: count, shape: shape}
 	var key strings.Builder
-	fmt.Fprintf(&key, "%s|%s|", request.Strategy, request.Topology)
-	seen := make(map[string]bool)
-	var text string
-	for index, bundle := range original.Bundles {
-		d.gpus += bundle[resources.GPU]
-		d.cpus += bundle[resources.CPU]
-		// Gangs are mostly runs of equal bundles: one like the bundle before it (and
-		// without selectors) is that bundle again.
-		if index > 0 && len(request.BundleLabelSelectors) == 0 && maps.Equal(bundle, original.Bundles[index-1]) {
-			request.Bundles[index] = request.Bundles[index-1]
-			key.WriteString(text)
-			key.WriteByte(';')
-			continue
+	key.Grow(64)
+	key.WriteString(string(request.Strategy))
+	key.WriteByte('|')
+	key.WriteString(string(request.Topology))
+	key.WriteByte('|')
+	var seen []string // the distinct bundles' texts: gangs have few
+	bundles := original.Bundles
+	for index := 0; index < len(bundles); {
+		bundle := bundles[index]
+		// Gangs are mostly runs of equal bundles (often one map): the bundles like this
+		// one that follow it (without selectors) are this bundle again.
+		end := index + 1
+		if len(request.BundleLabelSelectors) == 0 {
+			for end < len(bundles) && sameSet(bundles[end], bundle) {
+				end++
+			}
 		}
+		run := resources.Amount(end - index)
+		d.gpus += run * bundle[resources.GPU]
+		d.cpus += run * bundle[resources.CPU]
 		counted := countedMIG(bundle)
-		request.Bundles[index] = counted
-		if bundle[resources.GPU] > 0 || !counted.Equal(bundle) {
+		if !sameSet(counted, bundle) && !copied {
+			request.Bundles, copied = slices.Clone(original.Bundles), true
+		}
+		if copied {
+			for i := index; i < end; i++ {
+				request.Bundles[i] = counted
+			}
+		}
+		if bundle[resources.GPU] > 0 || !sameSet(counted, bundle) {
 			d.anyGPU = true
 		}
-		text = counted.String()
+		var buffer [64]byte
+		text := string(appendAmounts(buffer[:0], counted))
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
+		if index == 0 {
+			d.firstText = text
+		}
 		key.WriteString(text)
+		key.WriteByte('*')
+		key.WriteString(strconv.Itoa(end - index))
 		key.WriteByte(';')
-		if !seen[text] {
-			seen[text] = true
+		if !slices.Contains(seen, text) {
+			seen = append(seen, text)
 			d.distinct = append(d.distinct, counted)
 		}
+		index = end
 	}
 	d.request = request
 	d.key = key.String()
 	return d
+}
+
+// sameSet: the sets are equal, at once when they are the same map.
+func sameSet(a, b resources.Set) bool {
+	return mapIdentity(a) == mapIdentity(b) || maps.Equal(a, b)
+}
+
+// mapIdentity is the map a set value refers to (a map value is a pointer to it): two
+// sets with one identity are one map.
+func mapIdentity(set resources.Set) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&set))
+}
+
+// appendAmounts appends the set's amounts in name order (a set has few names: sorted
+// in place, without allocating).
+func appendAmounts(key []byte, set resources.Set) []byte {
+	var buffer [16]string
+	names := buffer[:0]
+	for name := range set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		key = append(key, name...)
+		key = append(strconv.AppendInt(append(key, '='), int64(set[name]), 10), ',')
+	}
+	return key
 }

@@ -6,7 +6,7 @@
 // (the interface and an in-memory one), provider/fakemultinode (local raylet
 // processes) and provider/aws (EC2 instances).
 //
-// The planner (plan.go, choose.go, improve.go, constraint.go, scaledown.go) is Decide(Input) Plan:
+// The planner (plan.go, choose.go, classes.go, improve.go, constraint.go, scaledown.go) is Decide(Input) Plan:
 // pure and deterministic (no I/O, clock or goroutines; the same input gives the same
 // plan). Demand is the work admission let through that lacks capacity: pending
 // placement groups (whole, with their strategy, NVLink-island rule and label selectors),
@@ -20,7 +20,11 @@
 // the least cost (price, then priority, then fewer nodes, then name); CPU-only work never
 // gets a GPU type launched for it while a CPU type could hold it. On small inputs a
 // bounded local search then tries plans near the greedy one (improve.go), and the same
-// is done with every gang served before any task; the cheaper plan is kept. MIG
+// is done with every gang served before any task; the cheaper plan is kept. Large
+// inputs (more than 256 groups and shapes, gangs of equal bundles or STRICT_PACK) are
+// planned by node classes (classes.go): launching and planned nodes in one state are
+// counted, not listed, and the placement core is asked once per class state, not per
+// node. MIG
 // profiles are counted: a type
 // holds the profiles its Resources list. min_workers, per-type and cluster max_workers,
 // unavailable types and upscaling_speed (tasks and actors only) bound the launches;

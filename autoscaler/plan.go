@@ -89,6 +89,9 @@ func greedy(in Input, cache *typeCache, seeds []*NodeType, order demandOrder) *p
 	groups, shapes, bad := collectDemand(in)
 	p.infeasible = append(p.infeasible, bad...)
 	p.demands = len(groups) + len(shapes)
+	if seeds == nil && classesApply(groups, shapes) && classesHold(p.pool) {
+		p.classes = newClassPool(p.pool)
+	}
 	for _, d := range order(groups, shapes) {
 		if d.shape {
 			p.planShape(d)
@@ -120,8 +123,10 @@ type planner struct {
 	pool         *pool
 	// launches are the plan's launches by type; launchOrder the types in first-launch
 	// order (sorted at the end).
-	launches   map[string]*Launch
-	infeasible []Infeasible
+	launches map[string]*Launch
+	// launchedFor indexes the launches' For lists.
+	launchedFor forIndex
+	infeasible  []Infeasible
 	// shapeBudget is how many more nodes tasks and actors may launch in this plan.
 	shapeBudget int
 	// nextID numbers the planned nodes.
@@ -145,6 +150,9 @@ type planner struct {
 	seeded []seededNode
 	// order is the order demand is served in (servingOrder or groupsFirst).
 	order demandOrder
+	// classes, on large inputs, holds the nodes demand may use instead of pool
+	// (classes.go).
+	classes *classPool
 }
 
 func newPlanner(in Input) *planner {
@@ -154,6 +162,7 @@ func newPlanner(in Input) *planner {
 		count:       make(map[string]int),
 		terminated:  make(map[string]bool),
 		launches:    make(map[string]*Launch),
+		launchedFor: make(forIndex),
 		cache:       newTypeCache(),
 		typeVectors: make(map[*NodeType][]resources.Amount),
 		templates:   make(map[*NodeType]placement.Node),
@@ -233,12 +242,35 @@ func (p *planner) launch(t *NodeType, n int, forName string) {
 		p.launches[t.Name] = entry
 	}
 	entry.Count += n
-	if !slices.Contains(entry.For, forName) {
+	if !p.launchedFor.lists(entry, forName) {
 		entry.For = append(entry.For, forName)
 	}
 	if forName != ForMinWorkers && forName != ForRequestResources {
 		p.demandLaunches[t.Name] += n
 	}
+}
+
+// forIndex is, per type, the names in its Launch.For, and how many of the list's
+// entries it holds (entries appended elsewhere are added on the next look): large plans
+// launch for thousands of demands.
+type forIndex map[string]*forNames
+
+type forNames struct {
+	names   map[string]bool
+	indexed int
+}
+
+// lists: the launch's For lists the name.
+func (index forIndex) lists(entry *Launch, name string) bool {
+	known, ok := index[entry.Type]
+	if !ok {
+		known = &forNames{names: make(map[string]bool)}
+		index[entry.Type] = known
+	}
+	for ; known.indexed < len(entry.For); known.indexed++ {
+		known.names[entry.For[known.indexed]] = true
+	}
+	return known.names[name]
 }
 
 // newID names the next planned node.

@@ -61,13 +61,24 @@ func CheckBundle(bundle Set) error {
 	if err := checkGPUAmount(bundle); err != nil {
 		return err
 	}
+	// Schedule runs this on every bundle: names are sorted (to report the first problem
+	// deterministically) only when a bundle asks for MIG profiles.
 	migDevices := 0
-	for _, name := range bundle.Names() {
-		if err := CheckMIGResource(name, bundle[name]); err != nil {
-			return err
+	for name := range bundle {
+		if mig.IsResource(name) {
+			migDevices = -1
+			break
 		}
-		if mig.IsResource(name) && bundle[name] > 0 {
-			migDevices++
+	}
+	if migDevices < 0 {
+		migDevices = 0
+		for _, name := range bundle.Names() {
+			if err := CheckMIGResource(name, bundle[name]); err != nil {
+				return err
+			}
+			if mig.IsResource(name) && bundle[name] > 0 {
+				migDevices++
+			}
 		}
 	}
 	if migDevices > 1 {

@@ -249,6 +249,21 @@ func Field(name string) string {
 func SumOf(sets []Set) (Set, error) {
 	sum := Set{}
 	for _, set := range sets {
+		for name, amount := range set {
+			if amount > MaxAmount-sum[name] {
+				return sumOfSorted(sets) // names the resource deterministically
+			}
+			sum[name] += amount
+		}
+	}
+	dropZeros(sum)
+	return sum, nil
+}
+
+// sumOfSorted is SumOf with each set's names in order, for its error.
+func sumOfSorted(sets []Set) (Set, error) {
+	sum := Set{}
+	for _, set := range sets {
 		for _, name := range set.Names() {
 			if amount := set[name]; amount > MaxAmount-sum[name] {
 				return nil, fielderr.New(ErrInvalidAmount, Field(name), "the total over all bundles must be at most %.0f, got more", maxAmountFloat)
