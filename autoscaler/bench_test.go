@@ -80,7 +80,8 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 	}
 	for i := range demands {
 		if rng.IntN(10) < 6 {
-			s := shape(benchShapes[rng.IntN(len(benchShapes))], 1+rng.IntN(4))
+			// Every demand has maps of its own, as the GCS's report decodes them.
+			s := shape(benchShapes[rng.IntN(len(benchShapes))].Clone(), 1+rng.IntN(4))
 			if rng.IntN(10) == 0 {
 				s.LabelSelector = map[string]string{"zone": "a"}
 			}
@@ -93,7 +94,11 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 		if strategy == placement.StrategyStrictPack {
 			count = 2 + rng.IntN(7) // a STRICT_PACK must fit one node
 		}
-		g := group(fmt.Sprintf("pg-%05d", i), strategy, repeat(count, bundle)...)
+		bundles := make([]resources.Set, count)
+		for b := range bundles {
+			bundles[b] = bundle.Clone()
+		}
+		g := group(fmt.Sprintf("pg-%05d", i), strategy, bundles...)
 		g.Reason = pending.NoResources
 		in.Groups = append(in.Groups, g)
 	}
