@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/raygo-dev/raygo/internal/mig"
 	"github.com/raygo-dev/raygo/internal/nodelabel"
@@ -125,10 +124,11 @@ const countedMIGPrefix = "mig-slot/"
 // resources and selector) are merged. Shapes whose selector does not parse are
 // returned as infeasible.
 func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
-	// Gangs of one bundle map repeated, alike in strategy, topology and size and without
+	// Gangs of one bundle repeated, alike in strategy, topology and size and without
 	// selectors, are the same demand but for their name: the first is worked out, the
 	// others copy it (large inputs hold thousands of such gangs).
-	alike := make(map[alikeGang]*demand)
+	alike := make(map[string]*demand) // by alikeKey
+	var buffer []byte
 	groups = make([]*demand, 0, len(in.Groups))
 	copies := make([]demand, 0, len(in.Groups)) // one allocation for the copies
 	for _, group := range in.Groups {
@@ -139,8 +139,9 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		if len(request.Bundles) == 0 {
 			continue
 		}
-		key, ok := alikeKey(request)
-		if first := alike[key]; ok && first != nil {
+		var ok bool
+		buffer, ok = alikeKey(buffer[:0], request)
+		if first := alike[string(buffer)]; ok && first != nil {
 			copies = append(copies, *first)
 			d := &copies[len(copies)-1]
 			d.name, d.original = group.ID, request
@@ -149,25 +150,14 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		d := newDemand(group.ID, request, 1, false)
 		if ok {
-			alike[key] = d
+			alike[string(buffer)] = d
 		}
 		groups = append(groups, d)
 	}
 	merged := make(map[string]*demand)
 	var key []byte
-	// Shapes without a selector that are one map (as a client sends the tasks of one
-	// shape) are merged at once.
-	byMap := make(map[unsafe.Pointer]*demand)
 	for _, shape := range in.Shapes {
-		if shape.Reason.HeldByAdmission() || shape.Count <= 0 {
-			continue
-		}
-		same := mapIdentity(shape.Shape)
-		if existing, ok := byMap[same]; ok && len(shape.LabelSelector) == 0 {
-			existing.count += shape.Count
-			continue
-		}
-		if shape.Shape.IsZero() {
+		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
 			continue
 		}
 		selector, err := nodelabel.ParseSelector(shape.LabelSelector)
@@ -183,9 +173,6 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		if existing, ok := merged[string(key)]; ok {
 			existing.count += shape.Count
-			if len(selector) == 0 {
-				byMap[same] = existing
-			}
 			continue
 		}
 		name := ShapeName(shape.Shape, selector)
@@ -195,9 +182,6 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		d := newDemand(name, request, shape.Count, true)
 		merged[string(key)] = d
-		if len(selector) == 0 {
-			byMap[same] = d
-		}
 		shapes = append(shapes, d)
 	}
 	sortGroups(groups)
@@ -244,26 +228,38 @@ func sortGroups(groups []*demand) {
 	copy(groups, sorted)
 }
 
-// alikeGang identifies a gang of one bundle map repeated (alikeKey).
-type alikeGang struct {
-	bundle             unsafe.Pointer
-	bundles            int
-	strategy, topology string
-}
-
-// alikeKey is the request's alikeGang; ok is false unless every bundle is one map and
-// there are no selectors.
-func alikeKey(request placement.Request) (key alikeGang, ok bool) {
+// alikeKey identifies a gang of one bundle repeated: it appends to key the request's strategy, topology, size and bundle; ok is
+// false unless every bundle equals the first and there are no selectors.
+func alikeKey(key []byte, request placement.Request) ([]byte, bool) {
 	if len(request.BundleLabelSelectors) > 0 {
 		return key, false
 	}
-	first := mapIdentity(request.Bundles[0])
+	// The first bundle's amounts are read once; each other bundle is then checked by
+	// lookups (gangs have up to hundreds of bundles, each a small map).
+	first := request.Bundles[0]
+	type entry struct {
+		name   string
+		amount resources.Amount
+	}
+	var buffer [8]entry
+	entries := buffer[:0]
+	for name, amount := range first {
+		entries = append(entries, entry{name, amount})
+	}
 	for _, bundle := range request.Bundles[1:] {
-		if mapIdentity(bundle) != first {
+		if len(bundle) != len(entries) {
 			return key, false
 		}
+		for _, e := range entries {
+			if amount, ok := bundle[e.name]; !ok || amount != e.amount {
+				return key, false
+			}
+		}
 	}
-	return alikeGang{first, len(request.Bundles), string(request.Strategy), string(request.Topology)}, true
+	key = append(append(key, request.Strategy...), '|')
+	key = append(append(key, request.Topology...), '|')
+	key = append(strconv.AppendInt(key, int64(len(request.Bundles)), 10), '|')
+	return appendAmounts(key, first), true
 }
 
 // servingOrder merges the groups and shapes, each in collectDemand's order, into the
@@ -395,15 +391,9 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	return d
 }
 
-// sameSet: the sets are equal, at once when they are the same map.
+// sameSet: the sets are equal.
 func sameSet(a, b resources.Set) bool {
-	return mapIdentity(a) == mapIdentity(b) || maps.Equal(a, b)
-}
-
-// mapIdentity is the map a set value refers to (a map value is a pointer to it): two
-// sets with one identity are one map.
-func mapIdentity(set resources.Set) unsafe.Pointer {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&set))
+	return maps.Equal(a, b)
 }
 
 // appendAmounts appends the set's amounts in name order (a set has few names: sorted
