@@ -61,7 +61,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	created := e.info.State == pb.PlacementGroupState_PREPARED && m.markCreatedLocked(e)
 	m.mu.Unlock()
 	m.notifyCreated(id, created)
-	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+	m.log.Debug().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
 }
 
 // oneStepCommit reserves a plan whose bundles all go to one node in a single raylet
@@ -74,7 +74,7 @@ func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlace
 	id := e.info.PlacementGroupId
 	m.mu.Unlock()
 	m.notifyCreated(id, created)
-	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+	m.log.Debug().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
 }
 
 // reserveAndPlace makes the reserving call (prepare, or prepare and commit) on every

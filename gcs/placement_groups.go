@@ -372,7 +372,7 @@ func (m *pgManager) register(req *pb.CreatePlacementGroupRequest) (*pgEntry, *pb
 	}
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
-	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
+	m.log.Debug().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
 	return e, reply, nil
 }
 
@@ -534,7 +534,7 @@ func (m *pgManager) remove(id, reason string) error {
 	e.cancelling = true
 	e.notify()
 	m.mu.Unlock()
-	m.log.Info().Str("pg_id", id).Str("reason", reason).Msg("placement group removed")
+	m.log.Debug().Str("pg_id", id).Str("reason", reason).Msg("placement group removed")
 	// Its actors die first, so the raylet's reports of the workers that the cancel kills
 	// are ignored.
 	for _, l := range m.listeners {
