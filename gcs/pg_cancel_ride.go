@@ -23,7 +23,14 @@ type cancelRide struct {
 // cancelRides holds the cancels waiting for a ride, by node. Its mu is taken alone.
 type cancelRides struct {
 	mu     sync.Mutex
-	byNode map[string][]cancelRide
+	byNode map[string]*nodeRides
+}
+
+// nodeRides are the cancels waiting for a ride to one node, and the timer that sends
+// them on their own.
+type nodeRides struct {
+	rides []cancelRide
+	timer *time.Timer
 }
 
 // rideCancel queues a removed group's cancel (its bundles all on one node) for the next
@@ -34,22 +41,29 @@ func (m *pgManager) rideCancel(r cancelRide) {
 	m.rides.mu.Lock()
 	defer m.rides.mu.Unlock()
 	if m.rides.byNode == nil {
-		m.rides.byNode = map[string][]cancelRide{}
+		m.rides.byNode = map[string]*nodeRides{}
 	}
-	first := len(m.rides.byNode[r.node]) == 0
-	m.rides.byNode[r.node] = append(m.rides.byNode[r.node], r)
-	if first {
-		time.AfterFunc(cancelRideWait, func() { m.cancelNow(m.takeRides(r.node)) })
+	waiting := m.rides.byNode[r.node]
+	if waiting == nil {
+		waiting = &nodeRides{}
+		waiting.timer = time.AfterFunc(cancelRideWait, func() { m.cancelNow(m.takeRides(r.node, waiting)) })
+		m.rides.byNode[r.node] = waiting
 	}
+	waiting.rides = append(waiting.rides, r)
 }
 
-// takeRides removes and returns the cancels waiting for a ride to node.
-func (m *pgManager) takeRides(node string) []cancelRide {
+// takeRides removes and returns the cancels waiting for a ride to node (only those of
+// batch, when given: a timer takes its own batch, never a later one).
+func (m *pgManager) takeRides(node string, batch *nodeRides) []cancelRide {
 	m.rides.mu.Lock()
 	defer m.rides.mu.Unlock()
-	rides := m.rides.byNode[node]
+	waiting := m.rides.byNode[node]
+	if waiting == nil || batch != nil && waiting != batch {
+		return nil
+	}
 	delete(m.rides.byNode, node)
-	return rides
+	waiting.timer.Stop()
+	return waiting.rides
 }
 
 // flushRides sends every cancel waiting for a ride on its own, now (something waits for
@@ -62,7 +76,7 @@ func (m *pgManager) flushRides() {
 	}
 	m.rides.mu.Unlock()
 	for _, node := range nodes {
-		if rides := m.takeRides(node); len(rides) > 0 {
+		if rides := m.takeRides(node, nil); len(rides) > 0 {
 			go m.cancelNow(rides)
 		}
 	}

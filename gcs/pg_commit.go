@@ -71,7 +71,7 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, committer prepareCommitter) {
 	var rides []cancelRide
 	for node := range byNode {
-		rides = m.takeRides(node)
+		rides = m.takeRides(node, nil)
 	}
 	delivered := false
 	reserve := func(ctx context.Context, node string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
