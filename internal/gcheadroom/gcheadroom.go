@@ -1,7 +1,8 @@
-// Package gcheadroom lets a daemon's Go heap grow by a fixed headroom over its live heap
-// before the garbage collector runs, where Go's default (GOGC=100: collect at twice the
-// live heap) would collect a small heap every few hundred requests. Above the headroom's
-// size the default applies again, so a large heap never grows more than Go lets it.
+// Package gcheadroom lets a daemon's small Go heap grow by more than Go's default before
+// the garbage collector runs (GOGC=100: collect at twice the live heap, which collects a
+// heap of a few MiB every few hundred requests): by up to four times its live size, and
+// by at most a fixed headroom. From the headroom's size on the default applies, so a
+// large heap never grows more than Go lets it.
 package gcheadroom
 
 import (
@@ -16,12 +17,15 @@ import (
 // 64 MiB.
 const DefaultHeadroom = 64 << 20
 
-// maxPercent bounds the GC percent on a nearly empty heap.
-const maxPercent = 10_000
+// maxPercent bounds the GC percent of a small heap: it grows by at most four times its
+// live size. The percent applies to the heap live at the next collection, which may have
+// grown since it was set (it is set once a second): a bound relative to the live heap
+// keeps the heap's peak proportional to it.
+const maxPercent = 400
 
 // Percent is the GC percent (GOGC) that lets a heap of live bytes grow by headroom
-// bytes before the next collection: Go's default 100 once the live heap is at least the
-// headroom.
+// bytes before the next collection, but by at most four times its size: Go's default
+// 100 once the live heap is at least the headroom.
 func Percent(live, headroom uint64) int {
 	if live == 0 {
 		return maxPercent
