@@ -34,8 +34,12 @@ type BundleReserver interface {
 // committed once it answers, and a GCS that dies before persisting CREATED leaves them
 // to the release of unknown bundles when the raylet reconnects. Reservers without it
 // (test doubles that stop between the phases) get the two phases.
+//
+// cancel are bundles of removed groups on the node to release first, as Cancel does
+// (the raylet does so also when it refuses the prepare; the GCS sends them again on
+// their own after any failure, as a call may fail before they were applied).
 type prepareCommitter interface {
-	PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error)
+	PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation, cancel []*pb.BundleKey) ([]*pb.BundleReservation, *pb.ResourceReport, error)
 }
 
 // rayletReserver is the BundleReserver over gRPC: each node's raylet, through the
@@ -59,12 +63,12 @@ func (r rayletReserver) Prepare(ctx context.Context, nodeID string, bundles []*p
 }
 
 // PrepareCommit implements prepareCommitter.
-func (r rayletReserver) PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+func (r rayletReserver) PrepareCommit(ctx context.Context, nodeID string, bundles []*pb.BundleReservation, cancel []*pb.BundleKey) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
 	client, err := r.nodes.rayletClient(nodeID)
 	if err != nil {
 		return nil, nil, err
 	}
-	reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles, Commit: true})
+	reply, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Bundles: bundles, Commit: true, Cancel: cancel})
 	return reply.GetBundles(), reply.GetResources(), err
 }
 

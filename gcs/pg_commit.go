@@ -61,20 +61,42 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	created := e.info.State == pb.PlacementGroupState_PREPARED && m.markCreatedLocked(e)
 	m.mu.Unlock()
 	m.notifyCreated(id, created)
-	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+	m.log.Debug().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
 }
 
 // oneStepCommit reserves a plan whose bundles all go to one node in a single raylet
 // call, then persists the group CREATED.
+// The cancels of removed groups waiting for a ride to the node go in the same call;
+// they count as released once the call succeeded, else they are sent on their own.
 func (m *pgManager) oneStepCommit(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, committer prepareCommitter) {
-	if !m.reserveAndPlace(e, plan, byNode, "prepare and commit", committer.PrepareCommit) {
+	var rides []cancelRide
+	for node := range byNode {
+		rides = m.takeRides(node, nil)
+	}
+	delivered := false
+	reserve := func(ctx context.Context, node string, bundles []*pb.BundleReservation) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+		made, report, err := committer.PrepareCommit(ctx, node, bundles, rideKeys(rides))
+		if err == nil && len(rides) > 0 {
+			delivered = true
+			m.cancelled(rides)
+		}
+		return made, report, err
+	}
+	// placed: with mu held. Rides not delivered: not placed either, so mu is free.
+	placed := m.reserveAndPlace(e, plan, byNode, "prepare and commit", reserve)
+	if !delivered && len(rides) > 0 {
+		// Not sent, or the call failed, maybe before the raylet applied them: they go
+		// again on their own (cancels are idempotent).
+		m.cancelNow(rides)
+	}
+	if !placed {
 		return
 	}
 	created := m.markCreatedLocked(e)
 	id := e.info.PlacementGroupId
 	m.mu.Unlock()
 	m.notifyCreated(id, created)
-	m.log.Info().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
+	m.log.Debug().Str("pg_id", id).Int("bundles", len(plan)).Msg("placement group CREATED")
 }
 
 // reserveAndPlace makes the reserving call (prepare, or prepare and commit) on every

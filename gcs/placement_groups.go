@@ -160,6 +160,9 @@ type pgManager struct {
 	rounds    roundHistory
 	// order registers each job's numbered creates in their order (pg_create_order.go).
 	order createOrder
+	// rides are removed groups' cancels waiting for a prepare-and-commit to their node
+	// (pg_cancel_ride.go).
+	rides cancelRides
 }
 
 // pgDeps is what the placement-group manager is given: the store, the node and job
@@ -255,6 +258,7 @@ func (m *pgManager) CreatePlacementGroup(ctx context.Context, req *pb.CreatePlac
 	// The caller waits for the first attempt: make it here when nothing waits ahead of
 	// the group, rather than in the loop's next round.
 	if !m.placeNow(e) {
+		m.flushRides() // the group may wait for the capacity they hold
 		m.kick()
 	}
 	reply = m.waitFirstAttempt(ctx, e, reply.PlacementGroupId, time.Duration(min(req.WaitFirstAttemptMs, maxWaitFirstAttemptMs))*time.Millisecond)
@@ -372,7 +376,7 @@ func (m *pgManager) register(req *pb.CreatePlacementGroupRequest) (*pgEntry, *pb
 	}
 	reply := proto.Clone(info).(*pb.PlacementGroupInfo)
 	m.mu.Unlock()
-	m.log.Info().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
+	m.log.Debug().Str("pg_id", id).Str("strategy", info.Strategy.String()).Int("bundles", len(info.Bundles)).Str("name", req.Name).Msg("placement group created")
 	return e, reply, nil
 }
 
@@ -531,10 +535,18 @@ func (m *pgManager) remove(id, reason string) error {
 	}
 	delete(m.groups, id)
 	m.removed[id] = e
-	e.cancelling = true
+	var rides []cancelRide
+	for node, bundles := range byNode {
+		rides = append(rides, cancelRide{e, node, bundles})
+	}
+	e.cancelling = len(rides) > 0
 	e.notify()
+	// A group on one node may wait for the next prepare-and-commit there to carry its
+	// cancel, unless something waits for capacity.
+	_, oneStep := m.reserver.(prepareCommitter)
+	ride := oneStep && len(rides) == 1 && !m.waitingLocked()
 	m.mu.Unlock()
-	m.log.Info().Str("pg_id", id).Str("reason", reason).Msg("placement group removed")
+	m.log.Debug().Str("pg_id", id).Str("reason", reason).Msg("placement group removed")
 	// Its actors die first, so the raylet's reports of the workers that the cancel kills
 	// are ignored.
 	for _, l := range m.listeners {
@@ -543,21 +555,11 @@ func (m *pgManager) remove(id, reason string) error {
 	// The cancels run after the reply, as Ray's removal is asynchronous too; the
 	// capacity is reused only once the raylets confirmed them. A bundle still in a
 	// running two-phase commit is released by that commit's undo.
-	go func() {
-		m.cancelAll(byNode)
-		m.mu.Lock()
-		e.cancelling = false
-		for _, bundles := range byNode {
-			for _, b := range bundles {
-				m.releasedLocked(id, int(b.Key.BundleIndex))
-			}
-		}
-		waiting := m.waitingLocked()
-		m.mu.Unlock()
-		if waiting {
-			m.kick()
-		}
-	}()
+	if ride {
+		m.rideCancel(rides[0])
+	} else if len(rides) > 0 {
+		go m.cancelNow(rides)
+	}
 	return nil
 }
 

@@ -73,27 +73,35 @@ func startTestGCS(t *testing.T) *gcs.Server {
 	return g
 }
 
+// startRayletCalledByGCS starts a GCS and a raylet of cpus CPUs, and a client of the
+// raylet whose calls carry the epoch *epoch (the GCS's at first). All stop at cleanup.
+func startRayletCalledByGCS(t *testing.T, cpus float64) (g *gcs.Server, r *Raylet, client pb.NodeManagerServiceClient, epoch *int64) {
+	t.Helper()
+	g = startTestGCS(t)
+	cfg := DefaultConfig()
+	cfg.GCSAddress = g.Address()
+	cfg.Resources = map[string]float64{"CPU": cpus}
+	r, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	epoch = new(int64)
+	*epoch = g.Epoch()
+	conn, err := rpcutil.Dial(r.Address(), rpcutil.DialOptions{Epoch: func() int64 { return *epoch }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return g, r, pb.NewNodeManagerServiceClient(conn), epoch
+}
+
 // A group on one node is prepared and committed in one call (PrepareBundleResources with
 // commit): the call keeps the two phases' guarantees. Sent again it holds the bundle
 // once; a late call of an older generation, or from an older GCS epoch, is refused and
 // changes nothing; a cancel releases it.
 func TestPrepareAndCommitInOneCallIsIdempotentAndFenced(t *testing.T) {
-	g := startTestGCS(t)
-	cfg := DefaultConfig()
-	cfg.GCSAddress = g.Address()
-	cfg.Resources = map[string]float64{"CPU": 4}
-	r, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Stop()
-	epoch := g.Epoch()
-	conn, err := rpcutil.Dial(r.Address(), rpcutil.DialOptions{Epoch: func() int64 { return epoch }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	client := pb.NewNodeManagerServiceClient(conn)
+	g, r, client, epoch := startRayletCalledByGCS(t, 4)
 	ctx := context.Background()
 	oneCall := func(generation int64, cpus float64) error {
 		_, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
@@ -120,12 +128,12 @@ func TestPrepareAndCommitInOneCallIsIdempotentAndFenced(t *testing.T) {
 		t.Fatalf("CPU available %v, want 2 (generation 2 alone)", got)
 	}
 	// A newer GCS has spoken: the old one's call is refused and holds nothing.
-	epoch = g.Epoch() + 5
+	*epoch = g.Epoch() + 5
 	if _, err := client.GetNodeStats(ctx, &pb.GetNodeStatsRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	epoch = g.Epoch()
-	_, err = client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
+	*epoch = g.Epoch()
+	_, err := client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Bundles: []*pb.BundleReservation{
 		{Key: key("stale", 0, 1), Resources: map[string]float64{"CPU": 1}},
 	}})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "stale GCS epoch") {
@@ -134,11 +142,71 @@ func TestPrepareAndCommitInOneCallIsIdempotentAndFenced(t *testing.T) {
 	if got := available(); got != 2 {
 		t.Fatalf("CPU available %v after a refused call, want 2", got)
 	}
-	epoch = g.Epoch() + 5
+	*epoch = g.Epoch() + 5
 	if _, err := client.CancelResourceReserve(ctx, &pb.CancelResourceReserveRequest{Bundles: []*pb.BundleKey{key("one", 0, 2)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := available(); got != 4 {
 		t.Fatalf("CPU available %v after the cancel, want 4", got)
+	}
+}
+
+// A removed group's cancel may ride on the next prepare to the same raylet: it is
+// applied first (its capacity serves the prepare), also when the prepare is refused, is
+// idempotent when the call is sent again, never releases a newer generation, and is
+// fenced by the GCS epoch as the call is.
+func TestCancelsRidingOnAPrepareAreReleasedFirstIdempotentlyAndFenced(t *testing.T) {
+	g, r, client, epoch := startRayletCalledByGCS(t, 4)
+	ctx := context.Background()
+	oneCall := func(group string, generation int64, cpus float64, cancel ...*pb.BundleKey) (*pb.PrepareBundleResourcesReply, error) {
+		return client.PrepareBundleResources(ctx, &pb.PrepareBundleResourcesRequest{Commit: true, Cancel: cancel, Bundles: []*pb.BundleReservation{
+			{Key: key(group, 0, generation), Resources: map[string]float64{"CPU": cpus}},
+		}})
+	}
+	available := func() float64 { return r.Node().ResourcesAvailable["CPU"] }
+	if _, err := oneCall("a", 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	// b needs a's CPUs: the cancel riding on its call frees them first.
+	for attempt := range 2 { // sent again, the call holds b once and a stays released
+		reply, err := oneCall("b", 1, 3, key("a", 0, 1))
+		if err != nil {
+			t.Fatalf("attempt %d: prepare riding a's cancel: %v", attempt, err)
+		}
+		if got := reply.Resources.ResourcesAvailable["CPU"]; got != 1 {
+			t.Fatalf("attempt %d: the reply reports %v CPU available, want 1 (b alone)", attempt, got)
+		}
+	}
+	if got := available(); got != 1 {
+		t.Fatalf("CPU available %v, want 1 (b alone)", got)
+	}
+	// A refused prepare still releases what rode on it.
+	if _, err := oneCall("c", 1, 5, key("b", 0, 1)); err == nil {
+		t.Fatalf("a bundle larger than the node: %v, want a refusal", err)
+	}
+	if got := available(); got != 4 {
+		t.Fatalf("CPU available %v after a refused prepare carrying b's cancel, want 4", got)
+	}
+	// A cancel of an older generation leaves the newer one held.
+	if _, err := oneCall("d", 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oneCall("e", 1, 1, key("d", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := available(); got != 2 {
+		t.Fatalf("CPU available %v, want 2 (d's generation 2 and e held)", got)
+	}
+	// From an older GCS epoch the whole call is refused: the cancel riding on it too.
+	*epoch = g.Epoch() + 5
+	if _, err := client.GetNodeStats(ctx, &pb.GetNodeStatsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	*epoch = g.Epoch()
+	if _, err := oneCall("f", 1, 1, key("d", 0, 2), key("e", 0, 1)); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "stale GCS epoch") {
+		t.Fatalf("a prepare with cancels from an older GCS epoch: %v, want FailedPrecondition (stale GCS epoch)", err)
+	}
+	if got := available(); got != 2 {
+		t.Fatalf("CPU available %v after a refused stale call, want 2 (nothing released)", got)
 	}
 }

@@ -85,6 +85,11 @@ func (s *nodeManagerService) DrainRaylet(ctx context.Context, req *pb.DrainRayle
 
 func (s *nodeManagerService) PrepareBundleResources(ctx context.Context, req *pb.PrepareBundleResourcesRequest) (*pb.PrepareBundleResourcesReply, error) {
 	r := s.raylet
+	if len(req.Cancel) > 0 {
+		// Released whatever the prepare's outcome: the GCS counts them released once the
+		// call returns, refused or not, as after a CancelResourceReserve.
+		r.cancelBundles(req.Cancel)
+	}
 	var made []*pb.BundleReservation
 	report, err := r.changeBundles(func() error {
 		if err := r.bundles.prepare(r.cfg.NodeID, req.Bundles, r.epoch, r.draining); err != nil {
@@ -123,13 +128,18 @@ func (s *nodeManagerService) CommitBundleResources(ctx context.Context, req *pb.
 }
 
 func (s *nodeManagerService) CancelResourceReserve(ctx context.Context, req *pb.CancelResourceReserveRequest) (*pb.CancelResourceReserveReply, error) {
-	r := s.raylet
+	return &pb.CancelResourceReserveReply{Resources: s.raylet.cancelBundles(req.Bundles)}, nil
+}
+
+// cancelBundles releases bundles (CancelResourceReserve, or the cancels riding on a
+// prepare), kills the workers they leave orphaned, and returns the resources after.
+func (r *Raylet) cancelBundles(keys []*pb.BundleKey) *pb.ResourceReport {
 	report, _ := r.changeBundles(func() error {
-		r.bundles.cancel(req.Bundles)
+		r.bundles.cancel(keys)
 		r.killOrphanedWorkersLocked("placement group removed")
 		return nil
 	})
-	return &pb.CancelResourceReserveReply{Resources: report}, nil
+	return report
 }
 
 func (s *nodeManagerService) ReleaseUnusedBundles(ctx context.Context, req *pb.ReleaseUnusedBundlesRequest) (*pb.ReleaseUnusedBundlesReply, error) {

@@ -22,6 +22,7 @@ import (
 	"github.com/raygo-dev/raygo/admission/queues"
 	"github.com/raygo-dev/raygo/gcs"
 	"github.com/raygo-dev/raygo/gcs/store"
+	"github.com/raygo-dev/raygo/internal/gcheadroom"
 	"github.com/raygo-dev/raygo/internal/logging"
 	"github.com/raygo-dev/raygo/internal/pprofserve"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -282,6 +283,7 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
+	gcheadroom.Keep(ctx, gcheadroom.DefaultHeadroom)
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -440,6 +442,7 @@ func runRaylet(args []string, stdout, stderr io.Writer) error {
 	cfg.SpotMetadataURL = rf.spotMetadataURL
 	ctx, cancel := signalContext()
 	defer cancel()
+	gcheadroom.Keep(ctx, gcheadroom.DefaultHeadroom)
 	startCtx, startCancel := context.WithTimeout(ctx, 15*time.Second)
 	r, err := raylet.Start(startCtx, cfg)
 	startCancel()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,10 @@ func VerifiedServerOptions(serverVersion uint32, verify auth.Verifier, extra ...
 		grpc.ChainUnaryInterceptor(chain...),
 		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, verify)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		// Calls run on long-lived goroutines whose stacks have grown already (a new
+		// goroutine per call grows and copies its stack on every call); when all are busy
+		// (long polls), a call gets a goroutine of its own as without the option.
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 		// Clients ping every KeepaliveTime; allow it.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 	), nil

@@ -310,7 +310,11 @@ type PrepareBundleResourcesRequest struct {
 	Bundles []*BundleReservation   `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
 	// Commit them in the same step (all or nothing): the GCS does so for a group whose
 	// bundles all go to this one node, where two phases would add nothing.
-	Commit        bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit bool `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Bundles of removed groups to release first, as CancelResourceReserve does (riding on
+	// this call saves the GCS a call of their own): released even when the prepare is
+	// refused. The reply's resources count them released.
+	Cancel        []*BundleKey `protobuf:"bytes,3,rep,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -357,6 +361,13 @@ func (x *PrepareBundleResourcesRequest) GetCommit() bool {
 		return x.Commit
 	}
 	return false
+}
+
+func (x *PrepareBundleResourcesRequest) GetCancel() []*BundleKey {
+	if x != nil {
+		return x.Cancel
+	}
+	return nil
 }
 
 // ResourceReport is a raylet's available resources at a version that grows with every
@@ -1896,10 +1907,11 @@ const file_raylet_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x05R\x05start\x12\x1d\n" +
 	"\n" +
 	"reuse_idle\x18\x04 \x01(\bR\treuseIdle\x12%\n" +
-	"\x0edestroy_starts\x18\x05 \x03(\x05R\rdestroyStarts\"n\n" +
+	"\x0edestroy_starts\x18\x05 \x03(\x05R\rdestroyStarts\"\x9b\x01\n" +
 	"\x1dPrepareBundleResourcesRequest\x125\n" +
 	"\abundles\x18\x01 \x03(\v2\x1b.raygo.v1.BundleReservationR\abundles\x12\x16\n" +
-	"\x06commit\x18\x02 \x01(\bR\x06commit\"\x85\x02\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12+\n" +
+	"\x06cancel\x18\x03 \x03(\v2\x13.raygo.v1.BundleKeyR\x06cancel\"\x85\x02\n" +
 	"\x0eResourceReport\x12a\n" +
 	"\x13resources_available\x18\x01 \x03(\v20.raygo.v1.ResourceReport.ResourcesAvailableEntryR\x12resourcesAvailable\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12/\n" +
@@ -2084,59 +2096,60 @@ var file_raylet_proto_depIdxs = []int32{
 	0,  // 2: raygo.v1.BundleReservation.state:type_name -> raygo.v1.BundleReservationState
 	3,  // 3: raygo.v1.BundleReservation.mig:type_name -> raygo.v1.MIGStep
 	2,  // 4: raygo.v1.PrepareBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleReservation
-	34, // 5: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
-	37, // 6: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
-	5,  // 7: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	2,  // 8: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
-	1,  // 9: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
-	5,  // 10: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 11: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
-	5,  // 12: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
-	1,  // 13: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
-	2,  // 14: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
-	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
-	5,  // 16: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
-	38, // 17: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
-	2,  // 18: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
-	35, // 19: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
-	18, // 20: raygo.v1.RequestWorkerLeaseRequest.python_worker:type_name -> raygo.v1.PythonWorker
-	20, // 21: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
-	5,  // 22: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
-	36, // 23: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
-	5,  // 24: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
-	5,  // 25: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
-	20, // 26: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
-	13, // 27: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
-	15, // 28: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
-	4,  // 29: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
-	7,  // 30: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
-	9,  // 31: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
-	11, // 32: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
-	17, // 33: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
-	23, // 34: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
-	25, // 35: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
-	27, // 36: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
-	29, // 37: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
-	31, // 38: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
-	21, // 39: raygo.v1.NodeManagerService.NotifyWorkerBlocked:input_type -> raygo.v1.NotifyWorkerBlockedRequest
-	14, // 40: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
-	16, // 41: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
-	6,  // 42: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
-	8,  // 43: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
-	10, // 44: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
-	12, // 45: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
-	19, // 46: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
-	24, // 47: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
-	26, // 48: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
-	28, // 49: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
-	30, // 50: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
-	32, // 51: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
-	22, // 52: raygo.v1.NodeManagerService.NotifyWorkerBlocked:output_type -> raygo.v1.NotifyWorkerBlockedReply
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	1,  // 5: raygo.v1.PrepareBundleResourcesRequest.cancel:type_name -> raygo.v1.BundleKey
+	34, // 6: raygo.v1.ResourceReport.resources_available:type_name -> raygo.v1.ResourceReport.ResourcesAvailableEntry
+	37, // 7: raygo.v1.ResourceReport.mig_gpus:type_name -> raygo.v1.MIGGPUInfo
+	5,  // 8: raygo.v1.PrepareBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	2,  // 9: raygo.v1.PrepareBundleResourcesReply.bundles:type_name -> raygo.v1.BundleReservation
+	1,  // 10: raygo.v1.CommitBundleResourcesRequest.bundles:type_name -> raygo.v1.BundleKey
+	5,  // 11: raygo.v1.CommitBundleResourcesReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 12: raygo.v1.CancelResourceReserveRequest.bundles:type_name -> raygo.v1.BundleKey
+	5,  // 13: raygo.v1.CancelResourceReserveReply.resources:type_name -> raygo.v1.ResourceReport
+	1,  // 14: raygo.v1.ReleaseUnusedBundlesRequest.in_use:type_name -> raygo.v1.BundleKey
+	2,  // 15: raygo.v1.ReleaseUnusedBundlesReply.released:type_name -> raygo.v1.BundleReservation
+	2,  // 16: raygo.v1.ReleaseUnusedBundlesReply.held:type_name -> raygo.v1.BundleReservation
+	5,  // 17: raygo.v1.ReleaseUnusedBundlesReply.resources:type_name -> raygo.v1.ResourceReport
+	38, // 18: raygo.v1.GetNodeStatsReply.node:type_name -> raygo.v1.NodeInfo
+	2,  // 19: raygo.v1.GetNodeStatsReply.bundles:type_name -> raygo.v1.BundleReservation
+	35, // 20: raygo.v1.RequestWorkerLeaseRequest.resources:type_name -> raygo.v1.RequestWorkerLeaseRequest.ResourcesEntry
+	18, // 21: raygo.v1.RequestWorkerLeaseRequest.python_worker:type_name -> raygo.v1.PythonWorker
+	20, // 22: raygo.v1.RequestWorkerLeaseReply.worker:type_name -> raygo.v1.WorkerInfo
+	5,  // 23: raygo.v1.RequestWorkerLeaseReply.resources:type_name -> raygo.v1.ResourceReport
+	36, // 24: raygo.v1.WorkerInfo.resources:type_name -> raygo.v1.WorkerInfo.ResourcesEntry
+	5,  // 25: raygo.v1.ReturnWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	5,  // 26: raygo.v1.KillWorkerReply.resources:type_name -> raygo.v1.ResourceReport
+	20, // 27: raygo.v1.GetWorkersReply.workers:type_name -> raygo.v1.WorkerInfo
+	13, // 28: raygo.v1.NodeManagerService.GetNodeStats:input_type -> raygo.v1.GetNodeStatsRequest
+	15, // 29: raygo.v1.NodeManagerService.DrainRaylet:input_type -> raygo.v1.DrainRayletRequest
+	4,  // 30: raygo.v1.NodeManagerService.PrepareBundleResources:input_type -> raygo.v1.PrepareBundleResourcesRequest
+	7,  // 31: raygo.v1.NodeManagerService.CommitBundleResources:input_type -> raygo.v1.CommitBundleResourcesRequest
+	9,  // 32: raygo.v1.NodeManagerService.CancelResourceReserve:input_type -> raygo.v1.CancelResourceReserveRequest
+	11, // 33: raygo.v1.NodeManagerService.ReleaseUnusedBundles:input_type -> raygo.v1.ReleaseUnusedBundlesRequest
+	17, // 34: raygo.v1.NodeManagerService.RequestWorkerLease:input_type -> raygo.v1.RequestWorkerLeaseRequest
+	23, // 35: raygo.v1.NodeManagerService.ReturnWorker:input_type -> raygo.v1.ReturnWorkerRequest
+	25, // 36: raygo.v1.NodeManagerService.KillWorker:input_type -> raygo.v1.KillWorkerRequest
+	27, // 37: raygo.v1.NodeManagerService.KillJobWorkers:input_type -> raygo.v1.KillJobWorkersRequest
+	29, // 38: raygo.v1.NodeManagerService.RegisterWorker:input_type -> raygo.v1.RegisterWorkerRequest
+	31, // 39: raygo.v1.NodeManagerService.GetWorkers:input_type -> raygo.v1.GetWorkersRequest
+	21, // 40: raygo.v1.NodeManagerService.NotifyWorkerBlocked:input_type -> raygo.v1.NotifyWorkerBlockedRequest
+	14, // 41: raygo.v1.NodeManagerService.GetNodeStats:output_type -> raygo.v1.GetNodeStatsReply
+	16, // 42: raygo.v1.NodeManagerService.DrainRaylet:output_type -> raygo.v1.DrainRayletReply
+	6,  // 43: raygo.v1.NodeManagerService.PrepareBundleResources:output_type -> raygo.v1.PrepareBundleResourcesReply
+	8,  // 44: raygo.v1.NodeManagerService.CommitBundleResources:output_type -> raygo.v1.CommitBundleResourcesReply
+	10, // 45: raygo.v1.NodeManagerService.CancelResourceReserve:output_type -> raygo.v1.CancelResourceReserveReply
+	12, // 46: raygo.v1.NodeManagerService.ReleaseUnusedBundles:output_type -> raygo.v1.ReleaseUnusedBundlesReply
+	19, // 47: raygo.v1.NodeManagerService.RequestWorkerLease:output_type -> raygo.v1.RequestWorkerLeaseReply
+	24, // 48: raygo.v1.NodeManagerService.ReturnWorker:output_type -> raygo.v1.ReturnWorkerReply
+	26, // 49: raygo.v1.NodeManagerService.KillWorker:output_type -> raygo.v1.KillWorkerReply
+	28, // 50: raygo.v1.NodeManagerService.KillJobWorkers:output_type -> raygo.v1.KillJobWorkersReply
+	30, // 51: raygo.v1.NodeManagerService.RegisterWorker:output_type -> raygo.v1.RegisterWorkerReply
+	32, // 52: raygo.v1.NodeManagerService.GetWorkers:output_type -> raygo.v1.GetWorkersReply
+	22, // 53: raygo.v1.NodeManagerService.NotifyWorkerBlocked:output_type -> raygo.v1.NotifyWorkerBlockedReply
+	41, // [41:54] is the sub-list for method output_type
+	28, // [28:41] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_raylet_proto_init() }

@@ -246,9 +246,9 @@ def test_a_driver_making_one_group_at_a_time_makes_one_call_per_group(
     # carries it does not depend on the machine's speed.
     monkeypatch.setattr(raygo._gcs, "REMOVAL_RIDE_S", 3600.0)
     client = raygo._worker.global_client()
-    creates = _Recorder(client._pgs.CreatePlacementGroup)
+    creates = _Recorder(client._create_pg)
     removes = _Recorder(client._pgs.RemovePlacementGroup)
-    monkeypatch.setattr(client._pgs, "CreatePlacementGroup", creates)
+    monkeypatch.setattr(client, "_create_pg", creates)
     monkeypatch.setattr(client._pgs, "RemovePlacementGroup", removes)
     groups = []
     for _ in range(5):

@@ -67,12 +67,14 @@ class MIGStep(_message.Message):
     def __init__(self, gpu: _Optional[int] = ..., profile_id: _Optional[int] = ..., start: _Optional[int] = ..., reuse_idle: _Optional[bool] = ..., destroy_starts: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PrepareBundleResourcesRequest(_message.Message):
-    __slots__ = ("bundles", "commit")
+    __slots__ = ("bundles", "commit", "cancel")
     BUNDLES_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     bundles: _containers.RepeatedCompositeFieldContainer[BundleReservation]
     commit: bool
-    def __init__(self, bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ..., commit: _Optional[bool] = ...) -> None: ...
+    cancel: _containers.RepeatedCompositeFieldContainer[BundleKey]
+    def __init__(self, bundles: _Optional[_Iterable[_Union[BundleReservation, _Mapping]]] = ..., commit: _Optional[bool] = ..., cancel: _Optional[_Iterable[_Union[BundleKey, _Mapping]]] = ...) -> None: ...
 
 class ResourceReport(_message.Message):
     __slots__ = ("resources_available", "version", "mig_gpus")

@@ -1,0 +1,191 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raygo-dev/raygo/gcs/reservertest"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
+	pb "github.com/raygo-dev/raygo/protos/raygopb"
+)
+
+// A removed group's cancel rides on the next prepare-and-commit to its node when nothing
+// waits for capacity; otherwise, or when no such call comes soon, or when the call
+// fails, it goes on its own. Its capacity is reused only once a raylet confirmed it.
+
+// oneStepRaylets gives the in-memory raylets the raylet's one-step call: the riding
+// cancels first (also when the prepare is then refused), then prepare and commit. With
+// lose set, a call fails without reaching them (lost on the way).
+type oneStepRaylets struct {
+	*reservertest.Caller
+	mu    sync.Mutex
+	rode  [][]*pb.BundleKey // the cancels each one-step call carried
+	lose  bool
+	calls int
+}
+
+var _ prepareCommitter = (*oneStepRaylets)(nil)
+
+func (r *oneStepRaylets) PrepareCommit(ctx context.Context, node string, bundles []*pb.BundleReservation, cancel []*pb.BundleKey) ([]*pb.BundleReservation, *pb.ResourceReport, error) {
+	r.mu.Lock()
+	r.calls++
+	r.rode = append(r.rode, cancel)
+	lose := r.lose
+	r.mu.Unlock()
+	if lose {
+		return nil, nil, errors.New("connection reset before the raylet read the call")
+	}
+	if len(cancel) > 0 {
+		if _, err := r.Cancel(ctx, node, cancel); err != nil {
+			return nil, nil, err
+		}
+	}
+	made, _, err := r.Prepare(ctx, node, bundles)
+	if err != nil {
+		return nil, nil, err
+	}
+	report, err := r.Commit(ctx, node, keysOf(bundles))
+	return made, report, err
+}
+
+func (r *oneStepRaylets) carried() [][]*pb.BundleKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.rode)
+}
+
+// newRideFixture is a two-phase fixture whose raylets take the one-step call.
+func newRideFixture(t *testing.T, nodes ...string) (*twoPhaseFixture, *oneStepRaylets) {
+	f := newTwoPhaseFixture(t, nodes...)
+	raylets := &oneStepRaylets{Caller: f.caller}
+	f.m.reserver = raylets
+	f.round() // the view is built once, as the running loop does at start
+	return f, raylets
+}
+
+// cancelsOf counts the cancel calls the raylets got for a group (on their own or riding).
+func (f *twoPhaseFixture) cancelsOf(id string) int {
+	n := 0
+	for _, call := range f.raylets.Calls() {
+		if call.Step == reservertest.Cancel && slices.ContainsFunc(call.Keys, func(k *pb.BundleKey) bool { return k.PlacementGroupId == id }) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestARemovedGroupsCancelRidesOnTheNextCreateToItsNode(t *testing.T) {
+	f, raylets := newRideFixture(t, "a")
+	first, err := f.createWaiting(1)
+	if err != nil || first.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("first: %v, %v", first.GetState(), err)
+	}
+	// The driver's next create carries the removal; the GCS's next call to the node
+	// carries the cancel.
+	second, err := f.createWaiting(1, first.PlacementGroupId)
+	if err != nil || second.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("second: %v, %v", second.GetState(), err)
+	}
+	carried := raylets.carried()
+	if len(carried) != 2 || len(carried[1]) != 1 || carried[1][0].PlacementGroupId != first.PlacementGroupId {
+		t.Fatalf("the one-step calls carried the cancels %v; want none, then the first group's bundle", carried)
+	}
+	if n := f.cancelsOf(first.PlacementGroupId); n != 1 {
+		t.Fatalf("the first group was cancelled %d times, want once (riding)", n)
+	}
+	f.waitHeld(second.PlacementGroupId, 1) // and nothing of the first
+	// The view took the first group's CPU back: three more fit on the 4-CPU node.
+	if third, err := f.createWaiting(3); err != nil || third.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("three CPUs beside the second group: %v, %v; want CREATED", third.GetState(), err)
+	}
+	f.checkViewMatchesRebuilt("after the ride")
+}
+
+func TestARemovalNoCreateFollowsIsCancelledOnItsOwn(t *testing.T) {
+	f, raylets := newRideFixture(t, "a")
+	first, err := f.createWaiting(1)
+	if err != nil || first.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("first: %v, %v", first.GetState(), err)
+	}
+	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first.PlacementGroupId}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitHeld(first.PlacementGroupId, 0)
+	raylets.mu.Lock()
+	calls := raylets.calls
+	raylets.mu.Unlock()
+	if n := f.cancelsOf(first.PlacementGroupId); n != 1 || calls != 1 {
+		t.Fatalf("%d cancels and %d one-step calls; want the cancel alone, once", n, calls)
+	}
+	poll.Until(t, 10*time.Second, time.Millisecond, "the group no longer counted as cancelling", func() error {
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		if f.m.removed[first.PlacementGroupId].cancelling {
+			return errors.New("still cancelling")
+		}
+		return nil
+	})
+	f.round() // the view takes the released bundle back
+	f.checkViewMatchesRebuilt("after the lone cancel")
+}
+
+// A create that needs the capacity a riding cancel holds waits for the cancel, which then
+// goes at once on its own: the raylet releases it before the new group is reserved.
+func TestCapacityHeldByARidingCancelIsReusedOnlyOnceTheRayletConfirmedIt(t *testing.T) {
+	f, _ := newRideFixture(t, "a")
+	first, err := f.createWaiting(4)
+	if err != nil || first.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("first: %v, %v", first.GetState(), err)
+	}
+	second, err := f.createWaiting(4, first.PlacementGroupId)
+	if err != nil || second.State == pb.PlacementGroupState_CREATED {
+		t.Fatalf("a group needing the removed group's unconfirmed CPUs: %v, %v; want it to wait", second.GetState(), err)
+	}
+	f.waitHeld(first.PlacementGroupId, 0)
+	f.round()
+	f.checkCreatedIsWhole(second.PlacementGroupId)
+	calls := f.raylets.Calls()
+	cancel := slices.IndexFunc(calls, func(c reservertest.Call) bool {
+		return c.Step == reservertest.Cancel && c.Keys[0].PlacementGroupId == first.PlacementGroupId
+	})
+	prepare := slices.IndexFunc(calls, func(c reservertest.Call) bool {
+		return c.Step == reservertest.Prepare && c.Keys[0].PlacementGroupId == second.PlacementGroupId
+	})
+	if cancel < 0 || prepare < 0 || cancel > prepare {
+		t.Fatalf("calls %v: want the first group's cancel before the second's prepare", calls)
+	}
+}
+
+// A one-step call that fails (it may not have reached the raylet) sends the cancels it
+// carried again on their own.
+func TestCancelsOfAFailedOneStepCallAreSentAgainOnTheirOwn(t *testing.T) {
+	f, raylets := newRideFixture(t, "a")
+	first, err := f.createWaiting(1)
+	if err != nil || first.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("first: %v, %v", first.GetState(), err)
+	}
+	raylets.mu.Lock()
+	raylets.lose = true
+	raylets.mu.Unlock()
+	second, err := f.createWaiting(1, first.PlacementGroupId)
+	if err != nil || second.State == pb.PlacementGroupState_CREATED {
+		t.Fatalf("second, its call lost: %v, %v; want it queued again", second.GetState(), err)
+	}
+	if carried := raylets.carried(); len(carried) != 2 || len(carried[1]) != 1 {
+		t.Fatalf("the one-step calls carried %v; want the first group's cancel on the lost one", carried)
+	}
+	f.waitHeld(first.PlacementGroupId, 0)
+	if n := f.cancelsOf(first.PlacementGroupId); n != 1 {
+		t.Fatalf("the first group was cancelled %d times at the raylets, want once (on its own)", n)
+	}
+	raylets.mu.Lock()
+	raylets.lose = false
+	raylets.mu.Unlock()
+	f.round()
+	f.checkCreatedIsWhole(second.PlacementGroupId)
+	f.checkViewMatchesRebuilt("after the lost call")
+}
