@@ -5,12 +5,15 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,21 +38,45 @@ var (
 )
 
 // Binary returns the path of a raygo binary built from this checkout (once per process).
+// Every test process of one checkout shares the path, in the temporary directory: each
+// builds to a file of its own and renames it over the path, so nothing accumulates from
+// run to run, and a process still running the binary it replaced keeps running it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "raygo-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "raygo")
-		buildErr = goBuild("github.com/raygo-dev/raygo/cmd/raygo", binPath)
+		binPath, buildErr = buildShared("github.com/raygo-dev/raygo/cmd/raygo", "raygo")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// buildShared builds pkg into the checkout's shared binary directory under name (see
+// Binary) and returns the path.
+func buildShared(pkg, name string) (string, error) {
+	_, self, _, _ := runtime.Caller(0)
+	checkout := filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	sum := sha256.Sum256([]byte(checkout))
+	dir := filepath.Join(os.TempDir(), "raygo-test-bin-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	own, err := os.CreateTemp(dir, name+".*.building")
+	if err != nil {
+		return "", err
+	}
+	own.Close()
+	if err := goBuild(pkg, own.Name()); err != nil {
+		os.Remove(own.Name())
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	if err := os.Rename(own.Name(), out); err != nil {
+		os.Remove(own.Name())
+		return "", err
+	}
+	return out, nil
 }
 
 // GoBuild builds the Go package pkg into the executable out.
