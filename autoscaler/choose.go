@@ -52,8 +52,9 @@ type typeCache struct {
 	rejects map[cacheKey]bool
 	// templateRows are templateNodes' rows per type.
 	templateRows map[*NodeType][]placement.Node
-	// passes counts the decision's greedy passes (the search's budget, maxSearchPasses).
-	passes int
+	// passes counts the decision's greedy passes; the search stops trying plans at
+	// limit (maxSearchPasses).
+	passes, limit int
 }
 
 type cacheKey struct{ demand, typ string }

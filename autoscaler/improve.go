@@ -31,8 +31,12 @@ const (
 	maxSearchTypes   = 32
 	// maxSearchRounds is how many times the search may move to a cheaper plan.
 	maxSearchRounds = 4
-	// maxSearchPasses bounds the greedy passes of one decision: the search and the
-	// pilot stop trying plans once the decision has made that many.
+	// maxSearchPasses bounds the greedy passes of one decision: the search, the fills
+	// and the pilot stop trying plans once the decision has made that many. Each
+	// starting point may use passes up to its own mark (counted from the decision's
+	// start), so the first ones cannot leave nothing for the others: the search from the
+	// greedy plan up to 60, from the gangs-first plan up to 100, the fills up to 150,
+	// the pilots up to maxSearchPasses.
 	maxSearchPasses = 300
 )
 
@@ -108,7 +112,7 @@ func improve(in Input, cache *typeCache, best *planner) *planner {
 		}
 		var found *planner
 		for _, seeds := range best.moves(nodes) {
-			if cache.passes >= maxSearchPasses {
+			if cache.passes >= cache.limit {
 				break
 			}
 			candidate := greedy(in, cache, seeds, best.order)
@@ -209,7 +213,7 @@ func pilot(in Input, cache *typeCache, base *planner) *planner {
 		var step *planner
 		var stepType *NodeType
 		for _, t := range base.sortedTypes {
-			if t.Unavailable || cache.passes >= maxSearchPasses {
+			if t.Unavailable || cache.passes >= cache.limit {
 				continue
 			}
 			candidate := greedy(in, cache, append(slices.Clip(seeds), t), base.order)
@@ -371,7 +375,7 @@ func (p *planner) fills(in Input) [][]*NodeType {
 func fill(in Input, cache *typeCache, base *planner) *planner {
 	best := base
 	for _, seeds := range base.fills(in) {
-		if cache.passes >= maxSearchPasses {
+		if cache.passes >= cache.limit {
 			break
 		}
 		if candidate := greedy(in, cache, seeds, base.order); candidate.improves(best, base) {

@@ -47,6 +47,7 @@ func Decide(in Input) Plan {
 // placed on).
 func decide(in Input) (Plan, *planner) {
 	cache := newTypeCache()
+	cache.limit = 60
 	first := greedy(in, cache, nil, servingOrder)
 	p := improve(in, cache, first)
 	if p.demands == 0 || p.demands > maxSearchDemands {
@@ -60,10 +61,13 @@ func decide(in Input) (Plan, *planner) {
 	//     to new ones);
 	//   - the demand on nodes of one or two types (fill);
 	//   - in both orders, the plan built node by node (pilot).
-	// All of it shares one budget of greedy passes (maxSearchPasses).
+	// All of it shares one budget of greedy passes (maxSearchPasses), in stages.
+	cache.limit = 100
 	starts := []*planner{first, greedy(in, cache, nil, groupsFirst)}
 	p = cheapestServing(p, improve(in, cache, starts[1]))
+	cache.limit = 150
 	p = cheapestServing(p, improve(in, cache, fill(in, cache, first)))
+	cache.limit = maxSearchPasses
 	for _, start := range starts {
 		p = cheapestServing(p, improve(in, cache, pilot(in, cache, start)))
 	}
