@@ -345,7 +345,7 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	bundles := original.Bundles
 	for index := 0; index < len(bundles); {
 		bundle := bundles[index]
-		// Gangs are mostly runs of equal bundles (often one map): the bundles like this
+		// Gangs are mostly runs of equal bundles: the bundles like this
 		// one that follow it (without selectors) are this bundle again.
 		end := index + 1
 		if len(request.BundleLabelSelectors) == 0 {
