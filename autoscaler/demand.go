@@ -2,7 +2,6 @@ package autoscaler
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,32 +233,17 @@ func alikeKey(key []byte, request placement.Request) ([]byte, bool) {
 	if len(request.BundleLabelSelectors) > 0 {
 		return key, false
 	}
-	// The first bundle's amounts are read once; each other bundle is then checked by
-	// lookups (gangs have up to hundreds of bundles, each a small map).
-	first := request.Bundles[0]
-	type entry struct {
-		name   string
-		amount resources.Amount
-	}
-	var buffer [8]entry
-	entries := buffer[:0]
-	for name, amount := range first {
-		entries = append(entries, entry{name, amount})
-	}
+	var buffer [8]setEntry
+	first := entriesOf(buffer[:0], request.Bundles[0])
 	for _, bundle := range request.Bundles[1:] {
-		if len(bundle) != len(entries) {
+		if !first.sameAs(bundle) {
 			return key, false
-		}
-		for _, e := range entries {
-			if amount, ok := bundle[e.name]; !ok || amount != e.amount {
-				return key, false
-			}
 		}
 	}
 	key = append(append(key, request.Strategy...), '|')
 	key = append(append(key, request.Topology...), '|')
 	key = append(strconv.AppendInt(key, int64(len(request.Bundles)), 10), '|')
-	return appendAmounts(key, first), true
+	return appendAmounts(key, request.Bundles[0]), true
 }
 
 // servingOrder merges the groups and shapes, each in collectDemand's order, into the
@@ -343,13 +327,15 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	key.WriteByte('|')
 	var seen []string // the distinct bundles' texts: gangs have few
 	bundles := original.Bundles
+	var entries [8]setEntry
 	for index := 0; index < len(bundles); {
 		bundle := bundles[index]
+		same := entriesOf(entries[:0], bundle)
 		// Gangs are mostly runs of equal bundles: the bundles like this
 		// one that follow it (without selectors) are this bundle again.
 		end := index + 1
 		if len(request.BundleLabelSelectors) == 0 {
-			for end < len(bundles) && sameSet(bundles[end], bundle) {
+			for end < len(bundles) && same.sameAs(bundles[end]) {
 				end++
 			}
 		}
@@ -357,7 +343,8 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		d.gpus += run * bundle[resources.GPU]
 		d.cpus += run * bundle[resources.CPU]
 		counted := countedMIG(bundle)
-		if !sameSet(counted, bundle) && !copied {
+		renamed := !same.sameAs(counted)
+		if renamed && !copied {
 			request.Bundles, copied = slices.Clone(original.Bundles), true
 		}
 		if copied {
@@ -365,7 +352,7 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 				request.Bundles[i] = counted
 			}
 		}
-		if bundle[resources.GPU] > 0 || !sameSet(counted, bundle) {
+		if bundle[resources.GPU] > 0 || renamed {
 			d.anyGPU = true
 		}
 		var buffer [64]byte
@@ -391,9 +378,35 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 	return d
 }
 
-// sameSet: the sets are equal.
-func sameSet(a, b resources.Set) bool {
-	return maps.Equal(a, b)
+// setEntries are a set's amounts read once, to compare many sets with it by lookups
+// (sameAs): a gang has up to hundreds of bundles, each a small map, and iterating a map
+// costs more than looking names up in it.
+type setEntries []setEntry
+
+type setEntry struct {
+	name   string
+	amount resources.Amount
+}
+
+// entriesOf appends the set's entries to buffer.
+func entriesOf(buffer []setEntry, set resources.Set) setEntries {
+	for name, amount := range set {
+		buffer = append(buffer, setEntry{name, amount})
+	}
+	return buffer
+}
+
+// sameAs: the set has exactly these entries.
+func (e setEntries) sameAs(set resources.Set) bool {
+	if len(set) != len(e) {
+		return false
+	}
+	for _, entry := range e {
+		if amount, ok := set[entry.name]; !ok || amount != entry.amount {
+			return false
+		}
+	}
+	return true
 }
 
 // appendAmounts appends the set's amounts in name order (a set has few names: sorted
