@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,8 +38,7 @@ func TestQueuesChargeActorsAndTasksOutsideGroups(t *testing.T) {
 	if err := os.WriteFile(file, []byte(teamGPUQueue), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := harness.FreePort(t)
-	c := harness.StartHead(t, "--num-cpus", "2", "--queues", file, "--dashboard-port", strconv.Itoa(port))
+	c := harness.StartHead(t, "--num-cpus", "2", "--queues", file, "--dashboard-port", "0")
 	c.AddNode("--gpu-sim", "dgx-h100", "--num-cpus", "8")
 	ctx := testContext(t)
 	client, err := sdk.Connect(ctx, sdk.Options{Address: c.GCSAddress, Namespace: "team"})
@@ -138,7 +136,7 @@ func TestQueuesChargeActorsAndTasksOutsideGroups(t *testing.T) {
 	if status, stderr, code := c.Run("status"); code != 0 || !strings.Contains(status, "actor_"+actors[2].ID[:8]) || !strings.Contains(status, `QuotaExceeded in queue "team"`) {
 		t.Errorf("raygo status (exit %d, %s) does not show the third actor waiting with QuotaExceeded:\n%s", code, stderr, status)
 	}
-	metrics := get(t, fmt.Sprintf("127.0.0.1:%d", port), "/metrics")
+	metrics := get(t, c.DashboardAddress(t, ""), "/metrics")
 	if !strings.Contains(metrics, `raygo_pending_actors{reason="QuotaExceeded"} 1`) {
 		t.Errorf("metrics lack one actor pending with QuotaExceeded:\n%s", grepLines(metrics, "raygo_pending_actors"))
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -67,10 +66,9 @@ func startWaitOrPreempt(t *testing.T, name string, expectedLaunchS, gpuMax int, 
 	if err := os.WriteFile(queues, []byte(teamQueueYAML(preemptionDelay)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dashboard := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
 	a := startAutoscaled(t, waitOrPreemptYAML(name, expectedLaunchS, gpuMax), "--num-gpus", "4", "--queues", queues,
-		"--dashboard-port", dashboard[len("127.0.0.1:"):])
-	return a, dashboard
+		"--dashboard-port", "0")
+	return a, a.DashboardAddress(t, "")
 }
 
 // decisions is the head's raygo_preemption_decisions_total of the cause (0 when absent).

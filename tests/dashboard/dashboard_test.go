@@ -11,12 +11,10 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,16 +78,25 @@ func list(t *testing.T, base, path string, headers ...string) listReply {
 // startCluster starts a head serving the dashboard (with one queue) and one simulated
 // DGX H100 whose GPU 7 is in MIG mode, sampling its GPUs' activity every 200ms; it returns the cluster and the dashboard's host:port once both nodes are
 // listed.
+// The head picks its dashboard port (harness.Cluster.DashboardAddress); with auth on,
+// the GCS is asked with the token from the token file of env's HOME.
 func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
 	t.Helper()
-	port := harness.FreePort(t)
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte("queues:\n  - name: everyone\n    namespaces: [\"*\"]\n    resources:\n      GPU: {nominalQuota: 6}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
+	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", "0", "--queues", queues)
 	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on", "--gpu-activity-interval", "200ms")
-	return c, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	token := ""
+	for _, kv := range env {
+		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
+			if raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token")); err == nil {
+				token = strings.TrimSpace(string(raw))
+			}
+		}
+	}
+	return c, c.DashboardAddress(t, token)
 }
 
 // gpus is a bundle of n whole GPUs.

@@ -282,6 +282,30 @@ func Dial(t testing.TB, addr string) *ClientConn {
 		Jobs: pb.NewJobInfoServiceClient(conn), NodeManager: pb.NewNodeManagerServiceClient(conn)}
 }
 
+// DashboardAddress asks the GCS where the head serves its dashboard. Start heads with
+// `--dashboard-port 0` (the head picks a free port) and read it here: a port chosen by
+// the test and passed to the head can be taken by another test's process meanwhile, and
+// a taken dashboard port is only a warning. token is the cluster token with auth on, ""
+// otherwise.
+func (c *Cluster) DashboardAddress(t testing.TB, token string) string {
+	t.Helper()
+	conn, err := rpcutil.Dial(c.GCSAddress, rpcutil.DialOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := pb.NewNodeInfoServiceClient(conn).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
+	if err != nil {
+		t.Fatalf("GetClusterInfo: %v", err)
+	}
+	if info.DashboardAddress == "" {
+		t.Fatal("the head serves no dashboard")
+	}
+	return info.DashboardAddress
+}
+
 // ClientConn bundles the service clients of one connection.
 type ClientConn struct {
 	Nodes       pb.NodeInfoServiceClient

@@ -29,15 +29,14 @@ import (
 // source) give the gang the same reason code.
 func TestHeadMetricsShowFragmentationAndWhyWorkWaits(t *testing.T) {
 	t.Parallel()
-	port := harness.FreePort(t)
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte("queues:\n  - name: everyone\n    namespaces: [\"*\"]\n    resources:\n      GPU: {nominalQuota: 64}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.StartHead(t, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(port), "--queues", queues)
+	c := harness.StartHead(t, "--num-cpus", "4", "--dashboard-port", "0", "--queues", queues)
 	c.AddNode("--gpu-sim", "dgx-h100")
 	c.AddNode("--gpu-sim", "dgx-h100")
-	dashboard := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	dashboard := c.DashboardAddress(t, "")
 	pgs := harness.DialPlacementGroups(t, c.GCSAddress)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
