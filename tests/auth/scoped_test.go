@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,7 +136,7 @@ func TestScopedTokensIsolateTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	redis := redisserver.Start(t)
-	c, admin := startAuthHead(t, nil, "--num-cpus", "4", "--dashboard-port", strconv.Itoa(harness.FreePort(t)),
+	c, admin := startAuthHead(t, nil, "--num-cpus", "4", "--dashboard-port", "0",
 		"--store", "redis", "--redis-address", redis.Addr, "--redis-namespace", "scoped-tokens", "--queues", queues)
 
 	tokenA := issue(t, c, admin, "queue:a")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func TestWithTLSTheDashboardServesOnlyHTTPS(t *testing.T) {
 		name, value, _ := strings.Cut(kv, "=")
 		t.Setenv(name, value)
 	}
-	c, token := startAuthHead(t, certs.Env(), "--num-cpus", "2", "--dashboard-port", strconv.Itoa(harness.FreePort(t)))
+	c, token := startAuthHead(t, certs.Env(), "--num-cpus", "2", "--dashboard-port", "0")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	info, err := pb.NewNodeInfoServiceClient(dialWith(t, c.GCSAddress, token)).GetClusterInfo(ctx, &pb.GetClusterInfoRequest{})
