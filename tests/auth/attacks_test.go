@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,11 +62,7 @@ func startAttacked(tb testing.TB) *attacked {
 	a := &attacked{home: tb.TempDir()}
 	a.c = harness.StartHeadWithEnv(tb, []string{"HOME=" + a.home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "8")
 	a.worker = a.c.AddNode("--num-cpus", "8") // the same HOME: it finds the token the head saved
-	raw, err := os.ReadFile(filepath.Join(a.home, ".raygo", "auth_token"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a.admin = strings.TrimSpace(string(raw))
+	a.admin = harness.HeadToken(tb, a.home)
 	a.tenant = issue(tb, a.c, a.admin, "queue:a")
 	a.node = issue(tb, a.c, a.admin, "node")
 	a.adminConn = dialWith(tb, a.c.GCSAddress, a.admin)

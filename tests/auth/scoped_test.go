@@ -91,11 +91,7 @@ func startAuthHead(t *testing.T, env []string, extra ...string) (*harness.Cluste
 	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
 	home := t.TempDir()
 	c := harness.StartHeadWithEnv(t, append(append([]string{}, env...), "HOME="+home, "RAYGO_AUTH_MODE=token"), extra...)
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, strings.TrimSpace(string(raw))
+	return c, harness.HeadToken(t, home)
 }
 
 // tenantWork is what one tenant made through the SDK with its own token: a group and

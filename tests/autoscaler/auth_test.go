@@ -23,11 +23,7 @@ func TestWithAuthOnTheAutoscalerAndTheNodesItLaunchesHoldANodeToken(t *testing.T
 	home := t.TempDir()
 	yaml := clusterYAML("auth", 2, 0, 60)
 	c := harness.StartHeadWithEnv(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, "--num-cpus", "1", "--autoscaling-config", writeYAML(t, yaml))
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := strings.TrimSpace(string(raw))
+	cluster := harness.HeadToken(t, home)
 	t.Setenv("RAYGO_AUTH_TOKEN", cluster)
 	a := watchAutoscaled(t, c, yaml)
 

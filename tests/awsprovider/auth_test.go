@@ -37,11 +37,7 @@ func TestWithAuthOnTheUserDataCarriesANodeTokenAndNotTheClusterToken(t *testing.
 	t.Setenv("RAYGO_AUTH_TOKEN_PATH", "")
 	home := t.TempDir()
 	head := harness.StartHeadWithEnv(t, append([]string{"HOME=" + home, "RAYGO_AUTH_MODE=token"}, c.env...), "--num-cpus", "1", "--autoscaling-config", path)
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := strings.TrimSpace(string(raw))
+	cluster := harness.HeadToken(t, home)
 	t.Setenv("RAYGO_AUTH_TOKEN", cluster)
 	gcs := dialGCS(t, head.GCSAddress)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -76,27 +76,26 @@ func list(t *testing.T, base, path string, headers ...string) listReply {
 }
 
 // startCluster starts a head serving the dashboard (with one queue) and one simulated
-// DGX H100 whose GPU 7 is in MIG mode, sampling its GPUs' activity every 200ms; it returns the cluster and the dashboard's host:port once both nodes are
-// listed.
-// The head picks its dashboard port (harness.Cluster.DashboardAddress); with auth on,
-// the GCS is asked with the token from the token file of env's HOME.
-func startCluster(t *testing.T, env []string) (*harness.Cluster, string) {
+// DGX H100 whose GPU 7 is in MIG mode, sampling its GPUs' activity every 200ms; it
+// returns the cluster and the dashboard's host:port once both nodes are listed. With
+// authHome set, auth is on with HOME=authHome, and the cluster token is returned too.
+// The head picks its dashboard port (harness.Cluster.DashboardAddress).
+func startCluster(t *testing.T, authHome string) (c *harness.Cluster, dashboard, token string) {
 	t.Helper()
 	queues := filepath.Join(t.TempDir(), "queues.yaml")
 	if err := os.WriteFile(queues, []byte("queues:\n  - name: everyone\n    namespaces: [\"*\"]\n    resources:\n      GPU: {nominalQuota: 6}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", "0", "--queues", queues)
-	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on", "--gpu-activity-interval", "200ms")
-	token := ""
-	for _, kv := range env {
-		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
-			if raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token")); err == nil {
-				token = strings.TrimSpace(string(raw))
-			}
-		}
+	var env []string
+	if authHome != "" {
+		env = []string{"HOME=" + authHome, "RAYGO_AUTH_MODE=token"}
 	}
-	return c, c.DashboardAddress(t, token)
+	c = harness.StartHeadWithEnv(t, env, "--num-cpus", "4", "--dashboard-port", "0", "--queues", queues)
+	c.AddNode("--gpu-sim", "dgx-h100", "--mig", "7:on", "--gpu-activity-interval", "200ms")
+	if authHome != "" {
+		token = harness.HeadToken(t, authHome)
+	}
+	return c, c.DashboardAddress(t, token), token
 }
 
 // gpus is a bundle of n whole GPUs.
@@ -119,7 +118,7 @@ func createGroup(t *testing.T, c *harness.Cluster, name, strategy string, bundle
 
 func TestDashboard(t *testing.T) {
 	t.Parallel()
-	c, dashboard := startCluster(t, nil)
+	c, dashboard, _ := startCluster(t, "")
 	harness.Eventually(t, 30*time.Second, "both nodes listed", func() error {
 		if got := list(t, dashboard, "/api/v0/nodes"); *got.Data.Result.Total != 2 {
 			return fmt.Errorf("%d nodes", *got.Data.Result.Total)
@@ -351,13 +350,7 @@ func testPagesLive(t *testing.T, c *harness.Cluster, dashboard string) {
 // works.
 func TestDashboardNeedsTheToken(t *testing.T) {
 	t.Parallel()
-	home := t.TempDir()
-	_, dashboard := startCluster(t, []string{"HOME=" + home, "RAYGO_AUTH_MODE=token"})
-	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(raw))
+	_, dashboard, token := startCluster(t, t.TempDir())
 
 	paths := []string{"/", "/dashboard/", "/dashboard/app.js", "/dashboard/style.css", "/metrics",
 		"/api/v0/nodes", "/api/v0/placement_groups", "/api/v0/actors", "/api/v0/jobs", "/api/v0/cluster_status", "/api/raygo/queues", "/api/raygo/decision_latency",

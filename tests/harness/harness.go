@@ -282,6 +282,17 @@ func Dial(t testing.TB, addr string) *ClientConn {
 		Jobs: pb.NewJobInfoServiceClient(conn), NodeManager: pb.NewNodeManagerServiceClient(conn)}
 }
 
+// HeadToken is the cluster token a head started with RAYGO_AUTH_MODE=token and HOME=home
+// saved in home's token file.
+func HeadToken(t testing.TB, home string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(home, ".raygo", "auth_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
+}
+
 // DashboardAddress asks the GCS where the head serves its dashboard. Start heads with
 // `--dashboard-port 0` (the head picks a free port) and read it here: a port chosen by
 // the test and passed to the head can be taken by another test's process meanwhile, and
