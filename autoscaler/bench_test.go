@@ -58,8 +58,8 @@ var benchBundles = []resources.Set{
 }
 
 // benchInput is a seeded planning input: 200 running nodes (half busy), 10,000 pending
-// demands: 60% task shapes, 40% placement groups of 2–64 bundles over the four
-// strategies.
+// demands: 60% tasks of 1–4 instances each (counted by shape and selector, as the GCS
+// reports them), 40% placement groups of 2–64 bundles over the four strategies.
 func benchInput(seed uint64) Input {
 	return sizedBenchInput(seed, benchDemands, benchRunning)
 }
@@ -78,6 +78,9 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 			in.Nodes = append(in.Nodes, running(id, t, time.Duration(rng.IntN(30))*time.Minute))
 		}
 	}
+	// Tasks and actors come counted by shape and selector, as the GCS reports them
+	// (ResourceRequestByCount): the index of each one's entry in in.Shapes.
+	shapeEntries := map[string]int{}
 	for i := range demands {
 		if rng.IntN(10) < 6 {
 			// Every demand has maps of its own, as the GCS's report decodes them.
@@ -85,6 +88,12 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 			if rng.IntN(10) == 0 {
 				s.LabelSelector = map[string]string{"zone": "a"}
 			}
+			key := s.Shape.String() + fmt.Sprint(s.LabelSelector)
+			if entry, ok := shapeEntries[key]; ok {
+				in.Shapes[entry].Count += s.Count
+				continue
+			}
+			shapeEntries[key] = len(in.Shapes)
 			in.Shapes = append(in.Shapes, s)
 			continue
 		}
