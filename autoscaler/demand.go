@@ -147,7 +147,7 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 			groups = append(groups, d)
 			continue
 		}
-		d := newDemand(group.ID, request, 1, false)
+		d := newDemandRepeated(group.ID, request, 1, false, ok)
 		if ok {
 			alike[string(buffer)] = d
 		}
@@ -156,7 +156,13 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 	merged := make(map[string]*demand)
 	var key []byte
 	for _, shape := range in.Shapes {
-		if shape.Reason.HeldByAdmission() || shape.Count <= 0 || shape.Shape.IsZero() {
+		if shape.Reason.HeldByAdmission() || shape.Count <= 0 {
+			continue
+		}
+		// The shape's map is read once, for both the zero test and the key.
+		var buffer [8]setEntry
+		entries := entriesOf(buffer[:0], shape.Shape)
+		if entries.zero() {
 			continue
 		}
 		selector, err := nodelabel.ParseSelector(shape.LabelSelector)
@@ -166,7 +172,7 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 		}
 		// Shapes are merged by their exact amounts and selector (what their name says),
 		// written without allocating: large inputs list thousands.
-		key = appendAmounts(key[:0], shape.Shape)
+		key = entries.appendSorted(key[:0])
 		if len(selector) > 0 {
 			key = append(append(key, '|'), selector.String()...)
 		}
@@ -243,7 +249,7 @@ func alikeKey(key []byte, request placement.Request) ([]byte, bool) {
 	key = append(append(key, request.Strategy...), '|')
 	key = append(append(key, request.Topology...), '|')
 	key = append(strconv.AppendInt(key, int64(len(request.Bundles)), 10), '|')
-	return appendAmounts(key, request.Bundles[0]), true
+	return first.appendSorted(key), true
 }
 
 // servingOrder merges the groups and shapes, each in collectDemand's order, into the
@@ -308,6 +314,12 @@ func unplacedPart(request placement.Request) placement.Request {
 }
 
 func newDemand(name string, original placement.Request, count int, shape bool) *demand {
+	return newDemandRepeated(name, original, count, shape, false)
+}
+
+// newDemandRepeated is newDemand for a request the caller knows to be one bundle
+// repeated (repeated: alikeKey said so), which it then does not read again.
+func newDemandRepeated(name string, original placement.Request, count int, shape, repeated bool) *demand {
 	request := original
 	request.PlacedBundles = nil
 	request.Workload = nil
@@ -334,7 +346,9 @@ func newDemand(name string, original placement.Request, count int, shape bool) *
 		// Gangs are mostly runs of equal bundles: the bundles like this
 		// one that follow it (without selectors) are this bundle again.
 		end := index + 1
-		if len(request.BundleLabelSelectors) == 0 {
+		if repeated {
+			end = len(bundles)
+		} else if len(request.BundleLabelSelectors) == 0 {
 			for end < len(bundles) && same.sameAs(bundles[end]) {
 				end++
 			}
@@ -409,18 +423,33 @@ func (e setEntries) sameAs(set resources.Set) bool {
 	return true
 }
 
-// appendAmounts appends the set's amounts in name order (a set has few names: sorted
-// in place, without allocating).
-func appendAmounts(key []byte, set resources.Set) []byte {
-	var buffer [16]string
-	names := buffer[:0]
-	for name := range set {
-		names = append(names, name)
+// zero: every amount is 0 (as resources.Set.IsZero).
+func (e setEntries) zero() bool {
+	for _, entry := range e {
+		if entry.amount != 0 {
+			return false
+		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		key = append(key, name...)
-		key = append(strconv.AppendInt(append(key, '='), int64(set[name]), 10), ',')
+	return true
+}
+
+// appendSorted appends the entries in name order, as "name=amount," each, sorting them
+// in place (a set has few names).
+func (e setEntries) appendSorted(key []byte) []byte {
+	for i := 1; i < len(e); i++ {
+		for j := i; j > 0 && e[j].name < e[j-1].name; j-- {
+			e[j], e[j-1] = e[j-1], e[j]
+		}
+	}
+	for _, entry := range e {
+		key = append(key, entry.name...)
+		key = append(strconv.AppendInt(append(key, '='), int64(entry.amount), 10), ',')
 	}
 	return key
+}
+
+// appendAmounts appends the set's amounts in name order, without allocating.
+func appendAmounts(key []byte, set resources.Set) []byte {
+	var buffer [16]setEntry
+	return entriesOf(buffer[:0], set).appendSorted(key)
 }
