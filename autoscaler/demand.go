@@ -197,19 +197,19 @@ func collectDemand(in Input) (groups, shapes []*demand, bad []Infeasible) {
 }
 
 // sortGroups orders groups as collectDemand says: the largest GPU ask first, then the
-// most bundles, then CPU, then id. Large plans sort thousands: the keys are copied into
-// one array (no pointer chasing), comparisons stop at the first difference, and the
-// input order breaks the last ties, so the unstable sort gives the stable order.
+// most bundles, then CPU, then id. Large plans sort thousands: the numeric keys are
+// copied into one array of small entries (moved cheaply, read without pointer chasing),
+// names are read only on ties, and the input order breaks the last ties, so the unstable
+// sort gives the stable order.
 func sortGroups(groups []*demand) {
 	type entry struct {
 		gpus, cpus resources.Amount
-		bundles    int
-		name       string
-		index      int
+		bundles    int32
+		index      int32
 	}
 	entries := make([]entry, len(groups))
 	for i, d := range groups {
-		entries[i] = entry{d.gpus, d.cpus, len(d.request.Bundles), d.name, i}
+		entries[i] = entry{d.gpus, d.cpus, int32(len(d.request.Bundles)), int32(i)}
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
 		if a.gpus != b.gpus {
@@ -221,7 +221,7 @@ func sortGroups(groups []*demand) {
 		if a.cpus != b.cpus {
 			return cmp.Compare(b.cpus, a.cpus)
 		}
-		if c := strings.Compare(a.name, b.name); c != 0 {
+		if c := strings.Compare(groups[a.index].name, groups[b.index].name); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.index, b.index)
