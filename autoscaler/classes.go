@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strconv"
@@ -132,7 +133,7 @@ func classesApply(groups, shapes []*demand) bool {
 				}
 			}
 		}
-		if !d.shape && d.request.Strategy != placement.StrategyStrictPack && len(d.distinct) != 1 {
+		if !d.shape && d.request.Strategy == placement.StrategyStrictSpread && len(d.distinct) != 1 {
 			return false
 		}
 	}
@@ -653,33 +654,113 @@ func (cp *classPool) addNew(p *planner, t *NodeType, d *demand, per, nodes int) 
 // bundleDemand is a gang of equal bundles' bundle as a demand of its own (a shape of
 // one). Gangs alike share it (cp may be nil).
 func bundleDemand(d *demand, cp *classPool) *demand {
-	if d.bundle == nil && cp != nil {
-		d.bundle = cp.bundles[d.firstText]
-	}
 	if d.bundle == nil {
-		single := placement.Request{Bundles: d.original.Bundles[:1:1], Strategy: placement.StrategyPack}
-		if len(d.original.BundleLabelSelectors) > 0 {
-			single.BundleLabelSelectors = d.original.BundleLabelSelectors[:1:1]
-		}
-		d.bundle = newDemand(d.name, single, 1, true)
-		if cp != nil {
-			cp.bundles[d.firstText] = d.bundle
-		}
+		d.bundle = runDemand(d, cp, d.runs[0])
 	}
 	return d.bundle
 }
 
+// runDemand is the bundle of one of d's runs as a demand of its own (a shape of one),
+// shared by all runs of the same bundle and selector (cp may be nil).
+func runDemand(d *demand, cp *classPool, run bundleRun) *demand {
+	if cp != nil {
+		if shared, ok := cp.bundles[run.text]; ok {
+			return shared
+		}
+	}
+	single := placement.Request{Bundles: d.original.Bundles[run.start : run.start+1 : run.start+1], Strategy: placement.StrategyPack}
+	if len(d.original.BundleLabelSelectors) > 0 {
+		single.BundleLabelSelectors = d.original.BundleLabelSelectors[run.start : run.start+1 : run.start+1]
+	}
+	out := newDemand(d.name, single, 1, true)
+	if cp != nil {
+		cp.bundles[run.text] = out
+	}
+	return out
+}
+
 // planGroupByClass is planGroup on the class pool: a STRICT_PACK on one node, any other
-// gang (of equal bundles) counted onto open nodes, then the cheapest new nodes.
+// gang counted onto open nodes, then the cheapest new nodes, one run of equal bundles
+// after the other (PACK and SPREAD put no bundle's node in relation to another's, and a
+// STRICT_SPREAD planned by classes is of equal bundles: classesApply).
 func (p *planner) planGroupByClass(d *demand) {
 	cp := p.classes
 	if d.request.Strategy == placement.StrategyStrictPack {
 		p.planStrictPackByClass(d)
 		return
 	}
-	bundle := bundleDemand(d, cp)
 	spread := d.request.Strategy == placement.StrategyStrictSpread
-	n := len(d.request.Bundles)
+	runs := d.runs
+	if len(runs) > 1 {
+		if runs = p.runsInOrder(d); runs == nil {
+			return
+		}
+	}
+	for _, run := range runs {
+		bundle := runDemand(d, cp, run)
+		if run.start == 0 {
+			bundle = bundleDemand(d, cp)
+		}
+		if !p.planRunByClass(d, bundle, run.end-run.start, spread) {
+			return
+		}
+	}
+	p.served[d.name] = 1
+}
+
+// runsInOrder is the order in which a gang of unlike bundles (PACK or SPREAD) is planned
+// run by run, the largest bundles first, all or nothing without undoing a run once
+// planned; nil, with the gang
+// reported unheld, when that cannot be made sure of. A run whose bundle some type holds
+// with room for the whole gang can always be planned, whatever the runs before it took.
+// At most one other run may remain, planned first and only if the open nodes hold it
+// now. (A gang that fits only under tighter limits, or only on the open nodes with two
+// or more such runs, is reported unheld, where the node-by-node plan might place it.)
+func (p *planner) runsInOrder(d *demand) []bundleRun {
+	cp := p.classes
+	var limits limitTracker
+	var held, unsure []bundleRun
+	for _, run := range d.runs {
+		room := false
+		for _, fresh := range cp.freshTypes(p, runDemand(d, cp, run), false) {
+			if fresh.t.Unavailable || p.allowance(fresh.t) < len(d.request.Bundles) {
+				limits.note(p.limitReason(fresh.t))
+				continue
+			}
+			room = true
+			break
+		}
+		if room {
+			held = append(held, run)
+		} else {
+			unsure = append(unsure, run)
+		}
+	}
+	// The largest bundles first, as placement packs a gang: the smaller ones then fit in
+	// what the nodes launched for the larger ones leave (a trainer's CPU bundle beside
+	// its workers' GPUs).
+	slices.SortStableFunc(held, func(a, b bundleRun) int {
+		x, y := runDemand(d, cp, a), runDemand(d, cp, b)
+		return cmp.Or(cmp.Compare(y.gpus, x.gpus), cmp.Compare(y.cpus, x.cpus))
+	})
+	if len(unsure) == 0 {
+		return held
+	}
+	if len(unsure) == 1 {
+		run := unsure[0]
+		if _, open := cp.capacity(runDemand(d, cp, run), false, run.end-run.start); open >= run.end-run.start {
+			return append(unsure, held...)
+		}
+	}
+	cp.reportUnheld(p, d, limits)
+	return nil
+}
+
+// planRunByClass plans n bundles of a gang, each the demand bundle, onto open nodes,
+// then onto the fewest new nodes of the cheapest type; false (reported unheld) when no
+// type can take them.
+func (p *planner) planRunByClass(d, bundle *demand, n int, spread bool) bool {
+	cp := p.classes
 	running, open := cp.capacity(bundle, spread, n)
 	if open >= n {
 		kind := kindPlanned
@@ -687,8 +768,7 @@ func (p *planner) planGroupByClass(d *demand) {
 			kind = kindRunning
 		}
 		cp.fill(p, bundle, kind, spread, n)
-		p.served[d.name] = 1
-		return
+		return true
 	}
 	var best option // best.t nil: none yet
 	var bestPer int
@@ -710,7 +790,7 @@ func (p *planner) planGroupByClass(d *demand) {
 	}
 	if best.t == nil {
 		cp.reportUnheld(p, d, limits)
-		return
+		return false
 	}
 	cp.fill(p, bundle, kindPlanned, spread, open)
 	rest := n - open
@@ -718,7 +798,7 @@ func (p *planner) planGroupByClass(d *demand) {
 	cp.addNew(p, best.t, bundle, bestPer, full)
 	cp.addNew(p, best.t, bundle, rest-full*bestPer, min(1, rest-full*bestPer))
 	p.launch(best.t, best.nodes, d.name)
-	p.served[d.name] = 1
+	return true
 }
 
 // planStrictPackByClass places a STRICT_PACK on the first open node that holds it whole

@@ -50,8 +50,9 @@ type demand struct {
 	// key identifies the request for the planner's caches: two demands with the same
 	// key place the same way on the same nodes.
 	key string
-	// firstText is the first bundle's text in key (with its selector).
-	firstText string
+	// runs are the request's runs of equal bundles (with equal selectors), in order; a
+	// run's text is the bundle's text in key.
+	runs []bundleRun
 	// keyID numbers key in a class plan (classPool.keyID), packID a STRICT_PACK's
 	// bundle and topology (classPool.packMost); 0 until then.
 	keyID, packID int
@@ -374,9 +375,7 @@ func newDemandRepeated(name string, original placement.Request, count int, shape
 		if len(request.BundleLabelSelectors) > 0 {
 			text += request.BundleLabelSelectors[index].String()
 		}
-		if index == 0 {
-			d.firstText = text
-		}
+		d.runs = append(d.runs, bundleRun{start: index, end: end, text: text})
 		key.WriteString(text)
 		key.WriteByte('*')
 		key.WriteString(strconv.Itoa(end - index))
@@ -390,6 +389,12 @@ func newDemandRepeated(name string, original placement.Request, count int, shape
 	d.request = request
 	d.key = key.String()
 	return d
+}
+
+// bundleRun is a run of equal bundles in a request: Bundles[start:end].
+type bundleRun struct {
+	start, end int
+	text       string
 }
 
 // setEntries are a set's amounts read once, to compare many sets with it by lookups
