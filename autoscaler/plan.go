@@ -170,7 +170,7 @@ func newPlanner(in Input) *planner {
 		cache:       newTypeCache(),
 		typeVectors: make(map[*NodeType][]resources.Amount),
 		templates:   make(map[*NodeType]placement.Node),
-		served:      make(map[string]int),
+		served:      make(map[string]int, len(in.Groups)+len(in.Shapes)),
 
 		demandLaunches: make(map[string]int),
 	}
