@@ -120,18 +120,28 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 // decision times (with 20, it was their maximum), the median and the maximum beside it,
 // and the memory one decision allocates on average
 // (autoscaler_plan_alloc_mb, autoscaler_plan_allocs): unlike times, these do not depend
-// on the machine's load. It is not a test and is skipped unless RAYGO_BENCH=1.
+// on the machine's load. The same figures with _trainers after "plan" are for the same
+// inputs with a third of the PACK and SPREAD gangs led by a trainer's bundle
+// (withTrainerBundles): gangs of unlike bundles. It is not a test and is skipped unless
+// RAYGO_BENCH=1.
 func TestPlanLatencyBench(t *testing.T) {
 	benchgate.Require(t)
+	// One decision on an input of its own first, untimed: the autoscaler decides every
+	// tick, so the figure is of a process that has planned before (its heap grown).
+	Decide(benchInput(benchPlans))
+	benchPlanLatency(t, "autoscaler_plan", benchInput)
+	benchPlanLatency(t, "autoscaler_plan_trainers", func(seed uint64) Input { return withTrainerBundles(benchInput(seed)) })
+}
+
+// benchPlanLatency times one decision on each of benchPlans seeded inputs and prints the
+// figures named prefix_p99_ms and so on.
+func benchPlanLatency(t *testing.T, prefix string, input func(seed uint64) Input) {
 	var durations []time.Duration
 	totalLaunches, totalCost := 0, 0.0
 	var allocBytes, allocs uint64
 	var before, after runtime.MemStats
-	// One decision on an input of its own first, untimed: the autoscaler decides every
-	// tick, so the figure is of a process that has planned before (its heap grown).
-	Decide(benchInput(benchPlans))
 	for seed := range uint64(benchPlans) {
-		in := benchInput(seed)
+		in := input(seed)
 		// The input's garbage is collected before the clock starts (as testing.B does
 		// before a benchmark): a decision pays for its own allocation only.
 		runtime.GC()
@@ -145,18 +155,30 @@ func TestPlanLatencyBench(t *testing.T) {
 		launches, cost := launchTotals(in, plan)
 		totalLaunches += launches
 		totalCost += cost
-		t.Logf("seed %d: %v, %d nodes launched over %d types costing %.2f/h, %d terminated, %d infeasible",
-			seed, durations[len(durations)-1], launches, len(plan.Launches), cost, len(plan.Terminations), len(plan.Infeasible))
+		t.Logf("%s seed %d: %v, %d nodes launched over %d types costing %.2f/h, %d terminated, %d infeasible",
+			prefix, seed, durations[len(durations)-1], launches, len(plan.Launches), cost, len(plan.Terminations), len(plan.Infeasible))
 	}
-	t.Logf("all seeds: %d nodes launched costing %.2f/h", totalLaunches, totalCost)
+	t.Logf("%s all seeds: %d nodes launched costing %.2f/h", prefix, totalLaunches, totalCost)
 	slices.Sort(durations)
 	p99 := durations[min(len(durations)-1, (len(durations)*99+99)/100-1)]
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fmt.Printf("BENCH autoscaler_plan_p99_ms %.1f ms\n", ms(p99))
-	fmt.Printf("BENCH autoscaler_plan_p50_ms %.1f ms\n", ms(durations[len(durations)/2]))
-	fmt.Printf("BENCH autoscaler_plan_max_ms %.1f ms\n", ms(durations[len(durations)-1]))
-	fmt.Printf("BENCH autoscaler_plan_alloc_mb %.1f MB\n", float64(allocBytes)/benchPlans/1e6)
-	fmt.Printf("BENCH autoscaler_plan_allocs %d allocs\n", allocs/benchPlans)
+	fmt.Printf("BENCH %s_p99_ms %.1f ms\n", prefix, ms(p99))
+	fmt.Printf("BENCH %s_p50_ms %.1f ms\n", prefix, ms(durations[len(durations)/2]))
+	fmt.Printf("BENCH %s_max_ms %.1f ms\n", prefix, ms(durations[len(durations)-1]))
+	fmt.Printf("BENCH %s_alloc_mb %.1f MB\n", prefix, float64(allocBytes)/benchPlans/1e6)
+	fmt.Printf("BENCH %s_allocs %d allocs\n", prefix, allocs/benchPlans)
+}
+
+// withTrainerBundles gives every third PACK or SPREAD gang (by position) a first bundle
+// of its own, {CPU: 1}, as Ray Train's trainer bundle before its workers' bundles.
+func withTrainerBundles(in Input) Input {
+	for i := range in.Groups {
+		request := &in.Groups[i].Request
+		if (request.Strategy == placement.StrategyPack || request.Strategy == placement.StrategySpread) && i%3 == 0 {
+			request.Bundles[0] = set("CPU", 1)
+		}
+	}
+	return in
 }
 
 // launchTotals is how many nodes a plan launches and what they cost per hour.

@@ -79,24 +79,14 @@ func TestClassPlanProperties(t *testing.T) {
 // leftovers of the nodes launched for groups differs; fewer only when it costs less and
 // spent as much of the budget), and costs at most 0.5% more.
 //
-// The last 4 seeds give a third of the PACK and SPREAD gangs a first bundle of its own,
-// {CPU: 1} (as Ray Train's trainer bundle before its workers'): gangs of unlike bundles,
-// planned by classes one run of equal bundles after the other.
+// The last 4 seeds give a third of the PACK and SPREAD gangs a trainer's bundle
+// (withTrainerBundles): gangs of unlike bundles, planned by classes one run of equal
+// bundles after the other.
 func TestClassPlanAgreesWithRows(t *testing.T) {
 	for seed := range uint64(12) {
 		in := sizedBenchInput(seed, 300+int(seed%8)*70, 20+int(seed%8)*5)
 		if seed >= 8 {
-			mixed := 0
-			for i := range in.Groups {
-				request := &in.Groups[i].Request
-				if (request.Strategy == placement.StrategyPack || request.Strategy == placement.StrategySpread) && i%3 == 0 {
-					request.Bundles[0] = set("CPU", 1)
-					mixed++
-				}
-			}
-			if mixed == 0 {
-				t.Fatal("no gang of unlike bundles")
-			}
+			in = withTrainerBundles(in)
 		}
 		rowsPlan, rows := planWith(t, in, math.MaxInt)
 		classPlan, classes := planWith(t, in, 0)
