@@ -121,7 +121,7 @@ func sizedBenchInput(seed uint64, demands, runningNodes int) Input {
 // and the memory one decision allocates on average
 // (autoscaler_plan_alloc_mb, autoscaler_plan_allocs): unlike times, these do not depend
 // on the machine's load. The same figures with _trainers after "plan" are for the same
-// inputs with a third of the PACK and SPREAD gangs led by a trainer's bundle
+// inputs with a third of the gangs other than STRICT_PACK led by a trainer's bundle
 // (withTrainerBundles): gangs of unlike bundles. It is not a test and is skipped unless
 // RAYGO_BENCH=1.
 func TestPlanLatencyBench(t *testing.T) {
@@ -169,12 +169,13 @@ func benchPlanLatency(t *testing.T, prefix string, input func(seed uint64) Input
 	fmt.Printf("BENCH %s_allocs %d allocs\n", prefix, allocs/benchPlans)
 }
 
-// withTrainerBundles gives every third PACK or SPREAD gang (by position) a first bundle
-// of its own, {CPU: 1}, as Ray Train's trainer bundle before its workers' bundles.
+// withTrainerBundles gives every third gang other than a STRICT_PACK (by position) a
+// first bundle of its own, {CPU: 1}, as Ray Train's trainer bundle before its workers'
+// bundles.
 func withTrainerBundles(in Input) Input {
 	for i := range in.Groups {
 		request := &in.Groups[i].Request
-		if (request.Strategy == placement.StrategyPack || request.Strategy == placement.StrategySpread) && i%3 == 0 {
+		if request.Strategy != placement.StrategyStrictPack && i%3 == 0 {
 			request.Bundles[0] = set("CPU", 1)
 		}
 	}

@@ -133,9 +133,6 @@ func classesApply(groups, shapes []*demand) bool {
 				}
 			}
 		}
-		if !d.shape && d.request.Strategy == placement.StrategyStrictSpread && len(d.distinct) != 1 {
-			return false
-		}
 	}
 	return true
 }
@@ -681,8 +678,10 @@ func runDemand(d *demand, cp *classPool, run bundleRun) *demand {
 
 // planGroupByClass is planGroup on the class pool: a STRICT_PACK on one node, any other
 // gang counted onto open nodes, then the cheapest new nodes, one run of equal bundles
-// after the other (PACK and SPREAD put no bundle's node in relation to another's, and a
-// STRICT_SPREAD planned by classes is of equal bundles: classesApply).
+// after the other. PACK and SPREAD put no bundle's node in relation to another's; a
+// STRICT_SPREAD puts each bundle on a node of its own, and a counted class does not say
+// which of its nodes a run used, so only a STRICT_SPREAD's first run may use open nodes
+// and the others get new nodes.
 func (p *planner) planGroupByClass(d *demand) {
 	cp := p.classes
 	if d.request.Strategy == placement.StrategyStrictPack {
@@ -696,33 +695,34 @@ func (p *planner) planGroupByClass(d *demand) {
 			return
 		}
 	}
-	for _, run := range runs {
+	for i, run := range runs {
 		bundle := runDemand(d, cp, run)
 		if run.start == 0 {
 			bundle = bundleDemand(d, cp)
 		}
-		if !p.planRunByClass(d, bundle, run.end-run.start, spread) {
+		if !p.planRunByClass(d, bundle, run.end-run.start, spread, spread && i > 0) {
 			return
 		}
 	}
 	p.served[d.name] = 1
 }
 
-// runsInOrder is the order in which a gang of unlike bundles (PACK or SPREAD) is planned
-// run by run, the largest bundles first, all or nothing without undoing a run once
-// planned; nil, with the gang
-// reported unheld, when that cannot be made sure of. A run whose bundle some type holds
-// with room for the whole gang can always be planned, whatever the runs before it took.
-// At most one other run may remain, planned first and only if the open nodes hold it
-// now. (A gang that fits only under tighter limits, or only on the open nodes with two
-// or more such runs, is reported unheld, where the node-by-node plan might place it.)
+// runsInOrder is the order in which a gang of unlike bundles is planned run by run, the
+// largest bundles first, all or nothing without undoing a run once planned; nil, with
+// the gang reported unheld, when that cannot be made sure of. A run whose bundle some
+// type holds with room for the whole gang can always be planned, whatever the runs
+// before it took. At most one other run may remain, planned first and only if the open
+// nodes hold it now. (A gang that fits only under tighter limits, or only on the open
+// nodes with two or more such runs, is reported unheld, where the node-by-node plan
+// might place it.)
 func (p *planner) runsInOrder(d *demand) []bundleRun {
 	cp := p.classes
+	spread := d.request.Strategy == placement.StrategyStrictSpread
 	var limits limitTracker
 	var held, unsure []bundleRun
 	for _, run := range d.runs {
 		room := false
-		for _, fresh := range cp.freshTypes(p, runDemand(d, cp, run), false) {
+		for _, fresh := range cp.freshTypes(p, runDemand(d, cp, run), spread) {
 			if fresh.t.Unavailable || p.allowance(fresh.t) < len(d.request.Bundles) {
 				limits.note(p.limitReason(fresh.t))
 				continue
@@ -748,7 +748,7 @@ func (p *planner) runsInOrder(d *demand) []bundleRun {
 	}
 	if len(unsure) == 1 {
 		run := unsure[0]
-		if _, open := cp.capacity(runDemand(d, cp, run), false, run.end-run.start); open >= run.end-run.start {
+		if _, open := cp.capacity(runDemand(d, cp, run), spread, run.end-run.start); open >= run.end-run.start {
 			return append(unsure, held...)
 		}
 	}
@@ -756,12 +756,15 @@ func (p *planner) runsInOrder(d *demand) []bundleRun {
 	return nil
 }
 
-// planRunByClass plans n bundles of a gang, each the demand bundle, onto open nodes,
-// then onto the fewest new nodes of the cheapest type; false (reported unheld) when no
-// type can take them.
-func (p *planner) planRunByClass(d, bundle *demand, n int, spread bool) bool {
+// planRunByClass plans n bundles of a gang, each the demand bundle, onto open nodes
+// (unless freshOnly), then onto the fewest new nodes of the cheapest type; false
+// (reported unheld) when no type can take them.
+func (p *planner) planRunByClass(d, bundle *demand, n int, spread, freshOnly bool) bool {
 	cp := p.classes
-	running, open := cp.capacity(bundle, spread, n)
+	running, open := 0, 0
+	if !freshOnly {
+		running, open = cp.capacity(bundle, spread, n)
+	}
 	if open >= n {
 		kind := kindPlanned
 		if running >= n {

@@ -25,14 +25,14 @@ func planWith(t *testing.T, in Input, classesFrom int) (Plan, *planner) {
 	return p.plan(), p
 }
 
-// classInput is randomInput with what class plans take: a STRICT_SPREAD of equal
-// bundles (a STRICT_PACK, PACK or SPREAD may mix: half the PACK and SPREAD gangs do),
-// some gangs with a label selector.
+// classInput is randomInput with half the gangs other than STRICT_PACK made of one
+// bundle repeated (the others mix, as every STRICT_PACK may), some gangs with a label
+// selector.
 func classInput(rng *rand.Rand, types []NodeType) Input {
 	in := randomInput(rng, types)
 	for i := range in.Groups {
 		request := &in.Groups[i].Request
-		if request.Strategy == placement.StrategyStrictSpread || request.Strategy != placement.StrategyStrictPack && rng.IntN(2) == 0 {
+		if request.Strategy != placement.StrategyStrictPack && rng.IntN(2) == 0 {
 			request.Bundles = repeat(len(request.Bundles), request.Bundles[0])
 		}
 		if rng.IntN(4) == 0 {
@@ -79,7 +79,7 @@ func TestClassPlanProperties(t *testing.T) {
 // leftovers of the nodes launched for groups differs; fewer only when it costs less and
 // spent as much of the budget), and costs at most 0.5% more.
 //
-// The last 4 seeds give a third of the PACK and SPREAD gangs a trainer's bundle
+// The last 4 seeds give a third of the gangs other than STRICT_PACK a trainer's bundle
 // (withTrainerBundles): gangs of unlike bundles, planned by classes one run of equal
 // bundles after the other.
 func TestClassPlanAgreesWithRows(t *testing.T) {
@@ -131,34 +131,45 @@ func unheld(plan Plan) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestGangsOfUnlikeBundlesArePlannedByClasses: a large input with a PACK or SPREAD gang
-// of unlike bundles (a trainer's CPU bundle before its workers' GPU bundles) is still
-// planned by classes, and the gang is served whole; a STRICT_SPREAD of unlike bundles
-// sends the plan node by node. (TestClassPlanProperties checks such plans' invariants.)
+// TestGangsOfUnlikeBundlesArePlannedByClasses: a large input with a gang of unlike
+// bundles (a trainer's CPU bundle before its workers' GPU bundles) is still planned by
+// classes, and the gang is served whole. (TestClassPlanProperties checks such plans'
+// invariants.)
 func TestGangsOfUnlikeBundlesArePlannedByClasses(t *testing.T) {
-	for _, c := range []struct {
-		strategy  placement.Strategy
-		byClasses bool
-	}{
-		{placement.StrategyPack, true},
-		{placement.StrategySpread, true},
-		{placement.StrategyStrictSpread, false},
-	} {
+	for _, strategy := range []placement.Strategy{placement.StrategyPack, placement.StrategySpread, placement.StrategyStrictSpread} {
 		in := sizedBenchInput(3, 4*minClassDemands, 20)
-		g := group("pg-trainer", c.strategy, set("CPU", 1), set("GPU", 1, "CPU", 4), set("GPU", 1, "CPU", 4), set("GPU", 1, "CPU", 4))
+		g := group("pg-trainer", strategy, set("CPU", 1), set("GPU", 1, "CPU", 4), set("GPU", 1, "CPU", 4), set("GPU", 1, "CPU", 4))
 		g.Reason = pending.NoResources
 		in.Groups = append(in.Groups, g)
 		p := greedy(in, newTypeCache(), nil, servingOrder)
-		if (p.classes != nil) != c.byClasses {
-			t.Errorf("%s: planned by classes %t, want %t", c.strategy, p.classes != nil, c.byClasses)
+		if p.classes == nil {
+			t.Errorf("%s: not planned by classes", strategy)
 		}
 		if p.served["pg-trainer"] != 1 {
-			t.Errorf("%s: the gang is not served", c.strategy)
+			t.Errorf("%s: the gang is not served", strategy)
 		}
 		for _, inf := range p.plan().Infeasible {
 			if inf.For == "pg-trainer" {
-				t.Errorf("%s: the gang is reported unheld: %s", c.strategy, inf.Reason)
+				t.Errorf("%s: the gang is reported unheld: %s", strategy, inf.Reason)
 			}
 		}
 	}
+}
+
+// TestAStrictSpreadOfUnlikeBundlesByClassesPutsEachOnANodeOfItsOwn: one idle node could
+// hold both bundles of a STRICT_SPREAD; planned by classes, one of them gets a new node.
+func TestAStrictSpreadOfUnlikeBundlesByClassesPutsEachOnANodeOfItsOwn(t *testing.T) {
+	cpu := cpuType("cpu", 8, 1)
+	in := Input{Types: []NodeType{cpu}, Nodes: []Node{running("idle", cpu, 0)}, MaxWorkers: 10, MaxUnavailable: 1}
+	g := group("pg", placement.StrategyStrictSpread, set("CPU", 1), set("CPU", 2))
+	g.Reason = pending.NoResources
+	in.Groups = append(in.Groups, g)
+	plan, p := planWith(t, in, 0)
+	if p.classes == nil {
+		t.Fatal("not planned by classes")
+	}
+	if nodes, _ := launchTotals(in, plan); nodes != 1 {
+		t.Errorf("%d nodes launched, want 1: %+v", nodes, plan.Launches)
+	}
+	checkPlannedGroupsFit(t, in, plan)
 }

@@ -21,8 +21,7 @@
 // gets a GPU type launched for it while a CPU type could hold it. On small inputs a
 // bounded local search then tries plans near the greedy one (improve.go), and the same
 // is done with every gang served before any task; the cheaper plan is kept. Large
-// inputs (more than 256 groups and shapes, no STRICT_SPREAD of unlike bundles) are
-// planned by node classes (classes.go): launching and planned nodes in one state are
+// inputs (more than 256 groups and shapes) are planned by node classes (classes.go): launching and planned nodes in one state are
 // counted, not listed, and the placement core is asked once per class state, not per
 // node; a gang of unlike bundles is planned there one run of equal bundles after the
 // other. MIG
