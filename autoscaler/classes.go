@@ -696,9 +696,9 @@ func (p *planner) planGroupByClass(d *demand) {
 		}
 	}
 	for i, run := range runs {
-		bundle := runDemand(d, cp, run)
-		if run.start == 0 {
-			bundle = bundleDemand(d, cp)
+		bundle := bundleDemand(d, cp) // the first run's, kept on d
+		if run.start > 0 {
+			bundle = runDemand(d, cp, run)
 		}
 		if !p.planRunByClass(d, bundle, run.end-run.start, spread, spread && i > 0) {
 			return
