@@ -277,11 +277,11 @@ func (p *planner) improves(best, base *planner) bool {
 // free capacity, launching nodes, and its launches, new) when the placement core
 // places each demand in turn on all of them, as the cluster places work as it arrives,
 // in one of a few orders: demand in either serving order (servingOrder, groupsFirst),
-// every task and actor before the groups (shapesFirst), or the strict gangs first
-// (strictFirst),
-// new nodes in type-name order or its reverse (placement breaks ties by node id). The
-// search seeds nodes in some order and can find a packing that holds only when nodes
-// are tried in that order; such a plan is not kept.
+// every task and actor before the groups (shapesFirst), the strict gangs first
+// (strictFirst), or the order the plan was made in (p.order: a shuffled order of the
+// utilization start), new nodes in type-name order or its reverse (placement breaks
+// ties by node id). The search seeds nodes in some order and can find a packing that
+// holds only when nodes are tried in that order; such a plan is not kept.
 func (p *planner) placeable() bool {
 	var existing, launched []placement.Node
 	p.existingRows(func(row placement.Node, _ nodeKind, _ string) { existing = append(existing, row) })
@@ -300,7 +300,7 @@ func (p *planner) placeable() bool {
 			}
 			rows = append(rows, withID(row, placement.NodeID(fmt.Sprintf("launch-%04d", rank))))
 		}
-		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst} {
+		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, p.order} {
 			if p.placesAll(rows, order(groups, shapes)) {
 				return true
 			}

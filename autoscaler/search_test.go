@@ -113,6 +113,42 @@ func TestTheUtilizationStartFindsExactPackings(t *testing.T) {
 	}
 }
 
+// Set 800 of the cost benchmark: GPU tasks and 128-CPU tasks on GPU types only (no CPU
+// type holds 128 CPUs). Served in the named orders, the utilization start's nodes (and
+// every plan the search reaches from them) take five t04 (122.03/h); served in one of the
+// shuffled orders, four t04 and two t03 hold everything (114.58/h, Ray's plan), and the
+// placement core places it all in that order.
+func TestTheUtilizationStartTriesShuffledOrders(t *testing.T) {
+	gpuNode := func(name string, cpus, gpus int, islands []int, price float64, maxWorkers int) NodeType {
+		return NodeType{Name: name, Resources: set("CPU", cpus, "GPU", gpus, "memory", 4*cpus), GPUIslands: islands,
+			PricePerHour: price, MaxWorkers: maxWorkers, IdleTimeout: 5 * time.Minute}
+	}
+	in := input(
+		cpuNode("t00", 4, 32, 0.3762, 17),
+		gpuNode("t01", 128, 8, []int{8}, 32.3696, 22),
+		gpuNode("t02", 32, 4, []int{1, 1, 1, 1}, 16.0188, 15),
+		gpuNode("t03", 16, 4, []int{4}, 8.4822, 11),
+		gpuNode("t04", 128, 8, []int{2, 2, 2, 2}, 24.4051, 10))
+	// As the benchmark plans it: a head offering nothing, upscaling_speed lifted, so
+	// the plan is the whole answer to the tasks.
+	head := NodeType{Name: "head"}
+	in.Nodes = []Node{{ID: "head", Head: true, State: NodeRunning, Placement: NewNode("head", &head)}}
+	in.UpscalingSpeed = 1e6
+	in.Shapes = []ShapeDemand{shape(set("CPU", 16, "GPU", 1, "memory", 64), 2), shape(set("CPU", 4, "GPU", 1), 1),
+		shape(set("CPU", 128, "memory", 512), 3), shape(set("CPU", 4, "GPU", 2), 6)}
+	want := map[string]int{"t03": 2, "t04": 4}
+	if got := launched(Decide(in)); !equalCounts(got, want) {
+		t.Fatalf("launches %v, want %v", got, want)
+	}
+	cache := newTypeCache()
+	cache.limit = maxSearchPasses
+	first := greedy(in, cache, nil, servingOrder)
+	named := improve(in, cache, utilizedIn(in, cache, first, []demandOrder{servingOrder, shapesFirst, strictFirst}))
+	if got := launched(named.plan()); equalCounts(got, want) {
+		t.Fatalf("the named orders alone launch %v: the case does not test the shuffled orders", got)
+	}
+}
+
 func cpuNode(name string, cpus, memory int, price float64, maxWorkers int) NodeType {
 	return NodeType{Name: name, Resources: set("CPU", cpus, "memory", memory), PricePerHour: price,
 		MaxWorkers: maxWorkers, IdleTimeout: 5 * time.Minute}

@@ -3,6 +3,7 @@ package autoscaler
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -24,7 +25,8 @@ import (
 // The node list only seeds the greedy pass: placement still decides every fit, demand
 // the seeds do not hold gets new nodes as usual, seeds nothing lands on are dropped,
 // and the plan is kept only if placeable. Work: at most maxSearchNodes nodes, each
-// choosing among the types by a first-fit pass over the demand's distinct bundles.
+// choosing among the types by a first-fit pass over the demand's bundles; then
+// 3 + utilShuffles greedy passes, within the decision's budget of passes.
 
 // utilItem is some of the demand as the utilization start packs it: count bundles of
 // need; spread > 0 marks a STRICT_SPREAD gang's bundles (at most one per node).
@@ -197,16 +199,28 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 }
 
 // utilized is the utilization start's plan: the greedy pass on its nodes, serving the
-// demand in the serving order, the tasks and actors first, and the strict gangs first
-// (a STRICT_PACK served after a SPREAD gang can find the seeds' room split between the
-// gang's bundles); the cheapest one that holds as much as base, or base.
+// demand in the serving order, the tasks and actors first, the strict gangs first (a
+// STRICT_PACK served after a SPREAD gang can find the seeds' room split between the
+// gang's bundles), and in utilShuffles shuffles of the serving order (an exact packing
+// the named orders miss: where each demand lands depends on what came before it); the
+// cheapest one that holds as much as base, or base. A plan made in a shuffled order is
+// refined in that order, and kept only if placeable (in it, among others).
 func utilized(in Input, cache *typeCache, base *planner) *planner {
+	orders := []demandOrder{servingOrder, shapesFirst, strictFirst}
+	for seed := range utilShuffles {
+		orders = append(orders, shuffledOrder(uint64(seed)))
+	}
+	return utilizedIn(in, cache, base, orders)
+}
+
+// utilizedIn is utilized, serving the demand in the given orders.
+func utilizedIn(in Input, cache *typeCache, base *planner, orders []demandOrder) *planner {
 	seeds := utilizationSeeds(in)
 	if len(seeds) == 0 {
 		return base
 	}
 	var best *planner
-	for _, order := range []demandOrder{servingOrder, shapesFirst, strictFirst} {
+	for _, order := range orders {
 		if cache.passes >= cache.limit {
 			break
 		}
@@ -219,4 +233,20 @@ func utilized(in Input, cache *typeCache, base *planner) *planner {
 		return base
 	}
 	return best
+}
+
+// utilShuffles is how many shuffled demand orders (shuffledOrder) the utilization start
+// also serves its nodes in.
+const utilShuffles = 12
+
+// shuffledOrder is the serving order shuffled, by a generator seeded with seed and the
+// number of demands: the same permutation on every call, so the plan it built can be
+// placed again in it (placeable).
+func shuffledOrder(seed uint64) demandOrder {
+	return func(groups, shapes []*demand) []*demand {
+		out := servingOrder(groups, shapes)
+		rng := rand.New(rand.NewPCG(seed, uint64(len(out))))
+		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		return out
+	}
 }
