@@ -36,7 +36,7 @@ const (
 	// starting point may use passes up to its own mark (counted from the decision's
 	// start), so the first ones cannot leave nothing for the others: the search from the
 	// greedy plan up to 60, from the gangs-first plan up to 100, the fills up to 150,
-	// the utilization start up to 180, the pilots up to maxSearchPasses.
+	// the utilization start up to 200, the pilots up to maxSearchPasses.
 	maxSearchPasses = 300
 )
 
@@ -64,8 +64,8 @@ func (p *planner) seed(types []*NodeType) bool {
 
 // settleSeeds launches the seeded nodes demand landed on, for that demand, and drops
 // the others. False when the seeds broke a rule the greedy pass keeps: a GPU node that
-// holds only CPU-only work a type without GPUs could hold (CPU-only work gets a GPU
-// type only when no other type holds it: candidateTypes), or more nodes for tasks and actors alone than upscaling_speed allows.
+// holds only CPU-only work, all of which a type without GPUs could hold (CPU-only work
+// gets a GPU type only when no other type holds it: candidateTypes), or more nodes for tasks and actors alone than upscaling_speed allows.
 func (p *planner) settleSeeds() bool {
 	for _, node := range p.seeded {
 		holders := p.pool.holders[node.id]
@@ -99,19 +99,20 @@ func (p *planner) settleSeeds() bool {
 	return true
 }
 
-// mayLaunchFor: the greedy pass could launch type t for each of the demands (for
-// CPU-only work, a GPU type only when no type without GPUs holds it: candidateTypes).
+// mayLaunchFor: the greedy pass could launch type t for one of the demands (for
+// CPU-only work, a GPU type only when no type without GPUs holds it: candidateTypes);
+// the others may then share the node, as they share nodes planned before them.
 func (p *planner) mayLaunchFor(t *NodeType, demands []*demand) bool {
 	for _, d := range demands {
 		fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
 		if d.shape {
 			fits = func(t *NodeType) bool { return len(p.cache.shape(d, t).fills) > 0 }
 		}
-		if !slices.Contains(p.candidateTypes(d, fits), t) {
-			return false
+		if slices.Contains(p.candidateTypes(d, fits), t) {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // improve is the bounded local search over the greedy plan p (see above); it returns

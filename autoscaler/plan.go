@@ -70,7 +70,7 @@ func decide(in Input) (Plan, *planner) {
 	p = cheapestServing(p, improve(in, cache, starts[1]))
 	cache.limit = 150
 	p = cheapestServing(p, improve(in, cache, fill(in, cache, first)))
-	cache.limit = 180
+	cache.limit = 200
 	p = cheapestServing(p, improve(in, cache, utilized(in, cache, first)))
 	cache.limit = maxSearchPasses
 	for _, start := range starts {

@@ -188,3 +188,25 @@ func TestPlaceableChecksTheDemandFitsTheLaunchedNodes(t *testing.T) {
 		t.Fatal("two 3-CPU tasks do not fit two 4-CPU nodes")
 	}
 }
+
+// A seeded GPU node is kept when one demand on it is CPU-only work no type without GPUs
+// holds (the greedy pass would launch that type for it), and other CPU-only work shares
+// it; it is refused when a type without GPUs could hold all the work on it.
+func TestASeededGPUNodeNeedsWorkThatJustifiesIt(t *testing.T) {
+	gpu := NodeType{Name: "gpu128", Resources: set("CPU", 128, "GPU", 8, "memory", 512), GPUIslands: []int{2, 2, 2, 2},
+		PricePerHour: 19.55, MaxWorkers: 10, IdleTimeout: 5 * time.Minute}
+	in := input(cpuNode("cpu8", 8, 16, 0.374, 10), gpu)
+	in.Shapes = []ShapeDemand{shape(set("CPU", 16), 1), shape(set("CPU", 1), 4)}
+	cache := newTypeCache()
+	seeded := greedy(in, cache, []*NodeType{&in.Types[1]}, servingOrder)
+	if seeded == nil {
+		t.Fatal("the seeded GPU node holding a 16-CPU task no CPU type holds was refused")
+	}
+	if got, want := launched(seeded.plan()), map[string]int{"gpu128": 1}; !equalCounts(got, want) {
+		t.Fatalf("launches %v, want %v (the 1-CPU tasks share the GPU node)", got, want)
+	}
+	in.Shapes = []ShapeDemand{shape(set("CPU", 1), 4)}
+	if greedy(in, newTypeCache(), []*NodeType{&in.Types[1]}, servingOrder) != nil {
+		t.Fatal("a seeded GPU node holding only CPU-only work a CPU type holds was kept")
+	}
+}

@@ -237,7 +237,7 @@ func utilizedIn(in Input, cache *typeCache, base *planner, orders []demandOrder)
 
 // utilShuffles is how many shuffled demand orders (shuffledOrder) the utilization start
 // also serves its nodes in.
-const utilShuffles = 12
+const utilShuffles = 32
 
 // shuffledOrder is the serving order shuffled, by a generator seeded with seed and the
 // number of demands: the same permutation on every call, so the plan it built can be
