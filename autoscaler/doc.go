@@ -20,7 +20,10 @@
 // the least cost (price, then priority, then fewer nodes, then name); CPU-only work never
 // gets a GPU type launched for it while a CPU type could hold it. On small inputs a
 // bounded local search then tries plans near the greedy one (improve.go), and the same
-// is done with every gang served before any task; the cheaper plan is kept. Large
+// is done from other starting points: every gang served before any task, the demand on
+// nodes of one or two types, the nodes Ray's planners would choose, each the type the
+// remaining demand uses best (utilization.go), and the plan built node by node; the
+// cheapest placeable plan is kept. Large
 // inputs (more than 256 groups and shapes, gangs of equal bundles or STRICT_PACK) are
 // planned by node classes (classes.go): launching and planned nodes in one state are
 // counted, not listed, and the placement core is asked once per class state, not per
