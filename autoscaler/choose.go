@@ -52,6 +52,8 @@ type typeCache struct {
 	rejects map[cacheKey]bool
 	// templateRows are templateNodes' rows per type.
 	templateRows map[*NodeType][]placement.Node
+	// holding caches cheapestHolding.
+	holding map[bundleKey]*NodeType
 	// passes counts the decision's greedy passes; the search stops trying plans at
 	// limit (maxSearchPasses).
 	passes, limit int
@@ -59,9 +61,16 @@ type typeCache struct {
 
 type cacheKey struct{ demand, typ string }
 
+// bundleKey is one bundle of a demand, by the demand's key and the bundle's index.
+type bundleKey struct {
+	demand string
+	bundle int
+}
+
 func newTypeCache() *typeCache {
 	return &typeCache{groups: make(map[cacheKey]*freshGroup), shapes: make(map[cacheKey]*freshShape),
-		rejects: make(map[cacheKey]bool), templateRows: make(map[*NodeType][]placement.Node)}
+		rejects: make(map[cacheKey]bool), templateRows: make(map[*NodeType][]placement.Node),
+		holding: make(map[bundleKey]*NodeType)}
 }
 
 // freshGroup is a gang on new nodes of one type alone.
@@ -539,8 +548,20 @@ func (p *planner) mixedOption(d *demand, open []placement.Node) *mixedOption {
 
 // cheapestHolding is the cheapest available type whose new node holds bundle b of the
 // gang alone; nil when none does.
-// A CPU-only bundle gets a type without GPUs when one holds it.
+// A CPU-only bundle gets a type without GPUs when one holds it. The answer depends on
+// the bundle and the types alone: it is worked out once per decision (typeCache).
 func (p *planner) cheapestHolding(d *demand, b int) *NodeType {
+	key := bundleKey{d.key, b}
+	if t, ok := p.cache.holding[key]; ok {
+		return t
+	}
+	t := p.findCheapestHolding(d, b)
+	p.cache.holding[key] = t
+	return t
+}
+
+// findCheapestHolding is cheapestHolding, worked out.
+func (p *planner) findCheapestHolding(d *demand, b int) *NodeType {
 	bundle := d.original.Bundles[b]
 	cpuOnly := bundle[resources.GPU] == 0 && countedMIG(bundle).Equal(bundle)
 	var best *NodeType

@@ -20,13 +20,16 @@
 // the least cost (price, then priority, then fewer nodes, then name); CPU-only work never
 // gets a GPU type launched for it while a CPU type could hold it. On small inputs a
 // bounded local search then tries plans near the greedy one (improve.go), and the same
-// is done with every gang served before any task; the cheaper plan is kept. Large
-// inputs (more than 256 groups and shapes, no selector on the node id, no multi-node
-// NVLink domain) are planned by node classes (classes.go): launching and planned nodes
-// in one state are counted, not listed, and the placement core is asked once per class
-// state, not per node; a gang of unlike bundles is planned there one run of equal
-// bundles after the other. MIG profiles are counted: a type holds the profiles its
-// Resources list. min_workers, per-type and cluster max_workers,
+// is done from other starting points: every gang served before any task, the demand on
+// nodes of one or two types, the nodes Ray's planners would choose, each the type the
+// remaining demand uses best (utilization.go), and the plan built node by node; the
+// cheapest placeable plan is kept. Large inputs (more than 256 groups and shapes, no
+// selector on the node id, no multi-node NVLink domain) are planned by node classes
+// (classes.go): launching and planned nodes in one state are counted, not listed, and
+// the placement core is asked once per class state, not per node; a gang of unlike
+// bundles is planned there one run of equal bundles after the other. MIG profiles are
+// counted: a type holds the profiles its Resources list. min_workers, per-type and
+// cluster max_workers,
 // unavailable types and upscaling_speed (tasks and actors only) bound the launches;
 // demand a limit stops is reported Limited, demand no type could ever hold is reported
 // infeasible with a one-line reason and never launched for. Scale-down terminates nodes

@@ -36,7 +36,7 @@ const (
 	// starting point may use passes up to its own mark (counted from the decision's
 	// start), so the first ones cannot leave nothing for the others: the search from the
 	// greedy plan up to 60, from the gangs-first plan up to 100, the fills up to 150,
-	// the pilots up to maxSearchPasses.
+	// the utilization start up to 200, the pilots up to maxSearchPasses.
 	maxSearchPasses = 300
 )
 
@@ -64,8 +64,8 @@ func (p *planner) seed(types []*NodeType) bool {
 
 // settleSeeds launches the seeded nodes demand landed on, for that demand, and drops
 // the others. False when the seeds broke a rule the greedy pass keeps: a GPU node that
-// holds only CPU-only work (CPU-only work never gets a GPU type launched for it), or
-// more nodes for tasks and actors alone than upscaling_speed allows.
+// holds only CPU-only work, all of which a type without GPUs could hold (CPU-only work
+// gets a GPU type only when no other type holds it: candidateTypes), or more nodes for tasks and actors alone than upscaling_speed allows.
 func (p *planner) settleSeeds() bool {
 	for _, node := range p.seeded {
 		holders := p.pool.holders[node.id]
@@ -79,7 +79,7 @@ func (p *planner) settleSeeds() bool {
 			gpuWork = gpuWork || d.anyGPU
 			groups = groups || !d.shape
 		}
-		if isGPUType(node.t) && !gpuWork {
+		if isGPUType(node.t) && !gpuWork && !p.mayLaunchFor(node.t, holders) {
 			return false
 		}
 		if !groups {
@@ -97,6 +97,22 @@ func (p *planner) settleSeeds() bool {
 		}
 	}
 	return true
+}
+
+// mayLaunchFor: the greedy pass could launch type t for one of the demands (for
+// CPU-only work, a GPU type only when no type without GPUs holds it: candidateTypes);
+// the others may then share the node, as they share nodes planned before them.
+func (p *planner) mayLaunchFor(t *NodeType, demands []*demand) bool {
+	for _, d := range demands {
+		fits := func(t *NodeType) bool { return p.freshGroup(d, t).nodes > 0 }
+		if d.shape {
+			fits = func(t *NodeType) bool { return len(p.cache.shape(d, t).fills) > 0 }
+		}
+		if slices.Contains(p.candidateTypes(d, fits), t) {
+			return true
+		}
+	}
+	return false
 }
 
 // improve is the bounded local search over the greedy plan p (see above); it returns
@@ -261,11 +277,12 @@ func (p *planner) improves(best, base *planner) bool {
 // placeable: the demand the plan holds fits on the nodes it leaves (running nodes'
 // free capacity, launching nodes, and its launches, new) when the placement core
 // places each demand in turn on all of them, as the cluster places work as it arrives,
-// in one of a few orders: demand in either serving order (servingOrder, groupsFirst) or
-// every task and actor before the groups (shapesFirst),
-// new nodes in type-name order or its reverse (placement breaks ties by node id). The
-// search seeds nodes in some order and can find a packing that holds only when nodes
-// are tried in that order; such a plan is not kept.
+// in one of a few orders: demand in either serving order (servingOrder, groupsFirst),
+// every task and actor before the groups (shapesFirst), the strict gangs first
+// (strictFirst), or the order the plan was made in (p.order: a shuffled order of the
+// utilization start), new nodes in type-name order or its reverse (placement breaks
+// ties by node id). The search seeds nodes in some order and can find a packing that
+// holds only when nodes are tried in that order; such a plan is not kept.
 func (p *planner) placeable() bool {
 	var existing, launched []placement.Node
 	p.existingRows(func(row placement.Node, _ nodeKind, _ string) { existing = append(existing, row) })
@@ -284,13 +301,28 @@ func (p *planner) placeable() bool {
 			}
 			rows = append(rows, withID(row, placement.NodeID(fmt.Sprintf("launch-%04d", rank))))
 		}
-		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst} {
+		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, p.order} {
 			if p.placesAll(rows, order(groups, shapes)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// strictFirst serves the STRICT_PACK and STRICT_SPREAD groups first, the gangs with
+// the least freedom, then the rest in the serving order: a STRICT_PACK placed after a
+// SPREAD gang can find every node's room split between the gang's bundles.
+func strictFirst(groups, shapes []*demand) []*demand {
+	var strict, loose []*demand
+	for _, d := range groups {
+		if d.request.Strategy == placement.StrategyStrictPack || d.request.Strategy == placement.StrategyStrictSpread {
+			strict = append(strict, d)
+		} else {
+			loose = append(loose, d)
+		}
+	}
+	return append(strict, servingOrder(loose, shapes)...)
 }
 
 // placesAll: the instances of each demand the plan holds, in the given order, fit on

@@ -31,7 +31,8 @@ const minLaunchBurst = 5
 //     actors launch at most max(5, upscaling_speed × running nodes) nodes; on inputs
 //     small enough for the local search (improve.go), that search refines the plan,
 //     and plans from other starting points (groups first, nodes of one or two types,
-//     built node by node) are made and refined too: the cheapest placeable one is kept;
+//     the nodes the demand would use best, built node by node) are made and refined
+//     too: the cheapest placeable one is kept;
 //  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.
@@ -60,6 +61,8 @@ func decide(in Input) (Plan, *planner) {
 	//     tasks between them, where tasks served first fill one node and leave the gang
 	//     to new ones);
 	//   - the demand on nodes of one or two types (fill);
+	//   - the nodes Ray's planners would choose, each the type the remaining demand
+	//     uses best (utilized);
 	//   - in both orders, the plan built node by node (pilot).
 	// All of it shares one budget of greedy passes (maxSearchPasses), in stages.
 	cache.limit = 100
@@ -67,6 +70,8 @@ func decide(in Input) (Plan, *planner) {
 	p = cheapestServing(p, improve(in, cache, starts[1]))
 	cache.limit = 150
 	p = cheapestServing(p, improve(in, cache, fill(in, cache, first)))
+	cache.limit = 200
+	p = cheapestServing(p, improve(in, cache, utilized(in, cache, first)))
 	cache.limit = maxSearchPasses
 	for _, start := range starts {
 		p = cheapestServing(p, improve(in, cache, pilot(in, cache, start)))

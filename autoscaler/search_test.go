@@ -68,6 +68,92 @@ func TestTheSearchFindsPlansOfFewLargeNodes(t *testing.T) {
 	}
 }
 
+// The utilization start (utilization.go) on set 320 of the cost benchmark (make
+// bench-ray): 79 CPUs of demand. Every other starting point, refined by the search,
+// launches three 32-CPU nodes (t02, 6.01/h); the nodes Ray's planners would choose, two
+// 32-CPU nodes filled and four 4-CPU nodes for the rest, hold it for 4.67/h when the
+// STRICT_PACK is served before the SPREAD gang.
+func TestTheUtilizationStartFindsExactPackings(t *testing.T) {
+	in := input(
+		cpuNode("t00", 4, 8, 0.1662, 8),
+		NodeType{Name: "t01", Resources: set("CPU", 8, "GPU", 2, "memory", 32), GPUIslands: []int{2},
+			PricePerHour: 4.0084, MaxWorkers: 7, IdleTimeout: 5 * time.Minute},
+		cpuNode("t02", 32, 128, 2.002, 11),
+		cpuNode("t03", 32, 128, 2.0972, 22))
+	in.UpscalingSpeed = 1e6
+	in.Shapes = []ShapeDemand{shape(set("CPU", 1), 5)}
+	in.Groups = []GroupDemand{
+		group("pg0", placement.StrategyPack, set("CPU", 2), set("CPU", 4), set("CPU", 2, "memory", 4)),
+		group("pg1", placement.StrategyStrictPack, set("CPU", 3, "memory", 12), set("CPU", 3, "memory", 12),
+			set("CPU", 6), set("CPU", 1), set("CPU", 1)),
+		group("pg2", placement.StrategySpread, set("CPU", 16), set("CPU", 8), set("CPU", 4), set("CPU", 16),
+			set("CPU", 8, "memory", 32)),
+	}
+	want := map[string]int{"t00": 4, "t02": 2}
+	if got := launched(Decide(in)); !equalCounts(got, want) {
+		t.Fatalf("launches %v, want %v", got, want)
+	}
+	// Each other starting point, refined as decide refines it, launches more.
+	starts := map[string]func(cache *typeCache, first *planner) *planner{
+		"greedy":       func(_ *typeCache, first *planner) *planner { return first },
+		"groups first": func(cache *typeCache, _ *planner) *planner { return greedy(in, cache, nil, groupsFirst) },
+		"fills":        func(cache *typeCache, first *planner) *planner { return fill(in, cache, first) },
+		"pilot":        func(cache *typeCache, first *planner) *planner { return pilot(in, cache, first) },
+		"pilot, groups first": func(cache *typeCache, _ *planner) *planner {
+			return pilot(in, cache, greedy(in, cache, nil, groupsFirst))
+		},
+	}
+	for name, start := range starts {
+		cache := newTypeCache()
+		cache.limit = maxSearchPasses
+		first := greedy(in, cache, nil, servingOrder)
+		if got := launched(improve(in, cache, start(cache, first)).plan()); equalCounts(got, want) {
+			t.Fatalf("the %s start alone launches %v: the case does not test the utilization start", name, got)
+		}
+	}
+}
+
+// Set 800 of the cost benchmark: GPU tasks and 128-CPU tasks on GPU types only (no CPU
+// type holds 128 CPUs). Served in the named orders, the utilization start's nodes (and
+// every plan the search reaches from them) take five t04 (122.03/h); served in one of the
+// shuffled orders, four t04 and two t03 hold everything (114.58/h, Ray's plan), and the
+// placement core places it all in that order.
+func TestTheUtilizationStartTriesShuffledOrders(t *testing.T) {
+	gpuNode := func(name string, cpus, gpus int, islands []int, price float64, maxWorkers int) NodeType {
+		return NodeType{Name: name, Resources: set("CPU", cpus, "GPU", gpus, "memory", 4*cpus), GPUIslands: islands,
+			PricePerHour: price, MaxWorkers: maxWorkers, IdleTimeout: 5 * time.Minute}
+	}
+	in := input(
+		cpuNode("t00", 4, 32, 0.3762, 17),
+		gpuNode("t01", 128, 8, []int{8}, 32.3696, 22),
+		gpuNode("t02", 32, 4, []int{1, 1, 1, 1}, 16.0188, 15),
+		gpuNode("t03", 16, 4, []int{4}, 8.4822, 11),
+		gpuNode("t04", 128, 8, []int{2, 2, 2, 2}, 24.4051, 10))
+	// As the benchmark plans it: a head offering nothing, upscaling_speed lifted, so
+	// the plan is the whole answer to the tasks.
+	head := NodeType{Name: "head"}
+	in.Nodes = []Node{{ID: "head", Head: true, State: NodeRunning, Placement: NewNode("head", &head)}}
+	in.UpscalingSpeed = 1e6
+	in.Shapes = []ShapeDemand{shape(set("CPU", 16, "GPU", 1, "memory", 64), 2), shape(set("CPU", 4, "GPU", 1), 1),
+		shape(set("CPU", 128, "memory", 512), 3), shape(set("CPU", 4, "GPU", 2), 6)}
+	want := map[string]int{"t03": 2, "t04": 4}
+	if got := launched(Decide(in)); !equalCounts(got, want) {
+		t.Fatalf("launches %v, want %v", got, want)
+	}
+	cache := newTypeCache()
+	cache.limit = maxSearchPasses
+	first := greedy(in, cache, nil, servingOrder)
+	named := improve(in, cache, utilizedIn(in, cache, first, []demandOrder{servingOrder, shapesFirst, strictFirst}))
+	if got := launched(named.plan()); equalCounts(got, want) {
+		t.Fatalf("the named orders alone launch %v: the case does not test the shuffled orders", got)
+	}
+}
+
+func cpuNode(name string, cpus, memory int, price float64, maxWorkers int) NodeType {
+	return NodeType{Name: name, Resources: set("CPU", cpus, "memory", memory), PricePerHour: price,
+		MaxWorkers: maxWorkers, IdleTimeout: 5 * time.Minute}
+}
+
 func equalCounts(a, b map[string]int) bool {
 	if len(a) != len(b) {
 		return false
@@ -100,5 +186,27 @@ func TestPlaceableChecksTheDemandFitsTheLaunchedNodes(t *testing.T) {
 	short.served = map[string]int{ShapeName(set("CPU", 3), nil): 2}
 	if !short.placeable() {
 		t.Fatal("two 3-CPU tasks do not fit two 4-CPU nodes")
+	}
+}
+
+// A seeded GPU node is kept when one demand on it is CPU-only work no type without GPUs
+// holds (the greedy pass would launch that type for it), and other CPU-only work shares
+// it; it is refused when a type without GPUs could hold all the work on it.
+func TestASeededGPUNodeNeedsWorkThatJustifiesIt(t *testing.T) {
+	gpu := NodeType{Name: "gpu128", Resources: set("CPU", 128, "GPU", 8, "memory", 512), GPUIslands: []int{2, 2, 2, 2},
+		PricePerHour: 19.55, MaxWorkers: 10, IdleTimeout: 5 * time.Minute}
+	in := input(cpuNode("cpu8", 8, 16, 0.374, 10), gpu)
+	in.Shapes = []ShapeDemand{shape(set("CPU", 16), 1), shape(set("CPU", 1), 4)}
+	cache := newTypeCache()
+	seeded := greedy(in, cache, []*NodeType{&in.Types[1]}, servingOrder)
+	if seeded == nil {
+		t.Fatal("the seeded GPU node holding a 16-CPU task no CPU type holds was refused")
+	}
+	if got, want := launched(seeded.plan()), map[string]int{"gpu128": 1}; !equalCounts(got, want) {
+		t.Fatalf("launches %v, want %v (the 1-CPU tasks share the GPU node)", got, want)
+	}
+	in.Shapes = []ShapeDemand{shape(set("CPU", 1), 4)}
+	if greedy(in, newTypeCache(), []*NodeType{&in.Types[1]}, servingOrder) != nil {
+		t.Fatal("a seeded GPU node holding only CPU-only work a CPU type holds was kept")
 	}
 }

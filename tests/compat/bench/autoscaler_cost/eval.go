@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/raygo-dev/raygo/autoscaler"
 )
@@ -57,6 +58,7 @@ func runEval(args []string) error {
 	setsPath := flags.String("sets", "sets.json", "demand sets from gen")
 	plansPath := flags.String("plans", "plans.json", "Ray's and the optimum's plans")
 	verbose := flags.Bool("v", false, "print every set's costs and every shortfall's reason")
+	dearer := flags.Bool("dearer", false, "print every set where raygo's plan costs more than Ray's, with both plans")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -76,8 +78,11 @@ func runEval(args []string) error {
 	raygo := make([]map[string]int, n)
 	raygoFits := make([]bool, n)
 	raygoShort := 0
+	planMillis := make([]float64, n)
 	for i, set := range sets {
+		start := time.Now()
 		counts, err := raygoPlan(set)
+		planMillis[i] = float64(time.Since(start).Microseconds()) / 1000
 		if err != nil {
 			return fmt.Errorf("set %d: %w", i, err)
 		}
@@ -92,6 +97,11 @@ func runEval(args []string) error {
 		raygoFits[i] = true
 	}
 	bench("autoscaler_raygo_shortfall_pct", 100*float64(raygoShort)/float64(n), "pct")
+	// The planner's time per set (the input built and the decision; nearest rank).
+	slices.Sort(planMillis)
+	bench("autoscaler_cost_plan_p50_ms", planMillis[(n+1)/2-1], "ms")
+	bench("autoscaler_cost_plan_p99_ms", planMillis[(n*99+99)/100-1], "ms")
+	bench("autoscaler_cost_plan_max_ms", planMillis[n-1], "ms")
 
 	for _, ray := range []struct {
 		name    string
@@ -123,6 +133,10 @@ func runEval(args []string) error {
 				continue
 			}
 			stats.add(cost(sets[i], raygo[i]), rayCost)
+			if *dearer && cost(sets[i], raygo[i]) > rayCost+1e-9 {
+				fmt.Printf("dearer set %d: raygo %.4f %s; ray %s %.4f %s\n", i, cost(sets[i], raygo[i]),
+					sortedCounts(raygo[i]), ray.name, rayCost, sortedCounts(entry.Counts))
+			}
 			if *verbose {
 				fmt.Printf("set %d raygo %.4f ray %s %.4f\n", i, cost(sets[i], raygo[i]), ray.name, rayCost)
 			}

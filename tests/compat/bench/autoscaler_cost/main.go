@@ -9,7 +9,9 @@
 // each with raygo's plan. Python steps then add Ray's plans (autoscaler_cost_ray.py,
 // Ray's planners called in process) and the MIP optimum (autoscaler_cost_mip.py,
 // HiGHS) to a plans file; eval checks every plan by placing all the set's demand on
-// its nodes with raygo's placement core and prints `BENCH <name> <value> <unit>` lines.
+// its nodes with raygo's placement core and prints `BENCH <name> <value> <unit>` lines,
+// among them the planner's time per set; eval -dearer also lists each set where raygo's
+// plan costs more than Ray's, with both plans' costs and node counts.
 package main
 
 import (
