@@ -65,7 +65,8 @@ func (p *planner) seed(types []*NodeType) bool {
 // settleSeeds launches the seeded nodes demand landed on, for that demand, and drops
 // the others. False when the seeds broke a rule the greedy pass keeps: a GPU node that
 // holds only CPU-only work, all of which a type without GPUs could hold (CPU-only work
-// gets a GPU type only when no other type holds it: candidateTypes), or more nodes for tasks and actors alone than upscaling_speed allows.
+// gets a GPU type only when no other type holds it: candidateTypes), or more nodes for
+// tasks and actors alone than upscaling_speed allows.
 func (p *planner) settleSeeds() bool {
 	for _, node := range p.seeded {
 		holders := p.pool.holders[node.id]
