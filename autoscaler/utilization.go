@@ -176,7 +176,9 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 	}
 	score = utilScore{gpuOK: !gpuType || anyGPU, min: math.Inf(1)}
 	counted := 0
-	for name, total := range capacity {
+	// In name order: the mean is a float sum, and the same input must give the same plan.
+	for _, name := range capacity.Names() {
+		total := capacity[name]
 		if total < resources.AmountScale {
 			continue // less than one unit: Ray leaves it out too
 		}
