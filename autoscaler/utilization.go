@@ -3,7 +3,6 @@ package autoscaler
 import (
 	"cmp"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -203,10 +202,11 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 // utilized is the utilization start's plan: the greedy pass on its nodes, serving the
 // demand in the serving order, the tasks and actors first, the strict gangs first (a
 // STRICT_PACK served after a SPREAD gang can find the seeds' room split between the
-// gang's bundles), and in utilShuffles shuffles of the serving order (an exact packing
-// the named orders miss: where each demand lands depends on what came before it); the
-// cheapest one that holds as much as base, or base. A plan made in a shuffled order is
-// refined in that order, and kept only if placeable (in it, among others).
+// gang's bundles), and in utilShuffles fixed permutations of the serving order (an
+// exact packing the named orders miss: where each demand lands depends on what came
+// before it); the cheapest one that holds as much as base, or base. A plan made in a
+// permuted order is refined in that order, and kept only if placeable (in it, among
+// others).
 func utilized(in Input, cache *typeCache, base *planner) *planner {
 	orders := []demandOrder{servingOrder, shapesFirst, strictFirst}
 	for seed := range utilShuffles {
@@ -237,18 +237,51 @@ func utilizedIn(in Input, cache *typeCache, base *planner, orders []demandOrder)
 	return best
 }
 
-// utilShuffles is how many shuffled demand orders (shuffledOrder) the utilization start
+// utilShuffles is how many permuted demand orders (shuffledOrder) the utilization start
 // also serves its nodes in.
 const utilShuffles = 32
 
-// shuffledOrder is the serving order shuffled, by a generator seeded with seed and the
-// number of demands: the same permutation on every call, so the plan it built can be
-// placed again in it (placeable).
+// shuffledOrder is the serving order permuted by a fixed rule, numbered seed: the
+// demand at position i moves to position (a·i + b) mod n, with a the seed-th multiplier
+// coprime with n among the odd primes and b = 7·seed + 1. No randomness: the same
+// permutation on every call, so the plan it built can be placed again in it
+// (placeable).
 func shuffledOrder(seed uint64) demandOrder {
 	return func(groups, shapes []*demand) []*demand {
-		out := servingOrder(groups, shapes)
-		rng := rand.New(rand.NewPCG(seed, uint64(len(out))))
-		rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+		in := servingOrder(groups, shapes)
+		n := len(in)
+		if n < 2 {
+			return in
+		}
+		a := coprimeMultiplier(n, int(seed))
+		b := (7*int(seed) + 1) % n
+		out := make([]*demand, n)
+		for i, d := range in {
+			out[(a*i+b)%n] = d
+		}
 		return out
 	}
+}
+
+// coprimeMultiplier is the k-th odd prime (from 3, counted modulo how many there are
+// below 200) that has no common factor with n, so i → a·i mod n is a permutation; 1
+// when none does.
+func coprimeMultiplier(n, k int) int {
+	var candidates []int
+	for p := 3; p < 200; p += 2 {
+		prime := true
+		for d := 3; d*d <= p; d += 2 {
+			if p%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime && n%p != 0 {
+			candidates = append(candidates, p%n)
+		}
+	}
+	if len(candidates) == 0 {
+		return 1
+	}
+	return candidates[k%len(candidates)]
 }
