@@ -280,7 +280,7 @@ func (p *planner) improves(best, base *planner) bool {
 // places each demand in turn on all of them, as the cluster places work as it arrives,
 // in one of a few orders: demand in either serving order (servingOrder, groupsFirst),
 // every task and actor before the groups (shapesFirst), the strict gangs first
-// (strictFirst), or the order the plan was made in (p.order: a shuffled order of the
+// (strictFirst), or the order the plan was made in (p.order: a permuted order of the
 // utilization start), new nodes in type-name order or its reverse (placement breaks
 // ties by node id). The search seeds nodes in some order and can find a packing that
 // holds only when nodes are tried in that order; such a plan is not kept.

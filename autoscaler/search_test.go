@@ -116,9 +116,9 @@ func TestTheUtilizationStartFindsExactPackings(t *testing.T) {
 // Set 800 of the cost benchmark: GPU tasks and 128-CPU tasks on GPU types only (no CPU
 // type holds 128 CPUs). Served in the named orders, the utilization start's nodes (and
 // every plan the search reaches from them) take five t04 (122.03/h); served in one of the
-// shuffled orders, four t04 and two t03 hold everything (114.58/h, Ray's plan), and the
+// permuted orders, four t04 and two t03 hold everything (114.58/h, Ray's plan), and the
 // placement core places it all in that order.
-func TestTheUtilizationStartTriesShuffledOrders(t *testing.T) {
+func TestTheUtilizationStartTriesPermutedOrders(t *testing.T) {
 	gpuNode := func(name string, cpus, gpus int, islands []int, price float64, maxWorkers int) NodeType {
 		return NodeType{Name: name, Resources: set("CPU", cpus, "GPU", gpus, "memory", 4*cpus), GPUIslands: islands,
 			PricePerHour: price, MaxWorkers: maxWorkers, IdleTimeout: 5 * time.Minute}
@@ -145,7 +145,7 @@ func TestTheUtilizationStartTriesShuffledOrders(t *testing.T) {
 	first := greedy(in, cache, nil, servingOrder)
 	named := improve(in, cache, utilizedIn(in, cache, first, []demandOrder{servingOrder, shapesFirst, strictFirst}))
 	if got := launched(named.plan()); equalCounts(got, want) {
-		t.Fatalf("the named orders alone launch %v: the case does not test the shuffled orders", got)
+		t.Fatalf("the named orders alone launch %v: the case does not test the permuted orders", got)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // the seeds do not hold gets new nodes as usual, seeds nothing lands on are dropped,
 // and the plan is kept only if placeable. Work: at most maxSearchNodes nodes, each
 // choosing among the types by a first-fit pass over the demand's bundles; then
-// 3 + utilShuffles greedy passes, within the decision's budget of passes.
+// 3 + utilPermutations greedy passes, within the decision's budget of passes.
 
 // utilItem is some of the demand as the utilization start packs it: count bundles of
 // need; spread > 0 marks a STRICT_SPREAD gang's bundles (at most one per node).
@@ -202,15 +202,15 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 // utilized is the utilization start's plan: the greedy pass on its nodes, serving the
 // demand in the serving order, the tasks and actors first, the strict gangs first (a
 // STRICT_PACK served after a SPREAD gang can find the seeds' room split between the
-// gang's bundles), and in utilShuffles fixed permutations of the serving order (an
+// gang's bundles), and in utilPermutations fixed permutations of the serving order (an
 // exact packing the named orders miss: where each demand lands depends on what came
 // before it); the cheapest one that holds as much as base, or base. A plan made in a
 // permuted order is refined in that order, and kept only if placeable (in it, among
 // others).
 func utilized(in Input, cache *typeCache, base *planner) *planner {
 	orders := []demandOrder{servingOrder, shapesFirst, strictFirst}
-	for seed := range utilShuffles {
-		orders = append(orders, shuffledOrder(uint64(seed)))
+	for seed := range utilPermutations {
+		orders = append(orders, permutedOrder(uint64(seed)))
 	}
 	return utilizedIn(in, cache, base, orders)
 }
@@ -237,16 +237,16 @@ func utilizedIn(in Input, cache *typeCache, base *planner, orders []demandOrder)
 	return best
 }
 
-// utilShuffles is how many permuted demand orders (shuffledOrder) the utilization start
+// utilPermutations is how many permuted demand orders (permutedOrder) the utilization start
 // also serves its nodes in.
-const utilShuffles = 32
+const utilPermutations = 32
 
-// shuffledOrder is the serving order permuted by a fixed rule, numbered seed: the
+// permutedOrder is the serving order permuted by a fixed rule, numbered seed: the
 // demand at position i moves to position (a·i + b) mod n, with a the seed-th multiplier
 // coprime with n among the odd primes and b = 7·seed + 1. No randomness: the same
 // permutation on every call, so the plan it built can be placed again in it
 // (placeable).
-func shuffledOrder(seed uint64) demandOrder {
+func permutedOrder(seed uint64) demandOrder {
 	return func(groups, shapes []*demand) []*demand {
 		in := servingOrder(groups, shapes)
 		n := len(in)
@@ -263,20 +263,12 @@ func shuffledOrder(seed uint64) demandOrder {
 	}
 }
 
-// coprimeMultiplier is the k-th odd prime (from 3, counted modulo how many there are
-// below 200) that has no common factor with n, so i → a·i mod n is a permutation; 1
-// when none does.
+// coprimeMultiplier is the k-th of oddPrimes (counted modulo how many qualify) that has
+// no common factor with n, so i → a·i mod n is a permutation; 1 when none does.
 func coprimeMultiplier(n, k int) int {
 	var candidates []int
-	for p := 3; p < 200; p += 2 {
-		prime := true
-		for d := 3; d*d <= p; d += 2 {
-			if p%d == 0 {
-				prime = false
-				break
-			}
-		}
-		if prime && n%p != 0 {
+	for _, p := range oddPrimes {
+		if n%p != 0 {
 			candidates = append(candidates, p%n)
 		}
 	}
@@ -285,3 +277,7 @@ func coprimeMultiplier(n, k int) int {
 	}
 	return candidates[k%len(candidates)]
 }
+
+// oddPrimes are the odd primes below 200, the multipliers of permutedOrder.
+var oddPrimes = []int{3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83,
+	89, 97, 101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179, 181, 191, 193, 197, 199}
