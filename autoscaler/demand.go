@@ -282,6 +282,7 @@ var (
 	_ demandOrder = servingOrder
 	_ demandOrder = groupsFirst
 	_ demandOrder = shapesFirst
+	_ demandOrder = cpusFirst
 )
 
 // groupsFirst serves every group before any shape.
@@ -292,6 +293,17 @@ func groupsFirst(groups, shapes []*demand) []*demand {
 // shapesFirst serves every shape before any group.
 func shapesFirst(groups, shapes []*demand) []*demand {
 	return append(slices.Clip(shapes), groups...)
+}
+
+// cpusFirst serves the demand by the CPUs it asks (a group by its bundles' sum), then
+// by GPUs, most first: first fit decreasing by the resource most demand shares, where
+// the serving order puts GPU demand first.
+func cpusFirst(groups, shapes []*demand) []*demand {
+	out := servingOrder(groups, shapes)
+	slices.SortStableFunc(out, func(a, b *demand) int {
+		return cmp.Or(cmp.Compare(b.cpus, a.cpus), cmp.Compare(b.gpus, a.gpus))
+	})
+	return out
 }
 
 // unplacedPart is the part of a group still to place: a group being rescheduled after a

@@ -36,8 +36,9 @@ const (
 	// starting point may use passes up to its own mark (counted from the decision's
 	// start), so the first ones cannot leave nothing for the others: the search from the
 	// greedy plan up to 60, from the gangs-first plan up to 100, the fills up to 150,
-	// the utilization start up to 200, the pilots up to maxSearchPasses.
-	maxSearchPasses = 300
+	// the utilization start up to 235, the pilots up to 335, the v2 utilization start
+	// (utilization_v2.go) up to maxSearchPasses.
+	maxSearchPasses = 405
 )
 
 // seededNode is a node the search planned before demand was served.
@@ -49,11 +50,12 @@ type seededNode struct {
 // seed plans a node of each of the types before demand is served; false when a type
 // cannot be launched now or its limits leave no room.
 func (p *planner) seed(types []*NodeType) bool {
-	for _, t := range types {
+	for i, t := range types {
 		if t.Unavailable || p.allowance(t) < 1 {
 			return false
 		}
-		id := p.newID(t)
+		p.nextID++
+		id := placement.NodeID(fmt.Sprintf("seed-%04d-%s", i, t.Name))
 		p.pool.add(NewNode(id, t), kindPlanned, t.Name)
 		p.count[t.Name]++
 		p.workers++
@@ -174,6 +176,15 @@ func (p *planner) moves(nodes []*NodeType) [][]*NodeType {
 			out = append(out, append(slices.Clip(rest), added))
 		}
 	}
+	// Without all the nodes of a type: the demand they held is planned again on the
+	// rest and on new nodes, as a whole, where one node less at a time finds each
+	// removal dearer (six small nodes that one large one replaces).
+	for i, removed := range nodes {
+		if i > 0 && nodes[i-1] == removed || i+1 == len(nodes) || nodes[i+1] != removed {
+			continue // not the first of two or more nodes of the type
+		}
+		out = append(out, slices.DeleteFunc(slices.Clone(nodes), func(t *NodeType) bool { return t == removed }))
+	}
 	return out
 }
 
@@ -293,6 +304,7 @@ func (p *planner) placeable() bool {
 		}
 	}
 	groups, shapes, _ := collectDemand(p.in)
+	var directions [][]placement.Node
 	for _, reverse := range []bool{false, true} {
 		rows := slices.Clone(existing)
 		for i, row := range launched {
@@ -302,13 +314,23 @@ func (p *planner) placeable() bool {
 			}
 			rows = append(rows, withID(row, placement.NodeID(fmt.Sprintf("launch-%04d", rank))))
 		}
-		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, p.order} {
+		directions = append(directions, rows)
+	}
+	for _, rows := range directions {
+		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, cpusFirst} {
 			if p.placesAll(rows, order(groups, shapes)) {
 				return true
 			}
 		}
 	}
-	return false
+	// Only in the order the plan was made in (a permuted one): then its gangs must also
+	// fit alone in the order they came, as the cluster retries pending groups.
+	madeIn, gangsAlone := false, false
+	for _, rows := range directions {
+		madeIn = madeIn || p.placesAll(rows, p.order(groups, shapes))
+		gangsAlone = gangsAlone || p.placesAll(rows, groups)
+	}
+	return madeIn && gangsAlone
 }
 
 // strictFirst serves the STRICT_PACK and STRICT_SPREAD groups first, the gangs with

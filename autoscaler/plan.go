@@ -63,19 +63,23 @@ func decide(in Input) (Plan, *planner) {
 	//   - the demand on nodes of one or two types (fill);
 	//   - the nodes Ray's planners would choose, each the type the remaining demand
 	//     uses best (utilized);
-	//   - in both orders, the plan built node by node (pilot).
+	//   - in both orders, the plan built node by node (pilot);
+	//   - the nodes Ray's v2 planner would choose, gang by gang (utilizedV2), last, so
+	//     the others keep the passes they had before it.
 	// All of it shares one budget of greedy passes (maxSearchPasses), in stages.
 	cache.limit = 100
 	starts := []*planner{first, greedy(in, cache, nil, groupsFirst)}
 	p = cheapestServing(p, improve(in, cache, starts[1]))
 	cache.limit = 150
 	p = cheapestServing(p, improve(in, cache, fill(in, cache, first)))
-	cache.limit = 200
+	cache.limit = 235
 	p = cheapestServing(p, improve(in, cache, utilized(in, cache, first)))
-	cache.limit = maxSearchPasses
+	cache.limit = 335
 	for _, start := range starts {
 		p = cheapestServing(p, improve(in, cache, pilot(in, cache, start)))
 	}
+	cache.limit = maxSearchPasses
+	p = cheapestServing(p, improve(in, cache, utilizedV2(in, cache, first)))
 	return p.plan(), p
 }
 

@@ -208,27 +208,41 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 // permuted order is refined in that order, and kept only if placeable (in it, among
 // others).
 func utilized(in Input, cache *typeCache, base *planner) *planner {
-	orders := []demandOrder{servingOrder, shapesFirst, strictFirst}
+	return utilizedIn(in, cache, base, utilOrders())
+}
+
+// utilOrders are the orders the utilization starts serve their nodes in.
+func utilOrders() []demandOrder {
+	orders := []demandOrder{servingOrder, shapesFirst, strictFirst, cpusFirst}
 	for seed := range utilPermutations {
 		orders = append(orders, permutedOrder(uint64(seed)))
 	}
-	return utilizedIn(in, cache, base, orders)
+	return orders
 }
 
 // utilizedIn is utilized, serving the demand in the given orders.
 func utilizedIn(in Input, cache *typeCache, base *planner, orders []demandOrder) *planner {
-	seeds := utilizationSeeds(in)
+	return utilizedFrom(in, cache, base, utilizationSeeds(in), orders)
+}
+
+// utilizedFrom is the greedy pass on the given nodes, in the given orders and the
+// nodes in both directions: the cheapest plan that holds as much as base, or base.
+func utilizedFrom(in Input, cache *typeCache, base *planner, seeds []*NodeType, orders []demandOrder) *planner {
 	if len(seeds) == 0 {
 		return base
 	}
 	var best *planner
+	reversed := slices.Clone(seeds)
+	slices.Reverse(reversed)
 	for _, order := range orders {
-		if cache.passes >= cache.limit {
-			break
-		}
-		candidate := greedy(in, cache, seeds, order)
-		if candidate != nil && candidate.servesAll(base) && (best == nil || candidate.cheaperThan(best)) {
-			best = candidate
+		for _, list := range [][]*NodeType{seeds, reversed} {
+			if cache.passes >= cache.limit {
+				break
+			}
+			candidate := greedy(in, cache, list, order)
+			if candidate != nil && candidate.servesAll(base) && (best == nil || candidate.cheaperThan(best)) {
+				best = candidate
+			}
 		}
 	}
 	if best == nil {
