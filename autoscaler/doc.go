@@ -22,8 +22,9 @@
 // bounded local search then tries plans near the greedy one (improve.go), and the same
 // is done from other starting points: every gang served before any task, the demand on
 // nodes of one or two types, the nodes Ray's planners would choose, each the type the
-// remaining demand uses best (utilization.go), and the plan built node by node; the
-// cheapest placeable plan is kept. Large inputs (more than 256 groups and shapes, no
+// remaining demand uses best (utilization.go), the plan built node by node, and the
+// nodes Ray's v2 planner would choose, gang by gang (utilization_v2.go); the cheapest
+// placeable plan is kept. Large inputs (more than 256 groups and shapes, no
 // selector on the node id, no multi-node NVLink domain) are planned by node classes
 // (classes.go): launching and planned nodes in one state are counted, not listed, and
 // the placement core is asked once per class state, not per node; a gang of unlike

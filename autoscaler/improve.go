@@ -14,8 +14,8 @@ import (
 // demand packs onto its leftovers (a 4-GPU node for a GPU task whose spare CPUs hold a
 // CPU-only gang, instead of a GPU node and a CPU node). After the greedy pass, a bounded
 // local search tries plans near the best one found: the greedy pass again, with the
-// best plan's demand nodes planned first (seeded) minus one node, or minus one node
-// plus one node of another type. Seeded nodes no demand lands on are dropped, so a move
+// best plan's demand nodes planned first (seeded) minus one node, minus one node plus
+// one node of another type, or minus every node of a type. Seeded nodes no demand lands on are dropped, so a move
 // can also empty other nodes. A move is kept when the plan costs less and holds at
 // least as much of every demand; every fit is still placement's (the seeded pass places
 // all demand through the same stages). The search runs only on small inputs (a bound on
@@ -54,6 +54,8 @@ func (p *planner) seed(types []*NodeType) bool {
 		if t.Unavailable || p.allowance(t) < 1 {
 			return false
 		}
+		// Named by rank: placement breaks ties by node id, so the seeds' order decides
+		// them (the utilization starts seed their nodes in both directions).
 		p.nextID++
 		id := placement.NodeID(fmt.Sprintf("seed-%04d-%s", i, t.Name))
 		p.pool.add(NewNode(id, t), kindPlanned, t.Name)
@@ -160,7 +162,8 @@ func (p *planner) demandNodes() []*NodeType {
 }
 
 // moves are the seed sets the search tries around a plan with the given demand nodes:
-// without one node of a type, then without it and with a node of each other type.
+// without one node of a type, then without it and with a node of each other type; last,
+// without all the nodes of each type that has two or more.
 func (p *planner) moves(nodes []*NodeType) [][]*NodeType {
 	var out [][]*NodeType
 	for i, removed := range nodes {
@@ -291,10 +294,13 @@ func (p *planner) improves(best, base *planner) bool {
 // places each demand in turn on all of them, as the cluster places work as it arrives,
 // in one of a few orders: demand in either serving order (servingOrder, groupsFirst),
 // every task and actor before the groups (shapesFirst), the strict gangs first
-// (strictFirst), or the order the plan was made in (p.order: a permuted order of the
-// utilization start), new nodes in type-name order or its reverse (placement breaks
-// ties by node id). The search seeds nodes in some order and can find a packing that
-// holds only when nodes are tried in that order; such a plan is not kept.
+// (strictFirst), by CPUs asked (cpusFirst), or the order the plan was made in (p.order:
+// a permuted order of a utilization start) when the gangs alone also fit in the order
+// they came (the GCS retries pending groups in that order: a plan whose gangs hold only
+// when a later one comes first would leave one pending), new nodes in type-name order or
+// its reverse (placement breaks ties by node id). The search seeds nodes in some order
+// and can find a packing that holds only when nodes are tried in that order; such a plan
+// is not kept.
 func (p *planner) placeable() bool {
 	var existing, launched []placement.Node
 	p.existingRows(func(row placement.Node, _ nodeKind, _ string) { existing = append(existing, row) })

@@ -31,8 +31,9 @@ const minLaunchBurst = 5
 //     actors launch at most max(5, upscaling_speed × running nodes) nodes; on inputs
 //     small enough for the local search (improve.go), that search refines the plan,
 //     and plans from other starting points (groups first, nodes of one or two types,
-//     the nodes the demand would use best, built node by node) are made and refined
-//     too: the cheapest placeable one is kept;
+//     the nodes the demand would use best, built node by node, the nodes Ray's v2
+//     planner would choose) are made and refined too: the cheapest placeable one is
+//     kept;
 //  5. scale-down: nodes of a type no longer configured, and nodes idle past their type's
 //     timeout, at most max_unavailable of them, never the head, a node of unknown type,
 //     a node below its type's min_workers, or a node this plan placed demand on.

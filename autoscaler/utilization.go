@@ -202,11 +202,12 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 // utilized is the utilization start's plan: the greedy pass on its nodes, serving the
 // demand in the serving order, the tasks and actors first, the strict gangs first (a
 // STRICT_PACK served after a SPREAD gang can find the seeds' room split between the
-// gang's bundles), and in utilPermutations fixed permutations of the serving order (an
-// exact packing the named orders miss: where each demand lands depends on what came
-// before it); the cheapest one that holds as much as base, or base. A plan made in a
-// permuted order is refined in that order, and kept only if placeable (in it, among
-// others).
+// gang's bundles), by CPUs asked, and in utilPermutations fixed permutations of the
+// serving order (an exact packing the named orders miss: where each demand lands
+// depends on what came before it), each with the nodes seeded in their order and
+// reversed (placement breaks ties by node id, and seeded nodes are named by rank); the
+// cheapest one that holds as much as base, or base. A plan made in a permuted order is
+// refined in that order, and kept only if placeable (in it, among others).
 func utilized(in Input, cache *typeCache, base *planner) *planner {
 	return utilizedIn(in, cache, base, utilOrders())
 }
