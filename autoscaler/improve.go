@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
@@ -70,8 +71,33 @@ func (p *planner) seed(types []*NodeType) bool {
 // the others. False when the seeds broke a rule the greedy pass keeps: a GPU node that
 // holds only CPU-only work, all of which a type without GPUs could hold (CPU-only work
 // gets a GPU type only when no other type holds it: candidateTypes), or more nodes for
-// tasks and actors alone than upscaling_speed allows.
+// tasks and actors alone than upscaling_speed allows. A GPU node holding only CPU-only
+// work is allowed beside seeded nodes of its type that hold GPU work, when that GPU work
+// comes in at least as many pieces (instances, GPU bundles) as the type's seeded nodes
+// holding work: placed another way, every one of them could hold GPU work, so the type
+// is launched for GPU work (as Ray's planners choose a GPU type only for GPU work, and
+// then pack CPU work on it); one GPU task does not justify two GPU nodes.
 func (p *planner) settleSeeds() bool {
+	// Per GPU type, the seeded nodes that hold work, and the pieces of GPU demand placed
+	// on them (gpuInstances, each demand counted once per type).
+	busy, gpuUnits := make(map[*NodeType]int), make(map[*NodeType]int)
+	counted := make(map[*NodeType]map[*demand]bool)
+	for _, node := range p.seeded {
+		holders := p.pool.holders[node.id]
+		if len(holders) == 0 || !isGPUType(node.t) {
+			continue
+		}
+		busy[node.t]++
+		if counted[node.t] == nil {
+			counted[node.t] = make(map[*demand]bool)
+		}
+		for _, d := range holders {
+			if d.anyGPU && !counted[node.t][d] {
+				counted[node.t][d] = true
+				gpuUnits[node.t] += gpuInstances(d)
+			}
+		}
+	}
 	for _, node := range p.seeded {
 		holders := p.pool.holders[node.id]
 		p.count[node.t.Name]--
@@ -84,7 +110,7 @@ func (p *planner) settleSeeds() bool {
 			gpuWork = gpuWork || d.anyGPU
 			groups = groups || !d.shape
 		}
-		if isGPUType(node.t) && !gpuWork && !p.mayLaunchFor(node.t, holders) {
+		if isGPUType(node.t) && !gpuWork && gpuUnits[node.t] < busy[node.t] && !p.mayLaunchFor(node.t, holders) {
 			return false
 		}
 		if !groups {
@@ -102,6 +128,28 @@ func (p *planner) settleSeeds() bool {
 		}
 	}
 	return true
+}
+
+// gpuInstances is how many pieces of GPU work a demand is that could each sit on a node
+// of their own: a shape's instances, a gang's bundles that ask for GPUs (a STRICT_PACK:
+// one).
+func gpuInstances(d *demand) int {
+	if d.shape {
+		return d.count
+	}
+	if d.request.Strategy == placement.StrategyStrictPack {
+		return 1
+	}
+	n := 0
+	for _, bundle := range d.request.Bundles {
+		for name, amount := range bundle {
+			if amount > 0 && (name == resources.GPU || strings.HasPrefix(name, countedMIGPrefix)) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // mayLaunchFor: the greedy pass could launch type t for one of the demands (for
@@ -283,10 +331,18 @@ func cheapestServing(p, other *planner) *planner {
 }
 
 // improves: the plan (nil: a move that broke a rule) holds at least as much of every
-// demand as base, costs less than best, and is placeable. The last is checked last:
-// it places all the demand again.
+// demand as base, is placeable, and costs less than best, or best is not placeable (the
+// greedy pass's own plan can hold demand only as it placed it, node by node: a plan the
+// placement core cannot place leaves demand pending once its nodes are up, so any
+// placeable plan is better). Placeable is checked last: it places all the demand again.
 func (p *planner) improves(best, base *planner) bool {
-	return p != nil && p != best && p.servesAll(base) && p.cheaperThan(best) && p.placeable()
+	if p == nil || p == best || !p.servesAll(base) {
+		return false
+	}
+	if best.placeable() {
+		return p.cheaperThan(best) && p.placeable()
+	}
+	return p.placeable()
 }
 
 // placeable: the demand the plan holds fits on the nodes it leaves (running nodes'
@@ -302,6 +358,17 @@ func (p *planner) improves(best, base *planner) bool {
 // and can find a packing that holds only when nodes are tried in that order; such a plan
 // is not kept.
 func (p *planner) placeable() bool {
+	if p.placeableKnown == 0 {
+		p.placeableKnown = 2
+		if p.placeableNow() {
+			p.placeableKnown = 1
+		}
+	}
+	return p.placeableKnown == 1
+}
+
+// placeableNow is placeable, worked out.
+func (p *planner) placeableNow() bool {
 	var existing, launched []placement.Node
 	p.existingRows(func(row placement.Node, _ nodeKind, _ string) { existing = append(existing, row) })
 	for _, name := range slices.Sorted(maps.Keys(p.launches)) {

@@ -167,6 +167,8 @@ type planner struct {
 	// classes, on large inputs, holds the nodes demand may use instead of pool
 	// (classes.go).
 	classes *classPool
+	// placeableKnown is placeable's answer once worked out: 1 yes, 2 no, 0 not yet.
+	placeableKnown int8
 }
 
 func newPlanner(in Input) *planner {

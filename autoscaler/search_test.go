@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
 
@@ -178,12 +179,14 @@ func TestPlaceableChecksTheDemandFitsTheLaunchedNodes(t *testing.T) {
 	// The same demand on fewer CPUs than it asks does not fit, whatever the order.
 	short := *p
 	short.launches = map[string]*Launch{"cpu4": {Type: "cpu4", Count: 2}}
+	short.placeableKnown = 0 // placeable remembers its answer: the plan changed
 	if short.placeable() {
 		t.Fatal("two 3-CPU tasks and a 2-CPU task placed on two 4-CPU nodes")
 	}
 	// Demand the plan does not hold is not placed: a plan holding only the 3-CPU tasks
 	// fits two 4-CPU nodes.
 	short.served = map[string]int{ShapeName(set("CPU", 3), nil): 2}
+	short.placeableKnown = 0
 	if !short.placeable() {
 		t.Fatal("two 3-CPU tasks do not fit two 4-CPU nodes")
 	}
@@ -208,5 +211,26 @@ func TestASeededGPUNodeNeedsWorkThatJustifiesIt(t *testing.T) {
 	in.Shapes = []ShapeDemand{shape(set("CPU", 1), 4)}
 	if greedy(in, newTypeCache(), []*NodeType{&in.Types[1]}, servingOrder) != nil {
 		t.Fatal("a seeded GPU node holding only CPU-only work a CPU type holds was kept")
+	}
+	// Beside nodes of its type that hold GPU work, a GPU node holding only CPU-only work
+	// is kept while the GPU work comes in as many pieces as those nodes (placed another
+	// way, each node could hold one), and refused with fewer: one GPU task does not
+	// justify two GPU nodes.
+	for _, tc := range []struct {
+		gpuTask  resources.Set
+		gpuTasks int
+		kept     bool
+	}{
+		// The GPU task fills the first node but for 8 CPUs; of the two 8-CPU tasks, the
+		// second goes on the other node.
+		{set("CPU", 120, "GPU", 1), 1, false},
+		// The same with the GPU work in two pieces.
+		{set("CPU", 60, "GPU", 1), 2, true},
+	} {
+		in.Shapes = []ShapeDemand{shape(tc.gpuTask, tc.gpuTasks), shape(set("CPU", 8), 2)}
+		plan := greedy(in, newTypeCache(), []*NodeType{&in.Types[1], &in.Types[1]}, servingOrder)
+		if kept := plan != nil && launched(plan.plan())["gpu128"] == 2; kept != tc.kept {
+			t.Errorf("%d GPU tasks: two seeded GPU nodes kept %v, want %v", tc.gpuTasks, kept, tc.kept)
+		}
 	}
 }
