@@ -210,6 +210,9 @@ func (a *Actor) waitAlive(ctx context.Context, minRestarts int64) (*pb.ActorInfo
 		return nil, a.c.wrap("actor "+a.ID, err)
 	}
 	if reply.Actor.State == pb.ActorState_ACTOR_DEAD {
+		// The handle learns it too: later calls fail at once instead of reaching a
+		// worker that is still being stopped.
+		a.learn(reply.Actor)
 		return nil, fmt.Errorf("actor %s (%s): %w: %s", a.ID, a.ClassName, ErrActorDied, reply.Actor.DeathCause)
 	}
 	return reply.Actor, nil
