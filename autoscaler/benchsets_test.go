@@ -110,11 +110,12 @@ func decidedWhole(t *testing.T, in Input) (Plan, *planner) {
 // hold the demand only served by CPUs asked, cpusFirst), 490 (v1: only with the nodes
 // seeded in reverse, so placement breaks ties the other way), 295 (v2: the nodes Ray's
 // v2 planner would choose, utilizedV2), 872 (v2: six small nodes that one large one
-// replaces, the move without every node of a type) and 748 (v1: eight GPU nodes, one of
-// which holds CPU-only work as placed, for sixteen pieces of GPU work: settleSeeds). The
-// plan must cost no more than Ray's, hold every demand, and be placeable.
+// replaces, the move without every node of a type), 748 (v1: eight GPU nodes, one of
+// which holds CPU-only work as placed, for sixteen pieces of GPU work: settleSeeds) and
+// 767 (v2: Ray's v2 planner takes the gangs in the order they came). The plan must cost
+// no more than Ray's, hold every demand, and be placeable.
 func TestPlansCostNoMoreThanRaysOnBenchmarkSets(t *testing.T) {
-	for _, s := range readBenchSets(t, "testdata/ray-cheaper-sets.json", 5) {
+	for _, s := range readBenchSets(t, "testdata/ray-cheaper-sets.json", 6) {
 		t.Run(fmt.Sprintf("set %d %s", s.Set, s.Planner), func(t *testing.T) {
 			plan, p := decidedWhole(t, s.input(t))
 			if _, cost := p.launchCost(); cost > s.RayCost+1e-9 {

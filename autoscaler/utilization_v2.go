@@ -14,10 +14,10 @@ import (
 // The v2 utilization start: the node list Ray's v2 planner would choose, a second
 // starting point beside the utilization start (utilization.go), refined and kept the
 // same way. The v2 planner differs from the v1 one in how it walks the demand:
-//   - gangs first, one at a time (those whose bundles carry the most placement
-//     constraints, STRICT_PACK and STRICT_SPREAD, first, then those with the most
-//     bundles), each all or nothing: a gang the nodes cannot hold is skipped and leaves
-//     them as they were; then every task and actor, one instance at a time;
+//   - gangs first, one at a time in the order they came (Ray sorts them by a field the
+//     GCS leaves empty, which keeps that order), each all or nothing: a gang the nodes
+//     cannot hold is skipped and leaves them as they were; then every task and actor,
+//     one instance at a time;
 //   - each batch goes first onto the nodes already chosen, the best used of them
 //     taking what it holds, then the next best, and only the rest onto new nodes, one
 //     at a time, each of the type whose new node would be used best;
@@ -136,44 +136,25 @@ type v2Batch struct {
 	gang  bool
 }
 
-// v2Batches is the demand as Ray's v2 planner walks it: one batch per gang, in its
-// order, then one of every task and actor.
+// v2Batches is the demand as Ray's v2 planner walks it: one batch per gang, in the
+// given order, then one of every task and actor.
 func v2Batches(groups, shapes []*demand) []v2Batch {
-	type gang struct {
-		items       []v2Item
-		constraints int
-	}
-	var gangs []gang
+	var batches []v2Batch
 	for i, d := range groups {
-		var g gang
+		var items []v2Item
 		switch d.request.Strategy {
 		case placement.StrategyStrictPack:
-			g.items = []v2Item{{need: d.total(), count: 1, pack: true}}
-			g.constraints = len(d.request.Bundles)
+			items = []v2Item{{need: d.total(), count: 1, pack: true}}
 		case placement.StrategyStrictSpread:
 			for _, bundle := range d.request.Bundles {
-				g.items = append(g.items, v2Item{need: bundle, count: 1, spread: i + 1})
+				items = append(items, v2Item{need: bundle, count: 1, spread: i + 1})
 			}
-			g.constraints = len(d.request.Bundles)
 		default:
 			for _, bundle := range d.request.Bundles {
-				g.items = append(g.items, v2Item{need: bundle, count: 1})
+				items = append(items, v2Item{need: bundle, count: 1})
 			}
 		}
-		gangs = append(gangs, g)
-	}
-	bundles := func(g gang) int {
-		if len(g.items) == 1 && g.items[0].pack {
-			return g.constraints
-		}
-		return len(g.items)
-	}
-	slices.SortStableFunc(gangs, func(a, b gang) int {
-		return cmp.Or(cmp.Compare(b.constraints, a.constraints), cmp.Compare(bundles(b), bundles(a)))
-	})
-	var batches []v2Batch
-	for _, g := range gangs {
-		batches = append(batches, v2Batch{items: sortV2Items(g.items), gang: true})
+		batches = append(batches, v2Batch{items: sortV2Items(items), gang: true})
 	}
 	var tasks []v2Item
 	for _, d := range shapes {
@@ -238,6 +219,16 @@ func sortV2Items(items []v2Item) []v2Item {
 func utilizationV2Seeds(in Input) []*NodeType {
 	p := newPlanner(in)
 	groups, shapes, _ := collectDemand(in)
+	// The gangs in the order the GCS reported them (collectDemand sorts them): Ray 2.60
+	// sorts gangs by the placement constraints and requests of a field the GCS leaves
+	// empty (GangResourceRequest.requests; it fills bundle_selectors), so it keeps them
+	// in that order.
+	position := make(map[string]int, len(in.Groups))
+	for i, g := range in.Groups {
+		position[g.ID] = i
+	}
+	groups = slices.Clone(groups)
+	slices.SortStableFunc(groups, func(a, b *demand) int { return cmp.Compare(position[a.name], position[b.name]) })
 	room := min(maxSearchNodes, p.in.MaxWorkers-p.workers)
 	chosen := make(map[*NodeType]int)
 	var nodes []*v2Node
