@@ -1,6 +1,7 @@
 package autoscaler
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -399,11 +400,24 @@ func (p *planner) placeableNow() bool {
 	// Only in the order the plan was made in (a permuted one): then its gangs must also
 	// fit alone in the order they came, as the cluster retries pending groups.
 	madeIn, gangsAlone := false, false
+	arrived := arrivalOrder(p.in, groups)
 	for _, rows := range directions {
 		madeIn = madeIn || p.placesAll(rows, p.order(groups, shapes))
-		gangsAlone = gangsAlone || p.placesAll(rows, groups)
+		gangsAlone = gangsAlone || p.placesAll(rows, arrived)
 	}
 	return madeIn && gangsAlone
+}
+
+// arrivalOrder is the groups (collectDemand's, which sorts them) in the order the input
+// lists them: the order the GCS reports pending groups in, and retries them.
+func arrivalOrder(in Input, groups []*demand) []*demand {
+	position := make(map[string]int, len(in.Groups))
+	for i, g := range in.Groups {
+		position[g.ID] = i
+	}
+	out := slices.Clone(groups)
+	slices.SortStableFunc(out, func(a, b *demand) int { return cmp.Compare(position[a.name], position[b.name]) })
+	return out
 }
 
 // strictFirst serves the STRICT_PACK and STRICT_SPREAD groups first, the gangs with

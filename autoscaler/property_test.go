@@ -262,8 +262,9 @@ func checkPlannedGroupsFit(t *testing.T, in Input, plan Plan) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// In the order the groups came, the order the GCS tries pending groups in.
 	groups, _, _ := collectDemand(in)
-	for _, d := range groups {
+	for _, d := range arrivalOrder(in, groups) {
 		if !launchedFor[d.name] {
 			continue
 		}

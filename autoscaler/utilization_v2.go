@@ -219,16 +219,10 @@ func sortV2Items(items []v2Item) []v2Item {
 func utilizationV2Seeds(in Input) []*NodeType {
 	p := newPlanner(in)
 	groups, shapes, _ := collectDemand(in)
-	// The gangs in the order the GCS reported them (collectDemand sorts them): Ray 2.60
-	// sorts gangs by the placement constraints and requests of a field the GCS leaves
-	// empty (GangResourceRequest.requests; it fills bundle_selectors), so it keeps them
-	// in that order.
-	position := make(map[string]int, len(in.Groups))
-	for i, g := range in.Groups {
-		position[g.ID] = i
-	}
-	groups = slices.Clone(groups)
-	slices.SortStableFunc(groups, func(a, b *demand) int { return cmp.Compare(position[a.name], position[b.name]) })
+	// The gangs in the order they came (arrivalOrder): Ray 2.60 sorts gangs by the
+	// placement constraints and requests of a field the GCS leaves empty
+	// (GangResourceRequest.requests; it fills bundle_selectors), so it keeps that order.
+	groups = arrivalOrder(in, groups)
 	room := min(maxSearchNodes, p.in.MaxWorkers-p.workers)
 	chosen := make(map[*NodeType]int)
 	var nodes []*v2Node
