@@ -17,11 +17,12 @@ import (
 // CPU-only gang, instead of a GPU node and a CPU node). After the greedy pass, a bounded
 // local search tries plans near the best one found: the greedy pass again, with the
 // best plan's demand nodes planned first (seeded) minus one node, minus one node plus
-// one node of another type, or minus every node of a type. Seeded nodes no demand lands on are dropped, so a move
-// can also empty other nodes. A move is kept when the plan costs less and holds at
-// least as much of every demand; every fit is still placement's (the seeded pass places
-// all demand through the same stages). The search runs only on small inputs (a bound on
-// work: each move is a whole greedy pass), so large plans are the greedy pass's.
+// one node of another type, or minus every node of a type. Seeded nodes no demand lands
+// on are dropped, so a move can also empty other nodes. A move is kept when the plan
+// costs less and holds at least as much of every demand; every fit is still
+// placement's (the seeded pass places all demand through the same stages). The search
+// runs only on small inputs (a bound on work: each move is a whole greedy pass), so
+// large plans are the greedy pass's.
 
 // Bounds on the search's work.
 const (
@@ -57,7 +58,8 @@ func (p *planner) seed(types []*NodeType) bool {
 			return false
 		}
 		// Named by rank: placement breaks ties by node id, so the seeds' order decides
-		// them (the utilization starts seed their nodes in both directions).
+		// them (the utilization starts seed their nodes in both directions). The count
+		// of planned nodes still moves on, so later planned nodes keep their numbers.
 		p.nextID++
 		id := placement.NodeID(fmt.Sprintf("seed-%04d-%s", i, t.Name))
 		p.pool.add(NewNode(id, t), kindPlanned, t.Name)

@@ -513,9 +513,19 @@ func TestAGroupFailingForAnInternalReasonNeverBlocksOthers(t *testing.T) {
 		f.round()
 	}
 	f.waitState(behind, pb.PlacementGroupState_CREATED)
-	if info := f.m.info(failing); info.State != pb.PlacementGroupState_PENDING || info.PendingReasonCode != string(pending.Internal) {
-		t.Fatalf("the failing group is %v %q", info.State, info.PendingReasonCode)
-	}
+	// Its backoff may have ended meanwhile: an attempt in flight clears the reason until
+	// the prepare fails again, so the reason is awaited; the state is never other than
+	// PENDING while b fails.
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the failing group still failing as internal", func() error {
+		info := f.m.info(failing)
+		if info.State != pb.PlacementGroupState_PENDING {
+			t.Fatalf("the failing group is %v", info.State)
+		}
+		if info.PendingReasonCode != string(pending.Internal) {
+			return fmt.Errorf("reason %q", info.PendingReasonCode)
+		}
+		return nil
+	})
 	f.raylets.FailOn(reservertest.Prepare, "b", nil)
 	f.round()
 	f.checkCreatedIsWhole(failing)
