@@ -173,19 +173,31 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 	if !ok {
 		return utilScore{}, nil, false
 	}
-	score = utilScore{gpuOK: !gpuType || anyGPU, min: math.Inf(1)}
+	// Less than one unit of a resource: Ray's v1 planner leaves it out.
+	score, ok = scoreUse(!gpuType || anyGPU, capacity, free, asked, resources.AmountScale)
+	if !ok {
+		return utilScore{}, nil, false
+	}
+	return score, taken, true
+}
+
+// scoreUse scores a node of the given capacity with free left and the asked resource
+// kinds on it, over its resources of at least least: as Ray scores it, each resource
+// weighs its capacity times the cube of the share used (a large resource well used
+// counts more than a small one); min and avg are the least and the mean of those. ok
+// is false when no resource counts (min and avg are then zero).
+func scoreUse(gpuOK bool, capacity, free resources.Set, asked map[string]bool, least resources.Amount) (score utilScore, ok bool) {
+	score = utilScore{gpuOK: gpuOK, min: math.Inf(1)}
 	counted := 0
 	// In name order: the mean is a float sum, and the same input must give the same plan.
 	for _, name := range capacity.Names() {
 		total := capacity[name]
-		if total < resources.AmountScale {
-			continue // less than one unit: Ray leaves it out too
+		if total < least {
+			continue
 		}
 		if asked[name] {
 			score.kinds++
 		}
-		// As Ray scores it: the capacity times the cube of the share used, so a large
-		// resource well used counts more than a small one.
 		used := float64(total-free[name]) / float64(total)
 		weighted := total.Float() * used * used * used
 		score.min = min(score.min, weighted)
@@ -193,10 +205,10 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 		counted++
 	}
 	if counted == 0 {
-		return utilScore{}, nil, false
+		return utilScore{gpuOK: gpuOK, kinds: score.kinds}, false
 	}
 	score.avg /= float64(counted)
-	return score, taken, true
+	return score, true
 }
 
 // utilized is the utilization start's plan: the greedy pass on its nodes, serving the

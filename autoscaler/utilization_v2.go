@@ -3,7 +3,6 @@ package autoscaler
 import (
 	"cmp"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -103,30 +102,8 @@ func (n *v2Node) take(items []v2Item) (taken []int, ok bool) {
 
 // score is how well the node is used by all it holds, as Ray's v2 planner scores it.
 func (n *v2Node) score() utilScore {
-	score := utilScore{gpuOK: !isGPUType(n.t) || n.anyGPU}
-	for name := range n.asked {
-		if n.total[name] > 0 {
-			score.kinds++
-		}
-	}
-	counted := 0
-	score.min = math.Inf(1)
-	// In name order: the mean is a float sum, and the same input must give the same plan.
-	for _, name := range n.total.Names() {
-		total := n.total[name]
-		if total <= 0 {
-			continue
-		}
-		used := float64(total-n.free[name]) / float64(total)
-		weighted := total.Float() * used * used * used
-		score.min = min(score.min, weighted)
-		score.avg += weighted
-		counted++
-	}
-	if counted == 0 {
-		return utilScore{gpuOK: score.gpuOK, kinds: score.kinds}
-	}
-	score.avg /= float64(counted)
+	// Every resource the node has counts (Ray's v2 planner skips only zeros).
+	score, _ := scoreUse(!isGPUType(n.t) || n.anyGPU, n.total, n.free, n.asked, 1)
 	return score
 }
 
