@@ -24,6 +24,10 @@ type cancelRide struct {
 type cancelRides struct {
 	mu     sync.Mutex
 	byNode map[string]*nodeRides
+	// wait, when set, replaces cancelRideWait: a test that checks a cancel rides sets it
+	// longer, since a loaded machine can take more than cancelRideWait between a
+	// removal and the create that follows it.
+	wait time.Duration
 }
 
 // nodeRides are the cancels waiting for a ride to one node, and the timer that sends
@@ -45,8 +49,12 @@ func (m *pgManager) rideCancel(r cancelRide) {
 	}
 	waiting := m.rides.byNode[r.node]
 	if waiting == nil {
+		wait := m.rides.wait
+		if wait == 0 {
+			wait = cancelRideWait
+		}
 		waiting = &nodeRides{}
-		waiting.timer = time.AfterFunc(cancelRideWait, func() { m.cancelNow(m.takeRides(r.node, waiting)) })
+		waiting.timer = time.AfterFunc(wait, func() { m.cancelNow(m.takeRides(r.node, waiting)) })
 		m.rides.byNode[r.node] = waiting
 	}
 	waiting.rides = append(waiting.rides, r)

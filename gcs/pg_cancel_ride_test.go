@@ -60,7 +60,15 @@ func (r *oneStepRaylets) carried() [][]*pb.BundleKey {
 
 // newRideFixture is a two-phase fixture whose raylets take the one-step call.
 func newRideFixture(t *testing.T, nodes ...string) (*twoPhaseFixture, *oneStepRaylets) {
+	return newRideFixtureWaiting(t, 0, nodes...)
+}
+
+// newRideFixtureWaiting is newRideFixture with a cancel waiting rideWait for a ride
+// (zero: cancelRideWait). A test that checks a cancel rides on the next create waits
+// long, so that a loaded machine cannot send it on its own first.
+func newRideFixtureWaiting(t *testing.T, rideWait time.Duration, nodes ...string) (*twoPhaseFixture, *oneStepRaylets) {
 	f := newTwoPhaseFixture(t, nodes...)
+	f.m.rides.wait = rideWait
 	raylets := &oneStepRaylets{Caller: f.caller}
 	f.m.reserver = raylets
 	f.round() // the view is built once, as the running loop does at start
@@ -79,7 +87,7 @@ func (f *twoPhaseFixture) cancelsOf(id string) int {
 }
 
 func TestARemovedGroupsCancelRidesOnTheNextCreateToItsNode(t *testing.T) {
-	f, raylets := newRideFixture(t, "a")
+	f, raylets := newRideFixtureWaiting(t, time.Minute, "a")
 	first, err := f.createWaiting(1)
 	if err != nil || first.State != pb.PlacementGroupState_CREATED {
 		t.Fatalf("first: %v, %v", first.GetState(), err)
@@ -163,7 +171,7 @@ func TestCapacityHeldByARidingCancelIsReusedOnlyOnceTheRayletConfirmedIt(t *test
 // A one-step call that fails (it may not have reached the raylet) sends the cancels it
 // carried again on their own.
 func TestCancelsOfAFailedOneStepCallAreSentAgainOnTheirOwn(t *testing.T) {
-	f, raylets := newRideFixture(t, "a")
+	f, raylets := newRideFixtureWaiting(t, time.Minute, "a")
 	first, err := f.createWaiting(1)
 	if err != nil || first.State != pb.PlacementGroupState_CREATED {
 		t.Fatalf("first: %v, %v", first.GetState(), err)
@@ -187,5 +195,9 @@ func TestCancelsOfAFailedOneStepCallAreSentAgainOnTheirOwn(t *testing.T) {
 	raylets.mu.Unlock()
 	f.round()
 	f.checkCreatedIsWhole(second.PlacementGroupId)
+	// The raylet dropped the first group's bundle before the manager records the cancel
+	// confirmed, which may come after that round: wait for it, so the check below sees
+	// its CPU given back rather than still held.
+	f.settle()
 	f.checkViewMatchesRebuilt("after the lost call")
 }

@@ -205,15 +205,23 @@ func TestKeptViewEqualsARebuiltViewOnSeededStreams(t *testing.T) {
 }
 
 // checkViewMatchesRebuilt compares the loop's kept view with one built from scratch.
+// Both are read at one moment, under viewMu then mu as the manager takes them. Releases
+// recorded since the view last looked (a cancel confirmed after the last round) are
+// given back first, as a round and placeNow do before they use the view: until then
+// the view lags by design, and a bundle released without being recorded still shows.
 func (f *twoPhaseFixture) checkViewMatchesRebuilt(when string) {
 	f.t.Helper()
 	if f.m.viewStale.Load() {
 		f.m.scheduleRound() // the loop would rebuild it before deciding
 	}
+	nodes := f.nodes.schedulingNodes() // never under mu, as in rebuildView
+	f.m.viewMu.Lock()
+	defer f.m.viewMu.Unlock()
 	f.m.mu.Lock()
+	f.m.applyReleasesLocked()
 	held := f.m.heldBundlesLocked()
 	f.m.mu.Unlock()
-	fresh, err := buildView(f.nodes.schedulingNodes(), held)
+	fresh, err := buildView(nodes, held)
 	if err != nil {
 		f.t.Fatal(err)
 	}
