@@ -16,6 +16,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,23 +24,35 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: autoscaler_cost gen|eval [flags]")
+		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		fmt.Print(usage)
+		return
 	case "gen":
 		err = runGen(os.Args[2:])
 	case "eval":
 		err = runEval(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown mode %q, want gen or eval", os.Args[1])
+		err = fmt.Errorf("unknown mode %q, want gen or eval (-h says more)", os.Args[1])
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the mode printed its flags
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "autoscaler_cost:", err)
 		os.Exit(1)
 	}
 }
+
+const usage = `usage: autoscaler_cost MODE [flags]   (MODE -h lists a mode's flags)
+
+  gen    write seeded demand sets, each with raygo's plan
+  eval   check raygo's, Ray's and the optimum's plans of the sets and print BENCH lines
+`
 
 func runGen(args []string) error {
 	flags := flag.NewFlagSet("gen", flag.ContinueOnError)
