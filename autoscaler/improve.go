@@ -353,13 +353,15 @@ func (p *planner) improves(best, base *planner) bool {
 // places each demand in turn on all of them, as the cluster places work as it arrives,
 // in one of a few orders: demand in either serving order (servingOrder, groupsFirst),
 // every task and actor before the groups (shapesFirst), the strict gangs first
-// (strictFirst), by CPUs asked (cpusFirst), or the order the plan was made in (p.order:
-// a permuted order of a utilization start) when the gangs alone also fit in the order
-// they came (the GCS retries pending groups in that order: a plan whose gangs hold only
-// when a later one comes first would leave one pending), new nodes in type-name order or
-// its reverse (placement breaks ties by node id). The search seeds nodes in some order
-// and can find a packing that holds only when nodes are tried in that order; such a plan
-// is not kept.
+// (strictFirst), by CPUs asked (cpusFirst), the gangs least free first (byFreedom), or
+// the order the plan was made in (p.order: a permuted order of a utilization start)
+// when the gangs alone also fit in the order they came; new nodes in type-name order or
+// its reverse (placement breaks ties by node id). The GCS tries pending groups in the
+// order they came, but which of them are pending when each new node joins varies, so
+// these orders are the ones a rule names, not a promise of the one the cluster will
+// take; a permuted order names none, so its plan must also hold the gangs as they came.
+// The search seeds nodes in some order and can find a packing that holds only when
+// nodes are tried in that order; such a plan is not kept.
 func (p *planner) placeable() bool {
 	if p.placeableKnown == 0 {
 		p.placeableKnown = 2
@@ -393,7 +395,7 @@ func (p *planner) placeableNow() bool {
 		directions = append(directions, rows)
 	}
 	for _, rows := range directions {
-		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, cpusFirst} {
+		for _, order := range []demandOrder{servingOrder, groupsFirst, shapesFirst, strictFirst, cpusFirst, byFreedom} {
 			if p.placesAll(rows, order(groups, shapes)) {
 				return true
 			}
@@ -435,6 +437,18 @@ func strictFirst(groups, shapes []*demand) []*demand {
 		}
 	}
 	return append(strict, servingOrder(loose, shapes)...)
+}
+
+// byFreedom serves the groups by strategy, the least free first (STRICT_PACK,
+// STRICT_SPREAD, PACK, SPREAD; within one, in collectDemand's order), then the shapes:
+// as strictFirst, for a PACK gang that needs most of a node, which a SPREAD gang placed
+// before it leaves split between its bundles on every node.
+func byFreedom(groups, shapes []*demand) []*demand {
+	rank := map[placement.Strategy]int{placement.StrategyStrictPack: 0, placement.StrategyStrictSpread: 1,
+		placement.StrategyPack: 2, placement.StrategySpread: 3}
+	out := slices.Clone(groups)
+	slices.SortStableFunc(out, func(a, b *demand) int { return cmp.Compare(rank[a.request.Strategy], rank[b.request.Strategy]) })
+	return append(out, shapes...)
 }
 
 // placesAll: the instances of each demand the plan holds, in the given order, fit on
