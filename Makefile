@@ -78,7 +78,7 @@ bench: deps build
 CHAOS_STEPS ?= 200
 CHAOS_SEED ?= 1
 chaos: deps build
-	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) RAYGO_CHAOS_NETWORK=1 scripts/in-netns.sh --or-here $(GO) test -count=1 -timeout 80m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos (seed|recovery|faults|load)|LOST|not true|step [0-9]+:|raylet pid|"level":"(warn|error)"'
+	RAYGO_CHAOS_STEPS=$(CHAOS_STEPS) RAYGO_CHAOS_SEED=$(CHAOS_SEED) RAYGO_CHAOS_NETWORK=1 scripts/in-netns.sh --or-here $(GO) test -count=1 -timeout 80m -run TestChaos -v ./tests/chaos/ | grep -E '^(=== RUN|--- |PASS|FAIL|ok)|chaos (seed|recovery|faults|load|slow)|LOST|not true|step [0-9]+:|raylet pid|"level":"(warn|error)"'
 
 ## bench-ray: the autoscaler's plan cost against Ray's v1 and v2 planners (called in
 ## process, no cluster) and the HiGHS MIP optimum on seeded demand sets

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raygo-dev/raygo/internal/rpcutil"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -100,7 +101,10 @@ func rideKeys(rides []cancelRide) []*pb.BundleKey {
 }
 
 // cancelNow cancels the rides' bundles in calls of their own, then counts them released
-// (a group on several nodes once every node confirmed: pass all its rides at once).
+// (a group on several nodes once every node confirmed: pass all its rides at once). A
+// cancel the raylet did not confirm (a partition, a timeout) is sent again in the
+// background, and the bundles stay held in the view meanwhile: the raylet may still hold
+// them, and a group placed in that room would be refused there on every attempt.
 func (m *pgManager) cancelNow(rides []cancelRide) {
 	if len(rides) == 0 {
 		return
@@ -109,7 +113,41 @@ func (m *pgManager) cancelNow(rides []cancelRide) {
 	for _, r := range rides {
 		byNode[r.node] = append(byNode[r.node], r.bundles...)
 	}
-	m.cancelAll(byNode)
+	if unconfirmed := m.cancelAll(byNode); len(unconfirmed) > 0 {
+		go m.retryCancels(rides, unconfirmed)
+		return
+	}
+	m.cancelled(rides)
+}
+
+// retryCancels sends the cancels the raylets did not confirm again, with backoff, until
+// every node confirmed or is no longer ALIVE (a dead node holds nothing), then counts the
+// rides released.
+func (m *pgManager) retryCancels(rides []cancelRide, unconfirmed map[string][]*pb.BundleReservation) {
+	backoff := rpcutil.Backoff{Min: retryBackoffMin, Max: retryBackoffMax}
+	for warned := false; ; warned = true {
+		alive := map[string]bool{}
+		for _, n := range m.nodes.schedulingNodes() {
+			alive[n.NodeId] = true
+		}
+		for node := range unconfirmed {
+			if !alive[node] {
+				delete(unconfirmed, node)
+			} else if !warned {
+				m.log.Warn().Str("node_id", node).Int("bundles", len(unconfirmed[node])).
+					Msg("the raylet did not confirm the cancel of a removed group's bundles; retrying, the bundles stay held")
+			}
+		}
+		if len(unconfirmed) == 0 {
+			break
+		}
+		select {
+		case <-m.stopped:
+			return
+		case <-time.After(backoff.Next()):
+		}
+		unconfirmed = m.cancelAll(unconfirmed)
+	}
 	m.cancelled(rides)
 }
 

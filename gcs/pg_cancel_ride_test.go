@@ -3,6 +3,7 @@ package gcs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -200,4 +201,85 @@ func TestCancelsOfAFailedOneStepCallAreSentAgainOnTheirOwn(t *testing.T) {
 	// its CPU given back rather than still held.
 	f.settle()
 	f.checkViewMatchesRebuilt("after the lost call")
+}
+
+// cancelling reports whether the removed group still counts as cancelling (its bundles
+// held in the view).
+func (f *twoPhaseFixture) cancelling(id string) bool {
+	f.m.mu.Lock()
+	defer f.m.mu.Unlock()
+	e := f.m.removed[id]
+	return e != nil && e.cancelling
+}
+
+// A removal's cancel the raylet did not confirm (lost to a partition) is sent again until
+// it is, and the capacity stays held meanwhile: a group placed in room the raylet still
+// holds would be refused there on every attempt, and wait for as long.
+func TestAnUnconfirmedCancelIsSentAgainAndItsCapacityHeldUntilConfirmed(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	f.round()
+	first := f.create("PACK", 4)
+	f.round()
+	f.checkCreatedIsWhole(first)
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
+	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the unconfirmed cancel sent again", func() error {
+		if n := f.cancelsOf(first); n < 2 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	if !f.cancelling(first) {
+		t.Fatal("the removed group's bundles were released before the raylet confirmed their cancel")
+	}
+	second := f.create("PACK", 4)
+	f.round()
+	if info := f.m.info(second); info.State == pb.PlacementGroupState_CREATED {
+		t.Fatalf("a group was placed in the CPUs the raylet still holds for the removed one: %v", f.raylets.Held("a"))
+	}
+	f.raylets.FailOn(reservertest.Cancel, "a", nil)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel confirmed", func() error {
+		if f.cancelling(first) {
+			return errors.New("still cancelling")
+		}
+		return nil
+	})
+	f.round()
+	f.checkCreatedIsWhole(second)
+	f.waitHeld(second, 4)
+	f.checkViewMatchesRebuilt("after the cancel was confirmed")
+}
+
+// A node that dies while its cancel is sent again holds nothing: the retries stop and the
+// bundles are released.
+func TestAnUnconfirmedCancelToANodeThatDiedIsGivenUp(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	f.round()
+	first := f.create("PACK", 2)
+	f.round()
+	f.checkCreatedIsWhole(first)
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection refused"))
+	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the unconfirmed cancel sent again", func() error {
+		if n := f.cancelsOf(first); n < 2 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	f.nodes.kill("a")
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel given up", func() error {
+		if f.cancelling(first) {
+			return errors.New("still cancelling")
+		}
+		return nil
+	})
+	calls := f.cancelsOf(first)
+	time.Sleep(2 * retryBackoffMin)
+	if n := f.cancelsOf(first); n != calls {
+		t.Fatalf("%d more cancel calls to the dead node", n-calls)
+	}
 }

@@ -341,14 +341,25 @@ func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call 
 	return <-errs
 }
 
-// cancelAll releases bundles everywhere, best effort (a dead node holds nothing).
-func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) {
+// cancelAll releases bundles everywhere and returns those of the nodes whose raylet did
+// not confirm. Undoing a failed reservation ignores them, best effort (a dead node holds
+// nothing); a removal sends them again (cancelNow).
+func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) map[string][]*pb.BundleReservation {
+	var mu sync.Mutex
+	unconfirmed := map[string][]*pb.BundleReservation{}
 	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
-		return m.reserver.Cancel(ctx, node, keysOf(bundles))
+		report, err := m.reserver.Cancel(ctx, node, keysOf(bundles))
+		if err != nil {
+			mu.Lock()
+			unconfirmed[node] = bundles
+			mu.Unlock()
+		}
+		return report, err
 	})
 	if err != nil {
 		m.log.Debug().Err(err).Msg("cancel did not reach every raylet")
 	}
+	return unconfirmed
 }
 
 // bundlesByNode groups group id's placed bundles (or, with plan, the planned ones at

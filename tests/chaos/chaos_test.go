@@ -238,12 +238,17 @@ func TestChaos(t *testing.T) {
 				start(w)
 			}
 		}
-		took := pause + harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
+		waited := newWaitLog()
+		settling := harness.Eventually(t, settleLimit, fmt.Sprintf("step %d (%s): settled, nothing lost, invariants kept", step, kind), func() error {
 			if err := settled(t, bin, c.GCSAddress, pgs, acked, removed); err != nil {
-				return err
+				return waited.record(err)
 			}
-			return load.settled(t)
+			return waited.record(load.settled(t))
 		})
+		if settling > slowSettle {
+			t.Logf("chaos slow step %d (%s): settled after %s, from %s; waited on: %s", step, kind, settling.Round(time.Millisecond), waited.start.UTC().Format("15:04:05.000"), waited)
+		}
+		took := pause + settling
 		recoveries = append(recoveries, took)
 		byKind[kind] = append(byKind[kind], took)
 	}
@@ -264,6 +269,42 @@ func TestChaos(t *testing.T) {
 	if len(notInjected) > 0 {
 		t.Logf("chaos faults not injected: %s", strings.Join(notInjected, "; "))
 	}
+}
+
+// slowSettle is how long a step may take to settle before the test logs what the
+// settling waited on: a slow step that passes otherwise leaves no trace of its cause.
+const slowSettle = 2 * time.Second
+
+// waitLog records what a settling check returned while it was polled: each change of
+// its error, with how long after the start of the settling it came.
+type waitLog struct {
+	start   time.Time
+	last    string
+	changes []string
+}
+
+func newWaitLog() *waitLog { return &waitLog{start: time.Now()} }
+
+// record notes err if it differs from the previous check's, and returns it.
+func (w *waitLog) record(err error) error {
+	what := "settled"
+	if err != nil {
+		what = err.Error()
+	}
+	if what != w.last {
+		w.last = what
+		w.changes = append(w.changes, fmt.Sprintf("+%s %s", time.Since(w.start).Round(time.Millisecond), what))
+	}
+	return err
+}
+
+// String lists the changes, the first and last few of a long list.
+func (w *waitLog) String() string {
+	const keep = 6
+	if len(w.changes) <= 2*keep {
+		return strings.Join(w.changes, "; ")
+	}
+	return fmt.Sprintf("%s; (%d more); %s", strings.Join(w.changes[:keep], "; "), len(w.changes)-2*keep, strings.Join(w.changes[len(w.changes)-keep:], "; "))
 }
 
 // settled checks that every acknowledged create and removal holds, no group is still
