@@ -26,7 +26,8 @@ type Config struct {
 	// Store holds the tables. Required. The server closes it on Stop.
 	Store store.Store
 	// ReconnectGrace is how long, after a start that reloaded nodes from the store, a
-	// node that was ALIVE has to reconnect before it is marked DEAD. Default 30 s.
+	// node that was ALIVE has to reconnect before it is marked DEAD. Default 30 s. One
+	// whose raylet address refuses connections is DEAD from a tenth of it on.
 	ReconnectGrace time.Duration
 	// NodeTimeout: a node that registered or reported to this GCS and then sends no
 	// heartbeat for this long is DEAD, whatever memberlist says (a registration that

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,6 +30,7 @@ import (
 const (
 	deathMemberlistFailed = "memberlist: the node stopped answering probes, and its raylet did not answer the GCS"
 	deathNotReconnected   = "did not reconnect after the GCS restarted"
+	deathRayletGone       = "did not reconnect after the GCS restarted, and nothing listens at its raylet's address"
 	deathUnregistered     = "raylet shut down"
 	awaitingReconnectNote = "reloaded after a GCS restart; waiting for the raylet to reconnect"
 )
@@ -167,6 +171,9 @@ func (m *nodeManager) startReconnectGrace(reloaded int) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for id := range m.awaitingReconnect {
+		go m.watchReloaded(id, m.nodes[id].RayletAddress)
+	}
 	m.graceTimer = time.AfterFunc(m.reconnectGrace, func() {
 		m.mu.Lock()
 		ids := make([]string, 0, len(m.awaitingReconnect))
@@ -178,6 +185,44 @@ func (m *nodeManager) startReconnectGrace(reloaded int) {
 			m.markDead(id, deathNotReconnected)
 		}
 	})
+}
+
+// watchReloaded marks a reloaded node DEAD before the grace ends when, a tenth of the
+// grace after this start, nothing listens at its raylet's address any more (the
+// connection is refused: the raylet is gone, not cut off), and keeps checking every
+// failureProbeEvery until the node reconnects, is DEAD or the manager closes. Without
+// it a GCS restarted again within the grace, over and over, would start the grace again
+// each time and keep a dead node ALIVE, a placement target every call to which fails.
+// A raylet that does not answer for another reason (a partition, a stop) has the grace.
+func (m *nodeManager) watchReloaded(id, address string) {
+	if address == "" {
+		return
+	}
+	wait := m.reconnectGrace / 10
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-time.After(wait):
+		}
+		wait = failureProbeEvery
+		m.mu.Lock()
+		awaiting := m.awaitingReconnect[id]
+		m.mu.Unlock()
+		if !awaiting {
+			return
+		}
+		conn, err := net.DialTimeout("tcp", address, failureProbeTimeout)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			m.log.Warn().Str("node_id", id).Str("address", address).Msg("a node reloaded after the GCS restarted has no raylet listening at its address")
+			m.markDead(id, deathRayletGone)
+			return
+		}
+	}
 }
 
 func (m *nodeManager) gossipSeeds() []string {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	"github.com/raygo-dev/raygo/internal/testutil/redisserver"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
@@ -557,5 +559,56 @@ func TestJobIDsAreNotReusedAcrossMemoryStoreRestarts(t *testing.T) {
 			t.Fatalf("job id %s given by two incarnations", reply.Job.JobId)
 		}
 		seen[reply.Job.JobId] = true
+	}
+}
+
+// After a restart, a reloaded node whose raylet address refuses connections is DEAD a
+// tenth of the grace later, not at its end: a GCS restarted again and again within the
+// grace would otherwise keep it ALIVE, a target every placement on which fails. A node
+// whose address still accepts connections (a raylet cut off or stopped) keeps the grace.
+func TestAReloadedNodeWhoseRayletIsGoneIsDeadBeforeTheGraceEnds(t *testing.T) {
+	st := redisStore(t, "reloaded-gone-test")
+	first := startGCS(t, st, func(c *Config) { c.ReconnectGrace = time.Hour })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneAddress := closed.Addr().String()
+	closed.Close()
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	c := dial(t, first.Address(), 0)
+	ctx := context.Background()
+	for id, address := range map[string]string{"gone": goneAddress, "cut": open.Addr().String()} {
+		node := &pb.NodeInfo{NodeId: id, RayletAddress: address, ResourcesTotal: map[string]float64{"CPU": 1}}
+		if _, err := c.nodes.RegisterNode(ctx, &pb.RegisterNodeRequest{Node: node}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Stop()
+	second := startGCS(t, st, func(c *Config) { c.ReconnectGrace = 20 * time.Second })
+	c = dial(t, second.Address(), 0)
+	states := func() map[string]*pb.NodeInfo {
+		all, err := c.nodes.GetAllNodeInfo(ctx, &pb.GetAllNodeInfoRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*pb.NodeInfo{}
+		for _, n := range all.Nodes {
+			out[n.NodeId] = n
+		}
+		return out
+	}
+	poll.Until(t, 10*time.Second, 50*time.Millisecond, "the node whose raylet is gone is DEAD", func() error {
+		if n := states()["gone"]; n.GetState() != pb.NodeState_DEAD || n.GetDeathReason() != deathRayletGone {
+			return fmt.Errorf("it is %v (%q)", n.GetState(), n.GetDeathReason())
+		}
+		return nil
+	})
+	if n := states()["cut"]; n.GetState() != pb.NodeState_ALIVE {
+		t.Fatalf("the node whose address accepts connections is %v (%q), want ALIVE until the grace ends", n.GetState(), n.GetDeathReason())
 	}
 }

@@ -264,7 +264,7 @@ func runGCSServer(args []string, stdout, stderr io.Writer) error {
 	ip := fs.String("node-ip-address", "127.0.0.1", "address to bind to and advertise")
 	port := fs.Int("port", gcs.DefaultPort, "gRPC port")
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port (0: a free one)")
-	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD")
+	grace := fs.Duration("reconnect-grace", 30*time.Second, "after a restart, how long reloaded nodes have to reconnect before they are DEAD (one whose raylet address refuses connections: from a tenth of this on)")
 	nodeTimeout := fs.Duration("node-timeout", 30*time.Second, "a node that sends no heartbeat for this long is DEAD (raylets send one every 5 s at least); 0 turns the check off")
 	dashboardHost := fs.String("dashboard-host", "127.0.0.1", "address the dashboard port (/metrics) binds to")
 	dashboardPort := fs.Int("dashboard-port", 8265, "dashboard port, serving the dashboard, Ray's state API (/api/v0/...) and /metrics (0: a free one, -1: none); one already taken is a warning")
