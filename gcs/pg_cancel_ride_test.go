@@ -283,3 +283,56 @@ func TestAnUnconfirmedCancelToANodeThatDiedIsGivenUp(t *testing.T) {
 		t.Fatalf("%d more cancel calls to the dead node", n-calls)
 	}
 }
+
+// A removed group whose cancel the raylet has not confirmed is not pruned, however old
+// or many the removed rows: a view rebuilt without it would give out the CPUs the raylet
+// still holds for it.
+func TestARemovedGroupStillBeingCancelledIsNotPruned(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	f.round()
+	first := f.create("PACK", 4)
+	f.round()
+	f.checkCreatedIsWhole(first)
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
+	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the unconfirmed cancel sent again", func() error {
+		if n := f.cancelsOf(first); n < 2 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	f.m.mu.Lock()
+	f.m.removed[first].info.RemovedTimeMs = f.m.now().Add(-2 * removedGroupRetention).UnixMilli()
+	f.m.lastPrune = time.Time{}
+	f.m.mu.Unlock()
+	f.m.pruneRemoved()
+	f.m.mu.Lock()
+	_, kept := f.m.removed[first]
+	f.m.mu.Unlock()
+	if !kept {
+		t.Fatal("the removed group was pruned while its cancel was unconfirmed")
+	}
+	f.m.viewStale.Store(true) // as a node change would: the view is rebuilt from the rows
+	second := f.create("PACK", 4)
+	f.round()
+	if info := f.m.info(second); info.State == pb.PlacementGroupState_CREATED {
+		t.Fatalf("a group was placed in the CPUs the raylet still holds for the removed one: %v", f.raylets.Held("a"))
+	}
+	f.raylets.FailOn(reservertest.Cancel, "a", nil)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel confirmed", func() error {
+		if f.cancelling(first) {
+			return errors.New("still cancelling")
+		}
+		return nil
+	})
+	f.m.lastPrune = time.Time{}
+	f.m.pruneRemoved()
+	f.m.mu.Lock()
+	_, kept = f.m.removed[first]
+	f.m.mu.Unlock()
+	if kept {
+		t.Fatal("the removed group, its cancel confirmed and older than the retention, was not pruned")
+	}
+}

@@ -277,7 +277,8 @@ func (m *pgManager) onJobDead(job *pb.JobInfo) {
 }
 
 // pruneRemoved forgets REMOVED groups beyond the retention count or age, at most once a
-// second.
+// second; never one whose bundles are still being cancelled or placed (the view counts
+// them held until then, and a view rebuilt without the row would give them out).
 func (m *pgManager) pruneRemoved() {
 	now := m.now()
 	if now.Sub(m.lastPrune) < time.Second {
@@ -287,6 +288,9 @@ func (m *pgManager) pruneRemoved() {
 	m.mu.Lock()
 	removed := make([]deadRow, 0, len(m.removed))
 	for id, e := range m.removed {
+		if e.cancelling || e.inFlight != nil {
+			continue // its bundles still count as held until the raylets confirm
+		}
 		removed = append(removed, deadRow{ID: id, EndTimeMs: e.info.RemovedTimeMs})
 	}
 	drop := deadRowsToPrune(removed, now.UnixMilli(), removedGroupRetention, maxRemovedGroupsKept)
