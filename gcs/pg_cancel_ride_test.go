@@ -212,16 +212,16 @@ func (f *twoPhaseFixture) cancelling(id string) bool {
 	return e != nil && e.cancelling
 }
 
-// A removal's cancel the raylet did not confirm (lost to a partition) is sent again until
-// it is, and the capacity stays held meanwhile: a group placed in room the raylet still
-// holds would be refused there on every attempt, and wait for as long.
-func TestAnUnconfirmedCancelIsSentAgainAndItsCapacityHeldUntilConfirmed(t *testing.T) {
+// removedWithCancelUnconfirmed is a fixture with one node, "a", whose raylet fails every
+// cancel with failure, after a group of that many {CPU: 1} bundles was created there and removed: it
+// returns once the cancel was sent again.
+func removedWithCancelUnconfirmed(t *testing.T, bundles int, failure string) (*twoPhaseFixture, string) {
 	f := newTwoPhaseFixture(t, "a")
 	f.round()
-	first := f.create("PACK", 4)
+	first := f.create("PACK", bundles)
 	f.round()
 	f.checkCreatedIsWhole(first)
-	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New(failure))
 	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
 		t.Fatal(err)
 	}
@@ -231,21 +231,44 @@ func TestAnUnconfirmedCancelIsSentAgainAndItsCapacityHeldUntilConfirmed(t *testi
 		}
 		return nil
 	})
-	if !f.cancelling(first) {
-		t.Fatal("the removed group's bundles were released before the raylet confirmed their cancel")
-	}
+	return f, first
+}
+
+// createNotPlacedUntilCancelled creates a group of four {CPU: 1} bundles, checks that a
+// round does not place it in the room the removed group first still holds on "a", then
+// lets the raylet confirm first's cancel and waits for it. It returns the new group.
+func (f *twoPhaseFixture) createNotPlacedUntilCancelled(first string) string {
+	f.t.Helper()
 	second := f.create("PACK", 4)
 	f.round()
 	if info := f.m.info(second); info.State == pb.PlacementGroupState_CREATED {
-		t.Fatalf("a group was placed in the CPUs the raylet still holds for the removed one: %v", f.raylets.Held("a"))
+		f.t.Fatalf("a group was placed in the CPUs the raylet still holds for the removed one: %v", f.raylets.Held("a"))
 	}
 	f.raylets.FailOn(reservertest.Cancel, "a", nil)
-	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel confirmed", func() error {
-		if f.cancelling(first) {
+	f.waitCancelled(first, "the cancel confirmed")
+	return second
+}
+
+// waitCancelled waits until the removed group no longer counts as cancelling.
+func (f *twoPhaseFixture) waitCancelled(id, what string) {
+	f.t.Helper()
+	poll.Until(f.t, 10*time.Second, 5*time.Millisecond, what, func() error {
+		if f.cancelling(id) {
 			return errors.New("still cancelling")
 		}
 		return nil
 	})
+}
+
+// A removal's cancel the raylet did not confirm (lost to a partition) is sent again until
+// it is, and the capacity stays held meanwhile: a group placed in room the raylet still
+// holds would be refused there on every attempt, and wait for as long.
+func TestAnUnconfirmedCancelIsSentAgainAndItsCapacityHeldUntilConfirmed(t *testing.T) {
+	f, first := removedWithCancelUnconfirmed(t, 4, "connection timed out")
+	if !f.cancelling(first) {
+		t.Fatal("the removed group's bundles were released before the raylet confirmed their cancel")
+	}
+	second := f.createNotPlacedUntilCancelled(first)
 	f.round()
 	f.checkCreatedIsWhole(second)
 	f.waitHeld(second, 4)
@@ -255,28 +278,9 @@ func TestAnUnconfirmedCancelIsSentAgainAndItsCapacityHeldUntilConfirmed(t *testi
 // A node that dies while its cancel is sent again holds nothing: the retries stop and the
 // bundles are released.
 func TestAnUnconfirmedCancelToANodeThatDiedIsGivenUp(t *testing.T) {
-	f := newTwoPhaseFixture(t, "a")
-	f.round()
-	first := f.create("PACK", 2)
-	f.round()
-	f.checkCreatedIsWhole(first)
-	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection refused"))
-	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the unconfirmed cancel sent again", func() error {
-		if n := f.cancelsOf(first); n < 2 {
-			return fmt.Errorf("%d cancel calls", n)
-		}
-		return nil
-	})
+	f, first := removedWithCancelUnconfirmed(t, 2, "connection refused")
 	f.nodes.kill("a")
-	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel given up", func() error {
-		if f.cancelling(first) {
-			return errors.New("still cancelling")
-		}
-		return nil
-	})
+	f.waitCancelled(first, "the cancel given up")
 	calls := f.cancelsOf(first)
 	time.Sleep(2 * retryBackoffMin)
 	if n := f.cancelsOf(first); n != calls {
@@ -288,21 +292,7 @@ func TestAnUnconfirmedCancelToANodeThatDiedIsGivenUp(t *testing.T) {
 // or many the removed rows: a view rebuilt without it would give out the CPUs the raylet
 // still holds for it.
 func TestARemovedGroupStillBeingCancelledIsNotPruned(t *testing.T) {
-	f := newTwoPhaseFixture(t, "a")
-	f.round()
-	first := f.create("PACK", 4)
-	f.round()
-	f.checkCreatedIsWhole(first)
-	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
-	if _, err := f.m.RemovePlacementGroup(context.Background(), &pb.RemovePlacementGroupRequest{PlacementGroupId: first}); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the unconfirmed cancel sent again", func() error {
-		if n := f.cancelsOf(first); n < 2 {
-			return fmt.Errorf("%d cancel calls", n)
-		}
-		return nil
-	})
+	f, first := removedWithCancelUnconfirmed(t, 4, "connection timed out")
 	f.m.mu.Lock()
 	f.m.removed[first].info.RemovedTimeMs = f.m.now().Add(-2 * removedGroupRetention).UnixMilli()
 	f.m.lastPrune = time.Time{}
@@ -315,18 +305,7 @@ func TestARemovedGroupStillBeingCancelledIsNotPruned(t *testing.T) {
 		t.Fatal("the removed group was pruned while its cancel was unconfirmed")
 	}
 	f.m.viewStale.Store(true) // as a node change would: the view is rebuilt from the rows
-	second := f.create("PACK", 4)
-	f.round()
-	if info := f.m.info(second); info.State == pb.PlacementGroupState_CREATED {
-		t.Fatalf("a group was placed in the CPUs the raylet still holds for the removed one: %v", f.raylets.Held("a"))
-	}
-	f.raylets.FailOn(reservertest.Cancel, "a", nil)
-	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel confirmed", func() error {
-		if f.cancelling(first) {
-			return errors.New("still cancelling")
-		}
-		return nil
-	})
+	second := f.createNotPlacedUntilCancelled(first)
 	f.m.lastPrune = time.Time{}
 	f.m.pruneRemoved()
 	f.m.mu.Lock()
@@ -335,4 +314,6 @@ func TestARemovedGroupStillBeingCancelledIsNotPruned(t *testing.T) {
 	if kept {
 		t.Fatal("the removed group, its cancel confirmed and older than the retention, was not pruned")
 	}
+	f.round()
+	f.checkCreatedIsWhole(second)
 }
