@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -316,4 +319,49 @@ func TestARemovedGroupStillBeingCancelledIsNotPruned(t *testing.T) {
 	}
 	f.round()
 	f.checkCreatedIsWhole(second)
+}
+
+// A raylet that refuses a reservation for want of room the GCS's view says it has may
+// hold bundles no group owns (an undo's cancel lost to a partition): the GCS has it
+// release them, and the group is placed at its next attempt. A call that failed for
+// another reason (the raylet unreachable) asks for no reconcile.
+func TestARefusedReservationReconcilesTheNode(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	f.round()
+	orphan := &pb.BundleKey{PlacementGroupId: "orphan", BundleIndex: 0, Generation: 1}
+	f.raylets.Plant("a", orphan)
+	reconciles := func() int {
+		return len(slices.DeleteFunc(f.raylets.Calls(), func(c reservertest.Call) bool { return c.Step != reservertest.ReleaseUnused }))
+	}
+	f.raylets.FailOn(reservertest.Prepare, "a", status.Error(codes.Unavailable, "connection refused"))
+	group := f.create("PACK", 2)
+	f.round()
+	if n := reconciles(); n != 0 {
+		t.Fatalf("an unreachable raylet was asked to reconcile %d times", n)
+	}
+	f.raylets.FailOn(reservertest.Prepare, "a", status.Error(codes.FailedPrecondition, "node a: insufficient resources: bundles need {CPU: 2}, available CPU 1"))
+	f.m.mu.Lock()
+	f.m.queue.wakeAll()
+	f.m.mu.Unlock()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the refusing node reconciled", func() error {
+		f.round()
+		for _, b := range f.raylets.Held("a") {
+			if b.PlacementGroupID == orphan.PlacementGroupId {
+				return fmt.Errorf("it still holds the orphan (%d reconciles)", reconciles())
+			}
+		}
+		return nil
+	})
+	f.raylets.FailOn(reservertest.Prepare, "a", nil)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the group placed", func() error {
+		f.m.mu.Lock()
+		f.m.queue.wakeAll()
+		f.m.mu.Unlock()
+		f.round()
+		if state := f.m.info(group).State; state != pb.PlacementGroupState_CREATED {
+			return fmt.Errorf("it is %v", state)
+		}
+		return nil
+	})
+	f.checkCreatedIsWhole(group)
 }

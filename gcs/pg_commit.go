@@ -118,6 +118,7 @@ func (m *pgManager) reserveAndPlace(e *pgEntry, plan map[int]placement.BundlePla
 	made := map[int32]*pb.BundleReservation{} // bundle index → reservation with its GPUs
 	err := m.forEachNode(byNode, func(ctx context.Context, node string, bundles []*pb.BundleReservation) (*pb.ResourceReport, error) {
 		reserved, report, err := reserve(ctx, node, bundles)
+		m.reconcileRefused(node, err)
 		madeMu.Lock()
 		for _, r := range reserved {
 			if r != nil {

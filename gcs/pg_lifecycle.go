@@ -13,6 +13,8 @@ import (
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/rpcutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -206,16 +208,45 @@ func (m *pgManager) cancelLost(nodeID string, keys []*pb.BundleKey) {
 // onNodeConnected reconciles a raylet that registered or reconnected to this GCS: it
 // releases what older GCS incarnations reserved there and this one does not know.
 func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
+	m.reconcileNode(node.NodeId)
+}
+
+// reconcileRefused reconciles a node whose raylet refused a reservation for want of room
+// (or of free GPUs) that the GCS's view said it had: the raylet may hold bundles no group
+// owns any more (an undo whose cancel a partition lost), and until they are released
+// every attempt there is refused the same way. At most one runs per node at a time.
+func (m *pgManager) reconcileRefused(nodeID string, err error) {
+	if status.Code(err) != codes.FailedPrecondition {
+		return
+	}
+	m.mu.Lock()
+	if m.reconciling[nodeID] {
+		m.mu.Unlock()
+		return
+	}
+	m.reconciling[nodeID] = true
+	m.mu.Unlock()
+	go func() {
+		m.reconcileNode(nodeID)
+		m.mu.Lock()
+		delete(m.reconciling, nodeID)
+		m.mu.Unlock()
+	}()
+}
+
+// reconcileNode has the node's raylet release every bundle that no group of this GCS
+// holds or is placing there.
+func (m *pgManager) reconcileNode(nodeID string) {
 	m.mu.Lock()
 	var inUse []*pb.BundleKey
 	for id, e := range m.groups {
 		for _, b := range e.info.Bundles {
-			if b.NodeId == node.NodeId {
+			if b.NodeId == nodeID {
 				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation})
 			}
 		}
 		for index, p := range e.inFlight {
-			if string(p.NodeID) == node.NodeId {
+			if string(p.NodeID) == nodeID {
 				b := e.info.Bundles[index]
 				inUse = append(inUse, &pb.BundleKey{PlacementGroupId: id, BundleIndex: b.BundleIndex, Generation: b.Generation + 1})
 			}
@@ -224,15 +255,15 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
 	defer cancel()
-	reply, err := m.reserver.ReleaseUnused(ctx, node.NodeId, inUse)
+	reply, err := m.reserver.ReleaseUnused(ctx, nodeID, inUse)
 	if err != nil {
-		m.log.Warn().Err(err).Str("node_id", node.NodeId).Msg("could not reconcile the raylet's bundles")
+		m.log.Warn().Err(err).Str("node_id", nodeID).Msg("could not reconcile the raylet's bundles")
 		return
 	}
-	m.nodes.applyResourceReport(node.NodeId, reply.Resources)
+	m.nodes.applyResourceReport(nodeID, reply.Resources)
 	if len(reply.Released) > 0 {
 		// Orphans were never in this GCS's view: nothing to give back there.
-		m.log.Info().Str("node_id", node.NodeId).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
+		m.log.Info().Str("node_id", nodeID).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
 	}
 }
 

@@ -131,6 +131,9 @@ type pgManager struct {
 	// releases are bundles the loop's view still counts as held that were released
 	// since its last round (pg_scheduler.go).
 	releases []bundleRef
+	// reconciling are the nodes a reconcile after a refused reservation runs for
+	// (reconcileRefused).
+	reconciling map[string]bool
 	// evicting are the groups noticed of their preemption and not yet released, by id;
 	// preemptRetryAt is when held-back groups ask for victims again (zero: no need).
 	evicting map[string]*pgEntry
@@ -184,7 +187,7 @@ type pgDeps struct {
 
 func newPGManager(deps pgDeps) *pgManager {
 	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
-		evicting: map[string]*pgEntry{}, preemptions: map[[2]string]int{}, preemptionDecisions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
+		evicting: map[string]*pgEntry{}, reconciling: map[string]bool{}, preemptions: map[[2]string]int{}, preemptionDecisions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
 	}
