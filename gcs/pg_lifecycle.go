@@ -262,7 +262,8 @@ func (m *pgManager) reconcileNode(nodeID string) {
 	}
 	m.nodes.applyResourceReport(nodeID, reply.Resources)
 	if len(reply.Released) > 0 {
-		// Orphans were never in this GCS's view: nothing to give back there.
+		// Orphans hold nothing in this GCS's view (never there, or given back by the undo
+		// whose cancel was lost): nothing to give back there.
 		m.log.Info().Str("node_id", nodeID).Int("released", len(reply.Released)).Int("held", len(reply.Held)).Msg("released orphaned bundles")
 	}
 }
