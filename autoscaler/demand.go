@@ -117,6 +117,11 @@ func countedMIG(set resources.Set) resources.Set {
 
 const countedMIGPrefix = "mig-slot/"
 
+// isGPUResource: the resource is GPUs, or slots of a MIG profile (countedMIG's names).
+func isGPUResource(name string) bool {
+	return name == resources.GPU || strings.HasPrefix(name, countedMIGPrefix)
+}
+
 // collectDemand turns the input's pending work into demand, in the order the planner
 // serves it: placement groups first (gangs are hardest to fit: largest GPU ask first,
 // then most bundles, then id), then shapes (largest GPU ask per instance first, then

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
@@ -146,7 +145,7 @@ func gpuInstances(d *demand) int {
 	n := 0
 	for _, bundle := range d.request.Bundles {
 		for name, amount := range bundle {
-			if amount > 0 && (name == resources.GPU || strings.HasPrefix(name, countedMIGPrefix)) {
+			if amount > 0 && isGPUResource(name) {
 				n++
 				break
 			}
@@ -439,15 +438,19 @@ func strictFirst(groups, shapes []*demand) []*demand {
 	return append(strict, servingOrder(loose, shapes)...)
 }
 
+// leastFreeFirst is the strategies, the least free first.
+var leastFreeFirst = []placement.Strategy{placement.StrategyStrictPack, placement.StrategyStrictSpread,
+	placement.StrategyPack, placement.StrategySpread}
+
 // byFreedom serves the groups by strategy, the least free first (STRICT_PACK,
 // STRICT_SPREAD, PACK, SPREAD; within one, in collectDemand's order), then the shapes:
 // as strictFirst, for a PACK gang that needs most of a node, which a SPREAD gang placed
 // before it leaves split between its bundles on every node.
 func byFreedom(groups, shapes []*demand) []*demand {
-	rank := map[placement.Strategy]int{placement.StrategyStrictPack: 0, placement.StrategyStrictSpread: 1,
-		placement.StrategyPack: 2, placement.StrategySpread: 3}
 	out := slices.Clone(groups)
-	slices.SortStableFunc(out, func(a, b *demand) int { return cmp.Compare(rank[a.request.Strategy], rank[b.request.Strategy]) })
+	slices.SortStableFunc(out, func(a, b *demand) int {
+		return cmp.Compare(slices.Index(leastFreeFirst, a.request.Strategy), slices.Index(leastFreeFirst, b.request.Strategy))
+	})
 	return append(out, shapes...)
 }
 

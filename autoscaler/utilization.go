@@ -143,7 +143,7 @@ func utilizationOf(capacity resources.Set, gpuType bool, items []utilItem) (scor
 		for name, amount := range item.need {
 			if amount > 0 {
 				asked[name] = true
-				anyGPU = anyGPU || name == resources.GPU || strings.HasPrefix(name, countedMIGPrefix)
+				anyGPU = anyGPU || isGPUResource(name)
 			}
 		}
 		n := item.count

@@ -89,7 +89,7 @@ func (n *v2Node) take(items []v2Item) (taken []int, ok bool) {
 			n.free[name] -= amount * resources.Amount(count)
 			if amount > 0 {
 				n.asked[name] = true
-				n.anyGPU = n.anyGPU || name == resources.GPU || strings.HasPrefix(name, countedMIGPrefix)
+				n.anyGPU = n.anyGPU || isGPUResource(name)
 			}
 		}
 		if item.spread > 0 {
