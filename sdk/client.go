@@ -103,6 +103,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
+	registered := time.Now() // the job's lease runs from its registration
 	reply, err := c.jobs.AddJob(ctx, &pb.AddJobRequest{Namespace: opts.Namespace, DriverIp: "127.0.0.1", DriverPid: int64(os.Getpid()),
 		Entrypoint: entrypoint, ExecutableSha256: self.sha256})
 	if err != nil {
@@ -118,27 +119,63 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	go c.renewLease(time.Duration(reply.LeaseTimeoutMs) * time.Millisecond / 3)
+	go c.renewLease(registered, time.Duration(reply.LeaseTimeoutMs)*time.Millisecond)
 	return c, nil
 }
 
-// renewLease renews the job's lease until Close; a GCS that is briefly down is retried.
-func (c *Client) renewLease(every time.Duration) {
-	if every <= 0 {
-		every = time.Second
+// renewLease renews the job's lease until Close: every third of the lease, and after a
+// failed renewal again soon (renewalPlan), so a GCS that is briefly down or stalled is
+// retried while the lease still holds.
+func (c *Client) renewLease(registered time.Time, lease time.Duration) {
+	if lease <= 0 {
+		lease = 3 * time.Second
 	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
+	renewed, failures := registered, 0
 	for {
+		wait, timeout := renewalPlan(renewed, time.Now(), failures, lease)
+		timer := time.NewTimer(wait)
 		select {
 		case <-c.stopRenewal:
+			timer.Stop()
 			return
-		case <-ticker.C:
+		case <-timer.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		_, _ = c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: c.jobID})
+		sent := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, err := c.jobs.RenewJobLease(ctx, &pb.RenewJobLeaseRequest{JobId: c.jobID})
 		cancel()
+		if err != nil {
+			failures++
+			continue
+		}
+		renewed, failures = sent, 0
 	}
+}
+
+// renewalRetryMin is the pause before a failed lease renewal is sent again, doubling
+// per failure up to a third of the lease.
+const renewalRetryMin = 100 * time.Millisecond
+
+// renewalPlan says when to send the job's next lease renewal and how long it may take.
+// renewed is when the last renewal the GCS accepted was sent (registering counts as
+// one): the lease holds until renewed+lease at least. Renewals go every third of the
+// lease; after failures failed ones in a row, the next goes after renewalRetryMin doubled
+// per failure (at most a third of the lease). A renewal may take until the lease would
+// run out, and at least a third of the lease once it has (the GCS then answers whether
+// it ended the job).
+func renewalPlan(renewed, now time.Time, failures int, lease time.Duration) (wait, timeout time.Duration) {
+	every := lease / 3
+	if failures == 0 {
+		wait = renewed.Add(every).Sub(now)
+	} else {
+		wait = every
+		if failures < 32 {
+			wait = min(renewalRetryMin<<(failures-1), every)
+		}
+	}
+	wait = max(wait, 0)
+	timeout = max(renewed.Add(lease).Sub(now.Add(wait)), every)
+	return wait, timeout
 }
 
 // Address is the GCS address the client talks to.

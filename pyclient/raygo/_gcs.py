@@ -60,6 +60,31 @@ REMOVAL_RIDE_S = 0.005
 # attempt: a group that fits is ready when the answer comes; one that takes longer is
 # waited for by ready() / wait().
 INLINE_FIRST_ATTEMPT_MS = 200
+# A lease renewal that failed is sent again after this pause, doubling per failure up to a
+# third of the lease: a renewal lost to a stalled or restarting GCS gets other chances
+# before the lease runs out, not one more a third of the lease later.
+LEASE_RETRY_MIN_S = 0.1
+
+
+def lease_renewal_plan(last_renewed: float, now: float, failures: int, lease_s: float) -> Tuple[float, float]:
+    """When to send the job's next lease renewal and how long it may take, as
+    ``(wait_s, timeout_s)``.
+
+    ``last_renewed`` is when the last renewal the GCS accepted was sent (registering counts
+    as one): the lease holds until ``last_renewed + lease_s`` at least. Renewals go every
+    third of the lease; after ``failures`` failed ones in a row, the next goes after
+    LEASE_RETRY_MIN_S doubled per failure (at most a third of the lease). A renewal may
+    take until the lease would run out, and at least a third of the lease once it has
+    (the GCS then answers whether it ended the job).
+    """
+    every = lease_s / 3
+    if failures == 0:
+        wait = last_renewed + every - now
+    else:
+        wait = min(LEASE_RETRY_MIN_S * 2 ** (failures - 1), every)
+    wait = max(wait, 0.0)
+    timeout = max(last_renewed + lease_s - (now + wait), every)
+    return wait, timeout
 
 
 def call_metadata(token: Optional[str]) -> Tuple[Tuple[str, str], ...]:
@@ -186,6 +211,8 @@ class GcsClient:
         self._renewal: Optional[threading.Thread] = None
         try:
             self.cluster_info = self._handshake()
+            # The job's lease runs from its registration (for the lease, when it was sent).
+            self._registered_at = time.monotonic()
             if job_id is None:
                 reply = self.call(
                     "register the driver",
@@ -289,16 +316,23 @@ class GcsClient:
     # --- the job lease -----------------------------------------------------------------
 
     def _renew_lease(self) -> None:
-        """Renews the job's lease every third of its timeout until close()."""
-        every = self.lease_timeout_s / 3
+        """Renews the job's lease every third of its timeout until close(), sooner again
+        after a failed renewal (lease_renewal_plan)."""
+        renewed, failures = self._registered_at, 0
         warned = False
-        while not self._stop_renewal.wait(every):
+        while True:
+            wait, timeout = lease_renewal_plan(renewed, time.monotonic(), failures, self.lease_timeout_s)
+            if self._stop_renewal.wait(wait):
+                return
+            sent = time.monotonic()
             try:
                 self._jobs.RenewJobLease(
-                    gcs_pb2.RenewJobLeaseRequest(job_id=self.job_id), timeout=every, wait_for_ready=True
+                    gcs_pb2.RenewJobLeaseRequest(job_id=self.job_id), timeout=timeout, wait_for_ready=True
                 )
+                renewed, failures = sent, 0
                 warned = False
             except grpc.RpcError as err:
+                failures += 1
                 if self._stop_renewal.is_set():
                     return
                 code, details = rpc_status(err)

@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 import raygo
+from raygo._gcs import lease_renewal_plan
 from raygo._proto import gcs_pb2, gcs_pb2_grpc
 from raygo._version import PROTOCOL_METADATA_KEY
 from raygo.exceptions import RaySystemError
@@ -50,6 +51,31 @@ def test_lease_outlives_its_timeout_while_the_driver_lives(cluster: Cluster) -> 
         time.sleep(JOB_LEASE_TIMEOUT_S + 1)
         assert not job_row(cluster, job_id).is_dead
     assert not raygo.is_initialized()
+
+
+@pytest.mark.parametrize(
+    "last_renewed, now, failures, lease_s, want",
+    [
+        # Every third of the lease; the renewal may take until the lease would run out.
+        (0.0, 0.0, 0, 3.0, (1.0, 2.0)),
+        (5.0, 5.5, 0, 3.0, (0.5, 2.0)),
+        # The thread woke late: at once, with what is left of the lease.
+        (0.0, 1.5, 0, 3.0, (0.0, 1.5)),
+        # A renewal failed: the next goes after 0.1 s, doubling per failure, at most a
+        # third of the lease; it may always take a third of the lease.
+        (0.0, 1.4, 1, 3.0, (0.1, 1.5)),
+        (0.0, 2.5, 1, 3.0, (0.1, 1.0)),
+        (0.0, 2.0, 3, 3.0, (0.4, 1.0)),
+        (0.0, 2.0, 9, 3.0, (1.0, 1.0)),
+        # Long past the lease: a third of it apart, each asking the GCS whether it ended the job.
+        (0.0, 60.0, 4, 30.0, (0.8, 10.0)),
+    ],
+)
+def test_lease_renewals_are_sent_again_soon_after_a_failure(
+    last_renewed: float, now: float, failures: int, lease_s: float, want: "tuple[float, float]"
+) -> None:
+    wait, timeout = lease_renewal_plan(last_renewed, now, failures, lease_s)
+    assert (wait, timeout) == pytest.approx(want)
 
 
 def test_address_from_environment_and_auto(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
