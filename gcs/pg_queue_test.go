@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -271,6 +272,34 @@ func TestGetAllPlacementGroupRepliesWithEveryRowInArrivalOrder(t *testing.T) {
 	}
 	if decoded.PlacementGroups[0].State != pb.PlacementGroupState_REMOVED || decoded.PlacementGroups[1].PendingReasonCode != string(pending.Infeasible) {
 		t.Fatalf("rows %v", decoded.PlacementGroups)
+	}
+}
+
+func TestLargeTablesAreEncodedInChunksJoinedInOrder(t *testing.T) {
+	for _, count := range []int{0, 1, rowsPerEncoder, rowsPerEncoder + 1, 5*rowsPerEncoder/2 + 3} {
+		rows := make([]*pb.PlacementGroupInfo, count)
+		for i := range rows {
+			rows[i] = &pb.PlacementGroupInfo{
+				PlacementGroupId: fmt.Sprintf("%036x", i), Name: strings.Repeat("n", i%7), State: pb.PlacementGroupState(i % 5),
+				Bundles: []*pb.Bundle{{BundleIndex: int32(i % 3), UnitResources: map[string]float64{"CPU": float64(i), "GPU": 1}}},
+			}
+		}
+		wire, err := encodeRows(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := &pb.GetAllPlacementGroupReply{}
+		if err := proto.Unmarshal(wire, decoded); err != nil {
+			t.Fatal(err)
+		}
+		if len(decoded.PlacementGroups) != count {
+			t.Fatalf("%d rows: decoded %d", count, len(decoded.PlacementGroups))
+		}
+		for i, row := range decoded.PlacementGroups {
+			if !proto.Equal(row, rows[i]) {
+				t.Fatalf("%d rows: row %d is %v, want %v", count, i, row, rows[i])
+			}
+		}
 	}
 }
 

@@ -3,7 +3,10 @@ package gcs
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -619,23 +622,64 @@ func (m *pgManager) GetNamedPlacementGroup(ctx context.Context, req *pb.GetNamed
 // the copies again would cost several times more. An in-process caller reads the rows by
 // decoding the reply's wire form (proto.Marshal, then proto.Unmarshal).
 func (m *pgManager) GetAllPlacementGroup(ctx context.Context, _ *pb.GetAllPlacementGroupRequest) (*pb.GetAllPlacementGroupReply, error) {
-	const placementGroupsField = 1 // GetAllPlacementGroupReply.placement_groups
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	entries := m.sortedLocked(func(*pgEntry) bool { return true })
-	var wire []byte
-	for _, e := range entries {
-		wire = protowire.AppendTag(wire, placementGroupsField, protowire.BytesType)
-		wire = protowire.AppendVarint(wire, uint64(proto.Size(e.info)))
-		var err error
-		// Size cached the sizes just now, under the same lock.
-		if wire, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(wire, e.info); err != nil {
-			return nil, errorf(errInternal, "encode placement group %s: %v", e.info.PlacementGroupId, err)
-		}
+	rows := make([]*pb.PlacementGroupInfo, len(entries))
+	for i, e := range entries {
+		rows[i] = e.info
+	}
+	wire, err := encodeRows(rows)
+	if err != nil {
+		return nil, errorf(errInternal, "%s", err.Error())
 	}
 	reply := &pb.GetAllPlacementGroupReply{}
 	reply.ProtoReflect().SetUnknown(wire)
 	return reply, nil
+}
+
+// rowsPerEncoder is how many rows of GetAllPlacementGroup one goroutine encodes: a table
+// of at most this many is encoded on the caller's goroutine.
+const rowsPerEncoder = 1000
+
+// encodeRows returns rows, in order, as the wire form of GetAllPlacementGroupReply's
+// placement_groups field. A large table is encoded in chunks on up to GOMAXPROCS
+// goroutines and joined in order. The rows are only read (each chunk's own messages
+// cache their sizes), so callers holding the lock that guards them may call it.
+func encodeRows(rows []*pb.PlacementGroupInfo) ([]byte, error) {
+	const placementGroupsField = 1 // GetAllPlacementGroupReply.placement_groups
+	encode := func(chunk []*pb.PlacementGroupInfo) ([]byte, error) {
+		var wire []byte
+		for _, row := range chunk {
+			wire = protowire.AppendTag(wire, placementGroupsField, protowire.BytesType)
+			wire = protowire.AppendVarint(wire, uint64(proto.Size(row)))
+			var err error
+			// Size cached the row's sizes just now.
+			if wire, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(wire, row); err != nil {
+				return nil, fmt.Errorf("encode placement group %s: %w", row.PlacementGroupId, err)
+			}
+		}
+		return wire, nil
+	}
+	encoders := min(runtime.GOMAXPROCS(0), (len(rows)+rowsPerEncoder-1)/rowsPerEncoder)
+	if encoders <= 1 {
+		return encode(rows)
+	}
+	parts, errs := make([][]byte, encoders), make([]error, encoders)
+	per := (len(rows) + encoders - 1) / encoders
+	var wg sync.WaitGroup
+	for i := range encoders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = encode(rows[i*per : min((i+1)*per, len(rows))])
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return slices.Concat(parts...), nil
 }
 
 // WaitPlacementGroupUntilReady implements pb.PlacementGroupServiceServer.
