@@ -65,6 +65,7 @@ func VerifiedServerOptions(serverVersion uint32, verify auth.Verifier, extra ...
 		grpc.ChainUnaryInterceptor(chain...),
 		grpc.ChainStreamInterceptor(versionStreamServerInterceptor(serverVersion, verify)),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.StaticStreamWindowSize(StreamWindowBytes), grpc.StaticConnWindowSize(ConnWindowBytes),
 		// Calls run on long-lived goroutines whose stacks have grown already (a new
 		// goroutine per call grows and copies its stack on every call); when all are busy
 		// (long polls), a call gets a goroutine of its own as without the option.
@@ -158,6 +159,13 @@ const (
 	// MaxMessageBytes bounds one gRPC message: task arguments and results travel
 	// inline, as Ray's small objects do, so the default 4 MiB is too tight.
 	MaxMessageBytes = 256 << 20
+	// StreamWindowBytes and ConnWindowBytes are fixed HTTP/2 flow-control windows (per
+	// call, per connection) on every server and client. gRPC's default sizes its windows
+	// by probing: after data arrives it sends a PING and a window update, and the peer
+	// answers the PING, so each small call cost two more writes and two more wake-ups on
+	// each side. 4 MiB in flight per call still moves 8 GB/s at a 0.5 ms round trip.
+	StreamWindowBytes = 4 << 20
+	ConnWindowBytes   = 16 << 20
 	// KeepaliveTime and KeepaliveTimeout: a client pings a connection idle for
 	// KeepaliveTime and drops it when the ping is not answered within KeepaliveTimeout,
 	// so a call to a peer that vanished (a node powered off) fails in about 15 s
@@ -211,6 +219,7 @@ func Dial(addr string, opts DialOptions) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		grpc.WithStaticStreamWindowSize(StreamWindowBytes), grpc.WithStaticConnWindowSize(ConnWindowBytes),
 		grpc.WithConnectParams(reconnectParams()),
 		grpc.WithChainUnaryInterceptor(versionClientInterceptor(addr, version, token, opts.Epoch)),
 		grpc.WithChainStreamInterceptor(versionStreamClientInterceptor(addr, version, token, opts.Epoch)),

@@ -1,6 +1,7 @@
 package rpcutil
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,6 +75,14 @@ func startEchoServerWithToken(t *testing.T, version uint32, token string) string
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveEcho(t, lis, version, token)
+	return lis.Addr().String()
+}
+
+// serveEcho serves echoEpochServer on lis, with ServerOptions(version, token), until the
+// test ends.
+func serveEcho(t *testing.T, lis net.Listener, version uint32, token string) {
+	t.Helper()
 	serverOptions, err := ServerOptions(version, token)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +91,6 @@ func startEchoServerWithToken(t *testing.T, version uint32, token string) string
 	testpb.RegisterTestServiceServer(server, echoEpochServer{})
 	go func() { _ = server.Serve(lis) }()
 	t.Cleanup(server.Stop)
-	return lis.Addr().String()
 }
 
 func testClient(t *testing.T, addr string, opts DialOptions) testpb.TestServiceClient {
@@ -278,5 +287,101 @@ func TestWithTLSPlaintextAndUncertifiedClientsAreRefused(t *testing.T) {
 	t.Setenv(EnvTLSCACert, "")
 	if _, err := Dial(addr, DialOptions{}); err == nil || !strings.Contains(err.Error(), EnvTLSCACert) {
 		t.Fatalf("TLS on without a CA: %v, want an error naming %s", err, EnvTLSCACert)
+	}
+}
+
+// recordingListener keeps what every accepted connection reads (the client's frames,
+// after its preface) and writes (the server's).
+type recordingListener struct {
+	net.Listener
+	mu            sync.Mutex
+	read, written bytes.Buffer
+}
+
+type recordingConn struct {
+	net.Conn
+	l *recordingListener
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return recordingConn{Conn: c, l: l}, nil
+}
+
+func (c recordingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.l.mu.Lock()
+	c.l.read.Write(p[:n])
+	c.l.mu.Unlock()
+	return n, err
+}
+
+func (c recordingConn) Write(p []byte) (int, error) {
+	c.l.mu.Lock()
+	c.l.written.Write(p)
+	c.l.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// http2Pings counts the PING frames (not their acknowledgements) in a stream of HTTP/2
+// frames, and fails on a stream that is not one.
+func http2Pings(t *testing.T, frames []byte) (pings int) {
+	t.Helper()
+	const header, typePing, flagAck = 9, 0x6, 0x1
+	for len(frames) > 0 {
+		if len(frames) < header {
+			t.Fatalf("%d bytes left are not an HTTP/2 frame header", len(frames))
+		}
+		length := int(frames[0])<<16 | int(frames[1])<<8 | int(frames[2])
+		if frames[3] == typePing && frames[4]&flagAck == 0 {
+			pings++
+		}
+		if len(frames) < header+length {
+			t.Fatalf("a frame of %d bytes is cut short at %d", length, len(frames)-header)
+		}
+		frames = frames[header+length:]
+	}
+	return pings
+}
+
+func TestCallsSendNoFlowControlPings(t *testing.T) {
+	// gRPC's default probes the bandwidth with a PING after data arrives, on both sides
+	// of every small call; the fixed windows send none (keepalive pings come after
+	// KeepaliveTime idle, far longer than this test).
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recording := &recordingListener{Listener: lis}
+	serveEcho(t, recording, ProtocolVersion, "")
+	client := testClient(t, lis.Addr().String(), DialOptions{})
+	ctx := callContext(t)
+	for range 20 {
+		if _, err := client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("small")}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A message larger than both windows still goes through, the windows refilled as it
+	// is read.
+	big := &testpb.SimpleRequest{Payload: &testpb.Payload{Body: make([]byte, 3*ConnWindowBytes/2)}}
+	if _, err := client.UnaryCall(ctx, big); err != nil {
+		t.Fatalf("a %d-byte call: %v", len(big.Payload.Body), err)
+	}
+	time.Sleep(100 * time.Millisecond) // the client's answer to the last reply, if any
+	recording.mu.Lock()
+	defer recording.mu.Unlock()
+	const preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	read := recording.read.Bytes()
+	if !bytes.HasPrefix(read, []byte(preface)) {
+		t.Fatalf("the client did not open with the HTTP/2 preface: %q", read[:min(len(read), len(preface))])
+	}
+	if n := http2Pings(t, read[len(preface):]); n != 0 {
+		t.Errorf("the client sent %d PING frames over 21 calls, want 0", n)
+	}
+	if n := http2Pings(t, recording.written.Bytes()); n != 0 {
+		t.Errorf("the server sent %d PING frames over 21 calls, want 0", n)
 	}
 }

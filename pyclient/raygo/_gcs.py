@@ -136,12 +136,23 @@ def _driver_ip(gcs_host: str) -> str:
         return "127.0.0.1"
 
 
+# Options of every channel and server of the client and its workers: flow-control windows
+# stay fixed, as the raygo servers' and clients' are (rpcutil's StreamWindowBytes), so no
+# bandwidth-probing PING follows the data of each call, which cost a write and a wake-up
+# on both sides of every call.
+CHANNEL_OPTIONS = (("grpc.http2.bdp_probe", 0),)
+
+
 def open_channel(address: str, token: Optional[str]) -> Tuple[grpc.Channel, grpc.Channel]:
     """A channel to a raygo server at address (mutual TLS when the cluster runs with
     RAYGO_USE_TLS=1), and the same channel carrying the protocol version and token on
     every call: (raw, with token). Close the raw one."""
     credentials = tls_credentials()
-    raw = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    raw = (
+        grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        if credentials is None
+        else grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+    )
     return raw, grpc.intercept_channel(raw, _VersionInterceptor(token))
 
 

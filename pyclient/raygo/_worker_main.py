@@ -29,7 +29,7 @@ import grpc
 from raygo import _objects, _worker
 from raygo._auth import METADATA_KEY as AUTH_METADATA_KEY
 from raygo._auth import load_token, tls_credentials
-from raygo._gcs import DEFAULT_RPC_TIMEOUT_S, open_channel
+from raygo._gcs import CHANNEL_OPTIONS, DEFAULT_RPC_TIMEOUT_S, open_channel
 from raygo._proto import gcs_pb2, gcs_pb2_grpc, raylet_pb2, raylet_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 FUNCTION_KV_NAMESPACE = "fun"
@@ -197,7 +197,8 @@ def main() -> None:
     if under_auth and not accepted[0] and not accepted[1] and token:
         accepted = (hashlib.sha256(token.encode()).hexdigest(),) + accepted[1:]  # its raylet's token is the cluster token
     interceptors = [_RequireToken(token or "", *accepted)] if token or under_auth else []
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors)
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4), interceptors=interceptors,
+                         options=CHANNEL_OPTIONS)
     worker_pb2_grpc.add_CoreWorkerServiceServicer_to_server(CoreWorker(gcs_pb2_grpc.InternalKVServiceStub(gcs),
                                                                   gcs_pb2_grpc.InternalKVServiceStub(_channel(os.environ["RAYGO_GCS_ADDRESS"], None))), server)
     host = os.environ.get("RAYGO_NODE_IP") or "127.0.0.1"

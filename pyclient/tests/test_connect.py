@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import concurrent.futures
+import socket
+import threading
 import time
+from typing import List
 
 import grpc
 import pytest
 
 import raygo
-from raygo._gcs import lease_renewal_plan
+from raygo._gcs import CHANNEL_OPTIONS, lease_renewal_plan, open_channel
 from raygo._proto import gcs_pb2, gcs_pb2_grpc
 from raygo._version import PROTOCOL_METADATA_KEY
 from raygo.exceptions import RaySystemError
@@ -218,3 +221,59 @@ def test_the_state_api_needs_the_heads_dashboard_port(tmp_path) -> None:  # type
     finally:
         raygo.shutdown()
         cluster.stop()
+
+
+def _http2_pings(frames: bytes) -> int:
+    """The PING frames (not their acknowledgements) in a stream of HTTP/2 frames."""
+    pings = 0
+    while frames:
+        assert len(frames) >= 9, f"{len(frames)} bytes left are not an HTTP/2 frame header"
+        length = int.from_bytes(frames[:3], "big")
+        if frames[3] == 0x6 and not frames[4] & 0x1:
+            pings += 1
+        assert len(frames) >= 9 + length, f"a frame of {length} bytes is cut short"
+        frames = frames[9 + length:]
+    return pings
+
+
+def test_calls_send_no_flow_control_pings() -> None:
+    # gRPC probes the bandwidth with a PING after data arrives, on both sides of every
+    # small call, unless told not to: the client's channels and its workers' servers are.
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2), options=CHANNEL_OPTIONS)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "test.Echo", {"Call": grpc.unary_unary_rpc_method_handler(lambda request, _: request)}),))
+    server_port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    # A proxy in between keeps what each side sent.
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent: List[bytearray] = [bytearray(), bytearray()]  # by the client, by the server
+
+    def pump(src: socket.socket, dst: socket.socket, into: bytearray) -> None:
+        while data := src.recv(65536):
+            into.extend(data)
+            dst.sendall(data)
+        dst.shutdown(socket.SHUT_WR)
+
+    def proxy() -> None:
+        client_side, _ = listener.accept()
+        server_side = socket.create_connection(("127.0.0.1", server_port))
+        threading.Thread(target=pump, args=(server_side, client_side, sent[1]), daemon=True).start()
+        pump(client_side, server_side, sent[0])
+
+    threading.Thread(target=proxy, daemon=True).start()
+    raw, _ = open_channel(f"127.0.0.1:{listener.getsockname()[1]}", None)
+    try:
+        call = raw.unary_unary("/test.Echo/Call", request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        for i in range(20):
+            assert call(b"small %d" % i, timeout=10) == b"small %d" % i
+        time.sleep(0.1)  # the client's answer to the last reply, if any
+        # Before the shutdown, whose GOAWAY comes with a PING.
+        from_client, from_server = bytes(sent[0]), bytes(sent[1])
+    finally:
+        raw.close()
+        server.stop(None)
+        listener.close()
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    assert from_client.startswith(preface)
+    assert _http2_pings(from_client[len(preface):]) == 0, "the client sent PING frames"
+    assert _http2_pings(from_server) == 0, "the server sent PING frames"
