@@ -45,7 +45,9 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	waiting := false
 	var leases []leaseWork
 	asked := map[string]bool{} // the uncharged actors outside groups admission is asked about
+	anyPending := false
 	for _, e := range m.actors {
+		anyPending = anyPending || e.pending()
 		if e.pending() && !e.placing {
 			waiting = true
 			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
@@ -58,6 +60,7 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	}
 	returns := m.leaseReturns
 	m.leaseReturns = nil
+	m.idle.Store(!anyPending)
 	m.mu.Unlock()
 	// Charges go back before new ones are taken: an actor that restarts is charged again.
 	var admitted leaseDecision

@@ -176,3 +176,43 @@ func TestAnActorArrivingWhileAdmissionDecidesIsNotPlacedUncharged(t *testing.T) 
 		}
 	}
 }
+
+// Resource reports and created groups wake the actor loop only while an actor is
+// pending: with none, the round they would start has nothing to do.
+func TestReportsWakeTheActorLoopOnlyWhileAnActorIsPending(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a")
+	f.m = f.newManager()
+	m := newActorManager(actorDeps{store: store.NewMemory(), nodes: f.nodes, groups: f.m, leases: f.m, now: time.Now, log: zerolog.Nop()})
+	m.cancel() // a placement that starts gives up at once
+	woken := func() bool {
+		select {
+		case <-m.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	m.retryAllNow()
+	if !woken() {
+		t.Fatal("before any round, a report did not wake the loop")
+	}
+	m.scheduleRound(time.Now())
+	m.onResourcesReported(false)
+	m.onPlacementGroupCreated("pg")
+	if woken() {
+		t.Fatal("with no actor pending, a report woke the loop")
+	}
+	if !m.retryAll.Load() {
+		t.Fatal("a report with no actor pending did not leave the next round ignoring backoff")
+	}
+	info := &pb.ActorInfo{ActorId: "a1", JobId: "job", Namespace: "ns", ClassName: "Counter", State: pb.ActorState_ACTOR_PENDING_CREATION,
+		RequiredResources: map[string]float64{"CPU": 1}, SchedulingStrategy: &pb.SchedulingStrategy{Kind: strategyDefault}, BundleIndex: -1}
+	m.mu.Lock()
+	m.actors[info.ActorId] = &actorEntry{info: info, request: parseResources(t, info.RequiredResources), changed: make(chan struct{})}
+	m.mu.Unlock()
+	m.scheduleRound(time.Now())
+	m.onResourcesReported(false)
+	if !woken() {
+		t.Fatal("with an actor pending, a report did not wake the loop")
+	}
+}

@@ -120,7 +120,7 @@ func (e *actorEntry) endAttemptLocked() {
 // raylets' worker leases, restarts and deaths.
 //
 // Concurrency: every field behind mu, except workerConns (connMu), lastPrune (the
-// loop's), the lock-free retryAll/wake, and reconcileRetry/killRetry (constant once the
+// loop's), the lock-free retryAll/idle/wake, and reconcileRetry/killRetry (constant once the
 // server runs; tests shorten them before they make a node connect or a worker die). mu
 // is never held while calling the node, job or placement-group managers' locking
 // methods; they call the hooks here without holding their own locks, except
@@ -146,6 +146,9 @@ type actorManager struct {
 
 	wake     chan struct{}
 	retryAll atomic.Bool
+	// idle: the last round found no actor pending, so retryAllNow (a resource report, a
+	// group created) need not wake the loop; whatever makes an actor pending kicks it.
+	idle atomic.Bool
 	// spreadCursor is where the next SPREAD actor's round over the nodes starts;
 	// leaseSpreadCursor the same for ChooseLeaseTargets (lock-free).
 	spreadCursor      uint64
@@ -217,7 +220,9 @@ func (m *actorManager) kick() {
 // It takes no lock, so other managers may call it holding theirs.
 func (m *actorManager) retryAllNow() {
 	m.retryAll.Store(true)
-	m.kick()
+	if !m.idle.Load() {
+		m.kick()
+	}
 }
 
 func (m *actorManager) close() {
