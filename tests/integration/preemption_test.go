@@ -34,8 +34,9 @@ queues:
 // The reclaim on real processes with a Go hook: 3 simulated DGX H100 nodes;
 // research runs three 4-GPU groups (4 GPUs borrowed); prod's first 8-GPU group at
 // training-high is admitted at once, its second reclaims research's last-admitted group
-// (InCohortReclamation), whose OnPreemption hook runs while its bundles are held; the
-// group waits (Preempted) and runs again once prod's groups are removed.
+// that is alone on a node (InCohortReclamation), whose OnPreemption hook runs while its
+// bundles are held; the group waits (Preempted) and runs again once prod's groups are
+// removed.
 func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "queues.yaml")
@@ -72,7 +73,6 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		}
 		research = append(research, pg)
 	}
-	victim := research[2]
 	c.CheckInvariants("research runs three groups")
 	type hooked struct {
 		notice sdk.PreemptionNotice
@@ -102,6 +102,8 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.CheckInvariants("prod's first group runs")
+	victim, placed := reclaimVictim(ctx, t, first, research)
+	t.Logf("groups by node: %v; the victim should be %s", placed, victim.ID)
 	second := prod()
 	var call hooked
 	select {
@@ -111,7 +113,7 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatalf("no hook ran; the preemptor: %+v", row)
 	}
 	if call.row.ID != victim.ID || call.notice.Reason != "InCohortReclamation" || call.notice.PreemptorID != second.ID {
-		t.Fatalf("hook of %s with %+v; want %s's, InCohortReclamation by %s", call.row.ID, call.notice, victim.ID, second.ID)
+		t.Fatalf("hook of %s with %+v; want %s's, InCohortReclamation by %s (groups by node: %v)", call.row.ID, call.notice, victim.ID, second.ID, placed)
 	}
 	if call.row.State != "CREATED" || call.row.Bundles[0].NodeID == "" || call.row.Preemptions != 1 {
 		t.Fatalf("during the hook the victim's row is %s (bundle 0 on %q, %d preemptions): want CREATED, still placed", call.row.State,
@@ -142,6 +144,36 @@ func TestAReclaimRunsTheVictimsGoHookBeforeReleasingIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.CheckInvariants("the victim runs again")
+}
+
+// reclaimVictim is the group a reclaim for a second 8-GPU group should evict: research's
+// last-admitted group alone on a node (the one eviction that frees a whole node), given
+// where the groups went; placed says which groups each node holds, for messages.
+func reclaimVictim(ctx context.Context, t *testing.T, first *sdk.PlacementGroup, research []*sdk.PlacementGroup) (*sdk.PlacementGroup, map[string][]string) {
+	t.Helper()
+	nodeOf := map[string]string{}
+	placed := map[string][]string{}
+	for _, pg := range append([]*sdk.PlacementGroup{first}, research...) {
+		row, err := pg.Table(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range row.Bundles {
+			if nodeOf[pg.ID] == "" {
+				placed[b.NodeID] = append(placed[b.NodeID], pg.ID)
+			} else if nodeOf[pg.ID] != b.NodeID {
+				t.Fatalf("group %s is on nodes %s and %s; every group here fits one node", pg.ID, nodeOf[pg.ID], b.NodeID)
+			}
+			nodeOf[pg.ID] = b.NodeID
+		}
+	}
+	for i := len(research) - 1; i >= 0; i-- {
+		if len(placed[nodeOf[research[i].ID]]) == 1 {
+			return research[i], placed
+		}
+	}
+	t.Fatalf("no research group is alone on a node: groups by node %v", placed)
+	return nil, nil
 }
 
 // inferenceQueues: serve evicts its own lower-priority work; other is a queue of its own
