@@ -11,7 +11,7 @@ import raygo
 from raygo.exceptions import GetTimeoutError
 from raygo.util.scheduling_strategies import DoesNotExist, Exists, In, NodeLabelSchedulingStrategy, NotIn
 
-from conftest import Cluster
+from conftest import Cluster, poll
 
 
 @raygo.remote(num_cpus=1)
@@ -45,10 +45,21 @@ def test_task_with_a_hard_selector_runs_on_the_matching_node(driver: Cluster, op
     assert raygo.get([node_id.options(**options).remote() for _ in range(6)], timeout=120) == [want] * 6
 
 
+def all_cpus_free(node_id: str) -> bool:
+    """Whether the GCS sees every CPU of the node free (the leases of earlier tasks
+    returned and reported)."""
+    from raygo._worker import global_client
+
+    node = next(n for n in global_client().all_nodes() if n.node_id == node_id)
+    return node.resources_available.get("CPU", 0.0) == node.resources_total.get("CPU", -1.0)
+
+
 def test_task_with_a_soft_selector_prefers_the_matching_node(driver: Cluster) -> None:
     # Without it, DEFAULT packs onto the least loaded nodes in id order; with it worker-1
-    # comes first while it has room.
+    # comes first while it has room: room the GCS sees once the earlier tests' leases
+    # there are back.
     want = node_named("worker-1")
+    poll("worker-1's CPUs all free", lambda: all_cpus_free(want))
     strategy = NodeLabelSchedulingStrategy({}, soft={"zone": In("b")})
     assert [raygo.get(node_id.options(scheduling_strategy=strategy).remote(), timeout=120) for _ in range(4)] == [want] * 4
 
