@@ -47,15 +47,19 @@ func (m *actorManager) scheduleRound(now time.Time) time.Duration {
 	asked := map[string]bool{} // the uncharged actors outside groups admission is asked about
 	anyPending := false
 	for _, e := range m.actors {
-		anyPending = anyPending || e.pending()
-		if e.pending() && !e.placing {
-			waiting = true
-			if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
-				groupIDs[pg] = true
-			} else if e.info.Queue == "" {
-				asked[e.info.ActorId] = true
-				leases = append(leases, leaseWork{id: actorLeaseID(e.info.ActorId), namespace: e.info.Namespace, resources: e.request, arrival: e.info.StartTimeMs})
-			}
+		if !e.pending() {
+			continue
+		}
+		anyPending = true
+		if e.placing {
+			continue
+		}
+		waiting = true
+		if pg := e.info.SchedulingStrategy.GetPlacementGroupId(); pg != "" {
+			groupIDs[pg] = true
+		} else if e.info.Queue == "" {
+			asked[e.info.ActorId] = true
+			leases = append(leases, leaseWork{id: actorLeaseID(e.info.ActorId), namespace: e.info.Namespace, resources: e.request, arrival: e.info.StartTimeMs})
 		}
 	}
 	returns := m.leaseReturns
