@@ -101,10 +101,9 @@ func rideKeys(rides []cancelRide) []*pb.BundleKey {
 }
 
 // cancelNow cancels the rides' bundles in calls of their own, then counts them released
-// (a group on several nodes once every node confirmed: pass all its rides at once). A
-// cancel the raylet did not confirm (a partition, a timeout) is sent again in the
-// background, and the bundles stay held in the view meanwhile: the raylet may still hold
-// them, and a group placed in that room would be refused there on every attempt.
+// (a group on several nodes once every node confirmed: pass all its rides at once), as
+// afterConfirmed does: a cancel the raylet did not confirm is sent again in the
+// background, and the bundles stay held in the view meanwhile.
 func (m *pgManager) cancelNow(rides []cancelRide) {
 	if len(rides) == 0 {
 		return
@@ -113,17 +112,13 @@ func (m *pgManager) cancelNow(rides []cancelRide) {
 	for _, r := range rides {
 		byNode[r.node] = append(byNode[r.node], r.bundles...)
 	}
-	if unconfirmed := m.cancelAll(byNode); len(unconfirmed) > 0 {
-		go m.retryCancels(rides, unconfirmed)
-		return
-	}
-	m.cancelled(rides)
+	m.afterConfirmed(m.cancelAll(byNode), "a removed group's bundles", func() { m.cancelled(rides) })
 }
 
 // retryCancels sends the cancels the raylets did not confirm again, with backoff, until
-// every node confirmed or is no longer ALIVE (a dead node holds nothing), then counts the
-// rides released.
-func (m *pgManager) retryCancels(rides []cancelRide, unconfirmed map[string][]*pb.BundleReservation) {
+// every node confirmed or is no longer ALIVE (a dead node holds nothing). It reports
+// false if the GCS stopped first. what names the bundles in the warning.
+func (m *pgManager) retryCancels(what string, unconfirmed map[string][]*pb.BundleReservation) bool {
 	backoff := rpcutil.Backoff{Min: retryBackoffMin, Max: retryBackoffMax}
 	for warned := false; ; warned = true {
 		alive := map[string]bool{}
@@ -135,20 +130,19 @@ func (m *pgManager) retryCancels(rides []cancelRide, unconfirmed map[string][]*p
 				delete(unconfirmed, node)
 			} else if !warned {
 				m.log.Warn().Str("node_id", node).Int("bundles", len(unconfirmed[node])).
-					Msg("the raylet did not confirm the cancel of a removed group's bundles; retrying, the bundles stay held")
+					Msgf("the raylet did not confirm the cancel of %s; retrying, the bundles stay held", what)
 			}
 		}
 		if len(unconfirmed) == 0 {
-			break
+			return true
 		}
 		select {
 		case <-m.stopped:
-			return
+			return false
 		case <-time.After(backoff.Next()):
 		}
 		unconfirmed = m.cancelAll(unconfirmed)
 	}
-	m.cancelled(rides)
 }
 
 // cancelled records that the raylets confirmed the rides' cancels: the groups' bundles

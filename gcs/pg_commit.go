@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,11 +52,13 @@ func (m *pgManager) twoPhaseCommit(e *pgEntry, plan map[int]placement.BundlePlac
 	m.mu.Lock()
 	if !e.live() {
 		m.mu.Unlock()
-		m.cancelAll(byNode) // remove() cancelled too; cancels are idempotent
-		m.mu.Lock()
-		m.releasePlanLocked(id, plan)
-		m.mu.Unlock()
-		m.kick()
+		// remove() cancelled too; cancels are idempotent.
+		m.afterConfirmed(m.cancelAll(byNode), "a removed group's bundles", func() {
+			m.mu.Lock()
+			m.releasePlanLocked(id, plan)
+			m.mu.Unlock()
+			m.kick()
+		})
 		return
 	}
 	created := e.info.State == pb.PlacementGroupState_PREPARED && m.markCreatedLocked(e)
@@ -220,13 +223,21 @@ func (m *pgManager) notifyCreated(id string, created bool) {
 
 // requeuePlan undoes a plan whose prepare or commit failed (or whose group was removed
 // meanwhile): cancel everywhere, unplace the plan's bundles, and queue the group again
-// with backoff — PENDING, or RESCHEDULING when it still holds other bundles.
+// with backoff — PENDING, or RESCHEDULING when it still holds other bundles. The bundles
+// of a cancel a raylet did not confirm stay held (holdUndoneLocked) until it is
+// confirmed; the group may be placed again meanwhile, at a newer generation.
 func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlacement, byNode map[string][]*pb.BundleReservation, cause error) {
 	m.metrics.commit("requeued")
-	m.cancelAll(byNode)
+	unconfirmed := m.cancelAll(byNode)
 	m.mu.Lock()
 	e.inFlight = nil
-	m.releasePlanLocked(e.info.PlacementGroupId, plan)
+	id := e.info.PlacementGroupId
+	undo := m.holdUndoneLocked(e, plan, unconfirmed)
+	for index := range plan {
+		if !slices.ContainsFunc(m.undos[undo], func(v viewBundle) bool { return v.ref.index == index }) {
+			m.releasedLocked(id, index)
+		}
+	}
 	if e.live() {
 		e.info.State = pb.PlacementGroupState_PENDING
 		for i, b := range e.info.Bundles {
@@ -245,8 +256,49 @@ func (m *pgManager) requeuePlan(e *pgEntry, plan map[int]placement.BundlePlaceme
 		e.notify()
 	}
 	m.mu.Unlock()
-	m.log.Info().Err(cause).Str("pg_id", e.info.PlacementGroupId).Msg("placement group reservation failed; re-queued")
+	m.log.Info().Err(cause).Str("pg_id", id).Msg("placement group reservation failed; re-queued")
 	m.kick()
+	if undo != "" {
+		m.afterConfirmed(unconfirmed, "an undone reservation's bundles", func() {
+			m.mu.Lock()
+			for _, v := range m.undos[undo] {
+				m.releasedLocked(v.ref.group, v.ref.index)
+			}
+			delete(m.undos, undo)
+			m.mu.Unlock()
+			m.kick()
+		})
+	}
+}
+
+// holdUndoneLocked keeps the bundles of an undone plan whose cancel a raylet did not
+// confirm held in the view, under an undo key of their own (returned; "" when every
+// cancel was confirmed): the raylet may still hold them. Their group's bundles move to
+// the generation the plan used, so that its next attempt is newer: a raylet replaces
+// the bundle it holds with a newer generation, and the cancel sent again for the older
+// one never releases the newer. The view is rebuilt before the next decision, which
+// moves the hold from the group to the undo key. Callers hold mu.
+func (m *pgManager) holdUndoneLocked(e *pgEntry, plan map[int]placement.BundlePlacement, unconfirmed map[string][]*pb.BundleReservation) string {
+	if len(unconfirmed) == 0 {
+		return ""
+	}
+	m.undoSeq++
+	undo := fmt.Sprintf("%s#undo%d", e.info.PlacementGroupId, m.undoSeq)
+	for _, bundles := range unconfirmed {
+		for _, r := range bundles {
+			index := int(r.Key.BundleIndex)
+			p := plan[index]
+			m.undos[undo] = append(m.undos[undo], viewBundle{bundleRef{undo, index}, heldBundle{node: p.NodeID, gpus: p.GPUIndices,
+				resources: e.request.Bundles[index], mig: p.MIG != nil}})
+			if b := e.info.Bundles[index]; b.Generation < r.Key.Generation {
+				b.Generation = r.Key.Generation
+			}
+		}
+	}
+	// The view still holds them as the group's, and would give them back to the group's
+	// next plan: the next round or create rebuilds it first.
+	m.viewStale.Store(true)
+	return undo
 }
 
 // recoverPrepared finishes the two-phase commits a dead GCS left half done: commit every
@@ -275,24 +327,27 @@ func (m *pgManager) recoverPrepared(groups []*pgEntry) {
 		}
 		m.mu.Unlock()
 		m.log.Warn().Err(err).Str("pg_id", id).Msg("recovered a PREPARED group: commit failed, cancelling and re-queueing")
-		m.cancelAll(byNode)
-		m.mu.Lock()
-		for _, bundles := range byNode {
-			for _, b := range bundles {
-				m.releasedLocked(id, int(b.Key.BundleIndex))
+		// The group stays PREPARED, its bundles held, until the raylets confirmed.
+		m.afterConfirmed(m.cancelAll(byNode), "a recovered group's bundles", func() {
+			m.mu.Lock()
+			for _, bundles := range byNode {
+				for _, b := range bundles {
+					m.releasedLocked(id, int(b.Key.BundleIndex))
+				}
 			}
-		}
-		if e.live() {
-			for _, b := range e.info.Bundles {
-				unplace(b)
+			if e.live() {
+				for _, b := range e.info.Bundles {
+					unplace(b)
+				}
+				e.info.State = pb.PlacementGroupState_PENDING
+				e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
+				m.queue.add(e)
+				m.logPersistError(m.persistLocked(e))
+				e.notify()
 			}
-			e.info.State = pb.PlacementGroupState_PENDING
-			e.info.Stats.SchedulingState = pb.SchedulingState_QUEUED
-			m.queue.add(e)
-			m.logPersistError(m.persistLocked(e))
-			e.notify()
-		}
-		m.mu.Unlock()
+			m.mu.Unlock()
+			m.kick()
+		})
 	}
 	m.kick()
 }
@@ -342,9 +397,26 @@ func (m *pgManager) forEachNode(byNode map[string][]*pb.BundleReservation, call 
 	return <-errs
 }
 
+// afterConfirmed calls released once the cancels that cancelAll left unconfirmed are
+// confirmed, or their node is no longer ALIVE (a dead node holds nothing): at once when
+// there are none, else from a goroutine that sends them again with backoff (never, if
+// the GCS stops first). Until released runs, the caller keeps their bundles held in the
+// view: the raylet may still hold them, and a group placed in that room would be refused
+// there on every attempt. what names the bundles in the warning.
+func (m *pgManager) afterConfirmed(unconfirmed map[string][]*pb.BundleReservation, what string, released func()) {
+	if len(unconfirmed) == 0 {
+		released()
+		return
+	}
+	go func() {
+		if m.retryCancels(what, unconfirmed) {
+			released()
+		}
+	}()
+}
+
 // cancelAll releases bundles everywhere and returns those of the nodes whose raylet did
-// not confirm. Undoing a failed reservation ignores them, best effort (a dead node holds
-// nothing); a removal sends them again (cancelNow).
+// not confirm (afterConfirmed sends them again).
 func (m *pgManager) cancelAll(byNode map[string][]*pb.BundleReservation) map[string][]*pb.BundleReservation {
 	var mu sync.Mutex
 	unconfirmed := map[string][]*pb.BundleReservation{}

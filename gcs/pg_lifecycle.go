@@ -213,8 +213,8 @@ func (m *pgManager) onNodeConnected(node *pb.NodeInfo) {
 
 // reconcileRefused reconciles a node whose raylet refused a reservation for want of room
 // (or of free GPUs) that the GCS's view said it had: the raylet may hold bundles no group
-// owns any more (an undo whose cancel a partition lost), and until they are released
-// every attempt there is refused the same way. At most one runs per node at a time.
+// owns any more (an older GCS's, or an undo whose cancel was given up), and until they are
+// released every attempt there is refused the same way. At most one runs per node at a time.
 func (m *pgManager) reconcileRefused(nodeID string, err error) {
 	if status.Code(err) != codes.FailedPrecondition {
 		return

@@ -424,8 +424,7 @@ func (m *pgManager) evictLocked(e *pgEntry) {
 	m.logPersistError(m.persistLocked(e))
 	e.notify()
 	byNode := bundlesByNode(e.id, e.info.Bundles, nil)
-	go func() {
-		m.cancelAll(byNode)
+	released := func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, bundles := range byNode {
@@ -456,7 +455,9 @@ func (m *pgManager) evictLocked(e *pgEntry) {
 		e.notify()
 		m.log.Info().Str("pg_id", e.id).Msg("preempted placement group released; queued again")
 		m.kick()
-	}()
+	}
+	// Not under mu: the cancels call the raylets.
+	go func() { m.afterConfirmed(m.cancelAll(byNode), "a preempted group's bundles", released) }()
 }
 
 // WaitPreemptionNotice implements pb.PlacementGroupServiceServer.

@@ -2,11 +2,13 @@ package gcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/raygo-dev/raygo/admission/queues"
+	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/internal/pending"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
@@ -164,11 +166,12 @@ func TestHigherPriorityGroupPreemptsTheLowestAfterTheHookAcknowledges(t *testing
 	}
 }
 
-// Without an acknowledgement the victim is released at its deadline: its class's
-// gracePeriod after the notice, not before.
-func TestAVictimWithoutAHookIsReleasedAtItsDeadline(t *testing.T) {
-	f := newPreemptionFixture(t)
-	low := f.running("quick", 4) // gracePeriod 5s
+// quickVictimNoticed is a preemption fixture whose team queue runs a "quick" group
+// (gracePeriod 5 s) and a "training" one, 4 GPUs each, when a "training-high" group of 4
+// GPUs arrives: the quick one is noticed. It returns the victim and the preemptor.
+func quickVictimNoticed(t *testing.T) (f *twoPhaseFixture, low, high string) {
+	f = newPreemptionFixture(t)
+	low = f.running("quick", 4)
 	f.running("training", 4)
 	high, err := f.createIn("team", "PACK", "training-high", 4)
 	if err != nil {
@@ -176,6 +179,13 @@ func TestAVictimWithoutAHookIsReleasedAtItsDeadline(t *testing.T) {
 	}
 	f.settle()
 	f.settle()
+	return f, low, high
+}
+
+// Without an acknowledgement the victim is released at its deadline: its class's
+// gracePeriod after the notice, not before.
+func TestAVictimWithoutAHookIsReleasedAtItsDeadline(t *testing.T) {
+	f, low, high := quickVictimNoticed(t)
 	row := f.m.info(low)
 	if row.LastPreemption == nil || row.LastPreemption.DeadlineMs-row.LastPreemption.TimeMs != 5000 {
 		t.Fatalf("notice %v, want a 5 s deadline", row.LastPreemption)
@@ -187,6 +197,32 @@ func TestAVictimWithoutAHookIsReleasedAtItsDeadline(t *testing.T) {
 		t.Fatalf("released before its deadline: %v", info.State)
 	}
 	f.clock.Advance(2 * time.Second)
+	f.waitPending(low, pending.Preempted)
+	f.waitCreated(high)
+	checkLedgerMatchesTable(t, f.m, 0)
+}
+
+// A victim whose cancel the raylet does not confirm (a partition) stays held, and its
+// preemptor waits, until the raylet confirms: the cancel is sent again meanwhile.
+func TestAVictimIsReleasedOnlyOnceTheRayletConfirmsItsCancel(t *testing.T) {
+	f, low, high := quickVictimNoticed(t)
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
+	f.clock.Advance(6 * time.Second)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the victim's cancel sent again", func() error {
+		f.m.scheduleRound()
+		if n := f.cancelsOf(low); n < 2 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	f.settle()
+	if info := f.m.info(low); info.State != pb.PlacementGroupState_CREATED {
+		t.Fatalf("the victim was released (%v) before the raylet confirmed its cancel", info.State)
+	}
+	if info := f.m.info(high); info.State == pb.PlacementGroupState_CREATED {
+		t.Fatalf("the preemptor was placed in room the raylet still holds for the victim: %v", f.raylets.Held("a"))
+	}
+	f.raylets.FailOn(reservertest.Cancel, "a", nil)
 	f.waitPending(low, pending.Preempted)
 	f.waitCreated(high)
 	checkLedgerMatchesTable(t, f.m, 0)

@@ -49,11 +49,14 @@ type viewBundle struct {
 	held heldBundle
 }
 
-// heldBundlesLocked lists every bundle the GCS placed or is placing, and those of
-// removed groups whose cancel is not confirmed yet (or whose prepare still runs).
-// Callers hold mu.
+// heldBundlesLocked lists every bundle the GCS placed or is placing, those of removed
+// groups whose cancel is not confirmed yet (or whose prepare still runs), and those of
+// undone reservations whose cancel is not confirmed yet. Callers hold mu.
 func (m *pgManager) heldBundlesLocked() []viewBundle {
 	var out []viewBundle
+	for _, undone := range m.undos {
+		out = append(out, undone...)
+	}
 	for id, e := range m.groups {
 		out = appendHeld(out, id, e)
 	}

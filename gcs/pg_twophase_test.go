@@ -19,7 +19,9 @@ import (
 	"github.com/raygo-dev/raygo/gcs/reservertest"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/pending"
+	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/internal/testutil/poll"
+	"github.com/raygo-dev/raygo/placement"
 	pb "github.com/raygo-dev/raygo/protos/raygopb"
 )
 
@@ -331,6 +333,71 @@ func TestCommitFailingCancelsEverywhereAndRequeues(t *testing.T) {
 	f.checkCreatedIsWhole(id)
 }
 
+// The undo of a failed prepare whose cancel a raylet did not confirm (lost to a
+// partition) sends it again until it is, and the room stays held in the view meanwhile,
+// apart from the group: the group is placed again at once, at a newer generation, which
+// the raylet takes in place of the bundle it still holds.
+func TestAnUndoneReservationsUnconfirmedCancelIsSentAgainAndItsRoomHeld(t *testing.T) {
+	f := newTwoPhaseFixture(t, "a", "b")
+	f.round()
+	f.raylets.FailOn(reservertest.Prepare, "b", errors.New("raylet restarting"))
+	f.raylets.FailOn(reservertest.Cancel, "a", errors.New("connection timed out"))
+	id := f.create("STRICT_SPREAD", 2)
+	f.round()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the undo's cancel to a sent again", func() error {
+		if n := f.cancelsOf(id); n < 3 { // a and b, then a again
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	if held := f.raylets.Held("a"); len(held) != 1 || held[0].Committed || held[0].Generation != 1 {
+		t.Fatalf("raylet a holds %v, want the undone bundle prepared at generation 1", held)
+	}
+	f.checkViewAvailable("a", 3, "with the undone bundle held")
+	f.checkViewMatchesRebuilt("with the undone bundle held")
+
+	f.raylets.FailOn(reservertest.Prepare, "b", nil)
+	f.round()
+	f.checkCreatedIsWhole(id)
+	for _, b := range f.m.info(id).Bundles {
+		if b.NodeId == "a" && b.Generation != 2 {
+			t.Fatalf("bundle %d placed again on a at generation %d, want 2 (newer than the undone one's)", b.BundleIndex, b.Generation)
+		}
+	}
+	f.waitHeld(id, 2) // raylet a took generation 2 in place of 1
+	f.checkViewAvailable("a", 2, "with the group placed and the undo unconfirmed")
+	f.checkViewMatchesRebuilt("with the group placed and the undo unconfirmed")
+
+	f.raylets.FailOn(reservertest.Cancel, "a", nil)
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the undo released once its cancel was confirmed", func() error {
+		f.round()
+		f.m.mu.Lock()
+		defer f.m.mu.Unlock()
+		if len(f.m.undos) > 0 {
+			return fmt.Errorf("undos %v", f.m.undos)
+		}
+		return nil
+	})
+	f.round()
+	f.checkViewAvailable("a", 3, "after the undo's cancel was confirmed")
+	f.checkViewMatchesRebuilt("after the undo's cancel was confirmed")
+	f.waitHeld(id, 2)
+}
+
+// checkViewAvailable: the scheduler's view gives node that many CPUs free.
+func (f *twoPhaseFixture) checkViewAvailable(node string, cpus float64, when string) {
+	f.t.Helper()
+	f.m.viewMu.Lock()
+	defer f.m.viewMu.Unlock()
+	n, ok := f.m.view.snapshot.Node(placement.NodeID(node))
+	if !ok {
+		f.t.Fatalf("%s: node %s not in the view", when, node)
+	}
+	if got := n.Available["CPU"]; got != resources.Amount(cpus*float64(resources.AmountScale)) {
+		f.t.Fatalf("%s: node %s has %s free in the view, want CPU %v", when, node, n.Available, cpus)
+	}
+}
+
 func TestRemoveWhilePreparedReleasesEverything(t *testing.T) {
 	f := newTwoPhaseFixture(t, "a", "b")
 	release := f.caller.Hold(reservertest.Commit)
@@ -398,26 +465,72 @@ func TestRestartAfterPreparedCommitsTheGroup(t *testing.T) {
 	f.waitHeld(id, 3)
 }
 
-func TestRestartAfterPreparedWithARefusingNodeRequeues(t *testing.T) {
+// preparedWhenTheGCSDies is a fixture on nodes a, b and c whose GCS dies with a
+// STRICT_SPREAD group of three bundles PREPARED (its commits held, never sent); while it
+// is down, the raylet of the group's third bundle restarts and loses what it held. It
+// returns the group's row.
+func preparedWhenTheGCSDies(t *testing.T) (*twoPhaseFixture, *pb.PlacementGroupInfo) {
 	f := newTwoPhaseFixture(t, "a", "b", "c")
 	release := f.caller.Hold(reservertest.Commit)
 	id := f.create("STRICT_SPREAD", 3)
 	f.round()
 	prepared := f.waitState(id, pb.PlacementGroupState_PREPARED)
 	_ = release // the GCS dies with its commits held
-
-	// While the GCS was down, one raylet restarted and lost what it held.
 	lost := prepared.Bundles[2].NodeId
 	f.raylets.SetDown(lost, true)
 	f.raylets.SetDown(lost, false)
+	return f, prepared
+}
+
+// restartAndRecover starts a GCS on the fixture's store and raylets, which reloads the
+// table and recovers the PREPARED groups.
+func (f *twoPhaseFixture) restartAndRecover() {
+	f.t.Helper()
 	f.m = f.newManager()
 	groups, err := f.m.load(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	f.m.recoverPrepared(groups)
+}
+
+func TestRestartAfterPreparedWithARefusingNodeRequeues(t *testing.T) {
+	f, prepared := preparedWhenTheGCSDies(t)
+	id := prepared.PlacementGroupId
+	f.restartAndRecover()
 	f.waitState(id, pb.PlacementGroupState_PENDING)
 	f.waitHeld(id, 0) // the two commits that went through were cancelled
+	f.round()
+	f.checkCreatedIsWhole(id)
+	f.waitHeld(id, 3)
+}
+
+// A recovered group whose commit a node refuses is queued again only once every raylet
+// confirmed the cancel of what it holds: until then it stays PREPARED, its bundles held.
+func TestRestartAfterPreparedRequeuesOnceTheCancelsAreConfirmed(t *testing.T) {
+	f, prepared := preparedWhenTheGCSDies(t)
+	id, kept := prepared.PlacementGroupId, prepared.Bundles[0].NodeId
+	f.raylets.FailOn(reservertest.Cancel, kept, errors.New("connection timed out"))
+	f.restartAndRecover()
+	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel to "+kept+" sent again", func() error {
+		n := 0
+		for _, call := range f.raylets.Calls() {
+			if call.Step == reservertest.Cancel && call.NodeID == kept {
+				n++
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	f.round()
+	if info := f.m.info(id); info.State != pb.PlacementGroupState_PREPARED {
+		t.Fatalf("%v before %s confirmed the cancel, want PREPARED (its bundles held)", info.State, kept)
+	}
+	f.checkViewMatchesRebuilt("while the cancel is unconfirmed")
+	f.raylets.FailOn(reservertest.Cancel, kept, nil)
+	f.waitState(id, pb.PlacementGroupState_PENDING)
 	f.round()
 	f.checkCreatedIsWhole(id)
 	f.waitHeld(id, 3)
@@ -447,26 +560,6 @@ func TestReconnectedRayletReleasesWhatTheGCSDoesNotKnow(t *testing.T) {
 	f.raylets.Plant(node, &pb.BundleKey{PlacementGroupId: "0rphan", BundleIndex: 0, Generation: 1})
 	f.m.onNodeConnected(&pb.NodeInfo{NodeId: node})
 	f.waitHeld(id, 2)
-}
-
-func TestDebugHeld(t *testing.T) {
-	f := newTwoPhaseFixture(t, "a", "b", "c")
-	release := f.caller.Hold(reservertest.Commit)
-	id := f.create("STRICT_SPREAD", 3)
-	f.round()
-	prepared := f.waitState(id, pb.PlacementGroupState_PREPARED)
-	release(errors.New("GCS process killed"))
-	lost := prepared.Bundles[2].NodeId
-	f.raylets.SetDown(lost, true)
-	f.raylets.SetDown(lost, false)
-	t.Logf("before: %v", f.raylets.HeldAnywhere())
-	f.m = f.newManager()
-	groups, _ := f.m.load(context.Background())
-	f.m.recoverPrepared(groups)
-	t.Logf("after: %v %v", f.raylets.HeldAnywhere(), f.m.info(id).State)
-	for _, c := range f.raylets.Calls() {
-		t.Logf("%s %s %v", c.Step, c.NodeID, c.Keys)
-	}
 }
 
 // A removal the store could not save is refused, and changes nothing: answered OK, it

@@ -122,6 +122,11 @@ type pgManager struct {
 	// groups are the live groups; removed the REMOVED ones still listed.
 	groups  map[string]*pgEntry
 	removed map[string]*pgEntry
+	// undos hold the bundles of undone reservations whose cancel a raylet has not
+	// confirmed yet, by undo key (pg_commit.go): held in the view, apart from their group,
+	// which may be placed again meanwhile.
+	undos   map[string][]viewBundle
+	undoSeq int64
 	names   map[string]string // namespace \x00 name → id, live groups only
 	seq     int64
 	// queue holds the groups waiting to be placed (pg_queue.go).
@@ -189,7 +194,7 @@ type pgDeps struct {
 }
 
 func newPGManager(deps pgDeps) *pgManager {
-	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, names: map[string]string{},
+	m := &pgManager{pgDeps: deps, groups: map[string]*pgEntry{}, removed: map[string]*pgEntry{}, undos: map[string][]viewBundle{}, names: map[string]string{},
 		evicting: map[string]*pgEntry{}, reconciling: map[string]bool{}, preemptions: map[[2]string]int{}, preemptionDecisions: map[[2]string]int{}, queue: newPendingQueue(), workload: placement.NewWorkloadHistogram(), wake: make(chan struct{}, 1)}
 	if deps.queues != nil {
 		m.admission = &admissionState{config: deps.queues, ledger: admission.NewLedger(), dirty: true}
