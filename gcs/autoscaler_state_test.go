@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -605,6 +606,44 @@ func TestAPreemptionDrainMovesTheNodesBundlesNow(t *testing.T) {
 	if n := f.node("aaaa"); n.Status != pb.NodeStatus_NODE_STATUS_DRAINING {
 		t.Fatalf("the preempted node is %s, want DRAINING until its deadline", n.Status)
 	}
+}
+
+// The preempted raylet's release of the moved bundles is sent again until it confirms
+// (more than the five attempts it once got), while the group runs on elsewhere.
+func TestAPreemptedRayletsReleaseIsSentAgainUntilConfirmed(t *testing.T) {
+	f := newAutoscalerFixture(t, store.NewMemory())
+	f.register(&pb.NodeInfo{NodeId: "aaaa", ResourcesTotal: map[string]float64{"CPU": 4}})
+	id := f.createGroup("PACK", bundle(map[string]float64{"CPU": 2}, nil))
+	f.waitGroup(id, pb.PlacementGroupState_CREATED, "")
+	f.register(&pb.NodeInfo{NodeId: "bbbb", ResourcesTotal: map[string]float64{"CPU": 4}})
+	f.raylets.FailOn(reservertest.Cancel, "aaaa", errors.New("connection timed out"))
+	reply, err := f.state.DrainNode(context.Background(), &pb.AutoscalerDrainNodeRequest{NodeId: "aaaa",
+		Reason: pb.DrainNodeReason_DRAIN_NODE_REASON_PREEMPTION, DeadlineTimestampMs: f.clock.Now().Add(2 * time.Minute).UnixMilli()})
+	if err != nil || !reply.IsAccepted {
+		t.Fatalf("preemption drain: %v, %v", reply, err)
+	}
+	if row := f.waitGroup(id, pb.PlacementGroupState_CREATED, ""); row.Bundles[0].NodeId != "bbbb" {
+		t.Fatalf("the group is on %s, want moved to bbbb", row.Bundles[0].NodeId)
+	}
+	eventually(t, 20*time.Second, "six cancels sent to aaaa", func() error {
+		n := 0
+		for _, call := range f.raylets.Calls() {
+			if call.Step == reservertest.Cancel && call.NodeID == "aaaa" {
+				n++
+			}
+		}
+		if n < 6 {
+			return fmt.Errorf("%d cancel calls", n)
+		}
+		return nil
+	})
+	f.raylets.FailOn(reservertest.Cancel, "aaaa", nil)
+	eventually(t, 10*time.Second, "aaaa's raylet released the bundle", func() error {
+		if held := f.raylets.Held("aaaa"); len(held) != 0 {
+			return fmt.Errorf("aaaa still holds %v", held)
+		}
+		return nil
+	})
 }
 
 // On a spot interruption a group whose owner has a preemption hook is noticed first

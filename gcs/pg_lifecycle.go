@@ -12,7 +12,6 @@ import (
 	"github.com/raygo-dev/raygo/admission/preemption"
 	"github.com/raygo-dev/raygo/gcs/store"
 	"github.com/raygo-dev/raygo/internal/resources"
-	"github.com/raygo-dev/raygo/internal/rpcutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -184,24 +183,19 @@ func (m *pgManager) evacuate(nodeID string, deadline time.Time) {
 // reasonSpotInterruption is the notice's reason when a group's node is interrupted.
 const reasonSpotInterruption = preemption.Reason("SpotInterruption")
 
-// cancelLost has the node's raylet release bundles the GCS moved off it (in the
-// background, retried a few times: the node is going away anyway).
+// cancelLost has the node's raylet release bundles the GCS moved off it, in the
+// background, sent again until confirmed or the node is gone (afterConfirmed). Nothing
+// waits for them: the node is draining, so the view places nothing there meanwhile.
 func (m *pgManager) cancelLost(nodeID string, keys []*pb.BundleKey) {
 	if len(keys) == 0 {
 		return
 	}
+	bundles := make([]*pb.BundleReservation, len(keys))
+	for i, key := range keys {
+		bundles[i] = &pb.BundleReservation{Key: key}
+	}
 	go func() {
-		backoff := rpcutil.Backoff{Min: 500 * time.Millisecond, Max: 5 * time.Second}
-		for attempt := 0; attempt < 5; attempt++ {
-			ctx, cancel := context.WithTimeout(context.Background(), rayletCallTimeout)
-			_, err := m.reserver.Cancel(ctx, nodeID, keys)
-			cancel()
-			if err == nil {
-				return
-			}
-			m.log.Warn().Err(err).Str("node_id", nodeID).Msg("could not release a preempted node's bundles; retrying")
-			time.Sleep(backoff.Next())
-		}
+		m.afterConfirmed(m.cancelAll(map[string][]*pb.BundleReservation{nodeID: bundles}), "a preempted node's bundles", func() {})
 	}()
 }
 
