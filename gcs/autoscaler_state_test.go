@@ -626,13 +626,7 @@ func TestAPreemptedRayletsReleaseIsSentAgainUntilConfirmed(t *testing.T) {
 		t.Fatalf("the group is on %s, want moved to bbbb", row.Bundles[0].NodeId)
 	}
 	eventually(t, 20*time.Second, "six cancels sent to aaaa", func() error {
-		n := 0
-		for _, call := range f.raylets.Calls() {
-			if call.Step == reservertest.Cancel && call.NodeID == "aaaa" {
-				n++
-			}
-		}
-		if n < 6 {
+		if n := cancelsTo(f.raylets.Fake, "aaaa"); n < 6 {
 			return fmt.Errorf("%d cancel calls", n)
 		}
 		return nil

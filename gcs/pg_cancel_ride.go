@@ -130,7 +130,7 @@ func (m *pgManager) retryCancels(what string, unconfirmed map[string][]*pb.Bundl
 				delete(unconfirmed, node)
 			} else if !warned {
 				m.log.Warn().Str("node_id", node).Int("bundles", len(unconfirmed[node])).
-					Msgf("the raylet did not confirm the cancel of %s; retrying, the bundles stay held", what)
+					Msgf("the raylet did not confirm the cancel of %s; retrying until it does or the node is gone", what)
 			}
 		}
 		if len(unconfirmed) == 0 {

@@ -79,6 +79,17 @@ func newRideFixtureWaiting(t *testing.T, rideWait time.Duration, nodes ...string
 	return f, raylets
 }
 
+// cancelsTo counts the cancel calls the in-memory raylets got on node.
+func cancelsTo(raylets *reservertest.Fake, node string) int {
+	n := 0
+	for _, call := range raylets.Calls() {
+		if call.Step == reservertest.Cancel && call.NodeID == node {
+			n++
+		}
+	}
+	return n
+}
+
 // cancelsOf counts the cancel calls the raylets got for a group (on their own or riding).
 func (f *twoPhaseFixture) cancelsOf(id string) int {
 	n := 0

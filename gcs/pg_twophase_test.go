@@ -513,13 +513,7 @@ func TestRestartAfterPreparedRequeuesOnceTheCancelsAreConfirmed(t *testing.T) {
 	f.raylets.FailOn(reservertest.Cancel, kept, errors.New("connection timed out"))
 	f.restartAndRecover()
 	poll.Until(t, 10*time.Second, 5*time.Millisecond, "the cancel to "+kept+" sent again", func() error {
-		n := 0
-		for _, call := range f.raylets.Calls() {
-			if call.Step == reservertest.Cancel && call.NodeID == kept {
-				n++
-			}
-		}
-		if n < 2 {
+		if n := cancelsTo(f.raylets, kept); n < 2 {
 			return fmt.Errorf("%d cancel calls", n)
 		}
 		return nil
