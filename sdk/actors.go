@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/raygo-dev/raygo/internal/rpcutil"
@@ -290,9 +292,12 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 		if err != nil {
 			return nil, Placement{}, fmt.Errorf("%s: %w", function, err)
 		}
+		// sentTo stays empty when the call never had a connection to send on (a worker
+		// that is gone refuses it): nothing of it reached a worker.
+		var sentTo peer.Peer
 		reply, err := pb.NewCoreWorkerServiceClient(conn).PushTask(call.ctx, &pb.PushTaskRequest{
 			TaskId: call.ref.id, FunctionName: call.method, ActorId: a.ID, Args: args, Attempt: int32(call.retries),
-		})
+		}, grpc.Peer(&sentTo))
 		if err == nil {
 			return firstReturn(reply), Placement{WorkerID: reply.WorkerId, PID: int(reply.Pid)}, taskError(function, reply.Error)
 		}
@@ -311,8 +316,10 @@ func (a *Actor) deliver(call *actorCall) ([]byte, Placement, error) {
 			return nil, Placement{}, fmt.Errorf("%s: actor %s: %w: %s", function, a.ID, ErrActorDied, actor.DeathCause)
 		}
 		// One retry per incarnation lost: failing again on the same worker while the
-		// GCS has not heard of its death yet is still the same loss.
-		if lost := fmt.Sprintf("%s#%d", address, restarts); lost != lostIncarnation {
+		// GCS has not heard of its death yet is still the same loss. A call that was
+		// never sent (the handle still knew an incarnation that had died before it) lost
+		// nothing: it goes to the next one.
+		if lost := fmt.Sprintf("%s#%d", address, restarts); lost != lostIncarnation && sentTo.Addr != nil {
 			lostIncarnation = lost
 			call.retries++
 			if limit := actor.MaxTaskRetries; limit >= 0 && call.retries > limit {

@@ -211,6 +211,36 @@ func TestActorRestartsAfterWorkerKill(t *testing.T) {
 	}
 }
 
+// A handle that still knows an incarnation which died before its call (here, one
+// found by name through another client, which follows no restarts until its first
+// call) sends the call to the restarted actor: a call that never reached a worker does
+// not count against max_task_retries (0 here).
+func TestACallToAnIncarnationThatDiedBeforeItGoesToTheRestartedActor(t *testing.T) {
+	t.Parallel()
+	c := harness.StartHead(t, "--num-cpus", "4")
+	client := connect(t, c)
+	ctx := testContext(t)
+	counter, err := client.CreateActor(ctx, "Counter", sdk.Args(10), sdk.WithMaxRestarts(1), sdk.ActorName("restarting"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := counter.Ready(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := connect(t, c).GetActor(ctx, "restarting")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitForActor(t, counter, "restarted once", func(a *sdk.ActorInfo) bool { return a.State == "ALIVE" && a.NumRestarts == 1 })
+	if n, err := result[int](stale.Call(ctx, "Add", 1)); err != nil || n != 11 {
+		t.Fatalf("Add(1) through the handle that knew the dead worker = %d, %v; want 11 from the restarted actor", n, err)
+	}
+}
+
 // A method call whose worker dies is sent again to the restarted actor when the
 // actor allows task retries; the constructor's and methods' errors reach the caller.
 func TestActorErrorsAndTaskRetries(t *testing.T) {
