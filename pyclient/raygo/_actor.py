@@ -8,7 +8,9 @@ schedules it, leases a dedicated worker from a raylet (inside its bundle when as
 the constructor there (``CoreWorkerService.CreateActor``) and restarts it, up to
 ``max_restarts``, when its worker dies. Method calls through one handle go to the actor's
 worker one after the other, in the order made (``PushTask`` with the actor's id); a call
-whose worker died is sent again to the restarted actor up to ``max_task_retries`` times.
+whose worker died is sent again to the restarted actor up to ``max_task_retries`` times. A
+call refused before it reached any worker (the handle still knew an incarnation that had
+died) loses no retry: it goes to the restarted actor.
 A handle pickles as a reference (passed to tasks and actors); ``lifetime="detached"`` asks
 the GCS to keep the actor after its job ends.
 """
@@ -247,6 +249,10 @@ class ActorHandle:
                     raise RaySystemError(f"actor {self._actor_id} method {call.method}: {code}: {details}") from None
                 submitter.channels.forget(address)
                 self._raise_if_dead(submitter)
+                if _never_sent(code, details):
+                    self._num_restarts += 1  # that worker is gone: wait for the next incarnation
+                    self._address = ""
+                    continue
                 attempt += 1
                 if 0 <= self._max_task_retries < attempt:
                     raise RayActorError(
@@ -292,6 +298,12 @@ class ActorHandle:
             if info.state == actor_pb2.ACTOR_ALIVE and info.address and info.num_restarts >= self._num_restarts:
                 self._address, self._num_restarts = info.address, info.num_restarts
                 return self._address
+
+
+def _never_sent(code: Optional[grpc.StatusCode], details: str) -> bool:
+    """Whether a failed call never had a connection to be sent on (grpc's message when
+    no connection to the address could be made): nothing of it reached a worker."""
+    return code == grpc.StatusCode.UNAVAILABLE and details.startswith("failed to connect to all addresses")
 
 
 class ActorMethod:

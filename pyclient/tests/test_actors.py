@@ -13,7 +13,7 @@ import pytest
 
 import raygo
 from raygo.exceptions import ActorDiedError, RayActorError, RayTaskError
-from raygo.util import placement_group, placement_group_table, remove_placement_group
+from raygo.util import placement_group, placement_group_table, remove_placement_group, state
 from raygo.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from conftest import Cluster, Node, poll
@@ -101,6 +101,23 @@ def test_killed_actor_worker_restarts_up_to_max_restarts(driver: Cluster) -> Non
     os.kill(second["pid"], signal.SIGKILL)
     with pytest.raises(RayActorError):  # no restarts left: DEAD
         raygo.get(counter.add.remote(1), timeout=60)
+
+
+def test_a_call_through_a_handle_that_knew_the_dead_worker_goes_to_the_restarted_actor(driver: Cluster) -> None:
+    # max_task_retries is 0 (the default): the call below never reaches the dead worker,
+    # so it loses no retry and goes to the restarted actor.
+    counter = Counter.options(max_restarts=1).remote(5)
+    first = raygo.get(counter.where.remote(), timeout=60)
+    os.kill(first["pid"], signal.SIGKILL)
+    poll("the GCS to show the actor restarted", lambda: _restarted(first["actor_id"]), timeout=60)
+    # The handle still holds the dead worker's address: the call is refused there first.
+    assert raygo.get(counter.add.remote(1), timeout=60) == 6
+    assert raygo.get(counter.where.remote(), timeout=60)["reconstructed"]
+
+
+def _restarted(actor_id: str) -> bool:
+    actor = state.get_actor(actor_id)
+    return actor is not None and actor.state == "ALIVE" and actor.num_restarts >= 1
 
 
 def test_kill_get_actor_and_constructor_failure(driver: Cluster) -> None:
