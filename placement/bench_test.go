@@ -2,6 +2,8 @@ package placement_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -131,15 +133,33 @@ func busyGPUs(snapshot *placement.Snapshot) float64 {
 //	BENCH topo_fragmentation_mean_pct_mixed_fleet … %
 //	BENCH topo_fragmentation_mean_pct_blind_mixed_fleet … %
 //
-// It is not a test and is skipped unless RAYGO_BENCH=1.
+// It is not a test and is skipped unless RAYGO_BENCH=1. RAYGO_TOPO_STREAMS and
+// RAYGO_TOPO_SEED replace the number of streams (8) and the first stream's seed (1), for
+// measuring with more streams, or other ones, than `make bench` does.
 func TestTopologyBench(t *testing.T) {
 	benchgate.Require(t)
-	dgxOnly := placementsim.DefaultTopologyBenchConfig()
+	base := placementsim.DefaultTopologyBenchConfig()
+	for _, override := range []struct {
+		env  string
+		into func(n uint64)
+	}{
+		{"RAYGO_TOPO_STREAMS", func(n uint64) { base.Streams = int(n) }},
+		{"RAYGO_TOPO_SEED", func(n uint64) { base.Seed = n }},
+	} {
+		if text := os.Getenv(override.env); text != "" {
+			n, err := strconv.ParseUint(text, 10, 32)
+			if err != nil || n == 0 {
+				t.Fatalf("%s=%q: must be a whole number above 0", override.env, text)
+			}
+			override.into(n)
+		}
+	}
+	dgxOnly := base
 	dgxOnly.Fleet.PCIePerUnit = 0
 	for _, fleet := range []struct {
 		suffix string
 		config placementsim.TopologyBenchConfig
-	}{{"", dgxOnly}, {"_mixed_fleet", placementsim.DefaultTopologyBenchConfig()}} {
+	}{{"", dgxOnly}, {"_mixed_fleet", base}} {
 		result, err := placementsim.RunTopologyBench(fleet.config)
 		if err != nil {
 			t.Fatal(err)
