@@ -15,9 +15,17 @@ import (
 //     choose units until they cover every bundle: the units already holding the
 //     group's placed bundles, then the largest units while more than one is needed,
 //     and last, of the units that cover the rest, the one where the group would break
-//     the fewest wholly free NVLink islands, then the smallest (best fit, so large
-//     free units stay whole). Nodes in chosen units rank first. Traffic inside a unit
-//     stays under its leaf switches; between units it crosses the spine.
+//     the fewest wholly free NVLink islands, then by where partly used GPU nodes
+//     gather (below), then the smallest (best fit, so large free units stay whole).
+//     Nodes in chosen units rank first. Traffic inside a unit stays under its leaf
+//     switches; between units it crosses the spine.
+//     Partly used GPU nodes gather in one unit: the unit with the most of them (ties
+//     to the first) is where a group of bundles smaller than an island goes, and
+//     where a group of whole-island bundles does not, among units equal on the
+//     islands broken. A large group of one-GPU bundles can stay on one rail in one
+//     unit without breaking whole nodes only where many partly used nodes are; sent
+//     where they gather, it also fills the nodes the last such group broke, and
+//     whole-node groups keep to the units where whole nodes are.
 //  2. rail alignment: for each run of identical GPU bundles, the target rails are the
 //     rails with the most free GPUs on the candidate nodes (unused, eligible, in the
 //     chosen units) where the bundle would not break into a wholly free NVLink island
@@ -71,9 +79,12 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 		return choices
 	}
 	railCount := len(d.snapshot.rails)
-	// Per unit: the candidate nodes, and those the first bundle would not break into a
-	// wholly free island.
+	// Per unit: the candidate nodes, those the first bundle would not break into a
+	// wholly free island, and the partly used GPU nodes.
 	capacity, intact, holdsGroup := make([]int, units), make([]int, units), make([]bool, units)
+	partlyUsed := make([]int, units)
+	// smallBundle: the first bundle takes less than some node's largest island.
+	smallBundle := false
 	// Free GPUs per unit and rail, unit-major: on nodes the bundle would not break into
 	// a whole island (intact), and on all candidate nodes.
 	var intactRails, unitRails []int
@@ -85,6 +96,12 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 		record := &d.snapshot.nodes[node]
 		unit := record.scalableUnit
 		holdsGroup[unit] = holdsGroup[unit] || d.holdsPlaced[node]
+		if record.gpuCount > 0 {
+			if free := bits.OnesCount64(a.wholeFree(node)); free > 0 && free < record.gpuCount {
+				partlyUsed[unit]++
+			}
+			smallBundle = smallBundle || first.gpu.whole < record.largestIsland
+		}
 		if !d.eligible[node] || a.bundlesOn(node) > 0 || !d.passesSelector(first.selector, node) {
 			continue
 		}
@@ -108,7 +125,7 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 		}
 	}
 	if chooseUnits {
-		choices.preferredUnit = chooseScalableUnits(capacity, intact, holdsGroup, len(d.bundles))
+		choices.preferredUnit = chooseScalableUnits(capacity, intact, holdsGroup, len(d.bundles), unitAffinity(partlyUsed, smallBundle))
 	}
 	if countRails {
 		intactPerRail, allPerRail := make([]int, railCount), make([]int, railCount)
@@ -125,12 +142,36 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 	return choices
 }
 
+// unitAffinity ranks the units for a group (lower first): with partlyUsed, the partly
+// used GPU nodes per unit, a group of bundles smaller than an island (small) ranks the
+// unit with the most (ties to the first) first, any other group ranks it last; nil when
+// no unit has any.
+func unitAffinity(partlyUsed []int, small bool) []int {
+	gather := -1
+	for unit, count := range partlyUsed {
+		if count > 0 && (gather < 0 || count > partlyUsed[gather]) {
+			gather = unit
+		}
+	}
+	if gather < 0 {
+		return nil
+	}
+	rank := make([]int, len(partlyUsed))
+	for unit := range rank {
+		if (unit == gather) != small {
+			rank[unit] = 1
+		}
+	}
+	return rank
+}
+
 // chooseScalableUnits picks the units for a group of need bundles, given how many
 // candidate nodes each unit has (capacity) and how many of them the group would not
 // break into a whole island (intact): the units holding the group, then the largest
 // while more than one is needed, last, of the units that cover the rest, the one that
-// breaks the fewest whole islands (remainder - intact), then the smallest.
-func chooseScalableUnits(capacity, intact []int, holdsGroup []bool, need int) []bool {
+// breaks the fewest whole islands (remainder - intact), then the lowest affinity rank
+// (unitAffinity; nil: all equal), then the smallest.
+func chooseScalableUnits(capacity, intact []int, holdsGroup []bool, need int, affinity []int) []bool {
 	preferred := make([]bool, len(capacity))
 	covered := 0
 	for unit, holds := range holdsGroup {
@@ -147,8 +188,7 @@ func chooseScalableUnits(capacity, intact []int, holdsGroup []bool, need int) []
 			if preferred[unit] || capacity[unit] == 0 {
 				continue
 			}
-			if capacity[unit] >= remainder && (bestFit < 0 || breaks(unit) < breaks(bestFit) ||
-				breaks(unit) == breaks(bestFit) && capacity[unit] < capacity[bestFit]) {
+			if capacity[unit] >= remainder && (bestFit < 0 || betterUnit(unit, bestFit, breaks, affinity, capacity)) {
 				bestFit = unit
 			}
 			if largest < 0 || capacity[unit] > capacity[largest] || capacity[unit] == capacity[largest] && intact[unit] > intact[largest] {
@@ -165,6 +205,18 @@ func chooseScalableUnits(capacity, intact []int, holdsGroup []bool, need int) []
 		covered += capacity[bestFit]
 	}
 	return preferred
+}
+
+// betterUnit reports whether unit covers the rest of a group better than other: fewer
+// whole islands broken, then a lower affinity rank, then the smaller capacity.
+func betterUnit(unit, other int, breaks func(int) int, affinity, capacity []int) bool {
+	if breaks(unit) != breaks(other) {
+		return breaks(unit) < breaks(other)
+	}
+	if affinity != nil && affinity[unit] != affinity[other] {
+		return affinity[unit] < affinity[other]
+	}
+	return capacity[unit] < capacity[other]
 }
 
 // surveyForSpread reports whether node's GPUs can take request and whether it would

@@ -84,3 +84,51 @@ func countUnused(d *decision, a *attempt) int {
 	}
 	return count
 }
+
+func TestUnitAffinityRanksWherePartlyUsedNodesGather(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		partlyUsed []int
+		small      bool
+		want       []int
+	}{
+		{"no partly used node: no preference", []int{0, 0, 0}, true, nil},
+		{"small bundles go where the most are", []int{1, 3, 2}, true, []int{1, 0, 1}},
+		{"whole-island bundles go elsewhere", []int{1, 3, 2}, false, []int{0, 1, 0}},
+		{"a tie goes to the first unit", []int{2, 2}, true, []int{0, 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := unitAffinity(c.partlyUsed, c.small); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("unitAffinity(%v, %v) = %v, want %v", c.partlyUsed, c.small, got, c.want)
+			}
+		})
+	}
+}
+
+func TestChooseScalableUnits(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		capacity, intact []int
+		holds            []bool
+		need             int
+		affinity         []int
+		want             []bool
+	}{
+		{"the smallest unit that covers", []int{6, 4, 9}, []int{6, 4, 9}, nil, 3, nil, []bool{false, true, false}},
+		{"fewest whole islands broken before size", []int{6, 4}, []int{3, 1}, nil, 3, nil, []bool{true, false}},
+		{"affinity before size", []int{4, 6}, []int{4, 6}, nil, 3, []int{1, 0}, []bool{false, true}},
+		{"whole islands broken before affinity", []int{4, 6}, []int{3, 1}, nil, 3, []int{1, 0}, []bool{true, false}},
+		{"the largest while one is not enough, then affinity", []int{3, 5, 4}, []int{3, 5, 4}, nil, 8, []int{1, 1, 0}, []bool{false, true, true}},
+		{"the units holding the group first", []int{2, 9}, []int{2, 9}, []bool{true, false}, 2, []int{1, 0}, []bool{true, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			holds := c.holds
+			if holds == nil {
+				holds = make([]bool, len(c.capacity))
+			}
+			if got := chooseScalableUnits(c.capacity, c.intact, holds, c.need, c.affinity); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("chooseScalableUnits = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

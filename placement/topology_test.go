@@ -362,6 +362,22 @@ func TestSpreadIsRailAlignedInTheFewestScalableUnits(t *testing.T) {
 			check:   sameRailsEverywhere,
 		},
 		{
+			// Both units hold the two without breaking a whole node; su-2 has more partly
+			// used nodes (best fit alone would take su-1, the first of two the same size).
+			name:    "one-GPU bundles go to the unit where partly used nodes gather",
+			nodes:   partlyUsedUnits(),
+			request: spread(placement.StrategySpread, "GPU=1", "GPU=1"),
+			want:    map[int]string{0: "b1", 1: "b2"},
+			check:   sameRailsEverywhere,
+		},
+		{
+			// Best fit alone would take su-2, the unit with fewer whole nodes.
+			name:    "whole-node bundles keep out of the unit where partly used nodes gather",
+			nodes:   partlyUsedUnits(),
+			request: spread(placement.StrategyStrictSpread, "GPU=8", "GPU=8"),
+			want:    map[int]string{0: "a3", 1: "a4"},
+		},
+		{
 			name: "spills into a second unit only when one is not enough",
 			nodes: []placement.Node{
 				inUnit(dgxH100("a1"), "su-1"), inUnit(dgxH100("a2"), "su-1"),
@@ -553,4 +569,23 @@ func TestReserveAndReleaseAccountGPUs(t *testing.T) {
 	if !errors.Is(err, placement.ErrInsufficientResources) || !strings.Contains(err.Error(), "released twice?") {
 		t.Errorf("double release: %v", err)
 	}
+}
+
+// partlyUsedUnits is two scalable units of DGX H100 nodes: su-1 with two partly used
+// nodes (GPU 0 taken) and four idle ones, su-2 with three partly used and three idle.
+func partlyUsedUnits() []placement.Node {
+	var nodes []placement.Node
+	for _, unit := range []struct {
+		name, prefix string
+		partly       int
+	}{{"su-1", "a", 2}, {"su-2", "b", 3}} {
+		for i := range 6 {
+			var used []int
+			if i < unit.partly {
+				used = []int{0}
+			}
+			nodes = append(nodes, inUnit(dgxH100(unit.prefix+string(rune('1'+i)), used...), unit.name))
+		}
+	}
+	return nodes
 }
