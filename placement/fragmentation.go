@@ -90,6 +90,13 @@ type FragmentationNode struct {
 // node's free GPUs (shares summed, in GPUs) shape i could not use. The expectation is
 // never negative and never above the node's free GPUs.
 func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, perShape []float64) float64 {
+	return nodeFragmentation(node, workload, perShape, nil)
+}
+
+// nodeFragmentation is NodeFragmentation with selects(i) telling whether shape i's
+// selector matches the node, for a caller that caches it (nil: evaluated here). It is
+// asked only for shapes the node could otherwise run.
+func nodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, perShape []float64, selects func(shape int) bool) float64 {
 	summary := summarizeGPUs(node)
 	if summary.free == 0 {
 		clear(perShape[:min(len(perShape), len(workload.Shapes))])
@@ -99,7 +106,12 @@ func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, 
 	expected := 0.0
 	for i := range workload.Shapes {
 		shape := &workload.Shapes[i]
-		unusable := unusableShare(node, &summary, shape)
+		unusable := unusableShare(node, &summary, shape, func() bool {
+			if selects != nil {
+				return selects(i)
+			}
+			return shape.Selector.Matches(node.Labels)
+		})
 		if perShape != nil {
 			perShape[i] = float64(unusable) / resources.AmountScale
 		}
@@ -112,12 +124,18 @@ func NodeFragmentation(node *FragmentationNode, workload *WorkloadDistribution, 
 }
 
 // gpuSummary is what the shapes read of a node's GPUs, computed once per node: the
-// free shares summed, the wholly free GPUs, and the partly free shares (ascending).
+// free shares summed, the wholly free GPUs, and the partly free shares (ascending);
+// and, when a shape first needs them, the wholly free GPUs per island
+// (freeGPUsByIsland).
 type gpuSummary struct {
 	free, partial resources.Amount
 	whole         int
 	partials      [MaxGPUsPerNode]resources.Amount
 	partialCount  int
+
+	islandsCounted bool
+	islandCounts   [MaxGPUsPerNode]int
+	islandDistinct int
 }
 
 func summarizeGPUs(node *FragmentationNode) gpuSummary {
@@ -142,15 +160,16 @@ func summarizeGPUs(node *FragmentationNode) gpuSummary {
 	return summary
 }
 
-// unusableShare is how much of the node's free GPU shares shape cannot use.
-func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *WorkloadShape) resources.Amount {
+// unusableShare is how much of the node's free GPU shares shape cannot use; selects
+// tells whether the shape's (non-empty) selector matches the node.
+func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *WorkloadShape, selects func() bool) resources.Amount {
 	free := summary.free
 	switch {
 	case !shape.usesGPU() || shape.MIGProfile != "":
 		return free
 	case node.FreeCPU < shape.CPU || node.FreeMemory < shape.Memory:
 		return free
-	case len(shape.Selector) > 0 && !shape.Selector.Matches(node.Labels):
+	case len(shape.Selector) > 0 && !selects():
 		return free
 	}
 	if shape.GPUFraction > 0 {
@@ -176,9 +195,12 @@ func unusableShare(node *FragmentationNode, summary *gpuSummary, shape *Workload
 		return summary.partial
 	}
 	// One island: wholly free GPUs of islands with too few of them are unusable too.
-	_, counts, distinct := freeGPUsByIsland(node)
+	if !summary.islandsCounted {
+		_, summary.islandCounts, summary.islandDistinct = freeGPUsByIsland(node)
+		summary.islandsCounted = true
+	}
 	fits, stranded := false, 0
-	for _, count := range counts[:distinct] {
+	for _, count := range summary.islandCounts[:summary.islandDistinct] {
 		if count >= shape.GPUs {
 			fits = true
 		} else {

@@ -3,6 +3,8 @@ package placement
 import (
 	"math"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
+
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
@@ -43,6 +45,65 @@ type fragmentationScratch struct {
 	// view it was measured in (a SPREAD group measures every node once per bundle).
 	before     []float64
 	beforeView []viewKind
+	// The shapes' selectors, each distinct one evaluated once per node and decision
+	// (labels do not change within one): shapeSelector maps a shape to its distinct
+	// selector, selectors lists them, and selects holds, per node and distinct selector
+	// (node*len(selectors)+i), whether it matches (selectorMatches, selectorMisses, or
+	// 0: not asked yet). selectsNode is the node selectsFunc answers for.
+	shapeSelector []int
+	selectors     []nodelabel.Selector
+	selects       []int8
+	selectsNode   int
+	selectsFunc   func(shape int) bool
+}
+
+const (
+	selectorMatches int8 = 1
+	selectorMisses  int8 = 2
+)
+
+// measure is NodeFragmentation of scratch.node, which is node, with the selectors'
+// answers cached for the decision.
+func (d *decision) measure(node int) float64 {
+	scratch := &d.fragmentation
+	if scratch.selectsFunc == nil {
+		d.compileShapeSelectors()
+		scratch.selectsFunc = func(shape int) bool {
+			id := scratch.shapeSelector[shape]
+			at := scratch.selectsNode*len(scratch.selectors) + id
+			if scratch.selects[at] == 0 {
+				scratch.selects[at] = selectorMisses
+				if scratch.selectors[id].Matches(d.snapshot.nodes[scratch.selectsNode].labels) {
+					scratch.selects[at] = selectorMatches
+				}
+			}
+			return scratch.selects[at] == selectorMatches
+		}
+	}
+	scratch.selectsNode = node
+	return nodeFragmentation(&scratch.node, d.request.Workload, nil, scratch.selectsFunc)
+}
+
+// compileShapeSelectors fills the scratch's distinct shape selectors.
+func (d *decision) compileShapeSelectors() {
+	scratch := &d.fragmentation
+	shapes := d.request.Workload.Shapes
+	scratch.shapeSelector = make([]int, len(shapes))
+	ids := make(map[string]int)
+	for i := range shapes {
+		if len(shapes[i].Selector) == 0 {
+			continue
+		}
+		key := shapes[i].Selector.String()
+		id, ok := ids[key]
+		if !ok {
+			id = len(scratch.selectors)
+			ids[key] = id
+			scratch.selectors = append(scratch.selectors, shapes[i].Selector)
+		}
+		scratch.shapeSelector[i] = id
+	}
+	scratch.selects = make([]int8, len(d.snapshot.nodes)*len(scratch.selectors))
 }
 
 // asksForTopology reports whether the group's GPU topology preferences rank before
@@ -63,13 +124,21 @@ func (d *decision) asksForTopology() bool {
 // setFragmentation fills the stage's slot of key with the growth of node's expected
 // fragmentation if bundles (positions in d.bundles; nil: every bundle) went there, with
 // whole GPUs confined to island when it is >= 0. It does nothing without a workload.
-func (d *decision) setFragmentation(key []float64, a *attempt, node int, island int32, bundles []int) {
+//
+// bar is the key the candidate must beat to be kept (nil: none yet). A candidate whose
+// key before the stage's slot is already worse than bar's loses whatever its growth,
+// so the growth is not computed (the slot is left 0): the choice is the same, and most
+// candidates of a group that asks for topology lose on its preferences.
+func (d *decision) setFragmentation(key, bar []float64, a *attempt, node int, island int32, bundles []int) {
 	if d.request.Workload == nil || len(d.request.Workload.Shapes) == 0 {
 		return
 	}
 	slot := fragmentationFirst
 	if d.asksForTopology() {
 		slot = fragmentationAfter
+	}
+	if bar != nil && keyLess(bar[:slot], key[:slot]) {
+		return
 	}
 	key[slot] = math.Round(d.fragmentationGrowth(a, node, island, bundles) / fragmentationResolution)
 }
@@ -147,7 +216,7 @@ func (d *decision) fragmentationGrowth(a *attempt, node int, island int32, bundl
 		}
 	}
 	n.GPUFree = after
-	return NodeFragmentation(n, d.request.Workload, nil) - before
+	return d.measure(node) - before
 }
 
 // fragmentationNow is the fragmentation of scratch.node (node as the attempt sees it),
@@ -155,14 +224,14 @@ func (d *decision) fragmentationGrowth(a *attempt, node int, island int32, bundl
 func (d *decision) fragmentationNow(a *attempt, node int) float64 {
 	scratch := &d.fragmentation
 	if a.groupNode(node) != nil {
-		return NodeFragmentation(&scratch.node, d.request.Workload, nil)
+		return d.measure(node)
 	}
 	if scratch.before == nil {
 		scratch.before = make([]float64, len(d.snapshot.nodes))
 		scratch.beforeView = make([]viewKind, len(d.snapshot.nodes))
 	}
 	if scratch.beforeView[node] != a.view {
-		scratch.before[node] = NodeFragmentation(&scratch.node, d.request.Workload, nil)
+		scratch.before[node] = d.measure(node)
 		scratch.beforeView[node] = a.view
 	}
 	return scratch.before[node]

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/raygo-dev/raygo/internal/nodelabel"
 	"github.com/raygo-dev/raygo/internal/resources"
 	"github.com/raygo-dev/raygo/placement"
 )
@@ -76,5 +77,34 @@ func TestFragmentationStagePacksShares(t *testing.T) {
 	}
 	if got := plan.Placements[0]; got.NodeID != "a" || !reflect.DeepEqual(got.GPUIndices, []int{0}) {
 		t.Fatalf("placed %+v, want GPU 0 of node a", got)
+	}
+}
+
+// Each shape is measured with its own selector, including shapes that share one (the
+// stage evaluates each distinct selector once per node). Two shapes of 2-GPU tasks ask
+// for zone a, one for zone b: one GPU more taken on a strands the last one for them,
+// on b it strands one only for the zone-b shape.
+func TestFragmentationStageReadsEachShapesSelector(t *testing.T) {
+	a, b := islandNode("a", 4, 2), islandNode("b", 4, 2)
+	a.Labels, b.Labels = map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+	snapshot, err := placement.NewSnapshot([]placement.Node{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone := func(value string) nodelabel.Selector {
+		return nodelabel.Selector{{Key: "zone", Values: []string{value}}}
+	}
+	workload := placement.WorkloadDistribution{Shapes: []placement.WorkloadShape{
+		{GPUs: 2, Selector: zone("b"), Weight: 1},
+		{GPUs: 2, Selector: zone("a"), Weight: 1},
+		{GPUs: 2, Selector: zone("a"), Weight: 1},
+	}}
+	request := placement.Request{Bundles: []resources.Set{parseResources("CPU=1 GPU=1")}, Strategy: placement.StrategyPack, Workload: &workload}
+	plan, err := placement.Schedule(snapshot, request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := plan.Placements[0].NodeID; got != "b" {
+		t.Fatalf("placed on %s, want b (growth 1/3 on a, -1/3 on b)", got)
 	}
 }

@@ -61,7 +61,7 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 		}
 		if record.gpuCount == 0 {
 			rank.setPreferences(float64(freeAfter[d.gpuResource]/resources.AmountScale), 1, 0)
-			d.setFragmentation(rank.candidateKey, a, node, -1, nil)
+			d.setFragmentation(rank.candidateKey, rank.bar(), a, node, -1, nil)
 			d.setBestFit(rank, node, freeAfter)
 			if rank.offer(node) {
 				best = islandChoice{node: node, island: -1}
@@ -78,7 +78,7 @@ func (d *decision) bestIsland(a *attempt) (islandChoice, bool) {
 				continue
 			}
 			rank.setPreferences(d.islandBestFit(islandFree-need), 1, 0)
-			d.setFragmentation(rank.candidateKey, a, node, island, nil)
+			d.setFragmentation(rank.candidateKey, rank.bar(), a, node, island, nil)
 			d.setBestFit(rank, node, freeAfter)
 			if rank.offer(node) {
 				best = islandChoice{node: node, island: island}

@@ -52,6 +52,14 @@ func (d *decision) newRanking() *ranking {
 
 func (r *ranking) reset() { r.best = -1 }
 
+// bar is the key a candidate must beat, or nil while there is no best.
+func (r *ranking) bar() []float64 {
+	if r.best < 0 {
+		return nil
+	}
+	return r.bestKey
+}
+
 // offer makes node the best if its key is strictly better, and reports whether it did.
 func (r *ranking) offer(node int) bool {
 	if r.best >= 0 && !keyLess(r.candidateKey, r.bestKey) {
@@ -119,6 +127,14 @@ type topNodes struct {
 func (d *decision) newTopNodes(limit int) *topNodes {
 	width := preferenceSlots + len(d.resources)
 	return &topNodes{limit: limit, width: width, candidateKey: make([]float64, width)}
+}
+
+// bar is the key a candidate must beat to be kept, or nil while fewer than limit are.
+func (t *topNodes) bar() []float64 {
+	if count := len(t.nodes); count == t.limit && count > 0 {
+		return t.keys[(count-1)*t.width : count*t.width]
+	}
+	return nil
 }
 
 func (t *topNodes) offer(node int) {

@@ -344,7 +344,7 @@ func (d *decision) bestNodeForGroupSum(a *attempt, pack bool) int {
 		} else {
 			rank.setPreferences(float64(migRank), 0, 0)
 		}
-		d.setFragmentation(rank.candidateKey, a, node, -1, nil)
+		d.setFragmentation(rank.candidateKey, rank.bar(), a, node, -1, nil)
 		d.setBestFit(rank, node, freeAfter)
 		rank.offer(node)
 	}
@@ -414,7 +414,7 @@ func (d *decision) bestUnusedNodes(a *attempt, bundle *bundleDemand, limit int) 
 			continue
 		}
 		setPreferenceKey(top.candidateKey, 0, d.unitRank(a, node), fit.missed, float64(fit.islandTaken+fit.migRank))
-		d.setFragmentation(top.candidateKey, a, node, -1, d.bundleRuns[bundle.run].positions[:1])
+		d.setFragmentation(top.candidateKey, top.bar(), a, node, -1, d.bundleRuns[bundle.run].positions[:1])
 		d.setBestFitKey(top.candidateKey, node, freeAfter)
 		top.offer(node)
 	}
@@ -443,7 +443,7 @@ func (d *decision) placeOneSpread(a *attempt, position int, strict bool, rank *r
 			freeAfter[r] = row[r] - bundle.amounts[r]
 		}
 		rank.setPreferences(float64(a.bundlesOn(node)), d.unitRank(a, node), fit.missed, float64(fit.islandTaken+fit.migRank))
-		d.setFragmentation(rank.candidateKey, a, node, -1, []int{position})
+		d.setFragmentation(rank.candidateKey, rank.bar(), a, node, -1, []int{position})
 		d.setBestFit(rank, node, freeAfter)
 		rank.offer(node)
 	}
