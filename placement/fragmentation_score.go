@@ -4,7 +4,6 @@ import (
 	"math"
 
 	"github.com/raygo-dev/raygo/internal/nodelabel"
-
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
