@@ -46,14 +46,12 @@ type fragmentationScratch struct {
 	beforeView []viewKind
 	// The shapes' selectors, each distinct one evaluated once per node and decision
 	// (labels do not change within one): shapeSelector maps a shape to its distinct
-	// selector, selectors lists them, and selects holds, per node and distinct selector
-	// (node*len(selectors)+i), whether it matches (selectorMatches, selectorMisses, or
-	// 0: not asked yet). selectsNode is the node selectsFunc answers for.
+	// selector (nil until measure first runs), selectors lists them, and selects holds,
+	// per node and distinct selector (node*len(selectors)+i), whether it matches
+	// (selectorMatches, selectorMisses, or 0: not asked yet).
 	shapeSelector []int
 	selectors     []nodelabel.Selector
 	selects       []int8
-	selectsNode   int
-	selectsFunc   func(shape int) bool
 }
 
 const (
@@ -65,22 +63,20 @@ const (
 // answers cached for the decision.
 func (d *decision) measure(node int) float64 {
 	scratch := &d.fragmentation
-	if scratch.selectsFunc == nil {
+	if scratch.shapeSelector == nil {
 		d.compileShapeSelectors()
-		scratch.selectsFunc = func(shape int) bool {
-			id := scratch.shapeSelector[shape]
-			at := scratch.selectsNode*len(scratch.selectors) + id
-			if scratch.selects[at] == 0 {
-				scratch.selects[at] = selectorMisses
-				if scratch.selectors[id].Matches(d.snapshot.nodes[scratch.selectsNode].labels) {
-					scratch.selects[at] = selectorMatches
-				}
-			}
-			return scratch.selects[at] == selectorMatches
-		}
 	}
-	scratch.selectsNode = node
-	return nodeFragmentation(&scratch.node, d.request.Workload, nil, scratch.selectsFunc)
+	return nodeFragmentation(&scratch.node, d.request.Workload, nil, func(shape int) bool {
+		id := scratch.shapeSelector[shape]
+		at := node*len(scratch.selectors) + id
+		if scratch.selects[at] == 0 {
+			scratch.selects[at] = selectorMisses
+			if scratch.selectors[id].Matches(d.snapshot.nodes[node].labels) {
+				scratch.selects[at] = selectorMatches
+			}
+		}
+		return scratch.selects[at] == selectorMatches
+	})
 }
 
 // compileShapeSelectors fills the scratch's distinct shape selectors.
