@@ -186,6 +186,10 @@ type TopologyRunResult struct {
 	// (data-parallel) groups alone: the groups whose placement crosses the fabric.
 	MeasuredDataParallel    int
 	MeanDataParallelBusGBps float64
+	// DataParallelBottlenecks counts the measured SPREAD groups by the GPUs of their
+	// bundles (1 or 8 in the stream), then by limiting hop: which groups keep a rail
+	// inside one scalable unit (LinkRail) and which cross the spine or rails.
+	DataParallelBottlenecks map[int]map[placement.LinkClass]int
 	// MeanBusyGPUFraction is the share of GPUs held, averaged over the steps.
 	MeanBusyGPUFraction float64
 	// FreeGPUs, UnusableGPUs and FragmentationPct: at the streams' ends, in islands
@@ -330,12 +334,28 @@ func (r *TopologyRunResult) add(stream TopologyRunResult) {
 		}
 		r.Bottlenecks[class] += count
 	}
+	for gpus, classes := range stream.DataParallelBottlenecks {
+		for class, count := range classes {
+			countHop(&r.DataParallelBottlenecks, gpus, class, count)
+		}
+	}
 	r.FreeGPUs += stream.FreeGPUs
 	r.UnusableGPUs += stream.UnusableGPUs
 	r.FreeGPUsAllIslands += stream.FreeGPUsAllIslands
 	r.UnusableGPUsAllIslands += stream.UnusableGPUsAllIslands
 	r.sampledFree += stream.sampledFree
 	r.sampledUnusable += stream.sampledUnusable
+}
+
+// countHop adds count groups of bundles of gpus GPUs limited by class to counts.
+func countHop(counts *map[int]map[placement.LinkClass]int, gpus int, class placement.LinkClass, count int) {
+	if *counts == nil {
+		*counts = make(map[int]map[placement.LinkClass]int)
+	}
+	if (*counts)[gpus] == nil {
+		(*counts)[gpus] = make(map[placement.LinkClass]int)
+	}
+	(*counts)[gpus][class] += count
 }
 
 // finish computes the means and percentages of the pooled sums.
@@ -466,6 +486,8 @@ func (r *topologyRun) try(step int, request TopologyRequest) (bool, error) {
 		if request.Request.Strategy == placement.StrategySpread {
 			r.result.MeasuredDataParallel++
 			r.result.dataParallelBandwidthSum += estimate.BusGBps
+			gpus := int(request.Request.Bundles[0]["GPU"] / resources.AmountScale)
+			countHop(&r.result.DataParallelBottlenecks, gpus, estimate.Bottleneck, 1)
 		}
 		if r.result.Bottlenecks == nil {
 			r.result.Bottlenecks = make(map[placement.LinkClass]int)
