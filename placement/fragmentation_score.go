@@ -110,7 +110,7 @@ func (d *decision) asksForTopology() bool {
 	case d.strategy == StrategyStrictPack:
 		return d.islandMode
 	case d.strategy == StrategySpread || d.strategy == StrategyStrictSpread:
-		return d.groupWholeGPUs > 0
+		return d.groupWholeGPUs > 0 && d.request.Topology != TopologyNode
 	default:
 		return false
 	}

@@ -36,18 +36,23 @@ func TestFragmentationStageChoosesTheLeastGrowth(t *testing.T) {
 	cases := []struct {
 		name     string
 		strategy placement.Strategy
+		topology placement.Topology
 		workload *placement.WorkloadDistribution
 		want     placement.NodeID
 	}{
-		{"no workload: best fit", placement.StrategyPack, nil, "a"},
-		{"empty workload: best fit", placement.StrategyPack, &placement.WorkloadDistribution{}, "a"},
-		{"PACK with a workload: least fragmentation", placement.StrategyPack, &twoGPUs, "b"},
-		// STRICT_PACK asks for an NVLink island: the island best fit stays first.
-		{"STRICT_PACK with a workload: the island first", placement.StrategyStrictPack, &twoGPUs, "a"},
+		{"no workload: best fit", placement.StrategyPack, "", nil, "a"},
+		{"empty workload: best fit", placement.StrategyPack, "", &placement.WorkloadDistribution{}, "a"},
+		{"PACK with a workload: least fragmentation", placement.StrategyPack, "", &twoGPUs, "b"},
+		// STRICT_PACK asks for an NVLink island, SPREAD of whole GPUs for the fabric: the
+		// island best fit stays first. With topology "node" they ask for neither.
+		{"STRICT_PACK with a workload: the island first", placement.StrategyStrictPack, "", &twoGPUs, "a"},
+		{"SPREAD with a workload: the island first", placement.StrategySpread, "", &twoGPUs, "a"},
+		{"STRICT_PACK by nodes alone with a workload: least fragmentation", placement.StrategyStrictPack, placement.TopologyNode, &twoGPUs, "b"},
+		{"SPREAD by nodes alone with a workload: least fragmentation", placement.StrategySpread, placement.TopologyNode, &twoGPUs, "b"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			request := placement.Request{Bundles: []resources.Set{parseResources("CPU=1 GPU=1")}, Strategy: c.strategy, Workload: c.workload}
+			request := placement.Request{Bundles: []resources.Set{parseResources("CPU=1 GPU=1")}, Strategy: c.strategy, Topology: c.topology, Workload: c.workload}
 			plan, err := placement.Schedule(snapshot, request)
 			if err != nil {
 				t.Fatal(err)

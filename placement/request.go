@@ -62,8 +62,8 @@ type Request struct {
 	// BundleLabelSelectors is empty, or holds one selector per bundle (an empty selector
 	// matches every node).
 	BundleLabelSelectors []nodelabel.Selector
-	// Topology is what STRICT_PACK keeps together: TopologyIsland (the zero value) or
-	// TopologyNode. Other strategies ignore it.
+	// Topology is TopologyIsland (the zero value: raygo's GPU topology) or TopologyNode
+	// (Ray's node-level meaning of the strategy; see Topology).
 	Topology Topology
 	// PlacedBundles maps the index of every bundle the group already holds to its node;
 	// Schedule places only the others. Empty for a new group. When a node dies, the GCS

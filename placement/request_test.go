@@ -78,7 +78,7 @@ func TestParseRequestErrorsNameTheField(t *testing.T) {
 		{"fractional GPUs above one", placement.RequestSpec{Bundles: []map[string]float64{{"GPU": 0.5}, {"GPU": 2.25}}}, resources.ErrFractionalGPUs,
 			`bundles[1]["GPU"]: GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got 2.25`},
 		{"unknown topology", placement.RequestSpec{Bundles: gpu(1), Topology: "island"}, placement.ErrUnknownTopology,
-			`topology: must be "" (NVLink islands) or "node", got "island"`},
+			`topology: must be "" (GPU topology) or "node" (nodes alone), got "island"`},
 		// Each amount is allowed; their int64 sum wrapped to a negative total that fit a
 		// 0-CPU node and stopped all scheduling.
 		{"sum past the largest amount", placement.RequestSpec{Bundles: []map[string]float64{{"CPU": 922337203685476}, {"CPU": 1e6}}}, resources.ErrInvalidAmount,
@@ -130,7 +130,7 @@ func TestRequestValidate(t *testing.T) {
 			r.PlacedBundles = map[int]placement.NodeID{0: "n1", 1: "n2"}
 		}, "placed_bundles[1]: STRICT_PACK bundles must share one node, bundle 0 is on node n1 and this one on node n2"},
 		{"unknown topology", func(r *placement.Request) { r.Topology = "rack" },
-			`topology: must be "" (NVLink islands) or "node", got "rack"`},
+			`topology: must be "" (GPU topology) or "node" (nodes alone), got "rack"`},
 		{"GPU amount above 1 not whole", func(r *placement.Request) { r.Bundles[1] = parseResources("GPU=1.5") },
 			`bundles[1]["GPU"]: GPU amounts above 1 must be whole numbers (a fraction of one GPU, or whole GPUs), got 1.5`},
 	}

@@ -93,9 +93,9 @@ type decision struct {
 	matchesAllSelectors []bool
 
 	// GPU topology (gpus.go, islands.go, spread.go).
-	// islandMode: the group keeps its whole GPUs inside NVLink islands: STRICT_PACK
-	// (unless Request.Topology is "node") and PACK, for a group with whole GPUs, on a
-	// cluster where some node lists its GPUs.
+	// islandMode: the group keeps its whole GPUs inside NVLink islands: STRICT_PACK and
+	// PACK, for a group with whole GPUs, on a cluster where some node lists its GPUs,
+	// unless Request.Topology is "node".
 	islandMode bool
 	// hasMIG: some bundle to place asks for a MIG profile (bundleDemand.mig).
 	hasMIG bool
@@ -160,8 +160,8 @@ func newDecision(snapshot *Snapshot, request *Request) (*decision, error) {
 		strictPackDomain: -1,
 		picker:           gpuPicker{snapshot: snapshot},
 	}
-	d.islandMode = snapshot.hasTopology() && groupHasWholeGPUs(request) &&
-		(d.strategy == StrategyPack || d.strategy == StrategyStrictPack && request.Topology != TopologyNode)
+	d.islandMode = snapshot.hasTopology() && groupHasWholeGPUs(request) && request.Topology != TopologyNode &&
+		(d.strategy == StrategyPack || d.strategy == StrategyStrictPack)
 	if err := d.resolvePlacedBundles(); err != nil {
 		return nil, err
 	}

@@ -46,7 +46,9 @@ import (
 // All are preferences: a node outside the chosen units or off the target rails is
 // still used when the preferred ones are full. Without the label every node is in the
 // one unit ""; without rails (or GPUs listed) there are no target rails: the strategies
-// then behave as before topology.
+// then behave as before topology. A group with Request.Topology "node" has neither
+// chosen units nor target rails, and its fragmentation ranks before its preferences
+// (asksForTopology).
 
 // spreadChoices are the scalable units and target rails chosen for one attempt.
 type spreadChoices struct {
@@ -68,7 +70,7 @@ func (d *decision) spreadChoicesOf(a *attempt) *spreadChoices {
 	}
 	choices := &spreadChoices{rails: make([][]int32, len(d.bundleRuns)), railsKnown: make([]bool, len(d.bundleRuns))}
 	a.spread = choices
-	if len(d.bundles) == 0 {
+	if len(d.bundles) == 0 || d.request.Topology == TopologyNode {
 		return choices
 	}
 	first := &d.bundles[0]
@@ -293,7 +295,7 @@ func (d *decision) unitRank(a *attempt, node int) float64 {
 // the group's bundles already, or nil (no rails known, no GPUs asked, or more rounds
 // than rails).
 func (d *decision) roundRails(a *attempt, bundle *bundleDemand, round int) []int32 {
-	if len(d.snapshot.rails) == 0 || !bundle.gpu.any() {
+	if len(d.snapshot.rails) == 0 || !bundle.gpu.any() || d.request.Topology == TopologyNode {
 		return nil
 	}
 	choices := d.spreadChoicesOf(a)

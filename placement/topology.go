@@ -10,16 +10,23 @@ import (
 	"github.com/raygo-dev/raygo/internal/resources"
 )
 
-// Topology is how a placement group asks STRICT_PACK to read "together".
+// Topology is whether a placement group asks for raygo's GPU topology or for Ray's
+// plain, node-level meaning of its strategy.
 type Topology string
 
 const (
-	// TopologyIsland (the default): a STRICT_PACK group with whole GPUs keeps every whole
-	// GPU inside one NVLink island, on one node or across the nodes of one multi-node
-	// NVLink domain.
+	// TopologyIsland (the default): raygo's GPU topology. A STRICT_PACK group with whole
+	// GPUs keeps every whole GPU inside one NVLink island, on one node or across the
+	// nodes of one multi-node NVLink domain; PACK fills islands before spilling; SPREAD
+	// and STRICT_SPREAD prefer the fewest scalable units and the same rails on every
+	// node (spread.go).
 	TopologyIsland Topology = ""
-	// TopologyNode: Ray's plain STRICT_PACK, every bundle on one node, whatever NVLink
-	// joins its GPUs.
+	// TopologyNode: Ray's plain meaning, by nodes alone. STRICT_PACK puts every bundle
+	// on one node, whatever NVLink joins its GPUs; PACK does not fill NVLink islands
+	// first; SPREAD and STRICT_SPREAD prefer no scalable units or rails. For a group
+	// that gains nothing from the fabric (replicas that never all-reduce): with a
+	// workload (Request.Workload), it goes where fragmentation grows least instead of
+	// where the fabric is best.
 	TopologyNode Topology = "node"
 )
 
@@ -29,7 +36,7 @@ func ParseTopology(value string) (Topology, error) {
 	case TopologyIsland, TopologyNode:
 		return topology, nil
 	default:
-		return "", fielderr.New(ErrUnknownTopology, "topology", `must be "" (NVLink islands) or "node", got %s`, strconv.Quote(value))
+		return "", fielderr.New(ErrUnknownTopology, "topology", `must be "" (GPU topology) or "node" (nodes alone), got %s`, strconv.Quote(value))
 	}
 }
 

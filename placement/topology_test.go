@@ -422,6 +422,41 @@ func TestSpreadIsRailAlignedInTheFewestScalableUnits(t *testing.T) {
 	})
 }
 
+// Topology "node" is Ray's meaning of each strategy: the same groups as the topology
+// cases above, placed by best fit alone.
+func TestNodeTopologyPlacesByNodesAlone(t *testing.T) {
+	byNodes := func(strategy placement.Strategy, specs ...string) placement.Request {
+		return placement.Request{Strategy: strategy, Bundles: bundles(specs...), Topology: placement.TopologyNode}
+	}
+	runTopologyCases(t, []topologyCase{
+		{
+			// With GPU topology: rail 4 on every node.
+			name:     "SPREAD takes no target rail: each node's lowest free GPU",
+			nodes:    []placement.Node{dgxH100("a", 0, 1), dgxH100("b", 0, 2), dgxH100("c", 1, 3), dgxH100("d", 0, 1, 2, 3)},
+			request:  byNodes(placement.StrategySpread, repeatSpec(4, "GPU=1")...),
+			want:     map[int]string{0: "d", 1: "a", 2: "b", 3: "c"},
+			wantGPUs: map[int][]int{0: {4}, 1: {2}, 2: {1}, 3: {0}},
+		},
+		{
+			// With GPU topology: b1 and b2, one unit.
+			name: "SPREAD prefers no scalable unit",
+			nodes: []placement.Node{
+				inUnit(dgxH100("a1", 0, 1, 2, 3, 4, 5), "su-1"), inUnit(dgxH100("a2"), "su-1"),
+				inUnit(dgxH100("b1", 0, 1, 2, 3, 4, 5), "su-2"), inUnit(dgxH100("b2", 0, 1, 2, 3, 4, 5), "su-2"),
+			},
+			request: byNodes(placement.StrategySpread, "GPU=1", "GPU=1"),
+			want:    map[int]string{0: "a1", 1: "b1"},
+		},
+		{
+			// With GPU topology: b, where the group spans two whole NVLink pairs.
+			name:    "PACK does not fill NVLink islands first",
+			nodes:   []placement.Node{pciePairs("a", 1, 3, 5), pciePairs("b", 0, 1)},
+			request: byNodes(placement.StrategyPack, repeatSpec(4, "GPU=1")...),
+			want:    map[int]string{0: "a", 1: "a", 2: "a", 3: "a"},
+		},
+	})
+}
+
 func TestFractionalGPUsShareOneGPU(t *testing.T) {
 	pack := func(specs ...string) placement.Request {
 		return placement.Request{Strategy: placement.StrategyPack, Bundles: bundles(specs...)}

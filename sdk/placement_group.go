@@ -44,8 +44,11 @@ func Detached() PlacementGroupOption {
 	return func(r *pb.CreatePlacementGroupRequest) { r.Lifetime = "detached" }
 }
 
-// NodeTopology gives STRICT_PACK Ray's plain meaning — every bundle on one node — instead
-// of raygo's default, every whole GPU of the group inside one NVLink island.
+// NodeTopology gives the strategy Ray's plain meaning, by nodes alone, instead of raygo's
+// GPU topology: STRICT_PACK puts every bundle on one node instead of every whole GPU in
+// one NVLink island; PACK does not fill islands first; SPREAD and STRICT_SPREAD prefer
+// no scalable unit and no rails. For groups that gain nothing from the fabric: they go
+// where the fleet's fragmentation grows least.
 func NodeTopology() PlacementGroupOption {
 	return func(r *pb.CreatePlacementGroupRequest) { r.Topology = "node" }
 }

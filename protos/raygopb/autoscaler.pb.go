@@ -264,7 +264,7 @@ type GangResourceRequest struct {
 	// raygo: the group.
 	PlacementGroupId string            `protobuf:"bytes,10,opt,name=placement_group_id,json=placementGroupId,proto3" json:"placement_group_id,omitempty"`
 	Strategy         PlacementStrategy `protobuf:"varint,11,opt,name=strategy,proto3,enum=raygo.v1.PlacementStrategy" json:"strategy,omitempty"`
-	// "" (topology-aware STRICT_PACK: one NVLink island) or "node" (Ray's one node).
+	// "" (topology-aware) or "node" (Ray's node-level meaning of the strategy).
 	Topology string `protobuf:"bytes,12,opt,name=topology,proto3" json:"topology,omitempty"`
 	// PENDING or RESCHEDULING.
 	State PlacementGroupState `protobuf:"varint,13,opt,name=state,proto3,enum=raygo.v1.PlacementGroupState" json:"state,omitempty"`

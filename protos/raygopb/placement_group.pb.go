@@ -798,8 +798,9 @@ type CreatePlacementGroupRequest struct {
 	Lifetime string `protobuf:"bytes,5,opt,name=lifetime,proto3" json:"lifetime,omitempty"`
 	// The creating job; required unless detached.
 	CreatorJobId string `protobuf:"bytes,6,opt,name=creator_job_id,json=creatorJobId,proto3" json:"creator_job_id,omitempty"`
-	// "" (topology-aware, the default) or "node": Ray's plain meaning of STRICT_PACK (one
-	// node) instead of one NVLink island.
+	// "" (topology-aware, the default) or "node": Ray's plain, node-level meaning of the
+	// strategy: STRICT_PACK on one node instead of one NVLink island; PACK, SPREAD and
+	// STRICT_SPREAD without NVLink island, scalable unit or rail preferences.
 	Topology string `protobuf:"bytes,7,opt,name=topology,proto3" json:"topology,omitempty"`
 	// When > 0, the reply waits (at most this long, capped at 5 s) until the group is
 	// CREATED or its first placement attempt failed, and carries the group as it then is:

@@ -138,6 +138,34 @@ func TestTopologyAwarePlacementOnSimulatedNodes(t *testing.T) {
 	if !strings.Contains(stdout, `"nvlink_island"`) || !strings.Contains(stdout, `"rail"`) {
 		t.Errorf("list nodes JSON lacks the GPU topology:\n%.400s", stdout)
 	}
+
+	// topology="node" on a SPREAD: Ray's meaning, no rails. One more GPU taken on dgxA
+	// leaves the DGXs different lowest free GPUs, though a rail is still free on both;
+	// each bundle gets its node's lowest free GPU.
+	rail := dpInfo.Bundles[0].GPUIDs[0]
+	onA := []map[string]string{{"ray.io/node-id": dgxA.NodeID}}
+	extra, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"GPU": 1}}, sdk.StrictPack, sdk.WithBundleLabelSelector(onA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]map[int]bool{dgxA.NodeID: {rail: true, ready(t, extra).Bundles[0].GPUIDs[0]: true}, dgxB.NodeID: {rail: true}}
+	plainDP, err := client.CreatePlacementGroup(ctx, []sdk.Bundle{{"GPU": 1}, {"GPU": 1}}, sdk.StrictSpread, sdk.WithBundleLabelSelector(onDGX), sdk.NodeTopology())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainInfo := ready(t, plainDP)
+	for _, b := range plainInfo.Bundles {
+		lowest := 0
+		for used[b.NodeID][lowest] {
+			lowest++
+		}
+		if len(b.GPUIDs) != 1 || b.GPUIDs[0] != lowest {
+			t.Errorf("topology=node SPREAD bundle %d on %s got GPUs %v, want its lowest free GPU %d", b.Index, b.NodeID, b.GPUIDs, lowest)
+		}
+	}
+	if plainInfo.Bundles[0].NodeID == plainInfo.Bundles[1].NodeID {
+		t.Errorf("topology=node STRICT_SPREAD on one node: %+v", plainInfo.Bundles)
+	}
 }
 
 func distinctIslands(gpus []*pb.GPUInfo) int {

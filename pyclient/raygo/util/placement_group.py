@@ -431,8 +431,11 @@ def placement_group(
             ``"value"``, ``"in(a,b)"``, ``"!value"`` or ``"!in(a,b)"``.
         topology_strategy: Ray's ``{"ray.io/node-id": strategy}``, instead of ``strategy``;
             other topology labels are refused (use ``STRICT_PACK``).
-        topology: raygo only: ``"node"`` gives ``STRICT_PACK`` Ray's plain one-node meaning
-            instead of one NVLink island.
+        topology: raygo only: ``"node"`` gives the strategy Ray's plain meaning, by nodes
+            alone: ``STRICT_PACK`` one node instead of one NVLink island, ``PACK`` no
+            filling of islands first, ``SPREAD`` and ``STRICT_SPREAD`` no preference for
+            one scalable unit and the same rails; the group then goes where the fleet's
+            fragmentation grows least. For groups that gain nothing from the fabric.
         queue: raygo only, with queues configured on the cluster (``raygo start --head
             --queues``): the queue whose quota the group is charged to (default: the one the
             job's namespace maps to).
