@@ -40,10 +40,11 @@
 //   - every GPU bundle gets concrete GPUs (BundlePlacement.GPUIndices): whole GPUs to
 //     itself, a fraction on one shared GPU; Reserve and Release account each GPU;
 //   - STRICT_PACK keeps every whole GPU of the group in one NVLink island (one node's,
-//     or one multi-node domain's), unless Request.Topology is "node"; PACK tries one
-//     island first, then the fewest islands;
+//     or one multi-node domain's); PACK tries one island first, then the fewest islands;
 //   - SPREAD and STRICT_SPREAD choose the fewest scalable units and the same rails on
 //     every node;
+//   - a group with Request.Topology "node" asks for neither: each strategy keeps Ray's
+//     node-level meaning (its bundles still get concrete GPUs);
 //   - every choice prefers the island with the fewest free GPUs that fits, so the
 //     largest free islands stay whole.
 //

@@ -9,8 +9,8 @@ import (
 )
 
 // NVLink islands for STRICT_PACK and PACK ("islands mode": a group with whole GPUs, on a
-// cluster where some node lists its GPUs; STRICT_PACK with Request.Topology "node" is
-// Ray's one-node rule instead).
+// cluster where some node lists its GPUs, unless Request.Topology is "node": Ray's
+// one-node rule for STRICT_PACK, plain filling of nodes for PACK).
 //
 // The group's whole GPUs go inside one island, with every bundle (CPU-only and
 // fractional ones too) on the island's nodes:
