@@ -176,9 +176,28 @@ func TestTasksAndActorsWithLabelSelectors(t *testing.T) {
 	client := connect(t, c)
 	ctx := testContext(t)
 
+	// A soft selector prefers the matching nodes among those with room now, as the GCS
+	// sees them: the CPUs of the tasks before must be back in its view, or the task may
+	// rightly go elsewhere.
+	allCPUsFree := func() {
+		t.Helper()
+		harness.Eventually(t, 15*time.Second, "every node's CPUs are free again", func() error {
+			nodes, err := c.Nodes()
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				if got := n.ResourcesAvailable["CPU"]; got != n.ResourcesTotal["CPU"] {
+					return fmt.Errorf("node %s: %v of %v CPUs free", n.NodeId, got, n.ResourcesTotal["CPU"])
+				}
+			}
+			return nil
+		})
+	}
 	runsOn := func(what string, want string, opts ...sdk.Option) {
 		t.Helper()
 		for i := 0; i < 4; i++ {
+			allCPUsFree()
 			w, err := result[WorkerView](client.Submit(ctx, "where", nil, opts...))
 			if err != nil || w.NodeID != want {
 				t.Fatalf("%s: task %d ran on %q (%v), want %s", what, i, w.NodeID, err, want)
