@@ -341,11 +341,8 @@ func TestSpreadIsRailAlignedInTheFewestScalableUnits(t *testing.T) {
 		},
 		{
 			// Best fit alone would take a1 and b1 (two GPUs free each): two units.
-			name: "fewest scalable units: one unit, breaking no whole island",
-			nodes: []placement.Node{
-				inUnit(dgxH100("a1", 0, 1, 2, 3, 4, 5), "su-1"), inUnit(dgxH100("a2"), "su-1"),
-				inUnit(dgxH100("b1", 0, 1, 2, 3, 4, 5), "su-2"), inUnit(dgxH100("b2", 0, 1, 2, 3, 4, 5), "su-2"),
-			},
+			name:    "fewest scalable units: one unit, breaking no whole island",
+			nodes:   oneUnitWithRoom(),
 			request: spread(placement.StrategySpread, "GPU=1", "GPU=1"),
 			want:    map[int]string{0: "b1", 1: "b2"},
 			check:   sameRailsEverywhere,
@@ -439,11 +436,8 @@ func TestNodeTopologyPlacesByNodesAlone(t *testing.T) {
 		},
 		{
 			// With GPU topology: b1 and b2, one unit.
-			name: "SPREAD prefers no scalable unit",
-			nodes: []placement.Node{
-				inUnit(dgxH100("a1", 0, 1, 2, 3, 4, 5), "su-1"), inUnit(dgxH100("a2"), "su-1"),
-				inUnit(dgxH100("b1", 0, 1, 2, 3, 4, 5), "su-2"), inUnit(dgxH100("b2", 0, 1, 2, 3, 4, 5), "su-2"),
-			},
+			name:    "SPREAD prefers no scalable unit",
+			nodes:   oneUnitWithRoom(),
 			request: byNodes(placement.StrategySpread, "GPU=1", "GPU=1"),
 			want:    map[int]string{0: "a1", 1: "b1"},
 		},
@@ -603,6 +597,16 @@ func TestReserveAndReleaseAccountGPUs(t *testing.T) {
 	err := snapshot.Release(group[:1], placement.Plan{Placements: plan.Placements[:1]})
 	if !errors.Is(err, placement.ErrInsufficientResources) || !strings.Contains(err.Error(), "released twice?") {
 		t.Errorf("double release: %v", err)
+	}
+}
+
+// oneUnitWithRoom is two scalable units of DGX H100 nodes: su-1 with a1 (two GPUs free)
+// and an idle a2, su-2 with b1 and b2 (two GPUs free each). Two one-GPU bundles fit su-2
+// without breaking a whole node; best fit alone takes a1 and b1.
+func oneUnitWithRoom() []placement.Node {
+	return []placement.Node{
+		inUnit(dgxH100("a1", 0, 1, 2, 3, 4, 5), "su-1"), inUnit(dgxH100("a2"), "su-1"),
+		inUnit(dgxH100("b1", 0, 1, 2, 3, 4, 5), "su-2"), inUnit(dgxH100("b2", 0, 1, 2, 3, 4, 5), "su-2"),
 	}
 }
 
