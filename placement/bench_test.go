@@ -173,7 +173,7 @@ func TestTopologyBench(t *testing.T) {
 				fleet.suffix, run.name, r.Placed, r.GaveUp, r.Infeasible, r.PendingAtEnd, r.MeanBusyGPUFraction, r.MeanBusGBps, r.Measured, r.Bottlenecks)
 			t.Logf("fleet%s %s: at the ends, islands that fit the probe: %d of %d free GPUs unusable (%.1f%%); all islands: %d of %d (%.1f%%); sampled every 10 steps: %.1f%%",
 				fleet.suffix, run.name, r.UnusableGPUs, r.FreeGPUs, r.FragmentationPct, r.UnusableGPUsAllIslands, r.FreeGPUsAllIslands, r.FragmentationPctAllIslands, r.MeanFragmentationPct)
-			t.Logf("fleet%s %s: data-parallel groups by GPUs per bundle, then limiting hop: %v",
+			t.Logf("fleet%s %s: data-parallel groups by GPUs per bundle and limiting hop: %v",
 				fleet.suffix, run.name, r.DataParallelBottlenecks)
 		}
 		fmt.Printf("BENCH topo_allreduce_gbps_ratio%s %.2f x\n", fleet.suffix, result.AllReduceRatio)

@@ -226,16 +226,10 @@ func (d *decision) simulateFill(a *attempt, node int, placedOfRun []int, freeAft
 		}
 	}
 	d.fillIslands = 0
-	if wholeGPUs > 0 && d.weighsIslands() {
+	if wholeGPUs > 0 && d.islandMode {
 		d.fillIslands = islandsToHold(d.islandCounts, wholeGPUs)
 	}
 	return taken
-}
-
-// weighsIslands reports whether PACK counts the NVLink islands a group's whole GPUs
-// need (fewer first): on a cluster that lists GPUs, unless Request.Topology is "node".
-func (d *decision) weighsIslands() bool {
-	return d.snapshot.hasTopology() && d.request.Topology != TopologyNode
 }
 
 // simulateGPUTakes takes the GPUs of up to count bundles of request from free and
@@ -334,7 +328,7 @@ func (d *decision) bestNodeForGroupSum(a *attempt, pack bool) int {
 		if !fits(row, d.groupSum, d.groupSumNonzero) {
 			continue
 		}
-		gpusFit, islands := d.gpusFitGroup(a, node, -1, pack && d.weighsIslands())
+		gpusFit, islands := d.gpusFitGroup(a, node, -1, pack && d.islandMode)
 		if !gpusFit {
 			continue
 		}

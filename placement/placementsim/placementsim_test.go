@@ -138,13 +138,12 @@ func TestRunTopologyBench(t *testing.T) {
 		if r.Measured == 0 || r.FreeGPUs > r.FreeGPUsAllIslands || r.UnusableGPUs > r.FreeGPUs {
 			t.Errorf("%s: implausible %+v", name, r)
 		}
-		perSize := 0
-		for _, classes := range r.DataParallelBottlenecks {
-			for _, count := range classes {
-				perSize += count
-			}
+		perSize, sizes := 0, map[int]bool{}
+		for key, count := range r.DataParallelBottlenecks {
+			perSize += count
+			sizes[key.BundleGPUs] = true
 		}
-		if perSize != r.MeasuredDataParallel || len(r.DataParallelBottlenecks[1]) == 0 || len(r.DataParallelBottlenecks[8]) == 0 {
+		if perSize != r.MeasuredDataParallel || !sizes[1] || !sizes[8] {
 			t.Errorf("%s: data-parallel groups by bundle size %v, %d measured", name, r.DataParallelBottlenecks, r.MeasuredDataParallel)
 		}
 		if r.sampledFree == 0 || r.sampledUnusable > r.sampledFree || r.MeanFragmentationPct != 100*float64(r.sampledUnusable)/float64(r.sampledFree) {

@@ -187,9 +187,9 @@ type TopologyRunResult struct {
 	MeasuredDataParallel    int
 	MeanDataParallelBusGBps float64
 	// DataParallelBottlenecks counts the measured SPREAD groups by the GPUs of their
-	// bundles (1 or 8 in the stream), then by limiting hop: which groups keep a rail
-	// inside one scalable unit (LinkRail) and which cross the spine or rails.
-	DataParallelBottlenecks map[int]map[placement.LinkClass]int
+	// bundles (1 or 8 in the stream) and limiting hop: which groups keep a rail inside
+	// one scalable unit (LinkRail) and which cross the spine or rails.
+	DataParallelBottlenecks map[DataParallelHop]int
 	// MeanBusyGPUFraction is the share of GPUs held, averaged over the steps.
 	MeanBusyGPUFraction float64
 	// FreeGPUs, UnusableGPUs and FragmentationPct: at the streams' ends, in islands
@@ -211,6 +211,12 @@ type TopologyRunResult struct {
 
 	bandwidthSum, dataParallelBandwidthSum, busySum float64
 	steps                                           int
+}
+
+// DataParallelHop is a key of TopologyRunResult.DataParallelBottlenecks.
+type DataParallelHop struct {
+	BundleGPUs int
+	Hop        placement.LinkClass
 }
 
 // TopologyBenchResult compares the two schedulers.
@@ -334,10 +340,11 @@ func (r *TopologyRunResult) add(stream TopologyRunResult) {
 		}
 		r.Bottlenecks[class] += count
 	}
-	for gpus, classes := range stream.DataParallelBottlenecks {
-		for class, count := range classes {
-			countHop(&r.DataParallelBottlenecks, gpus, class, count)
+	for key, count := range stream.DataParallelBottlenecks {
+		if r.DataParallelBottlenecks == nil {
+			r.DataParallelBottlenecks = make(map[DataParallelHop]int)
 		}
+		r.DataParallelBottlenecks[key] += count
 	}
 	r.FreeGPUs += stream.FreeGPUs
 	r.UnusableGPUs += stream.UnusableGPUs
@@ -345,17 +352,6 @@ func (r *TopologyRunResult) add(stream TopologyRunResult) {
 	r.UnusableGPUsAllIslands += stream.UnusableGPUsAllIslands
 	r.sampledFree += stream.sampledFree
 	r.sampledUnusable += stream.sampledUnusable
-}
-
-// countHop adds count groups of bundles of gpus GPUs limited by class to counts.
-func countHop(counts *map[int]map[placement.LinkClass]int, gpus int, class placement.LinkClass, count int) {
-	if *counts == nil {
-		*counts = make(map[int]map[placement.LinkClass]int)
-	}
-	if (*counts)[gpus] == nil {
-		(*counts)[gpus] = make(map[placement.LinkClass]int)
-	}
-	(*counts)[gpus][class] += count
 }
 
 // finish computes the means and percentages of the pooled sums.
@@ -486,8 +482,11 @@ func (r *topologyRun) try(step int, request TopologyRequest) (bool, error) {
 		if request.Request.Strategy == placement.StrategySpread {
 			r.result.MeasuredDataParallel++
 			r.result.dataParallelBandwidthSum += estimate.BusGBps
+			if r.result.DataParallelBottlenecks == nil {
+				r.result.DataParallelBottlenecks = make(map[DataParallelHop]int)
+			}
 			gpus := int(request.Request.Bundles[0]["GPU"] / resources.AmountScale)
-			countHop(&r.result.DataParallelBottlenecks, gpus, estimate.Bottleneck, 1)
+			r.result.DataParallelBottlenecks[DataParallelHop{BundleGPUs: gpus, Hop: estimate.Bottleneck}]++
 		}
 		if r.result.Bottlenecks == nil {
 			r.result.Bottlenecks = make(map[placement.LinkClass]int)
